@@ -1,0 +1,85 @@
+"""Plots with the course's conventions: units on every axis, a title that states the claim,
+readable at notebook width, modest resolution. Used by every notebook from 01 on.
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import matplotlib.pyplot as plt
+
+FIGSIZE = (7.0, 4.0)
+DPI = 90
+
+
+def new_figure(title: str, xlabel: str, ylabel: str, *, logx: bool = False, logy: bool = False,
+               figsize: tuple[float, float] = FIGSIZE):
+    """A figure and axes with labelled axes (include units, e.g. 'matrix size n') and a title."""
+    for name, text in (("title", title), ("xlabel", xlabel), ("ylabel", ylabel)):
+        if not isinstance(text, str) or not text.strip():
+            raise ValueError(f"{name} must be a non-empty string: every plot states its claim and units")
+    fig, ax = plt.subplots(figsize=figsize, dpi=DPI)
+    ax.set_title(title, fontsize=11)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    if logx:
+        ax.set_xscale("log")
+    if logy:
+        ax.set_yscale("log")
+    ax.grid(True, which="both", alpha=0.3)
+    return fig, ax
+
+
+def measured_vs_predicted(x: Sequence[float], measured: Mapping[str, Sequence[float]],
+                          predicted: Mapping[str, Sequence[float]] | None = None, *, title: str, xlabel: str,
+                          ylabel: str, logx: bool = False, logy: bool = False):
+    """Measured series as markers and predicted series as dashed lines on one axes."""
+    fig, ax = new_figure(title, xlabel, ylabel, logx=logx, logy=logy)
+    for label, ys in measured.items():
+        if len(ys) != len(x):
+            raise ValueError(f"measured[{label!r}] has {len(ys)} values but x has {len(x)}")
+        ax.plot(x, ys, "o-", label=f"{label} (measured)")
+    for label, ys in (predicted or {}).items():
+        if len(ys) != len(x):
+            raise ValueError(f"predicted[{label!r}] has {len(ys)} values but x has {len(x)}")
+        ax.plot(x, ys, "--", label=f"{label} (predicted)")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig, ax
+
+
+def roofline_plot(peak_flops: float, bandwidth: float, points: Mapping[str, tuple[float, float]], *,
+                  title: str = "Roofline of this machine", intensity_range: tuple[float, float] = (1e-2, 1e3)):
+    """The roofline min(peak, I x bandwidth) with measured (intensity, FLOP/s) points on it.
+
+    Axes in FLOP/byte and GFLOP/s, both logarithmic.
+    """
+    import numpy as np
+
+    if peak_flops <= 0 or bandwidth <= 0:
+        raise ValueError(f"peak_flops and bandwidth must be > 0, got {peak_flops!r}, {bandwidth!r}")
+    lo, hi = intensity_range
+    if not 0 < lo < hi:
+        raise ValueError(f"intensity_range must be (low, high) with 0 < low < high, got {intensity_range!r}")
+    fig, ax = new_figure(title, "arithmetic intensity (FLOP / byte)", "achieved GFLOP/s", logx=True, logy=True)
+    xs = np.logspace(np.log10(lo), np.log10(hi), 200)
+    ax.plot(xs, np.minimum(peak_flops, xs * bandwidth) / 1e9, "k-", lw=2,
+            label=f"roofline: {peak_flops / 1e9:.0f} GFLOP/s peak, {bandwidth / 1e9:.1f} GB/s")
+    ax.axvline(peak_flops / bandwidth, color="grey", ls=":", label=f"ridge {peak_flops / bandwidth:.1f} FLOP/B")
+    for label, (intensity, flops) in points.items():
+        ax.plot([intensity], [flops / 1e9], "o", ms=8, label=label)
+    ax.legend(fontsize=8, loc="lower right")
+    fig.tight_layout()
+    return fig, ax
+
+
+def bar_chart(labels: Sequence[str], values: Sequence[float], *, title: str, xlabel: str, ylabel: str,
+              logy: bool = False):
+    """Bars, one per label, with the value written on each bar."""
+    if len(labels) != len(values):
+        raise ValueError(f"labels ({len(labels)}) and values ({len(values)}) must have the same length")
+    fig, ax = new_figure(title, xlabel, ylabel, logy=logy)
+    bars = ax.bar(range(len(values)), values, color="tab:blue")
+    ax.set_xticks(range(len(values)), labels, rotation=30, ha="right", fontsize=8)
+    ax.bar_label(bars, fmt="%.3g", fontsize=7)
+    fig.tight_layout()
+    return fig, ax

@@ -1,0 +1,167 @@
+"""One small, readable training loop that later modules extend instead of copying.
+
+    history = fit(model, split.train, eval_data=split.test, epochs=5, optimizer="adam")
+
+The loop is split into three functions so a later module can replace one piece:
+``train_step`` (one batch: forward, loss, backward, update), ``train_epoch`` (all batches,
+with a progress bar) and ``fit`` (epochs, evaluation, per-epoch metrics).
+Used from notebook 01 (CPU vs GPU step time) onwards.
+"""
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+import torch
+from torch import nn
+from torch.utils.data import DataLoader, Dataset
+
+OPTIMIZERS = ("sgd", "momentum", "adam", "adamw")
+
+
+def make_optimizer(name: str, params: Iterable[torch.nn.Parameter], lr: float = 1e-3,
+                   weight_decay: float = 0.0) -> torch.optim.Optimizer:
+    """'sgd', 'momentum' (SGD with momentum 0.9), 'adam' or 'adamw'."""
+    if not isinstance(name, str) or name.lower() not in OPTIMIZERS:
+        raise ValueError(f"optimizer {name!r} is not known; accepted values are {OPTIMIZERS}")
+    if not lr > 0:
+        raise ValueError(f"lr must be > 0, got {lr!r}")
+    name = name.lower()
+    if name == "sgd":
+        return torch.optim.SGD(params, lr=lr, weight_decay=weight_decay)
+    if name == "momentum":
+        return torch.optim.SGD(params, lr=lr, momentum=0.9, weight_decay=weight_decay)
+    if name == "adam":
+        return torch.optim.Adam(params, lr=lr, weight_decay=weight_decay)
+    return torch.optim.AdamW(params, lr=lr, weight_decay=weight_decay or 0.01)
+
+
+@dataclass
+class History:
+    """Per-epoch metrics of a ``fit`` run: one dict per epoch."""
+
+    epochs: list[dict] = field(default_factory=list)
+
+    def __getitem__(self, key: str) -> list:
+        return [e[key] for e in self.epochs if key in e]
+
+    @property
+    def last(self) -> dict:
+        return self.epochs[-1] if self.epochs else {}
+
+
+def _loader(data: Dataset | DataLoader, batch_size: int, shuffle: bool, seed: int) -> DataLoader:
+    if isinstance(data, DataLoader):
+        return data
+    if not isinstance(data, Dataset):
+        raise TypeError(f"data must be a torch Dataset or DataLoader, got {type(data).__name__}")
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
+    return DataLoader(data, batch_size=batch_size, shuffle=shuffle,
+                      generator=torch.Generator().manual_seed(seed))
+
+
+def train_step(model: nn.Module, batch: tuple[torch.Tensor, torch.Tensor], optimizer: torch.optim.Optimizer,
+               loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
+               device: torch.device | str = "cpu") -> tuple[float, int, int]:
+    """One update on one batch. Returns (loss, correct predictions, examples)."""
+    x, y = (t.to(device, non_blocking=True) for t in batch)
+    optimizer.zero_grad(set_to_none=True)
+    out = model(x)
+    loss = loss_fn(out, y)
+    loss.backward()
+    optimizer.step()
+    correct = int((out.argmax(1) == y).sum()) if out.dim() == 2 and y.dim() == 1 else 0
+    return float(loss.detach()), correct, len(y)
+
+
+def train_epoch(model: nn.Module, loader: DataLoader, optimizer: torch.optim.Optimizer,
+                loss_fn: Callable, device: torch.device | str = "cpu", progress: bool = True,
+                desc: str = "train") -> dict:
+    """All batches of one epoch; returns mean loss, accuracy and seconds."""
+    from tqdm.auto import tqdm
+
+    model.train()
+    total_loss, correct, seen = 0.0, 0, 0
+    start = time.perf_counter()
+    for batch in tqdm(loader, desc=desc, leave=False, disable=not progress):
+        loss, c, n = train_step(model, batch, optimizer, loss_fn, device)
+        total_loss += loss * n
+        correct += c
+        seen += n
+    return {"train_loss": total_loss / max(seen, 1), "train_acc": correct / max(seen, 1),
+            "seconds": time.perf_counter() - start}
+
+
+@torch.no_grad()
+def evaluate(model: nn.Module, data: Dataset | DataLoader, device: torch.device | str = "cpu",
+             loss_fn: Callable | None = None, batch_size: int = 256) -> dict:
+    """Mean loss and accuracy on held-out data (model in eval mode)."""
+    loss_fn = loss_fn or nn.CrossEntropyLoss()
+    loader = _loader(data, batch_size, shuffle=False, seed=0)
+    model.eval()
+    total_loss, correct, seen = 0.0, 0, 0
+    for x, y in loader:
+        x, y = x.to(device), y.to(device)
+        out = model(x)
+        total_loss += float(loss_fn(out, y)) * len(y)
+        if out.dim() == 2 and y.dim() == 1:
+            correct += int((out.argmax(1) == y).sum())
+        seen += len(y)
+    return {"loss": total_loss / max(seen, 1), "acc": correct / max(seen, 1)}
+
+
+def fit(model: nn.Module, train_data: Dataset | DataLoader, *, epochs: int = 5, lr: float = 1e-3,
+        optimizer: str | torch.optim.Optimizer = "adam", batch_size: int = 64,
+        eval_data: Dataset | DataLoader | None = None, loss_fn: Callable | None = None,
+        device: torch.device | str | None = None, progress: bool = True, seed: int = 0) -> History:
+    """Train ``model`` for ``epochs`` epochs and return per-epoch metrics.
+
+    ``optimizer`` is a name from OPTIMIZERS or a ready optimizer. ``device`` defaults to the
+    model's device. Each epoch records train loss/accuracy, seconds and, with ``eval_data``,
+    test loss/accuracy.
+    """
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
+    if isinstance(epochs, bool) or not isinstance(epochs, int) or epochs < 1:
+        raise ValueError(f"epochs must be a positive int, got {epochs!r}")
+    params = list(model.parameters())
+    if not params:
+        raise ValueError("model has no parameters to train")
+    device = torch.device(device) if device is not None else params[0].device
+    model.to(device)
+    opt = optimizer if isinstance(optimizer, torch.optim.Optimizer) else make_optimizer(optimizer, params, lr)
+    loss_fn = loss_fn or nn.CrossEntropyLoss()
+    loader = _loader(train_data, batch_size, shuffle=True, seed=seed)
+    history = History()
+    from tqdm.auto import tqdm
+
+    for epoch in tqdm(range(1, epochs + 1), desc="epochs", disable=not progress or epochs == 1):
+        row = {"epoch": epoch, **train_epoch(model, loader, opt, loss_fn, device, progress=False)}
+        if eval_data is not None:
+            metrics = evaluate(model, eval_data, device, loss_fn)
+            row.update(test_loss=metrics["loss"], test_acc=metrics["acc"])
+        history.epochs.append(row)
+    return history
+
+
+def make_step_fn(model: nn.Module, x: torch.Tensor, y: torch.Tensor, optimizer: str = "sgd", lr: float = 1e-3,
+                 loss_fn: Callable | None = None) -> Callable[[], float]:
+    """A no-argument function doing one full training step on a fixed batch (for timing it).
+
+    Notebook 01 times it on the CPU and on a GPU when one is present.
+    """
+    params = list(model.parameters())
+    if not params:
+        raise ValueError("model has no parameters to train")
+    device = params[0].device
+    opt = make_optimizer(optimizer, params, lr)
+    loss_fn = loss_fn or nn.CrossEntropyLoss()
+    batch = (x.to(device), y.to(device))
+    model.train()
+
+    def step() -> float:
+        return train_step(model, batch, opt, loss_fn, device)[0]
+
+    return step

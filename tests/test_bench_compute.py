@@ -1,0 +1,111 @@
+import math
+
+import pytest
+import torch
+
+from course_lib import bench, compute
+
+
+def test_time_fn_measures_something():
+    x = torch.randn(256, 256)
+    t = bench.time_fn(lambda: x @ x, label="mm", min_run_time=0.02)
+    assert t.median_s > 0 and t.repeats >= 1 and t.num_threads == torch.get_num_threads()
+    assert "mm" in str(t)
+
+
+def test_time_fn_orders_work():
+    small, big = torch.randn(32, 32), torch.randn(384, 384)
+    r = bench.compare_interleaved({"small": lambda: small @ small, "big": lambda: big @ big}, rounds=3,
+                                  min_run_time=0.02)
+    # 384^3 / 32^3 = 1728x more arithmetic; even with call overhead the big one is far slower
+    assert r["big"].median_s > 5 * r["small"].median_s
+
+
+def test_bad_timing_arguments():
+    with pytest.raises(TypeError):
+        bench.time_fn(42)
+    with pytest.raises(ValueError, match="min_run_time"):
+        bench.time_fn(lambda: None, min_run_time=-1)
+    with pytest.raises(ValueError, match="num_threads"):
+        bench.time_fn(lambda: None, num_threads=0)
+    with pytest.raises(ValueError, match="fns"):
+        bench.compare_interleaved({})
+    with pytest.raises(ValueError, match="threads"):
+        with bench.num_threads_set(0):
+            pass
+
+
+def test_num_threads_restored():
+    before = torch.get_num_threads()
+    with bench.num_threads_set(1):
+        assert torch.get_num_threads() == 1
+    assert torch.get_num_threads() == before
+
+
+def test_flop_counting_matches_formula():
+    a, b = torch.randn(12, 7), torch.randn(7, 5)
+    assert bench.count_flops(torch.mm, a, b) == bench.matmul_flops(12, 5, 7) == 2 * 12 * 5 * 7
+    lin = torch.nn.Linear(16, 8)
+    assert bench.count_flops(lin, torch.randn(4, 16)) == 2 * 4 * 16 * 8
+
+
+def test_rates_and_dtypes():
+    assert bench.achieved_flops(2e9, 0.01) == pytest.approx(2e11)
+    assert bench.achieved_bandwidth(1e9, 0.5) == pytest.approx(2e9)
+    assert bench.format_rate(1.8e11) == "180 GFLOP/s"
+    assert bench.format_seconds(1.2e-5) == "12 us"
+    assert bench.bytes_per_element("bf16") == 2 and bench.bytes_per_element(torch.float32) == 4
+    with pytest.raises(ValueError, match="accepted values"):
+        bench.to_dtype("fp12")
+    for bad in ((bench.achieved_flops, (1, 0)), (bench.achieved_bandwidth, (-1, 1)), (bench.matmul_flops, (0, 1, 1))):
+        with pytest.raises(ValueError):
+            bad[0](*bad[1])
+
+
+def test_throughput_sweep_and_bandwidth():
+    pts = bench.matmul_throughput([8, 128], min_run_time=0.02)
+    assert [p.size for p in pts] == [8, 128] and all(p.flops_per_s > 0 for p in pts)
+    assert bench.memory_bandwidth(8 * 2**20, min_run_time=0.02) > 1e8  # > 0.1 GB/s on anything
+    with pytest.raises(ValueError):
+        bench.matmul_throughput([])
+    with pytest.raises(ValueError):
+        bench.memory_bandwidth(10)
+
+
+def test_intensity_formulas():
+    assert compute.matmul_intensity(1024, 1024, 1024) == pytest.approx(1024 / 6)
+    assert compute.matmul_intensity(2, 2, 2, "bf16") == pytest.approx(16 / 24)
+    assert compute.elementwise_intensity() == pytest.approx(1 / 12)
+    with pytest.raises(ValueError):
+        compute.matmul_intensity(0, 1, 1)
+    with pytest.raises(ValueError, match="dtype"):
+        compute.matmul_intensity(1, 1, 1, "fp7")
+
+
+def test_roofline():
+    assert compute.roofline(1.0, peak_flops=100.0, bandwidth=10.0) == 10.0
+    assert compute.roofline(100.0, peak_flops=100.0, bandwidth=10.0) == 100.0
+    assert compute.ridge_point(100.0, 10.0) == 10.0
+    assert compute.roofline_time(1e9, 1e6, 1e9, 1e9) == 1.0
+    with pytest.raises(ValueError, match="bandwidth"):
+        compute.roofline(1.0, 1.0, -1.0)
+    with pytest.raises(TypeError):
+        compute.roofline("1", 1.0, 1.0)
+
+
+def test_training_time():
+    assert compute.training_flops(1e9, 1e10) == 6e19
+    s = compute.time_to_train(1e9, 1e10, peak_flops=1e15, utilization=0.5, n_devices=4)
+    assert s == pytest.approx(6e19 / (4 * 1e15 * 0.5))
+    for kwargs in ({"utilization": 0}, {"utilization": 1.5}, {"n_devices": 0}):
+        with pytest.raises(ValueError):
+            compute.time_to_train(1e9, 1e10, 1e15, **kwargs)
+    with pytest.raises(ValueError, match="n_params"):
+        compute.training_flops(-1, 10)
+    rows = compute.time_to_train_table(124e6, 2.5e9, dtype="bf16")
+    assert rows and all(math.isfinite(r.seconds) for r in rows)
+    assert "T4" not in " ".join(r.accelerator for r in rows)  # T4 has no bf16
+    with pytest.raises(ValueError):
+        compute.time_to_train_table(1e6, 1e6, names=["t4"], dtype="bf16")
+    assert compute.format_duration(4000) == "1.11 h"
+    assert compute.overhead_model_time(10.0, 1.0, 5.0) == 3.0

@@ -1,0 +1,275 @@
+"""Tests for course_lib.catalog: the table is complete, cited, and physically sane."""
+from __future__ import annotations
+
+import ast
+import math
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+from course_lib import catalog
+from course_lib.catalog import DTYPES, Accelerator
+
+REQUIRED_KEYS = {
+    "t4", "p100-16gb", "v100-16gb", "a100-40gb", "a100-80gb", "l4", "h100-sxm",
+    "tpu-v4", "tpu-v5e", "tpu-v5p",
+}
+# GPUs whose bf16/fp16 runs on tensor cores (the P100 has none).
+TENSOR_CORE_GPUS = {"t4", "v100-16gb", "a100-40gb", "a100-80gb", "l4", "l40s", "h100-sxm", "h200"}
+
+ALL = catalog.accelerators()
+
+
+def by_key(key: str) -> Accelerator:
+    return catalog.get_accelerator(key)
+
+
+# ---- the table itself ------------------------------------------------------------
+
+
+def test_required_rows_present_and_keys_unique():
+    keys = catalog.accelerator_names()
+    assert REQUIRED_KEYS <= set(keys)
+    assert len(keys) == len(set(keys))
+    assert [acc.key for acc in ALL] == keys
+
+
+@pytest.mark.parametrize("acc", ALL, ids=lambda a: a.key)
+def test_every_row_is_cited(acc: Accelerator):
+    assert acc.source.startswith("http")
+    for url in acc.source.split("; "):
+        assert url.startswith("https://"), url
+    assert re.fullmatch(r"\d{4}-(0[1-9]|1[0-2])", acc.source_date)
+    assert acc.notes.strip()
+
+
+@pytest.mark.parametrize("acc", ALL, ids=lambda a: a.key)
+def test_every_number_is_positive_and_fields_are_valid(acc: Accelerator):
+    assert acc.kind in catalog.KINDS
+    assert acc.vendor in {"NVIDIA", "Google"}
+    assert 2010 <= acc.year <= 2030
+    assert acc.peak_tflops, "every chip has at least one dtype"
+    assert set(acc.peak_tflops) <= set(DTYPES)
+    for value in acc.peak_tflops.values():
+        assert value > 0 and math.isfinite(value)
+    assert acc.memory_gb > 0
+    assert acc.memory_bandwidth_gbs > 0
+    assert acc.interconnect_gbs > 0
+    assert acc.interconnect
+    # Power is None only where the vendor publishes none (recent TPUs).
+    if acc.power_w is None:
+        assert acc.kind == "tpu"
+    else:
+        assert acc.power_w > 0
+
+
+def test_rows_are_read_only_and_hashable():
+    a100 = by_key("a100-40gb")
+    with pytest.raises(TypeError):
+        a100.peak_tflops["bf16"] = 1.0  # type: ignore[index]
+    with pytest.raises(AttributeError):
+        a100.memory_gb = 1.0  # type: ignore[misc]
+    assert len({hash(acc) for acc in ALL}) == len(ALL)
+
+
+def test_unknown_dtype_in_a_new_row_is_rejected():
+    with pytest.raises(ValueError, match="fp4"):
+        Accelerator(
+            key="x", name="X", vendor="NVIDIA", kind="gpu", year=2025,
+            peak_tflops={"fp4": 1.0}, memory_gb=1, memory_bandwidth_gbs=1,
+            interconnect="PCIe", interconnect_gbs=1, power_w=1,
+            source="https://example.com", source_date="2025-01",
+        )
+
+
+# ---- physical sanity -------------------------------------------------------------
+
+
+@pytest.mark.parametrize("key", sorted(TENSOR_CORE_GPUS))
+def test_tensor_cores_beat_plain_fp32(key: str):
+    acc = by_key(key)
+    half = max(acc.peak_tflops.get("bf16", 0), acc.peak_tflops.get("fp16", 0))
+    assert half > acc.peak_tflops["fp32"]
+
+
+def test_generations_get_faster():
+    h100 = by_key("h100-sxm").peak_tflops["bf16"]
+    a100 = by_key("a100-40gb").peak_tflops["bf16"]
+    v100 = by_key("v100-16gb").peak_tflops["fp16"]
+    assert h100 > a100 > v100
+
+
+def test_a100_80gb_has_more_memory_and_no_less_bandwidth():
+    small, big = by_key("a100-40gb"), by_key("a100-80gb")
+    assert big.memory_gb > small.memory_gb
+    assert big.memory_bandwidth_gbs >= small.memory_bandwidth_gbs
+    assert big.peak_tflops == small.peak_tflops
+
+
+def test_known_hardware_gaps():
+    assert "bf16" not in by_key("t4").peak_tflops  # Turing has no bf16
+    assert "bf16" not in by_key("v100-16gb").peak_tflops  # nor does Volta
+    p100 = by_key("p100-16gb").peak_tflops
+    # No tensor cores: fp16 is 2x fp32 through packed half2 math.
+    assert p100["fp16"] == pytest.approx(2 * p100["fp32"], rel=0.01)
+    assert "int8" not in p100 and "bf16" not in p100
+    for key in ("h100-sxm", "h200", "l4", "l40s"):
+        assert "fp8" in by_key(key).peak_tflops
+    for key in ("a100-40gb", "a100-80gb", "t4", "v100-16gb"):
+        assert "fp8" not in by_key(key).peak_tflops
+
+
+def test_dense_not_sparse_figures():
+    # Datasheets print these with sparsity as 3,958 (H100 fp8) and 242 (L4 bf16).
+    assert by_key("h100-sxm").peak_tflops["fp8"] == pytest.approx(1979, rel=0.001)
+    assert by_key("l4").peak_tflops["bf16"] == pytest.approx(121)
+    assert by_key("a100-40gb").peak_tflops["tf32"] == 156
+
+
+def test_pcie_cards_report_x16_bidirectional_bandwidth():
+    expected = {"PCIe 3.0 x16": 32, "PCIe 4.0 x16": 64, "PCIe 5.0 x16": 128}
+    for acc in ALL:
+        if acc.interconnect.startswith("PCIe"):
+            assert acc.interconnect_gbs == expected[acc.interconnect]
+
+
+# ---- peak_flops ------------------------------------------------------------------
+
+
+def test_peak_flops_is_in_flop_per_second():
+    assert by_key("a100-40gb").peak_flops("bf16") == 312e12
+    assert by_key("tpu-v5e").peak_flops("bf16") == 197e12
+    assert by_key("t4").peak_flops("fp16") == 65e12
+
+
+def test_peak_flops_unknown_or_unsupported_dtype():
+    t4 = by_key("t4")
+    with pytest.raises(ValueError) as err:
+        t4.peak_flops("bf16")
+    message = str(err.value)
+    assert "bf16" in message and "fp16" in message and "int8" in message
+    with pytest.raises(ValueError, match="float128"):
+        t4.peak_flops("float128")
+
+
+# ---- lookups ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "name, key",
+    [
+        ("a100-80gb", "a100-80gb"),
+        ("A100-80GB", "a100-80gb"),
+        ("A100 80GB", "a100-80gb"),
+        ("NVIDIA A100 80GB SXM", "a100-80gb"),
+        ("NVIDIA A100-SXM4-80GB", "a100-80gb"),
+        ("a100", "a100-40gb"),
+        ("NVIDIA A100-SXM4-40GB", "a100-40gb"),
+        ("h100", "h100-sxm"),
+        ("NVIDIA H100 80GB HBM3", "h100-sxm"),
+        ("Tesla T4", "t4"),
+        ("T4", "t4"),
+        ("Tesla P100-PCIE-16GB", "p100-16gb"),
+        ("v100", "v100-16gb"),
+        ("  L4 ", "l4"),
+        ("v5e", "tpu-v5e"),
+        ("TPU v5 lite", "tpu-v5e"),
+        ("TPU v4", "tpu-v4"),
+        ("tpu_v4", "tpu-v4"),
+        ("v5p", "tpu-v5p"),
+        ("Trillium", "tpu-v6e"),
+    ],
+)
+def test_get_accelerator_aliases_and_case(name: str, key: str):
+    assert catalog.get_accelerator(name).key == key
+
+
+@pytest.mark.parametrize("acc", ALL, ids=lambda a: a.key)
+def test_every_key_and_full_name_resolves_to_itself(acc: Accelerator):
+    assert catalog.get_accelerator(acc.key) is acc
+    assert catalog.get_accelerator(acc.name) is acc
+    assert catalog.get_accelerator(acc.name.upper()) is acc
+
+
+def test_get_accelerator_unknown_name():
+    with pytest.raises(ValueError) as err:
+        catalog.get_accelerator("GeForce 256")
+    message = str(err.value)
+    assert "name" in message
+    assert "a100-40gb" in message and "tpu-v5e" in message
+
+
+@pytest.mark.parametrize("bad", [None, 100, b"a100", ["a100"]])
+def test_get_accelerator_non_str(bad):
+    with pytest.raises(TypeError):
+        catalog.get_accelerator(bad)
+
+
+def test_accelerators_by_kind():
+    gpus, tpus = catalog.accelerators("gpu"), catalog.accelerators(kind="tpu")
+    assert gpus and tpus
+    assert all(a.kind == "gpu" for a in gpus) and all(a.kind == "tpu" for a in tpus)
+    assert len(gpus) + len(tpus) == len(ALL)
+    assert all(a.vendor == "Google" for a in tpus)
+
+
+def test_accelerators_unknown_kind():
+    with pytest.raises(ValueError, match="fpga"):
+        catalog.accelerators(kind="fpga")
+
+
+def test_accelerators_returns_a_fresh_list():
+    catalog.accelerators().clear()
+    assert len(catalog.accelerators()) == len(ALL)
+
+
+# ---- catalog_rows ----------------------------------------------------------------
+
+
+def test_catalog_rows_one_per_accelerator():
+    rows = catalog.catalog_rows()
+    assert [r["key"] for r in rows] == catalog.accelerator_names()
+    expected_columns = {
+        "key", "name", "kind", "year", "dtype", "peak_tflops", "memory_gb",
+        "memory_bandwidth_gbs", "interconnect", "interconnect_gbs", "power_w", "source",
+    }
+    for row in rows:
+        assert set(row) == expected_columns
+        assert row["dtype"] == "bf16"
+
+
+def test_catalog_rows_none_for_unsupported_dtype():
+    rows = {r["key"]: r for r in catalog.catalog_rows("bf16")}
+    assert rows["t4"]["peak_tflops"] is None
+    assert rows["a100-40gb"]["peak_tflops"] == 312
+    fp8 = {r["key"]: r["peak_tflops"] for r in catalog.catalog_rows(dtype="fp8")}
+    assert fp8["a100-40gb"] is None and fp8["h100-sxm"] > 0
+
+
+def test_catalog_rows_unknown_dtype():
+    with pytest.raises(ValueError, match="fp4"):
+        catalog.catalog_rows("fp4")
+
+
+# ---- module hygiene --------------------------------------------------------------
+
+
+def test_catalog_imports_only_the_standard_library():
+    tree = ast.parse(Path(catalog.__file__).read_text())
+    imported = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            imported |= {alias.name.split(".")[0] for alias in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            assert node.level == 0, "no relative imports (nothing from course_lib)"
+            imported.add(node.module.split(".")[0])
+    assert imported <= set(sys.stdlib_module_names), imported - set(sys.stdlib_module_names)
+
+
+def test_public_functions_are_documented_and_typed():
+    for name in ("accelerators", "accelerator_names", "get_accelerator", "catalog_rows"):
+        fn = getattr(catalog, name)
+        assert fn.__doc__ and "return" in fn.__annotations__
+    assert Accelerator.peak_flops.__doc__

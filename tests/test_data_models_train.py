@@ -1,0 +1,80 @@
+import pytest
+import torch
+
+from course_lib import data, models, train
+
+
+def test_digits_split_and_shapes():
+    s = data.load_digits()
+    assert s.x_train.shape[1] == 64 and len(s.x_train) + len(s.x_test) == 1797
+    assert s.x_train.max() <= 1 and s.n_classes == 10
+    img = data.load_digits(flat=False)
+    assert img.x_train.shape[1:] == (1, 8, 8)
+    small = data.load_digits(fraction=0.1)
+    assert len(small.x_train) + len(small.x_test) == 179
+    assert torch.equal(data.load_digits().x_test, s.x_test)  # seeded
+
+
+def test_synthetic_sets():
+    b = data.make_blobs(400, 8, 3)
+    assert b.x_train.shape[1] == 8 and set(b.y_train.tolist()) <= {0, 1, 2}
+    r = data.make_regression(100, 4)
+    assert r.y_train.shape[1] == 1
+    t = data.make_token_task(100, 12, 10)
+    assert t.x_train.shape[1] == 12 and t.x_train.max() < 10
+
+
+@pytest.mark.parametrize("call", [
+    lambda: data.load_digits(test_fraction=1.5), lambda: data.load_digits(fraction=0),
+    lambda: data.make_blobs(n_samples=-5), lambda: data.make_blobs(n_classes=1),
+    lambda: data.make_token_task(vocab_size=2), lambda: data.make_regression(noise=-1),
+])
+def test_data_bad_input(call):
+    with pytest.raises(ValueError):
+        call()
+
+
+def test_models_forward_and_params():
+    assert models.count_parameters(models.MLP(64, 128, 10)) == 64 * 128 + 128 + 128 * 10 + 10
+    assert models.build_model("cnn")(torch.randn(2, 1, 8, 8)).shape == (2, 10)
+    tr = models.build_model("transformer", vocab_size=16, seq_len=8)
+    assert tr(torch.randint(0, 16, (3, 8))).shape == (3, 2)
+    assert models.MLP(8, [16, 16], 2)(torch.randn(5, 8)).shape == (5, 2)
+
+
+@pytest.mark.parametrize("call", [
+    lambda: models.build_model("resnet"), lambda: models.MLP(hidden=0), lambda: models.MLP(dropout=1.0),
+    lambda: models.TinyTransformer(d_model=10, n_heads=3), lambda: models.SmallCNN(image_size=2),
+])
+def test_models_bad_input(call):
+    with pytest.raises(ValueError):
+        call()
+
+
+def test_fit_learns_digits():
+    torch.manual_seed(0)
+    s = data.load_digits()
+    h = train.fit(models.MLP(64, 64, 10), s.train, eval_data=s.test, epochs=8, lr=3e-3, progress=False)
+    assert len(h.epochs) == 8 and h["test_acc"][-1] > 0.9
+    assert h["train_loss"][-1] < h["train_loss"][0]
+    assert train.evaluate(models.MLP(64, 64, 10), s.test)["acc"] < 0.5  # untrained is near chance
+
+
+@pytest.mark.parametrize("name", train.OPTIMIZERS)
+def test_every_optimizer_steps(name):
+    m = models.MLP(4, 8, 2)
+    before = [p.clone() for p in m.parameters()]
+    step = train.make_step_fn(m, torch.randn(16, 4), torch.randint(0, 2, (16,)), optimizer=name, lr=0.1)
+    assert step() > 0
+    assert any(not torch.equal(a, b) for a, b in zip(before, m.parameters()))
+
+
+def test_train_bad_input():
+    with pytest.raises(ValueError, match="accepted values"):
+        train.make_optimizer("lion", models.MLP().parameters())
+    with pytest.raises(ValueError, match="no parameters"):
+        train.fit(torch.nn.ReLU(), data.load_digits().train, progress=False)
+    with pytest.raises(TypeError):
+        train.fit(models.MLP(), [1, 2, 3], progress=False)
+    with pytest.raises(ValueError, match="epochs"):
+        train.fit(models.MLP(), data.load_digits().train, epochs=0)

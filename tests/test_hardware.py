@@ -1,0 +1,76 @@
+import pytest
+import torch
+
+from course_lib import hardware
+
+
+def test_detect_is_consistent():
+    info = hardware.detect()
+    assert 1 <= info.cpu.physical_cores <= info.cpu.logical_cores
+    assert info.ram_bytes >= info.available_ram_bytes > 0
+    assert info.platform in hardware.PLATFORMS
+    assert info.torch_version == torch.__version__
+    assert info.torch_threads == torch.get_num_threads()
+    assert isinstance(info.to_dict()["cpu"]["simd"], (list, tuple))
+    report = info.report()
+    for word in ("CPU", "Cores", "RAM", "PyTorch", "Accelerator"):
+        assert word in report
+
+
+def test_simd_names():
+    assert hardware.simd_features({"avx2", "avx512f", "amx_bf16", "junk"}) == ("AVX2", "AVX-512", "AMX BF16")
+    assert hardware.simd_features(set()) == ()
+
+
+def test_pick_device_default_and_forced(monkeypatch):
+    monkeypatch.delenv(hardware.DEVICE_ENV_VAR, raising=False)
+    dev = hardware.pick_device()
+    assert torch.ones(2, device=dev).sum().item() == 2
+    assert hardware.pick_device("cpu") == torch.device("cpu")
+    monkeypatch.setenv(hardware.DEVICE_ENV_VAR, "cpu")
+    assert hardware.pick_device() == torch.device("cpu")
+
+
+def test_pick_device_rejects_nonsense(monkeypatch):
+    with pytest.raises(ValueError, match="accepted values"):
+        hardware.pick_device("gpu")
+    with pytest.raises(TypeError):
+        hardware.pick_device(3)
+    monkeypatch.setenv(hardware.DEVICE_ENV_VAR, "quantum")
+    with pytest.raises(ValueError, match="COURSE_DEVICE"):
+        hardware.pick_device()
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA")
+def test_pick_device_missing_kind():
+    with pytest.raises(ValueError, match="no cuda device"):
+        hardware.pick_device("cuda")
+
+
+def test_platform_override(monkeypatch):
+    monkeypatch.setenv("COURSE_PLATFORM", "colab")
+    assert hardware.detect_platform() == "colab"
+    monkeypatch.setenv("COURSE_PLATFORM", "mars")
+    with pytest.raises(ValueError, match="COURSE_PLATFORM"):
+        hardware.detect_platform()
+
+
+def test_platform_markers(monkeypatch):
+    monkeypatch.delenv("COURSE_PLATFORM", raising=False)
+    monkeypatch.setenv("KAGGLE_KERNEL_RUN_TYPE", "Interactive")
+    assert hardware.detect_platform() == "kaggle"
+
+
+def test_seed_everything_repeats():
+    hardware.seed_everything(3)
+    a = torch.randn(4)
+    hardware.seed_everything(3)
+    assert torch.equal(a, torch.randn(4))
+    for bad in (-1, 1.5, "3", True):
+        with pytest.raises(ValueError):
+            hardware.seed_everything(bad)
+
+
+def test_synchronize_cpu_is_noop():
+    hardware.synchronize("cpu")
+    hardware.synchronize(None)

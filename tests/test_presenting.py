@@ -1,0 +1,136 @@
+"""Layer 4: checks, plots, widgets, report, cli; and the layering rule itself."""
+import subprocess
+import sys
+
+import pytest
+
+from course_lib import checks, cli, compute, plots, report, widgets
+
+
+def good(m, n, k):
+    return 2 * m * n * k
+
+
+def wrong(m, n, k):
+    return m * n * k
+
+
+def stub(m, n, k):
+    raise NotImplementedError("Exercise: write your code here.")
+
+
+def test_check_function_passes_good_code(capsys):
+    n = checks.check_function(good, [((1, 2, 3), 12)], reference=good,
+                              random_inputs=lambda rng: (rng.randint(1, 9), rng.randint(1, 9), rng.randint(1, 9)))
+    assert n == 26 and "all 26 checks passed" in capsys.readouterr().out
+
+
+def test_check_function_explains_wrong_answer():
+    with pytest.raises(checks.CheckFailed, match=r"expected 12, got 6\nHint: count the adds"):
+        checks.check_function(wrong, [((1, 2, 3), 12)], hint="count the adds")
+
+
+def test_check_function_catches_wrong_on_random_inputs():
+    with pytest.raises(checks.CheckFailed, match="from the reference"):
+        checks.check_function(wrong, reference=good, random_inputs=lambda rng: (rng.randint(1, 9), 2, 3))
+
+
+def test_unfinished_exercise_message():
+    with pytest.raises(checks.ExerciseNotDone, match="not written yet"):
+        checks.check_function(stub, [((1, 1, 1), 2)])
+    with pytest.raises(checks.ExerciseNotDone):
+        checks.check_value("answer", None, 3)
+
+
+def test_check_function_reports_crash_and_bad_setup():
+    with pytest.raises(checks.CheckFailed, match="ZeroDivisionError"):
+        checks.check_function(lambda x: 1 / x, [((0,), 1)])
+    with pytest.raises(ValueError):
+        checks.check_function(good)
+    with pytest.raises(ValueError):
+        checks.check_function(good, [((1, 1, 1), 2)], reference=good)
+    with pytest.raises(TypeError):
+        checks.check_function(3, [((1,), 1)])
+
+
+def test_check_value_tolerance_and_structures(capsys):
+    checks.check_value("x", 1.0000001, 1.0)
+    checks.check_value("pair", (1.0, "memory"), (1.0, "memory"))
+    with pytest.raises(checks.CheckFailed):
+        checks.check_value("x", 1.1, 1.0)
+    with pytest.raises(checks.CheckFailed):
+        checks.check_value("d", {"a": 1}, {"a": 1, "b": 2})
+
+
+def test_plots_have_labels():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    fig, ax = plots.measured_vs_predicted([1, 2], {"a": [1, 2]}, {"a": [1, 2.1]}, title="t", xlabel="x (s)",
+                                          ylabel="y (B)")
+    assert ax.get_xlabel() == "x (s)" and ax.get_title() == "t"
+    fig, ax = plots.roofline_plot(1e11, 1e10, {"add": (1 / 12, 1e9)})
+    assert "FLOP / byte" in ax.get_xlabel()
+    plots.bar_chart(["a", "b"], [1, 2], title="bars", xlabel="kind", ylabel="s")
+    with pytest.raises(ValueError, match="title"):
+        plots.new_figure("", "x", "y")
+    with pytest.raises(ValueError):
+        plots.measured_vs_predicted([1, 2], {"a": [1]}, title="t", xlabel="x", ylabel="y")
+    with pytest.raises(ValueError):
+        plots.roofline_plot(-1, 1, {})
+    matplotlib.pyplot.close("all")
+
+
+def test_time_to_train_widget_text_matches_formula():
+    text = widgets.time_to_train_text(124e6, 2.5e9, "a100-40gb", "bf16", 0.4, 1)
+    expected = compute.format_duration(compute.time_to_train(124e6, 2.5e9, 312e12, 0.4, 1))
+    assert expected in text and "A100" in text
+    with pytest.raises(ValueError):
+        widgets.time_to_train_text(124e6, 2.5e9, "t4", "bf16", 0.4, 1)  # T4 has no bf16
+    box = widgets.time_to_train_widget()
+    assert "FLOPs" in box.children[-1].value
+
+
+def test_plan_mentions_every_topic():
+    rows = dict(report.plan())
+    assert any("CPU demos" in k for k in rows) and "Want an accelerator?" in rows
+    assert "Distributed demos" in rows
+
+
+def test_cli_doctor_and_catalog(capsys):
+    assert cli.main(["doctor"]) == 0
+    out = capsys.readouterr().out
+    assert "CPU" in out and "What the course does here" in out
+    assert cli.main(["doctor", "--json"]) == 0
+    assert '"cpu"' in capsys.readouterr().out
+    assert cli.main(["catalog", "--dtype", "fp16"]) == 0
+    assert "T4" in capsys.readouterr().out
+    assert cli.main(["catalog", "--dtype", "fp99"]) == 2
+
+
+def test_import_stays_light():
+    """`import course_lib` and the layer 1-3 modules never pull in matplotlib or ipywidgets."""
+    code = ("import sys, course_lib, course_lib.bench, course_lib.compute, course_lib.train, course_lib.data, "
+            "course_lib.models, course_lib.catalog, course_lib.report;"
+            "bad=[m for m in ('matplotlib', 'ipywidgets') if m in sys.modules]; print(bad); sys.exit(bool(bad))")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_layers_import_downwards_only():
+    """Imports go down the layer list in course_lib/__init__.py; nothing imports upward."""
+    import ast
+    from pathlib import Path
+
+    layer = {"hardware": 1, "catalog": 1, "bench": 1, "data": 1, "models": 1, "compute": 2, "memory": 2,
+             "comm": 2, "precision": 2, "train": 3, "distributed": 3, "compress": 3, "parallel": 3,
+             "plots": 4, "widgets": 4, "checks": 4, "report": 4, "cli": 4}
+    root = Path(__file__).resolve().parents[1] / "course_lib"
+    for path in root.glob("*.py"):
+        if path.stem == "__init__":
+            continue
+        assert path.stem in layer, f"add {path.stem} to the layer table in this test"
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.level == 1 and node.module:
+                target = node.module.split(".")[0]
+                assert layer[target] <= layer[path.stem], f"{path.stem} (layer {layer[path.stem]}) imports {target}"

@@ -1,0 +1,84 @@
+#!/usr/bin/env python3
+"""Execute every notebook in notebooks/ and solutions/, store its outputs, record its run time.
+
+    python tools/run_notebooks.py                 # all notebooks
+    python tools/run_notebooks.py notebooks/01*   # some
+
+Writes the outputs back into each notebook (so a code host shows them) and the measured
+durations into notebooks/timings.json, then prints the table. Fails if a notebook raises or
+takes more than the budget.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import hashlib
+import json
+import sys
+import time
+from pathlib import Path
+
+import nbformat
+from nbclient import NotebookClient
+
+ROOT = Path(__file__).resolve().parents[1]
+TIMINGS = ROOT / "notebooks" / "timings.json"
+BUDGET_S = 90.0
+
+
+def code_hash(nb: nbformat.NotebookNode) -> str:
+    """Hash of the code cells: timings.json entries go stale when the code changes."""
+    code = "\n# ---\n".join(c.source for c in nb.cells if c.cell_type == "code")
+    return hashlib.sha256(code.encode()).hexdigest()[:16]
+
+
+def run(path: Path) -> float:
+    nb = nbformat.read(path, as_version=4)
+    client = NotebookClient(nb, timeout=600, kernel_name="python3",
+                            resources={"metadata": {"path": str(path.parent)}})
+    start = time.perf_counter()
+    client.execute()
+    seconds = time.perf_counter() - start
+    nbformat.write(nb, path)
+    return seconds
+
+
+def machine() -> str:
+    import psutil
+
+    from course_lib.hardware import detect
+
+    info = detect()
+    return f"{info.cpu.model}, {psutil.cpu_count(logical=False)} cores, torch {info.torch_version}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("paths", nargs="*", help="notebooks to run (default: notebooks/ and solutions/)")
+    args = parser.parse_args(argv)
+    paths = [Path(p).resolve() for p in args.paths] or sorted(
+        list((ROOT / "notebooks").glob("*.ipynb")) + list((ROOT / "solutions").glob("*.ipynb")))
+    table = json.loads(TIMINGS.read_text()) if TIMINGS.exists() else {}
+    where = machine()
+    over = []
+    for path in paths:
+        rel = str(path.relative_to(ROOT))
+        print(f"running {rel} ...", flush=True)
+        seconds = run(path)
+        nb = nbformat.read(path, as_version=4)
+        table[rel] = {"seconds": round(seconds, 1), "code_hash": code_hash(nb), "machine": where,
+                      "date": dt.date.today().isoformat()}
+        if seconds > BUDGET_S:
+            over.append(rel)
+    TIMINGS.write_text(json.dumps(dict(sorted(table.items())), indent=2) + "\n")
+    print(f"\n{'notebook':<45}{'seconds':>9}")
+    for rel, row in sorted(table.items()):
+        print(f"{rel:<45}{row['seconds']:>9.1f}")
+    if over:
+        print(f"over the {BUDGET_S:.0f} s budget: {', '.join(over)}")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
