@@ -245,3 +245,24 @@ def memory_bandwidth(n_bytes: int = 128 * 2**20, *, device: torch.device | str =
     dst = torch.zeros(n, device=device)
     t = time_fn(lambda: dst.copy_(src), label="copy", device=device, min_run_time=min_run_time)
     return achieved_bandwidth(2 * n * 4, t.median_s)
+
+
+def thread_scaling(fn: Callable[[], object], thread_counts: list[int], *, rounds: int = 5,
+                   min_run_time: float = 0.05) -> dict[int, Timing]:
+    """Median time of ``fn`` on each number of CPU threads, measured interleaved (notebook 01).
+
+    Rounds alternate the thread counts (1 2 1 2 ...) so the machine's drift hits all alike.
+    """
+    if not thread_counts:
+        raise ValueError("thread_counts must list at least one thread count")
+    for t in thread_counts:
+        if isinstance(t, bool) or not isinstance(t, int) or t < 1:
+            raise ValueError(f"thread_counts must be positive ints, got {t!r}")
+    fns = {str(t): fn for t in thread_counts}
+    per: dict[int, list[float]] = {t: [] for t in thread_counts}
+    for _ in range(rounds):
+        for t in thread_counts:
+            per[t].append(time_fn(fns[str(t)], label=f"{t} threads", num_threads=t, warmup=1,
+                                  min_run_time=min_run_time).median_s)
+    return {t: Timing(f"{t} threads", statistics.median(v), max(v) - min(v), len(v), t, "cpu")
+            for t, v in per.items()}

@@ -87,6 +87,7 @@ def time_to_train(n_params: float, n_tokens: float, peak_flops: float, utilizati
 
 @dataclass(frozen=True)
 class TrainEstimate:
+    key: str
     accelerator: str
     dtype: str
     peak_tflops: float
@@ -107,7 +108,7 @@ def time_to_train_table(n_params: float, n_tokens: float, dtype: str = "bf16", u
         if dtype not in chip.peak_tflops:
             continue
         peak = chip.peak_flops(dtype)
-        rows.append(TrainEstimate(chip.name, dtype, peak / 1e12, training_flops(n_params, n_tokens),
+        rows.append(TrainEstimate(chip.key, chip.name, dtype, peak / 1e12, training_flops(n_params, n_tokens),
                                   time_to_train(n_params, n_tokens, peak, utilization, n_devices)))
     if not rows:
         raise ValueError(f"no accelerator in the selection supports dtype {dtype!r}")

@@ -1,0 +1,30 @@
+"""Shared test configuration: report how long each notebook took under nbval."""
+from __future__ import annotations
+
+import collections
+import os
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")  # unit tests never open windows
+
+_NOTEBOOK_SECONDS: dict[str, float] = collections.defaultdict(float)
+
+
+def pytest_runtest_logreport(report):
+    path = report.nodeid.split("::")[0]
+    if path.endswith(".ipynb"):
+        _NOTEBOOK_SECONDS[path] += report.duration
+
+
+def pytest_terminal_summary(terminalreporter):
+    if not _NOTEBOOK_SECONDS:
+        return
+    terminalreporter.section("notebook run times (this run, budget 90 s each on a 2-core CPU)")
+    for path, seconds in sorted(_NOTEBOOK_SECONDS.items()):
+        terminalreporter.write_line(f"{path:<45}{seconds:8.1f} s")
+
+
+ROOT = Path(__file__).resolve().parent
+os.environ.setdefault("MPLBACKEND", "Agg")
