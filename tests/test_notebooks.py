@@ -55,7 +55,7 @@ def test_shape(path):
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
 def test_every_section_asserts(path):
     """Notebooks are tests too: each one has assertions and several measured comparisons."""
-    code = "\n".join(c.source for c in nb.cells if c.cell_type == "code") if (nb := _read(path)) else ""
+    code = "\n".join(c.source for c in _read(path).cells if c.cell_type == "code")
     assert len(re.findall(r"^\s*assert ", code, re.M)) >= 3
 
 
