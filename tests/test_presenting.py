@@ -123,7 +123,7 @@ def test_layers_import_downwards_only():
     from pathlib import Path
 
     layer = {"hardware": 1, "catalog": 1, "bench": 1, "data": 1, "models": 1, "compute": 2, "memory": 2,
-             "comm": 2, "precision": 2, "train": 3, "distributed": 3, "compress": 3, "parallel": 3,
+             "comm": 2, "precision": 2, "memlimit": 2, "streaming": 2, "train": 3, "distributed": 3, "compress": 3, "parallel": 3,
              "plots": 4, "widgets": 4, "checks": 4, "report": 4, "cli": 4}
     root = Path(__file__).resolve().parents[1] / "course_lib"
     for path in root.glob("*.py"):
