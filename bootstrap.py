@@ -78,6 +78,8 @@ def main(argv: list[str]) -> int:
     if task == "lab":
         first = ROOT / "notebooks" / "00_setup.ipynb"
         cmd = [python, "-m", "jupyterlab", str(first.relative_to(ROOT))] + rest
+        if hasattr(os, "geteuid") and os.geteuid() == 0 and "--allow-root" not in rest:
+            cmd.append("--allow-root")  # containers and cloud VMs often run as root
     elif task == "test":
         cmd = [python, "-m", "pytest"] + rest
     elif task == "timings":
