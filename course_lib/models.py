@@ -6,6 +6,7 @@ All are sized by arguments so a notebook can make them tiny (fast on a 2-core CP
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 
 import torch
 from torch import nn
@@ -86,6 +87,30 @@ class TinyTransformer(nn.Module):
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
         h = self.embed(tokens) + self.pos[: tokens.shape[1]]
         return self.head(self.encoder(h).mean(dim=1))
+
+
+OPTIMIZERS = ("sgd", "momentum", "adam", "adamw")
+
+
+def make_optimizer(name: str, params: Iterable[torch.nn.Parameter], lr: float = 1e-3,
+                   weight_decay: float = 0.0, foreach: bool | None = None) -> torch.optim.Optimizer:
+    """'sgd', 'momentum' (SGD with momentum 0.9), 'adam' or 'adamw' (weight decay 0.01 unless given).
+
+    Used by the training loop (``course_lib.train``) and the memory estimator (notebook 02),
+    so both build exactly the same optimizer. ``foreach`` picks PyTorch's multi-tensor
+    implementation (faster, but with temporaries the size of the parameters).
+    """
+    if not isinstance(name, str) or name.lower() not in OPTIMIZERS:
+        raise ValueError(f"optimizer {name!r} is not known; accepted values are {OPTIMIZERS}")
+    if not lr > 0:
+        raise ValueError(f"lr must be > 0, got {lr!r}")
+    name = name.lower()
+    if name in ("sgd", "momentum"):
+        return torch.optim.SGD(params, lr=lr, momentum=0.9 if name == "momentum" else 0.0,
+                               weight_decay=weight_decay, foreach=foreach)
+    if name == "adam":
+        return torch.optim.Adam(params, lr=lr, weight_decay=weight_decay, foreach=foreach)
+    return torch.optim.AdamW(params, lr=lr, weight_decay=weight_decay or 0.01, foreach=foreach)
 
 
 MODELS = {"mlp": MLP, "cnn": SmallCNN, "transformer": TinyTransformer}

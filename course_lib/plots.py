@@ -83,3 +83,29 @@ def bar_chart(labels: Sequence[str], values: Sequence[float], *, title: str, xla
     ax.bar_label(bars, fmt="%.3g", fontsize=7)
     fig.tight_layout()
     return fig, ax
+
+
+def estimate_vs_measured(labels: Sequence[str], estimated: Sequence[float], measured: Sequence[float], *,
+                         title: str, unit: str = "MiB", tolerance: float = 0.1):
+    """Grouped bars of estimate and measurement per configuration, with the tolerance band drawn
+    around each measurement (notebook 02: the memory estimator against the measured peak)."""
+    import numpy as np
+
+    if not (len(labels) == len(estimated) == len(measured)) or not labels:
+        raise ValueError(f"labels, estimated and measured need the same non-zero length, got "
+                         f"{len(labels)}, {len(estimated)}, {len(measured)}")
+    if not 0 <= tolerance < 1:
+        raise ValueError(f"tolerance must be in [0, 1), got {tolerance!r}")
+    height = max(FIGSIZE[1], 0.3 * len(labels) + 1.5)
+    fig, ax = new_figure(title, f"peak memory ({unit})", "configuration", figsize=(FIGSIZE[0], height))
+    y = np.arange(len(labels))
+    ax.barh(y - 0.2, measured, 0.4, label="measured", color="tab:blue")
+    ax.barh(y + 0.2, estimated, 0.4, label="estimated", color="tab:orange")
+    m = np.asarray(measured, float)
+    ax.errorbar(m, y - 0.2, xerr=tolerance * m, fmt="none", ecolor="k", capsize=3,
+                label=f"measured ± {tolerance:.0%}")
+    ax.set_yticks(y, labels, fontsize=8)
+    ax.invert_yaxis()
+    ax.legend(fontsize=8, loc="lower right")
+    fig.tight_layout()
+    return fig, ax

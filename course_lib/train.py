@@ -17,25 +17,7 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader, Dataset
 
-OPTIMIZERS = ("sgd", "momentum", "adam", "adamw")
-
-
-def make_optimizer(name: str, params: Iterable[torch.nn.Parameter], lr: float = 1e-3,
-                   weight_decay: float = 0.0) -> torch.optim.Optimizer:
-    """'sgd', 'momentum' (SGD with momentum 0.9), 'adam' or 'adamw'."""
-    if not isinstance(name, str) or name.lower() not in OPTIMIZERS:
-        raise ValueError(f"optimizer {name!r} is not known; accepted values are {OPTIMIZERS}")
-    if not lr > 0:
-        raise ValueError(f"lr must be > 0, got {lr!r}")
-    name = name.lower()
-    if name == "sgd":
-        return torch.optim.SGD(params, lr=lr, weight_decay=weight_decay)
-    if name == "momentum":
-        return torch.optim.SGD(params, lr=lr, momentum=0.9, weight_decay=weight_decay)
-    if name == "adam":
-        return torch.optim.Adam(params, lr=lr, weight_decay=weight_decay)
-    return torch.optim.AdamW(params, lr=lr, weight_decay=weight_decay or 0.01)
-
+from .models import OPTIMIZERS, make_optimizer  # noqa: F401  (re-exported: train.make_optimizer)
 
 @dataclass
 class History:

@@ -1,0 +1,196 @@
+"""Tests of course_lib.memory: the estimate must match measured training steps within 10%."""
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+from course_lib import memory as M
+from course_lib.models import MLP, SmallCNN, TinyTransformer
+
+RATIOS: dict[str, float] = {}
+
+
+def _mlp():
+    return MLP(64, [1024, 1024], 10), torch.randn(256, 64), torch.randint(0, 10, (256,))
+
+
+def _cnn():
+    return SmallCNN(1, 10, width=32, image_size=32), torch.randn(128, 1, 32, 32), torch.randint(0, 10, (128,))
+
+
+def _transformer():
+    return (TinyTransformer(vocab_size=32, seq_len=64, d_model=128, n_heads=4, n_layers=2),
+            torch.randint(0, 32, (32, 64)), torch.randint(0, 2, (32,)))
+
+
+def _unseen():  # a model the estimator was not developed on: Conv1d, GELU, LayerNorm, residual-free
+    model = nn.Sequential(nn.Conv1d(8, 64, 5, padding=2), nn.GELU(), nn.Conv1d(64, 64, 3, padding=1),
+                          nn.Flatten(1), nn.LayerNorm(64 * 48), nn.Linear(64 * 48, 300), nn.Tanh(),
+                          nn.Linear(300, 7))
+    return model, torch.randn(96, 8, 48), torch.randint(0, 7, (96,))
+
+
+MODELS = {"mlp": _mlp, "cnn": _cnn, "transformer": _transformer}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def ratio_table():
+    yield
+    if RATIOS:
+        print("\nestimate / measured live-tensor peak (3 training steps)")
+        for k, v in RATIOS.items():
+            print(f"  {k:<45} {v:.3f}")
+
+
+def _compare(key, build, optimizer, precision, checkpointing):
+    torch.manual_seed(0)
+    model, x, y = build()
+    if checkpointing:
+        M.apply_activation_checkpointing(model)
+    est = M.estimate_training_memory(model, x, optimizer, precision, checkpointing, target=y)
+    meas = M.measure_training_memory(model, x, y, optimizer, precision, steps=3)
+    ratio = est.total / meas.live_bytes
+    RATIOS[key] = ratio
+    assert 0.9 <= ratio <= 1.1, (f"{key}: estimated {est.total / 2**20:.2f} MiB, measured "
+                                 f"{meas.live_bytes / 2**20:.2f} MiB (ratio {ratio:.3f})\n{est.table()}")
+    return est, meas
+
+
+@pytest.mark.parametrize("checkpointing", [False, True], ids=["plain", "ckpt"])
+@pytest.mark.parametrize("precision", ["fp32", "bf16-mixed"])
+@pytest.mark.parametrize("optimizer", ["sgd", "adam"])
+@pytest.mark.parametrize("name", list(MODELS))
+def test_estimate_matches_measured_steps(name, optimizer, precision, checkpointing):
+    _compare(f"{name} {optimizer} {precision} {'ckpt' if checkpointing else 'plain'}",
+             MODELS[name], optimizer, precision, checkpointing)
+
+
+@pytest.mark.parametrize("optimizer", ["momentum", "adamw"])
+def test_unseen_model(optimizer):
+    _compare(f"unseen conv1d/gelu/layernorm {optimizer} fp32", _unseen, optimizer, "fp32", False)
+    _compare(f"unseen conv1d/gelu/layernorm {optimizer} bf16 ckpt", _unseen, optimizer, "bf16-mixed", True)
+
+
+def test_other_mlp_shape_foreach():
+    torch.manual_seed(0)
+    model, x, y = MLP(32, [512, 256, 128], 5), torch.randn(64, 32), torch.randint(0, 5, (64,))
+    est = M.estimate_training_memory(model, x, "adam", target=y, foreach=True)
+    meas = M.measure_training_memory(model, x, y, "adam", foreach=True)
+    RATIOS["mlp 32-512-256-128-5 adam foreach"] = est.total / meas.live_bytes
+    assert 0.9 <= est.total / meas.live_bytes <= 1.1, est.table()
+
+
+def test_estimate_components_and_no_side_effects():
+    torch.manual_seed(0)
+    model, x, y = _cnn()
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    est = M.estimate_training_memory(model, x, "adam", target=y)
+    n = sum(p.numel() for p in model.parameters())
+    assert est.gradients == 4 * n
+    assert est.optimizer_state == 8 * n + 4 * len(list(model.parameters()))
+    assert est.parameters >= 4 * n  # plus BatchNorm buffers
+    assert est.batch == x.numel() * 4 + y.numel() * 8
+    assert est.total == max(est.forward_peak, est.backward_peak, est.step_peak)
+    assert all(p.grad is None for p in model.parameters())
+    for k, v in model.state_dict().items():
+        assert torch.equal(v, before[k]), f"{k} changed by the estimate"
+    assert "total" in est.table() and "MiB" in str(est)
+    sgd = M.estimate_training_memory(model, x, "sgd", target=y)
+    assert sgd.optimizer_state == 0 and sgd.temporaries == 0
+    bf16 = M.estimate_training_memory(model, x, "adam", "bf16-mixed", target=y)
+    assert bf16.activations < est.activations
+
+
+def test_checkpointing_wraps_blocks_and_keeps_outputs():
+    torch.manual_seed(0)
+    model, x, _ = _transformer()
+    ref = model(x)
+    M.apply_activation_checkpointing(model)
+    assert sum(isinstance(m, M.CheckpointedBlock) for m in model.modules()) == 2
+    torch.testing.assert_close(model(x), ref)
+    with pytest.raises(ValueError, match="already"):
+        M.apply_activation_checkpointing(model)
+    with pytest.raises(ValueError, match="activation_checkpointing"):
+        M.estimate_training_memory(model, x, activation_checkpointing=False)
+    mlp = M.apply_activation_checkpointing(MLP(8, [16, 16], 2))
+    assert sum(isinstance(m, M.CheckpointedBlock) for m in mlp.modules()) == 3
+
+
+def test_measure_peak_memory_counts_increment_and_include():
+    a = torch.zeros(1000)
+
+    def fn():
+        b = torch.ones(2000)  # 8000 B
+        c = b * 2  # +8000 B
+        del b, c
+        return torch.ones(10)
+
+    p = M.measure_peak_memory(fn, include=[a, a[:10]])
+    assert p.baseline_bytes == 4000
+    assert p.live_bytes == 4000 + 16000
+    assert p.increment_bytes == 16000
+    assert p.device == "cpu"
+    assert p.resident_bytes is None or p.resident_bytes > 0
+    assert "MiB" in str(p)
+    with pytest.raises(TypeError, match="fn"):
+        M.measure_peak_memory(3)
+
+
+def test_model_states_bytes():
+    assert M.model_states_bytes(1000, "fp32", "adam") == 16000
+    assert M.model_states_bytes(1000, "bf16-mixed", "adam") == 16000
+    assert M.model_states_bytes(1000, "fp32", "sgd") == 8000
+    assert M.model_states_bytes(1000, "fp16-mixed", "momentum") == 12000
+    assert M.model_states_bytes(1000, "bf16-mixed", "adam", zero_stage=1, data_parallel=4) == 4000 + 3000
+    assert M.model_states_bytes(1000, "bf16-mixed", "adam", zero_stage=2, data_parallel=4) == 2000 + 500 + 3000
+    assert M.model_states_bytes(1000, "bf16-mixed", "adam", zero_stage=3, data_parallel=4) == 4000
+
+
+def test_formulas():
+    # Korthikanti et al. 2022: s*b*h*(34 + 5*a*s/h) bytes per layer
+    s, b, h, a = 2048, 4, 4096, 32
+    assert M.transformer_activation_bytes(s, b, h, 2, a) == 2 * int(s * b * h * (34 + 5 * a * s / h))
+    assert M.transformer_activation_bytes(s, b, h, 1, a, bytes_per_value=4) == 2 * int(s * b * h * (34 + 5 * a * s / h))
+    assert M.largest_model_that_fits(16e9, "bf16-mixed", "adam", 0.2) == 800_000_000
+    assert M.largest_model_that_fits(16e9, "fp32", "sgd", 0.0) == 2_000_000_000
+    rows = M.largest_model_per_accelerator()
+    assert rows and all(len(r) == 4 and r[3] == int(r[2] * 1e9 * 0.8 // 16) for r in rows)
+
+
+@pytest.mark.parametrize("call, match", [
+    (lambda: M.estimate_training_memory(MLP(), torch.randn(2, 64), optimizer="lamb"), "optimizer"),
+    (lambda: M.estimate_training_memory(MLP(), torch.randn(2, 64), precision="fp8"), "precision"),
+    (lambda: M.estimate_training_memory(nn.ReLU(), torch.randn(2, 64)), "no trainable parameters"),
+    (lambda: M.measure_training_memory(MLP(), torch.randn(2, 64), optimizer="rmsprop"), "optimizer"),
+    (lambda: M.measure_training_memory(MLP(), torch.randn(2, 64), steps=0), "steps"),
+    (lambda: M.model_states_bytes(-1), "n_params"),
+    (lambda: M.model_states_bytes(10, optimizer="lion"), "optimizer"),
+    (lambda: M.model_states_bytes(10, precision="int8"), "precision"),
+    (lambda: M.model_states_bytes(10, zero_stage=4), "zero_stage"),
+    (lambda: M.model_states_bytes(10, zero_stage=-1), "zero_stage"),
+    (lambda: M.model_states_bytes(10, data_parallel=0), "data_parallel"),
+    (lambda: M.transformer_activation_bytes(-1, 1, 8, 1, 1), "seq_len"),
+    (lambda: M.transformer_activation_bytes(8, 1, 8, 0, 1), "n_layers"),
+    (lambda: M.largest_model_that_fits(-5), "memory_bytes"),
+    (lambda: M.largest_model_that_fits(1e9, overhead_fraction=1.0), "overhead_fraction"),
+    (lambda: M.largest_model_that_fits(1e9, precision="fp64"), "precision"),
+    (lambda: M.largest_model_per_accelerator(kind="fpga"), "kind"),
+    (lambda: M.apply_activation_checkpointing(nn.Sequential(nn.ReLU())), "no trainable parameters"),
+])
+def test_bad_input_value_errors(call, match):
+    with pytest.raises(ValueError, match=match):
+        call()
+
+
+@pytest.mark.parametrize("call, match", [
+    (lambda: M.estimate_training_memory("mlp", torch.randn(2, 64)), "model"),
+    (lambda: M.estimate_training_memory(MLP(), [1, 2]), "example_input"),
+    (lambda: M.estimate_training_memory(MLP(), torch.randn(2, 64), activation_checkpointing="yes"),
+     "activation_checkpointing"),
+    (lambda: M.model_states_bytes(1.5), "n_params"),
+    (lambda: M.measure_peak_memory(lambda: None, include=["x"]), "include"),
+])
+def test_bad_input_type_errors(call, match):
+    with pytest.raises(TypeError, match=match):
+        call()
