@@ -897,3 +897,9 @@ def largest_model_per_accelerator(precision: str = "bf16-mixed", optimizer: str 
     return [(a.key, a.name, a.memory_gb,
              largest_model_that_fits(a.memory_gb * 1e9, precision, optimizer, overhead_fraction))
             for a in accelerators(kind)]
+
+
+# The capped-subprocess tools and the streaming dataset live in their own modules; they are
+# part of the memory toolkit, so they can be reached from here too (notebook 02).
+from .memlimit import LimitedRun, find_max_batch_size, run_with_memory_limit  # noqa: E402,F401
+from .streaming import MemmapDataset, StreamingDataset  # noqa: E402,F401

@@ -1,0 +1,540 @@
+"""Run code under a memory cap in a throw-away subprocess (notebook 02, memory).
+
+Out-of-memory demos must never kill the learner's kernel, so every one of them runs here:
+
+* ``run_with_memory_limit(fn, limit_bytes, *args)`` starts a fresh process (``spawn``, which
+  works from Jupyter), caps its address space with ``RLIMIT_AS`` and runs ``fn(*args)``. The
+  outcome comes back as a :class:`LimitedRun`: the value, or the error, and whether it was an
+  out-of-memory failure. No child outlives the call (timeout, error or Ctrl-C).
+* ``find_max_batch_size(step_fn, limit_bytes)`` probes batch sizes (doubling, then bisection),
+  each in its own capped process, for the largest one that fits.
+* ``mlp_training_step(batch_size)`` is an importable example step to search over.
+
+What the limit means
+--------------------
+``RLIMIT_AS`` caps *virtual address space*, not resident memory. A Python process that has
+imported torch already reserves several hundred MB of address space (shared libraries, thread
+stacks, allocator arenas) before it allocates a single tensor. So the child first imports torch
+(and the module of ``fn``), warms up its thread pool, runs one tiny training step (autograd's
+first backward maps ~70 MB), measures its own address space (``VmSize``, ~780 MB here) and sets
+``limit = baseline + limit_bytes``: ``limit_bytes`` is the head-room for *your* allocations.
+A 128 MB tensor fits under ``limit_bytes = 256 MB``; a 384 MB tensor does not.
+
+Platforms: the cap needs ``resource.RLIMIT_AS`` and a kernel that enforces it (Linux, which is
+what Colab runs). ``memory_limit_supported()`` says whether this machine qualifies. Elsewhere
+(Windows has no ``resource``; macOS does not enforce ``RLIMIT_AS``) ``run_with_memory_limit``
+raises :class:`MemoryLimitUnsupported` instead of running an OOM demo without a cap, unless you
+pass ``allow_uncapped=True``, in which case ``fn`` runs uncapped and ``LimitedRun.warning`` says so.
+"""
+from __future__ import annotations
+
+import multiprocessing as mp
+import multiprocessing.connection
+import pickle
+import signal
+import sys
+import time
+import traceback
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+try:  # not on Windows
+    import resource
+except ImportError:  # pragma: no cover - Windows
+    resource = None  # type: ignore[assignment]
+
+__all__ = [
+    "LimitedRun", "BatchProbe", "BatchSearch", "MemoryLimitUnsupported",
+    "memory_limit_supported", "run_with_memory_limit", "find_max_batch_size",
+    "mlp_training_step", "allocate_bytes", "is_oom_error",
+]
+
+MiB = 2**20
+
+_OOM_MARKERS = ("defaultcpuallocator", "not enough memory", "out of memory", "cannot allocate memory",
+                "can't allocate memory", "std::bad_alloc")
+
+
+class MemoryLimitUnsupported(RuntimeError):
+    """This platform cannot cap a process's memory (no enforced ``RLIMIT_AS``)."""
+
+
+@dataclass(frozen=True)
+class LimitedRun:
+    """Outcome of one :func:`run_with_memory_limit` call (notebook 02, memory).
+
+    ``ok`` and ``value`` when ``fn`` returned; otherwise ``error_type`` / ``message`` (with a short
+    traceback) and ``oom`` if the failure was out-of-memory. ``peak_rss_bytes`` is the child's
+    resident peak while ``fn`` ran (VmHWM, reset just before ``fn``); ``baseline_rss_bytes`` its
+    resident size just before ``fn``. ``seconds`` is the wall time of the whole call, spawn
+    included; ``fn_seconds`` the time inside ``fn``.
+    """
+
+    ok: bool
+    value: Any
+    error_type: str | None
+    message: str | None
+    oom: bool
+    peak_rss_bytes: int | None
+    seconds: float
+    fn_seconds: float | None = None
+    baseline_rss_bytes: int | None = None
+    baseline_address_space_bytes: int | None = None
+    address_space_limit_bytes: int | None = None
+    limit_bytes: int = 0
+    timed_out: bool = False
+    exitcode: int | None = None
+    warning: str | None = None
+
+    @property
+    def peak_rss_increase_bytes(self) -> int | None:
+        """Resident peak during ``fn`` minus the resident size just before it."""
+        if self.peak_rss_bytes is None or self.baseline_rss_bytes is None:
+            return None
+        return self.peak_rss_bytes - self.baseline_rss_bytes
+
+    def summary(self) -> str:
+        """One line for a notebook cell."""
+        peak = "" if self.peak_rss_bytes is None else f", peak RSS {self.peak_rss_bytes / MiB:.0f} MiB"
+        head = f"limit {self.limit_bytes / MiB:.0f} MiB above baseline"
+        if self.ok:
+            return f"ok ({head}{peak}, {self.seconds:.1f} s)"
+        kind = "OUT OF MEMORY" if self.oom else ("TIMEOUT" if self.timed_out else "ERROR")
+        first = (self.message or "").strip().splitlines()[0] if self.message else ""
+        return f"{kind} ({head}{peak}, {self.seconds:.1f} s): {self.error_type}: {first}"
+
+
+# ----------------------------------------------------------------------------------------------
+# helpers
+
+def memory_limit_supported() -> bool:
+    """True where ``RLIMIT_AS`` exists and is enforced (Linux). Used by notebook 02 (memory)."""
+    return resource is not None and hasattr(resource, "RLIMIT_AS") and sys.platform.startswith("linux")
+
+
+def is_oom_error(exc: BaseException) -> bool:
+    """Whether an exception is an out-of-memory failure (notebook 02, memory).
+
+    ``MemoryError`` (numpy, Python), ``torch.OutOfMemoryError`` (CUDA/MPS), or a ``RuntimeError``
+    from torch's CPU allocator ("DefaultCPUAllocator: not enough memory"), which is what a capped
+    CPU process actually raises.
+    """
+    if isinstance(exc, MemoryError):
+        return True
+    try:
+        import torch
+        if isinstance(exc, getattr(torch, "OutOfMemoryError", ())):
+            return True
+    except ImportError:  # pragma: no cover
+        pass
+    if isinstance(exc, RuntimeError):
+        text = str(exc).lower()
+        return any(m in text for m in _OOM_MARKERS)
+    return False
+
+
+def _proc_status(key: str) -> int | None:
+    """A ``kB`` field of /proc/self/status in bytes, or None off Linux."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith(key + ":"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        return None
+    return None
+
+
+def _reset_peak_rss() -> bool:
+    """Reset VmHWM to the current RSS (Linux >= 4.0); False where that is not possible."""
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+        return True
+    except OSError:
+        return False
+
+
+def _peak_rss(reset_worked: bool) -> int | None:
+    if reset_worked:
+        v = _proc_status("VmHWM")
+        if v is not None:
+            return v
+    if resource is not None:  # lifetime peak; kB on Linux, bytes on macOS
+        r = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        return int(r if sys.platform == "darwin" else r * 1024)
+    return None  # pragma: no cover
+
+
+def _check_importable(fn: Callable[..., Any], name: str = "fn") -> None:
+    if not callable(fn):
+        raise TypeError(f"{name} must be a callable, got {type(fn).__name__}")
+    target = getattr(fn, "func", fn)  # functools.partial
+    module = getattr(target, "__module__", None)
+    qualname = getattr(target, "__qualname__", "") or ""
+    where = f"{module}.{qualname}" if module else qualname or repr(target)
+    hint = (f"{name} ({where}) must be importable so the spawned subprocess can find it: put the "
+            "function in a .py module (e.g. course_lib.memlimit, or your own my_steps.py next to the "
+            "notebook) and import it; functions defined in a notebook cell or __main__, lambdas and "
+            "nested functions cannot be sent to a spawned process.")
+    if module in (None, "__main__", "__mp_main__") or "<lambda>" in qualname or "<locals>" in qualname:
+        raise TypeError(hint)
+    try:
+        pickle.dumps(fn)
+    except Exception as exc:  # noqa: BLE001 - any pickling failure means the same thing here
+        raise TypeError(f"{hint} (pickling failed: {type(exc).__name__}: {exc})") from None
+
+
+def _check_limit(limit_bytes: int) -> int:
+    if isinstance(limit_bytes, bool) or not isinstance(limit_bytes, (int, float)):
+        raise TypeError(f"limit_bytes must be a positive number of bytes (int), got {type(limit_bytes).__name__}")
+    if not limit_bytes > 0:
+        raise ValueError(f"limit_bytes must be > 0 (bytes of head-room above the child's baseline), got {limit_bytes!r}")
+    return int(limit_bytes)
+
+
+def _check_timeout(timeout: float, name: str = "timeout") -> float:
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0:
+        raise ValueError(f"{name} must be a positive number of seconds, got {timeout!r}")
+    return float(timeout)
+
+
+# ----------------------------------------------------------------------------------------------
+# the child
+
+def _warm_up() -> None:
+    """Import torch, start its thread pool and run one tiny training step (autograd's first
+    backward alone maps ~70 MB), so the baseline includes what any torch program pays once."""
+    import torch
+    a = torch.ones(128, 128)
+    (a @ a).sum().item()
+    lin = torch.nn.Linear(8, 2)
+    opt = torch.optim.Adam(lin.parameters())
+    torch.nn.functional.cross_entropy(lin(torch.zeros(2, 8)), torch.zeros(2, dtype=torch.long)).backward()
+    opt.step()
+
+
+def _child(conn, fn, args, kwargs, limit_bytes: int, allow_uncapped: bool) -> None:  # pragma: no cover - runs in the child
+    info: dict[str, Any] = {"limit_bytes": limit_bytes}
+    try:
+        _warm_up()
+        baseline = _proc_status("VmSize")
+        info["baseline_address_space_bytes"] = baseline
+        capped = False
+        if memory_limit_supported() and baseline is not None:
+            want = baseline + limit_bytes
+            soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+            if hard != resource.RLIM_INFINITY and want > hard:
+                want = hard
+                info["warning"] = f"the hard RLIMIT_AS ({hard} bytes) is below the requested limit; using it"
+            resource.setrlimit(resource.RLIMIT_AS, (want, hard))
+            info["address_space_limit_bytes"] = want
+            capped = True
+        if not capped:
+            msg = (f"memory cap not available on this platform ({sys.platform}); fn ran WITHOUT a limit")
+            if not allow_uncapped:
+                raise MemoryLimitUnsupported(msg)
+            info["warning"] = msg
+        reset = _reset_peak_rss()
+        info["baseline_rss_bytes"] = _proc_status("VmRSS") if reset else None
+        conn.send("started")  # the parent's timeout for fn starts now
+        t0 = time.perf_counter()
+        try:
+            value = fn(*args, **kwargs)
+            info["fn_seconds"] = time.perf_counter() - t0
+            info["peak_rss_bytes"] = _peak_rss(reset)
+            payload = {"ok": True, "value": value, **info}
+        except BaseException as exc:  # noqa: BLE001 - report everything, never hang
+            info["fn_seconds"] = time.perf_counter() - t0
+            info["peak_rss_bytes"] = _peak_rss(reset)
+            payload = _error_payload(exc, info)
+        try:
+            conn.send(payload)
+        except Exception as exc:  # noqa: BLE001 - e.g. an unpicklable return value
+            conn.send(_error_payload(TypeError(f"fn's return value could not be sent back: {exc}"), info))
+    except BaseException as exc:  # noqa: BLE001 - setup failed
+        try:
+            conn.send(_error_payload(exc, info))
+        except Exception:  # noqa: BLE001
+            pass
+    finally:
+        conn.close()
+
+
+
+def _error_payload(exc: BaseException, info: dict) -> dict:  # pragma: no cover - runs in the child
+    tb = traceback.format_exception(type(exc), exc, exc.__traceback__)
+    short = "".join(tb[-4:]) if len(tb) > 4 else "".join(tb)
+    oom = is_oom_error(exc)
+    text = str(exc)
+    if oom:
+        first = text.strip().splitlines()[0] if text.strip() else type(exc).__name__
+        text = f"out of memory under the cap: {first}"
+    return {"ok": False, "error_type": type(exc).__name__, "message": f"{text}\n{short}".strip(),
+            "oom": oom, **info}
+
+
+# ----------------------------------------------------------------------------------------------
+# the parent
+
+def _stop(proc) -> None:
+    """Terminate, then kill, then reap: no child outlives the call."""
+    if proc._popen is None:  # never started
+        return
+    if proc.is_alive():
+        proc.terminate()
+        proc.join(2.0)
+    if proc.is_alive():
+        proc.kill()
+        proc.join(5.0)
+    else:
+        proc.join(0.1)
+
+
+def run_with_memory_limit(fn: Callable[..., Any], limit_bytes: int, *args: Any, timeout: float = 60.0,
+                          allow_uncapped: bool = False, startup_timeout: float = 120.0, **kwargs: Any) -> LimitedRun:
+    """Run ``fn(*args, **kwargs)`` in a fresh, memory-capped subprocess (notebook 02, memory).
+
+    ``limit_bytes`` is head-room *above* the child's baseline address space (python + torch
+    imported, measured in the child), see the module docstring. ``fn`` must be importable (a
+    module-level function in a ``.py`` file), its arguments and return value picklable.
+
+    Returns a :class:`LimitedRun`; never raises for what happens in the child: out-of-memory gives
+    ``ok=False, oom=True``; any other exception gives its type, message and a short traceback; a
+    child killed by a signal counts as out-of-memory (the kernel's OOM killer sends SIGKILL); a
+    child whose ``fn`` runs past ``timeout`` seconds (counted from when ``fn`` starts, after the
+    ~2 s process start) or that takes over ``startup_timeout`` seconds to start is killed and
+    reported with ``timed_out=True``. Ctrl-C (KeyboardInterrupt) terminates, then kills the child.
+
+    Raises ``TypeError`` for a non-importable ``fn`` (lambda, nested, or defined in a notebook),
+    ``ValueError`` for ``limit_bytes <= 0`` or ``timeout <= 0``, and ``MemoryLimitUnsupported``
+    where no cap can be set, unless ``allow_uncapped=True`` (then the run carries a ``warning``).
+    """
+    _check_importable(fn)
+    limit = _check_limit(limit_bytes)
+    timeout = _check_timeout(timeout)
+    startup_timeout = _check_timeout(startup_timeout, "startup_timeout")
+    if not memory_limit_supported() and not allow_uncapped:
+        raise MemoryLimitUnsupported(
+            f"cannot cap memory on this platform ({sys.platform}): RLIMIT_AS is missing or not enforced. "
+            "Run the out-of-memory demos on Linux (e.g. Colab), or pass allow_uncapped=True to run "
+            "without a cap (do not do that with a function meant to run out of memory).")
+    ctx = mp.get_context("spawn")
+    recv, send = ctx.Pipe(duplex=False)
+    proc = ctx.Process(target=_child, args=(send, fn, args, kwargs, limit, allow_uncapped),
+                       name="course-memlimit", daemon=True)
+    t0 = time.perf_counter()
+    payload: dict | None = None
+    timed_out = started = False
+    try:
+        try:
+            proc.start()
+        except (pickle.PicklingError, TypeError, AttributeError) as exc:
+            raise TypeError(f"the arguments of fn could not be sent to the subprocess "
+                            f"(they must be picklable): {type(exc).__name__}: {exc}") from None
+        finally:
+            send.close()  # the parent keeps only the reading end, so EOF means the child is gone
+        deadline = t0 + startup_timeout  # until the child says "started"
+        while payload is None:
+            remaining = deadline - time.perf_counter()
+            if remaining <= 0:
+                timed_out = True
+                break
+            ready = mp.connection.wait([recv, proc.sentinel], timeout=remaining)
+            if recv in ready or recv.poll():
+                try:
+                    msg = recv.recv()
+                except EOFError:
+                    break  # child died without reporting
+                if msg == "started":
+                    started = True
+                    deadline = time.perf_counter() + timeout
+                else:
+                    payload = msg
+            elif proc.sentinel in ready:
+                if recv.poll(0.05):
+                    continue
+                break
+        if payload is not None:
+            proc.join(max(0.0, min(5.0, deadline - time.perf_counter())))
+    finally:
+        _stop(proc)
+        recv.close()
+    seconds = time.perf_counter() - t0
+    exitcode = proc.exitcode
+    if payload is not None:
+        keys = {"value", "error_type", "message", "oom", "peak_rss_bytes", "fn_seconds", "baseline_rss_bytes",
+                "baseline_address_space_bytes", "address_space_limit_bytes", "warning"}
+        extra = {k: payload.get(k) for k in keys}
+        return LimitedRun(ok=bool(payload["ok"]), seconds=seconds, limit_bytes=limit, exitcode=exitcode,
+                          **{**extra, "oom": bool(payload.get("oom", False))})
+    if timed_out:
+        return LimitedRun(ok=False, value=None, error_type="TimeoutError",
+                          message=(f"fn did not finish within timeout={timeout:g} s; the subprocess was killed"
+                                   if started else f"the subprocess did not start within startup_timeout="
+                                   f"{startup_timeout:g} s; it was killed"),
+                          oom=False, peak_rss_bytes=None, seconds=seconds, limit_bytes=limit,
+                          timed_out=True, exitcode=exitcode)
+    if exitcode is not None and exitcode < 0:
+        try:
+            signame = signal.Signals(-exitcode).name
+        except ValueError:  # pragma: no cover
+            signame = f"signal {-exitcode}"
+        return LimitedRun(ok=False, value=None, error_type="ChildKilled",
+                          message=(f"the subprocess was killed by {signame} before reporting; under a memory "
+                                   "cap that almost always means it ran out of memory"),
+                          oom=True, peak_rss_bytes=None, seconds=seconds, limit_bytes=limit, exitcode=exitcode)
+    return LimitedRun(ok=False, value=None, error_type="ChildExited",
+                      message=f"the subprocess exited with code {exitcode} without reporting a result",
+                      oom=False, peak_rss_bytes=None, seconds=seconds, limit_bytes=limit, exitcode=exitcode)
+
+
+# ----------------------------------------------------------------------------------------------
+# example workloads (importable, so they can run in the capped child)
+
+def allocate_bytes(n_bytes: int, fill: bool = True) -> int:
+    """Allocate one ``n_bytes`` torch tensor (touching its pages if ``fill``) and return its size.
+
+    The simplest OOM demo of notebook 02 (memory): run it under ``run_with_memory_limit``.
+    """
+    if isinstance(n_bytes, bool) or not isinstance(n_bytes, int) or n_bytes < 1:
+        raise ValueError(f"n_bytes must be a positive int, got {n_bytes!r}")
+    import torch
+    t = torch.empty(n_bytes, dtype=torch.uint8)
+    if fill:
+        t.fill_(1)
+    return int(t.numel())
+
+
+def mlp_training_step(batch_size: int, in_features: int = 512, hidden: int = 1024, depth: int = 3,
+                      n_classes: int = 10, steps: int = 1) -> float:
+    """One (or ``steps``) Adam training step(s) of ``course_lib.models.MLP`` at ``batch_size``.
+
+    Importable, so :func:`find_max_batch_size` can run it in a capped subprocess (notebook 02,
+    memory). Memory grows with the batch through the activations saved for backward
+    (about ``batch * (in_features + 2 * depth * hidden) * 4`` bytes) on top of parameters,
+    gradients and Adam's two moments. Returns the last loss.
+    """
+    for name, v in (("batch_size", batch_size), ("in_features", in_features), ("hidden", hidden),
+                    ("depth", depth), ("n_classes", n_classes), ("steps", steps)):
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise ValueError(f"{name} must be a positive int, got {v!r}")
+    import torch
+    from .models import MLP
+    torch.manual_seed(0)
+    model = MLP(in_features, [hidden] * depth, n_classes)
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    x = torch.randn(batch_size, in_features)
+    y = torch.randint(0, n_classes, (batch_size,))
+    loss = torch.zeros(())
+    for _ in range(steps):
+        opt.zero_grad(set_to_none=True)
+        loss = torch.nn.functional.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+    return float(loss.detach())
+
+
+# ----------------------------------------------------------------------------------------------
+# batch-size search
+
+@dataclass(frozen=True)
+class BatchProbe:
+    """One probe of :func:`find_max_batch_size`."""
+
+    batch_size: int
+    ok: bool
+    oom: bool
+    seconds: float
+    peak_rss_bytes: int | None
+
+
+@dataclass(frozen=True)
+class BatchSearch:
+    """Result of :func:`find_max_batch_size` (notebook 02, memory).
+
+    ``largest_ok`` is the largest batch size that ran (None if even ``low`` failed);
+    ``smallest_failed`` the smallest that ran out of memory (None if ``high`` fit).
+    """
+
+    largest_ok: int | None
+    smallest_failed: int | None
+    limit_bytes: int
+    probes: tuple[BatchProbe, ...] = field(default_factory=tuple)
+    seconds: float = 0.0
+
+    def table(self) -> list[tuple[int, bool, float]]:
+        """(batch, ok, seconds) per probe, in the order they ran."""
+        return [(p.batch_size, p.ok, p.seconds) for p in self.probes]
+
+
+def find_max_batch_size(step_fn: Callable[[int], Any], limit_bytes: int, *, low: int = 1, high: int = 4096,
+                        start: int | None = None, resolution: float = 0.125, max_probes: int = 12,
+                        timeout: float = 60.0, step_kwargs: dict[str, Any] | None = None) -> BatchSearch:
+    """Largest batch size for which ``step_fn(batch_size, **step_kwargs)`` runs under the cap.
+
+    Notebook 02 (memory). Each probe runs in its own capped subprocess via
+    :func:`run_with_memory_limit` (``limit_bytes`` is head-room above the child's baseline). The
+    search doubles from ``start`` (default ``low``) until a probe runs out of memory or ``high``
+    fits, then bisects until the gap between the largest fitting and the smallest failing batch is
+    at most ``max(1, resolution * largest_ok)`` or ``max_probes`` probes have run. Each probe costs
+    a process start (~2 s for ``import torch`` on 2 cores), so start near the answer.
+
+    Memory is assumed to grow with the batch size. A probe that fails for another reason than
+    memory (a bug in ``step_fn``, a timeout) raises ``RuntimeError`` with the child's message.
+    """
+    _check_importable(step_fn, "step_fn")
+    limit = _check_limit(limit_bytes)
+    _check_timeout(timeout)
+    for name, v in (("low", low), ("high", high), ("max_probes", max_probes)):
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise ValueError(f"{name} must be a positive int, got {v!r}")
+    if high < low:
+        raise ValueError(f"high ({high}) must be >= low ({low})")
+    start = low if start is None else start
+    if isinstance(start, bool) or not isinstance(start, int) or not low <= start <= high:
+        raise ValueError(f"start must be an int in [low, high] = [{low}, {high}], got {start!r}")
+    if not 0 <= resolution < 1:
+        raise ValueError(f"resolution must be in [0, 1), got {resolution!r}")
+    kwargs = dict(step_kwargs or {})
+    probes: list[BatchProbe] = []
+    t0 = time.perf_counter()
+
+    def probe(b: int) -> bool:
+        r = run_with_memory_limit(step_fn, limit, b, timeout=timeout, **kwargs)
+        probes.append(BatchProbe(b, r.ok, r.oom, r.seconds, r.peak_rss_bytes))
+        if not r.ok and not r.oom:
+            raise RuntimeError(f"step_fn({b}) failed for a reason other than memory "
+                               f"({r.error_type}): {r.message}")
+        return r.ok
+
+    good: int | None = None
+    bad: int | None = None
+    b = start
+    while len(probes) < max_probes:  # grow
+        if probe(b):
+            good = b
+            if b >= high:
+                break
+            b = min(high, 2 * b)
+        else:
+            bad = b
+            break
+    if good is None and bad is not None and bad > low:  # the start was too big: shrink
+        b = max(low, bad // 2)
+        while len(probes) < max_probes:
+            if probe(b):
+                good = b
+                break
+            bad = b
+            if b == low:
+                break
+            b = max(low, b // 2)
+    while (good is not None and bad is not None and len(probes) < max_probes
+           and bad - good > max(1, int(resolution * good))):  # bisect
+        mid = (good + bad) // 2
+        if probe(mid):
+            good = mid
+        else:
+            bad = mid
+    return BatchSearch(good, bad, limit, tuple(probes), time.perf_counter() - t0)

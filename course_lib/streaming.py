@@ -1,0 +1,552 @@
+"""Data sets larger than your memory: write them in chunks, stream them back (notebook 02, memory).
+
+* ``write_synthetic_dataset(path, n_samples, n_features)`` writes a synthetic classification set
+  (``x.npy``, ``y.npy``, ``meta.json`` in the directory ``path``) chunk by chunk: the whole array
+  is never in RAM.
+* ``StreamingDataset(path, batch_size)``: a torch ``IterableDataset`` that reads contiguous chunks
+  with plain file reads into one reusable buffer, so resident memory stays at about one chunk
+  whatever the file size. ``shuffle=True`` shuffles the chunk order and the rows inside each chunk
+  (the chunk is the shuffle buffer).
+* ``MemmapDataset(path)``: a map-style ``Dataset`` over a memory map of ``x.npy``, for random
+  access. Pages it touches stay resident (they count in the process's RSS) until ``release()``
+  drops them with ``madvise(MADV_DONTNEED)``.
+* ``stream_once(path, budget_bytes, method)``: one pass over the whole set (per-class means and a
+  linear classifier trained by SGD) that reports the process's resident peak. Run it in a fresh
+  process (``course_lib.memlimit.run_with_memory_limit``) to compare ``"stream"`` with a naive
+  ``"load"`` of the whole file.
+* ``disk_read_throughput(path)``: sequential read speed, with the page cache dropped first where
+  the OS allows (a just-written file is otherwise read from RAM, not from disk).
+
+Why not write through ``np.lib.format.open_memmap``? Pages written through a shared mapping count
+as the writer's resident memory until they are flushed and unmapped, so a 4 GB write would look
+like a 4 GB process. We write the ``.npy`` header with ``np.lib.format`` and the data with
+ordinary file writes, which go through the page cache without growing RSS.
+"""
+from __future__ import annotations
+
+import json
+import math
+import mmap
+import os
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator
+
+import numpy as np
+import torch
+from torch.utils.data import Dataset, IterableDataset, get_worker_info
+
+__all__ = [
+    "DatasetInfo", "write_synthetic_dataset", "dataset_info", "StreamingDataset", "MemmapDataset",
+    "StreamReport", "stream_once", "ReadThroughput", "disk_read_throughput", "drop_file_cache",
+    "cached_fraction",
+]
+
+MiB = 2**20
+DTYPES = ("float32", "float64", "float16")
+METHODS = ("stream", "memmap", "memmap_keep", "load")
+
+
+def _pos_int(name: str, value: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise ValueError(f"{name} must be a positive int, got {value!r}")
+    return int(value)
+
+
+def _dtype(dtype: str | np.dtype) -> np.dtype:
+    name = np.dtype(dtype).name if isinstance(dtype, np.dtype) else dtype
+    if name not in DTYPES:
+        raise ValueError(f"dtype {dtype!r} is not supported; accepted values are {list(DTYPES)}")
+    return np.dtype(name)
+
+
+# ----------------------------------------------------------------------------------------------
+# writing
+
+@dataclass(frozen=True)
+class DatasetInfo:
+    """Shape and layout of a data set written by :func:`write_synthetic_dataset`."""
+
+    path: Path
+    n_samples: int
+    n_features: int
+    n_classes: int
+    dtype: str
+    x_offset: int  # byte offset of the first row in x.npy
+    y_offset: int
+
+    @property
+    def row_bytes(self) -> int:
+        return self.n_features * np.dtype(self.dtype).itemsize
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the feature array (what a naive ``np.load`` would allocate)."""
+        return self.n_samples * self.row_bytes
+
+
+def _write_header(f, shape: tuple[int, ...], dtype: np.dtype) -> None:
+    header = {"descr": np.lib.format.dtype_to_descr(dtype), "fortran_order": False, "shape": shape}
+    np.lib.format.write_array_header_2_0(f, header)
+
+
+def _header_offset(path: Path) -> tuple[tuple[int, ...], np.dtype, int]:
+    with open(path, "rb") as f:
+        version = np.lib.format.read_magic(f)
+        reader = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
+        shape, fortran, dtype = reader(f)
+        if fortran:
+            raise ValueError(f"{path} is Fortran-ordered; only C-ordered arrays can be streamed by rows")
+        return shape, dtype, f.tell()
+
+
+def write_synthetic_dataset(path: str | os.PathLike, n_samples: int, n_features: int, dtype: str = "float32",
+                            seed: int = 0, n_classes: int = 2, chunk_rows: int | None = None,
+                            separation: float = 1.0) -> Path:
+    """Write a synthetic classification set to the directory ``path``, chunk by chunk (notebook 02, memory).
+
+    Each class has a random centre; a sample is its class centre plus unit Gaussian noise, so a
+    linear model can learn it. Files: ``x.npy`` (``n_samples x n_features``, ``dtype``),
+    ``y.npy`` (int64 labels), ``meta.json``. Only ``chunk_rows`` rows (default: ~16 MiB worth) are
+    in memory at a time. The output is deterministic for a given ``seed`` and ``chunk_rows``.
+    Returns the directory.
+    """
+    n_samples = _pos_int("n_samples", n_samples)
+    n_features = _pos_int("n_features", n_features)
+    if isinstance(n_classes, bool) or not isinstance(n_classes, int) or n_classes < 2:
+        raise ValueError(f"n_classes must be an int >= 2, got {n_classes!r}")
+    dt = _dtype(dtype)
+    if not isinstance(seed, int) or isinstance(seed, bool):
+        raise TypeError(f"seed must be an int, got {type(seed).__name__}")
+    if chunk_rows is None:
+        chunk_rows = max(1, (16 * MiB) // (n_features * dt.itemsize))
+    chunk_rows = _pos_int("chunk_rows", chunk_rows)
+    if not separation > 0:
+        raise ValueError(f"separation must be > 0, got {separation!r}")
+    out = Path(path)
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"path must be a directory (it will hold x.npy, y.npy, meta.json), got a file: {out}")
+    out.mkdir(parents=True, exist_ok=True)
+    centres = np.random.default_rng([seed, 0]).standard_normal((n_classes, n_features)) * (separation * 2 / math.sqrt(n_features))
+    with open(out / "x.npy", "wb") as fx, open(out / "y.npy", "wb") as fy:
+        _write_header(fx, (n_samples, n_features), dt)
+        _write_header(fy, (n_samples,), np.dtype(np.int64))
+        for i, start in enumerate(range(0, n_samples, chunk_rows)):
+            rows = min(chunk_rows, n_samples - start)
+            rng = np.random.default_rng([seed, 1, i])
+            y = rng.integers(0, n_classes, rows, dtype=np.int64)
+            x = rng.standard_normal((rows, n_features), dtype=np.float32)
+            x += centres[y].astype(np.float32)
+            fx.write(x.astype(dt, copy=False).tobytes())
+            fy.write(y.tobytes())
+    (out / "meta.json").write_text(json.dumps({"n_samples": n_samples, "n_features": n_features,
+                                               "n_classes": n_classes, "dtype": dt.name, "seed": seed}))
+    return out
+
+
+def dataset_info(path: str | os.PathLike) -> DatasetInfo:
+    """Read the headers of a data set written by :func:`write_synthetic_dataset` (notebook 02, memory)."""
+    p = Path(path)
+    if not (p / "x.npy").is_file() or not (p / "y.npy").is_file():
+        raise ValueError(f"path must be a directory written by write_synthetic_dataset (with x.npy and y.npy), got {p}")
+    (n, f), dt, xo = _header_offset(p / "x.npy")
+    (ny,), _, yo = _header_offset(p / "y.npy")
+    if ny != n:
+        raise ValueError(f"x.npy has {n} rows but y.npy has {ny} labels in {p}")
+    meta = json.loads((p / "meta.json").read_text()) if (p / "meta.json").is_file() else {}
+    return DatasetInfo(p, int(n), int(f), int(meta.get("n_classes", 2)), dt.name, xo, yo)
+
+
+# ----------------------------------------------------------------------------------------------
+# reading
+
+def _fadvise_dontneed(fd: int, offset: int = 0, length: int = 0) -> bool:
+    if not hasattr(os, "posix_fadvise"):
+        return False
+    try:
+        os.posix_fadvise(fd, offset, length, os.POSIX_FADV_DONTNEED)
+        return True
+    except OSError:
+        return False
+
+
+def _readinto(f, view: memoryview) -> None:
+    got = 0
+    while got < len(view):
+        n = f.readinto(view[got:])
+        if not n:
+            raise EOFError("unexpected end of file while streaming")
+        got += n
+
+
+class StreamingDataset(IterableDataset):
+    """Yield ``(x, y)`` batches by reading contiguous chunks of the file (notebook 02, memory).
+
+    Resident memory is about one chunk (``chunk_rows`` rows; default: a quarter of
+    ``budget_bytes`` if given, else 8 MiB) plus the batches you keep, whatever the file size: rows
+    are read with plain file reads into one reusable buffer, never memory-mapped. ``shuffle=True``
+    visits the chunks in a random order and shuffles the rows inside each chunk (a shuffle buffer
+    of one chunk; call ``set_epoch`` for a new order each epoch). ``drop_cache=True`` also asks
+    the OS to drop each chunk from the page cache after reading it. With a ``DataLoader``
+    (``batch_size=None``) and several workers, chunks are split between the workers.
+    """
+
+    def __init__(self, path: str | os.PathLike, batch_size: int, *, chunk_rows: int | None = None,
+                 budget_bytes: int | None = None, shuffle: bool = False, seed: int = 0,
+                 drop_last: bool = False, drop_cache: bool = False) -> None:
+        super().__init__()
+        self.info = dataset_info(path)
+        self.batch_size = _pos_int("batch_size", batch_size)
+        if chunk_rows is None:
+            chunk_bytes = 8 * MiB if budget_bytes is None else _pos_int("budget_bytes", budget_bytes) // 4
+            chunk_rows = max(1, chunk_bytes // self.info.row_bytes)
+        self.chunk_rows = max(_pos_int("chunk_rows", chunk_rows), 1)
+        self.shuffle, self.seed, self.drop_last, self.drop_cache = bool(shuffle), int(seed), bool(drop_last), bool(drop_cache)
+        self.epoch = 0
+
+    def set_epoch(self, epoch: int) -> None:
+        """Use a different (seeded) shuffle order for this epoch."""
+        self.epoch = int(epoch)
+
+    @property
+    def chunk_bytes(self) -> int:
+        return self.chunk_rows * self.info.row_bytes
+
+    def __len__(self) -> int:
+        n = self.info.n_samples
+        per_chunk = [min(self.chunk_rows, n - s) for s in range(0, n, self.chunk_rows)]
+        if self.drop_last:
+            return sum(r // self.batch_size for r in per_chunk)
+        return sum(-(-r // self.batch_size) for r in per_chunk)
+
+    def _chunks(self) -> list[int]:
+        starts = list(range(0, self.info.n_samples, self.chunk_rows))
+        if self.shuffle:
+            np.random.default_rng([self.seed, self.epoch]).shuffle(starts)
+        w = get_worker_info()
+        if w is not None:
+            starts = starts[w.id::w.num_workers]
+        return starts
+
+    def __iter__(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+        info = self.info
+        dt = np.dtype(info.dtype)
+        xbuf = np.empty((self.chunk_rows, info.n_features), dtype=dt)
+        ybuf = np.empty(self.chunk_rows, dtype=np.int64)
+        rng = np.random.default_rng([self.seed, self.epoch, 1])
+        with open(info.path / "x.npy", "rb", buffering=0) as fx, open(info.path / "y.npy", "rb", buffering=0) as fy:
+            for start in self._chunks():
+                rows = min(self.chunk_rows, info.n_samples - start)
+                xo, nbytes = info.x_offset + start * info.row_bytes, rows * info.row_bytes
+                fx.seek(xo)
+                _readinto(fx, memoryview(xbuf.reshape(-1).view(np.uint8))[:nbytes])
+                fy.seek(info.y_offset + start * 8)
+                _readinto(fy, memoryview(ybuf.view(np.uint8))[: rows * 8])
+                if self.drop_cache:
+                    _fadvise_dontneed(fx.fileno(), xo, nbytes)
+                order = rng.permutation(rows) if self.shuffle else None
+                for b in range(0, rows, self.batch_size):
+                    e = min(rows, b + self.batch_size)
+                    if self.drop_last and e - b < self.batch_size:
+                        break
+                    if order is None:  # copy: the buffer is reused for the next chunk
+                        xb, yb = xbuf[b:e].copy(), ybuf[b:e].copy()
+                    else:
+                        xb, yb = xbuf[order[b:e]], ybuf[order[b:e]]
+                    yield torch.from_numpy(xb), torch.from_numpy(yb)
+
+
+class MemmapDataset(Dataset):
+    """Map-style dataset over a read-only memory map of ``x.npy`` (notebook 02, memory).
+
+    ``ds[i]`` returns ``(x_i, y_i)`` tensors (copies); ``ds.x`` / ``ds.y`` are the mapped arrays
+    for slicing. Every page read stays mapped and counts in the process's RSS (it is reclaimable
+    page cache, but it shows up in RSS and VmHWM) until ``release()`` drops it with
+    ``madvise(MADV_DONTNEED)``; call it every chunk when iterating a file bigger than your budget.
+    Picklable (the map is reopened in each DataLoader worker).
+    """
+
+    def __init__(self, path: str | os.PathLike) -> None:
+        self.info = dataset_info(path)
+        self._open()
+
+    def _open(self) -> None:
+        info = self.info
+        with open(info.path / "x.npy", "rb") as f:
+            self._mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+        self.x = np.ndarray((info.n_samples, info.n_features), dtype=np.dtype(info.dtype), buffer=self._mm,
+                            offset=info.x_offset)
+        self.y = np.load(info.path / "y.npy", mmap_mode="r")
+
+    def __getstate__(self) -> dict:
+        return {"info": self.info}
+
+    def __setstate__(self, state: dict) -> None:
+        self.info = state["info"]
+        self._open()
+
+    def __len__(self) -> int:
+        return self.info.n_samples
+
+    def __getitem__(self, i: int) -> tuple[torch.Tensor, torch.Tensor]:
+        if isinstance(i, (int, np.integer)) and not isinstance(i, bool):
+            if not -len(self) <= i < len(self):
+                raise IndexError(f"index {i} out of range for {len(self)} samples")
+            return torch.from_numpy(np.array(self.x[i])), torch.tensor(int(self.y[i]))
+        raise TypeError(f"index must be an int, got {type(i).__name__}")
+
+    def release(self) -> bool:
+        """Drop every mapped page from this process's resident set (``MADV_DONTNEED``).
+
+        Returns False where ``madvise`` is not available (the pages then stay until the OS needs
+        the memory)."""
+        if hasattr(self._mm, "madvise") and hasattr(mmap, "MADV_DONTNEED"):
+            self._mm.madvise(mmap.MADV_DONTNEED)
+            return True
+        return False
+
+
+# ----------------------------------------------------------------------------------------------
+# measuring
+
+def _status(key: str) -> int | None:
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith(key + ":"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        return None
+    return None
+
+
+def _reset_hwm() -> bool:
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+        return True
+    except OSError:
+        return False
+
+
+def _peak(exact: bool) -> int:
+    if exact:
+        v = _status("VmHWM")
+        if v is not None:
+            return v
+    import resource
+    r = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return int(r if sys.platform == "darwin" else r * 1024)
+
+
+def _current_rss() -> int:
+    v = _status("VmRSS")
+    if v is not None:
+        return v
+    import psutil
+    return int(psutil.Process().memory_info().rss)
+
+
+@dataclass(frozen=True)
+class StreamReport:
+    """One pass of :func:`stream_once`: what it computed and how much resident memory it needed."""
+
+    method: str
+    n_samples: int
+    data_bytes: int
+    budget_bytes: int
+    rss_before_bytes: int
+    peak_rss_bytes: int
+    seconds: float
+    accuracy: float  # running training accuracy of the linear model over the pass
+    class_means_norm: float  # a checksum of the per-class means (same for every method)
+    peak_is_exact: bool  # False where VmHWM could not be reset (then the peak is the lifetime peak)
+
+    @property
+    def peak_increase_bytes(self) -> int:
+        """Resident peak during the pass minus the resident size before it."""
+        return self.peak_rss_bytes - self.rss_before_bytes
+
+    @property
+    def within_budget(self) -> bool:
+        return self.peak_increase_bytes < self.budget_bytes
+
+    @property
+    def throughput_bytes_per_s(self) -> float:
+        return self.data_bytes / self.seconds if self.seconds > 0 else float("inf")
+
+
+def stream_once(path: str | os.PathLike, budget_bytes: int, method: str = "stream", batch_size: int = 1024,
+                lr: float = 0.1, seed: int = 0) -> StreamReport:
+    """Iterate the whole data set once and report the resident-memory peak (notebook 02, memory).
+
+    Computes the per-class mean of the features and trains a linear classifier with one SGD step
+    per batch. ``method``: ``"stream"`` (:class:`StreamingDataset`, a chunk of ``budget_bytes / 4``),
+    ``"memmap"`` (:class:`MemmapDataset` read in chunks, ``release()`` after each), ``"memmap_keep"``
+    (the same without ``release()``: every page read stays resident) or ``"load"`` (``np.load`` of
+    the whole file, the naive way). The peak is the process's VmHWM, reset just before the pass, so
+    run this in a fresh process (e.g. ``run_with_memory_limit(stream_once, limit, path, budget)``)
+    for a clean number. Importable, so it can run in a spawned subprocess.
+    """
+    budget = _pos_int("budget_bytes", budget_bytes)
+    batch_size = _pos_int("batch_size", batch_size)
+    if method not in METHODS:
+        raise ValueError(f"method {method!r} is not known; accepted values are {list(METHODS)}")
+    info = dataset_info(path)
+    torch.manual_seed(seed)
+    model = torch.nn.Linear(info.n_features, info.n_classes)
+    opt = torch.optim.SGD(model.parameters(), lr=lr)
+    sums = torch.zeros(info.n_classes, info.n_features, dtype=torch.float64)
+    counts = torch.zeros(info.n_classes, dtype=torch.float64)
+    correct = 0
+    chunk_rows = max(1, (budget // 4) // info.row_bytes)
+    # warm up the training step so lazy imports and first-call allocations are not in the peak
+    warm = torch.zeros(2, info.n_features)
+    torch.nn.functional.cross_entropy(model(warm), torch.zeros(2, dtype=torch.long)).backward()
+    opt.zero_grad(set_to_none=True)
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # tiny matmuls: one thread avoids OpenMP overhead on a busy 2-core VM
+    exact = _reset_hwm()
+    before = _current_rss()
+    t0 = time.perf_counter()
+
+    def batches() -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+        if method == "stream":
+            yield from StreamingDataset(path, batch_size, chunk_rows=chunk_rows)
+            return
+        if method == "load":
+            x = np.load(info.path / "x.npy")
+            y = np.load(info.path / "y.npy")
+            for b in range(0, info.n_samples, batch_size):
+                yield torch.from_numpy(x[b:b + batch_size]), torch.from_numpy(y[b:b + batch_size])
+            return
+        ds = MemmapDataset(path)
+        for c in range(0, info.n_samples, chunk_rows):
+            e = min(info.n_samples, c + chunk_rows)
+            for b in range(c, e, batch_size):
+                be = min(e, b + batch_size)
+                yield torch.from_numpy(np.array(ds.x[b:be])), torch.from_numpy(np.array(ds.y[b:be]))
+            if method == "memmap":
+                ds.release()
+
+    try:
+        for xb, yb in batches():
+            xb = xb.float()
+            sums.index_add_(0, yb, xb.double())
+            counts += torch.bincount(yb, minlength=info.n_classes).double()
+            logits = model(xb)
+            correct += int((logits.argmax(1) == yb).sum())
+            loss = torch.nn.functional.cross_entropy(logits, yb)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+    finally:
+        torch.set_num_threads(threads)
+    seconds = time.perf_counter() - t0
+    peak = _peak(exact)
+    means = sums / counts.clamp_min(1).unsqueeze(1)
+    return StreamReport(method, info.n_samples, info.nbytes, budget, before, peak, seconds,
+                        correct / info.n_samples, float(means.norm()), exact)
+
+
+# ----------------------------------------------------------------------------------------------
+# disk throughput and the page cache
+
+def drop_file_cache(path: str | os.PathLike) -> bool:
+    """Ask the OS to drop ``path`` from the page cache (flushes it first). False where unsupported.
+
+    Used by notebook 02 (memory) before timing a "cold" read. It is a request: check the result with
+    :func:`cached_fraction`.
+    """
+    fd = os.open(os.fspath(path), os.O_RDONLY)
+    try:
+        try:
+            os.fsync(fd)  # dirty pages cannot be dropped
+        except OSError:
+            pass
+        return _fadvise_dontneed(fd)
+    finally:
+        os.close(fd)
+
+
+def cached_fraction(path: str | os.PathLike) -> float | None:
+    """Fraction of ``path``'s pages now in the page cache (Linux ``mincore``), or None if unknown.
+
+    Notebook 02 (memory): shows whether the next read will come from RAM or from the disk.
+    """
+    if not sys.platform.startswith("linux"):
+        return None
+    import ctypes
+    size = os.path.getsize(path)
+    if size == 0:
+        return 0.0
+    page = os.sysconf("SC_PAGE_SIZE")
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.mmap.restype = ctypes.c_void_p
+        libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+        libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+        libc.mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]
+    except (OSError, AttributeError):
+        return None
+    fd = os.open(os.fspath(path), os.O_RDONLY)
+    try:
+        addr = libc.mmap(None, size, mmap.PROT_READ, mmap.MAP_SHARED, fd, 0)
+        if addr in (None, ctypes.c_void_p(-1).value):
+            return None
+        try:
+            n_pages = (size + page - 1) // page
+            vec = (ctypes.c_ubyte * n_pages)()
+            if libc.mincore(addr, size, vec) != 0:
+                return None
+            return float(np.frombuffer(vec, dtype=np.uint8).__and__(1).sum()) / n_pages
+        finally:
+            libc.munmap(addr, size)
+    finally:
+        os.close(fd)
+
+
+@dataclass(frozen=True)
+class ReadThroughput:
+    """Result of :func:`disk_read_throughput`."""
+
+    bytes_per_second: float
+    nbytes: int
+    seconds: float
+    cache_dropped: bool  # the drop request succeeded and (where measurable) < 5% stayed cached
+    cached_fraction_before: float | None  # share of the file in the page cache when the read began
+
+
+def disk_read_throughput(path: str | os.PathLike, block_size: int = 8 * MiB, drop_cache: bool = True) -> ReadThroughput:
+    """Read ``path`` sequentially once and return the speed (notebook 02, memory).
+
+    Page-cache caveat: a file you just wrote (or read) is still in RAM, and reading it again
+    measures memory, not the disk. With ``drop_cache=True`` the function first flushes the file and
+    asks the OS to drop it from the cache (``posix_fadvise(POSIX_FADV_DONTNEED)``, Linux);
+    ``cache_dropped`` says whether that worked and ``cached_fraction_before`` how much of the file
+    was still cached when the read began. Use ``drop_cache=False`` right after a first read to see
+    the cached (RAM) speed.
+    """
+    block_size = _pos_int("block_size", block_size)
+    p = Path(path)
+    if not p.is_file():
+        raise ValueError(f"path must be an existing file, got {p}")
+    dropped = drop_file_cache(p) if drop_cache else False
+    frac = cached_fraction(p)
+    if dropped and frac is not None:
+        dropped = frac < 0.05
+    buf = bytearray(block_size)
+    view = memoryview(buf)
+    total = 0
+    t0 = time.perf_counter()
+    with open(p, "rb", buffering=0) as f:
+        while True:
+            n = f.readinto(view)
+            if not n:
+                break
+            total += n
+    seconds = time.perf_counter() - t0
+    return ReadThroughput(total / seconds if seconds > 0 else float("inf"), total, seconds, dropped, frac)

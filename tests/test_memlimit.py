@@ -1,0 +1,162 @@
+"""course_lib.memlimit: capped subprocesses for out-of-memory demos (notebook 02, memory).
+
+Each run_with_memory_limit call spawns a process (~2-3 s for `import torch` on 2 cores), so the
+tests keep the number of calls small. Helper functions live at module level: spawn imports them.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+import psutil
+import pytest
+
+from course_lib import memlimit
+from course_lib.memlimit import (LimitedRun, allocate_bytes, find_max_batch_size, is_oom_error,
+                                 mlp_training_step, run_with_memory_limit)
+
+MiB = 2**20
+pytestmark = pytest.mark.skipif(not memlimit.memory_limit_supported(), reason="RLIMIT_AS needs Linux")
+
+
+def raise_value_error(x: int) -> None:
+    raise ValueError(f"bad value {x}")
+
+
+def sleep_then_return(seconds: float) -> str:
+    time.sleep(seconds)
+    return "woke"
+
+
+def kill_myself() -> None:
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def no_children_left() -> bool:
+    """No child process except multiprocessing's long-lived resource tracker (started once)."""
+    kids = [c for c in psutil.Process().children(recursive=True)
+            if "resource_tracker" not in " ".join(c.cmdline())]
+    return not kids
+
+
+def test_small_allocation_fits_and_limit_is_headroom_above_baseline():
+    r = run_with_memory_limit(allocate_bytes, 256 * MiB, 128 * MiB)
+    assert isinstance(r, LimitedRun)
+    assert r.ok and not r.oom and r.value == 128 * MiB, r.summary()
+    # limit semantics: the cap is the child's baseline address space plus limit_bytes
+    assert r.address_space_limit_bytes == r.baseline_address_space_bytes + 256 * MiB
+    assert r.baseline_address_space_bytes > 100 * MiB  # python + torch reserve a lot of address space
+    assert 120 * MiB < r.peak_rss_increase_bytes < 256 * MiB
+    assert r.seconds > 0 and r.fn_seconds is not None and no_children_left()
+
+
+def test_allocation_above_headroom_is_oom():
+    r = run_with_memory_limit(allocate_bytes, 256 * MiB, 384 * MiB)  # 1.5x the head-room
+    assert not r.ok and r.oom and r.error_type == "RuntimeError", r.summary()
+    assert "DefaultCPUAllocator" in r.message and "out of memory" in r.message
+    assert "OUT OF MEMORY" in r.summary()
+
+
+def test_2gb_under_512mb_is_oom_and_caller_survives():
+    r = run_with_memory_limit(allocate_bytes, 512 * MiB, 2048 * MiB)
+    assert not r.ok and r.oom and r.value is None
+    assert no_children_left()
+    assert os.getpid() == psutil.Process().pid  # still here
+
+
+def test_other_exceptions_are_returned_not_raised():
+    r = run_with_memory_limit(raise_value_error, 64 * MiB, 7)
+    assert not r.ok and not r.oom and r.error_type == "ValueError"
+    assert "bad value 7" in r.message and "raise_value_error" in r.message  # short traceback
+
+
+def test_timeout_kills_child():
+    t0 = time.perf_counter()
+    r = run_with_memory_limit(sleep_then_return, 64 * MiB, 60.0, timeout=3.0)
+    took = time.perf_counter() - t0
+    assert not r.ok and r.timed_out and r.error_type == "TimeoutError" and not r.oom
+    assert "timeout=3" in r.message
+    assert took < 20, took
+    assert no_children_left()
+
+
+def test_child_killed_by_signal_counts_as_oom():
+    r = run_with_memory_limit(kill_myself, 64 * MiB)
+    assert not r.ok and r.oom and r.exitcode == -signal.SIGKILL and "SIGKILL" in r.message
+
+
+def test_non_importable_functions_are_rejected_up_front():
+    with pytest.raises(TypeError, match="importable"):
+        run_with_memory_limit(lambda: 1, 64 * MiB)
+
+    def local():
+        return 1
+    with pytest.raises(TypeError, match="module"):
+        run_with_memory_limit(local, 64 * MiB)
+
+    def in_notebook():
+        return 1
+    in_notebook.__module__ = "__main__"
+    in_notebook.__qualname__ = "in_notebook"
+    with pytest.raises(TypeError, match="notebook"):
+        run_with_memory_limit(in_notebook, 64 * MiB)
+    with pytest.raises(TypeError, match="callable"):
+        run_with_memory_limit(42, 64 * MiB)
+    assert no_children_left()
+
+
+@pytest.mark.parametrize("limit", [0, -1, -5.0])
+def test_bad_limit(limit):
+    with pytest.raises(ValueError, match="limit_bytes"):
+        run_with_memory_limit(allocate_bytes, limit, 10)
+
+
+def test_bad_arguments():
+    with pytest.raises(TypeError, match="limit_bytes"):
+        run_with_memory_limit(allocate_bytes, "1GB", 10)
+    with pytest.raises(ValueError, match="timeout"):
+        run_with_memory_limit(allocate_bytes, MiB, 10, timeout=0)
+    with pytest.raises(ValueError, match="high"):
+        find_max_batch_size(mlp_training_step, MiB, low=8, high=4)
+    with pytest.raises(ValueError, match="start"):
+        find_max_batch_size(mlp_training_step, MiB, low=8, high=64, start=128)
+    with pytest.raises(ValueError, match="batch_size"):
+        mlp_training_step(0)
+
+
+def test_is_oom_error():
+    assert is_oom_error(MemoryError())
+    assert is_oom_error(RuntimeError("[enforce fail] DefaultCPUAllocator: can't allocate memory"))
+    assert not is_oom_error(RuntimeError("shape mismatch"))
+    assert not is_oom_error(ValueError("not enough memory"))  # only allocator RuntimeErrors count
+
+
+def test_find_max_batch_size():
+    t0 = time.perf_counter()
+    s = find_max_batch_size(mlp_training_step, 128 * MiB, low=64, high=16384, start=1024)
+    took = time.perf_counter() - t0
+    assert s.largest_ok is not None and s.smallest_failed is not None, s
+    assert s.largest_ok < s.smallest_failed <= s.largest_ok + max(1, s.largest_ok // 8), s.table()
+    by_batch = {p.batch_size: p for p in s.probes}
+    assert by_batch[s.largest_ok].ok and by_batch[s.smallest_failed].oom
+    # memory grows with the batch: everything at or below largest_ok fit, everything above failed
+    assert all(p.ok == (p.batch_size <= s.largest_ok) for p in s.probes), s.table()
+    assert len(s.probes) <= 12 and took < 45, (len(s.probes), took)
+    assert no_children_left()
+
+
+def test_keyboard_interrupt_leaves_no_child():
+    import threading
+
+    main = threading.main_thread().ident
+    t0 = time.perf_counter()
+    timer = threading.Timer(3.5, signal.pthread_kill, (main, signal.SIGINT))  # Ctrl-C while the child sleeps
+    timer.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            run_with_memory_limit(sleep_then_return, 64 * MiB, 60.0, timeout=30.0)
+    finally:
+        timer.cancel()
+    assert time.perf_counter() - t0 < 15
+    assert no_children_left()
