@@ -899,6 +899,52 @@ def largest_model_per_accelerator(precision: str = "bf16-mixed", optimizer: str 
             for a in accelerators(kind)]
 
 
+def memtracker_peak(model: nn.Module, example_input: torch.Tensor, target: torch.Tensor | None = None,
+                    optimizer: str = "adam", precision: str = "fp32", steps: int = 3) -> int | None:
+    """A second, independent meter: PyTorch's own ``MemTracker`` over the same training steps.
+
+    Notebook 02 (memory: estimate vs measurement). Returns the peak tracked bytes (parameters,
+    gradients, optimizer state, activations, temporaries), or ``None`` where this PyTorch has no
+    ``torch.distributed._tools.mem_tracker`` (it is a private, CPU-capable tool).
+    """
+    try:
+        from torch.distributed._tools.mem_tracker import MemTracker
+    except ImportError:
+        return None
+    params = _check_model(model)
+    _nonneg_int("steps", steps, 1)
+    precision = _choice("precision", precision, PRECISIONS)
+    opt = make_optimizer(optimizer, params)
+    device = params[0].device
+    tracker = MemTracker()
+    tracker.track_external(model, opt)
+    with tracker:
+        for _ in range(steps):
+            with _autocast(precision, device):
+                loss = _default_loss(model(example_input), target)
+            loss.backward()
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+            tracker.reset_mod_stats()  # MemTracker follows one iteration at a time
+    peak = tracker.get_tracker_snapshot("peak")
+    return int(sum(v.get("Total", 0) for v in peak.values()))
+
+
+def large_model_memory(n_params: float, precision: str = "bf16-mixed", optimizer: str = "adam",
+                       zero_stage: int = 0, data_parallel: int = 1, seq_len: int = 2048, batch: int = 1,
+                       d_model: int = 4096, n_layers: int = 32, n_heads: int = 32) -> dict[str, int]:
+    """Per-device bytes for training a large transformer: model states (ZeRO) + activations.
+
+    Notebook 02 (memory calculator). Activations follow ``transformer_activation_bytes`` with
+    16-bit values for the mixed precisions and 32-bit for fp32; they are per device (each
+    data-parallel rank holds the activations of its own micro-batch).
+    """
+    states = model_states_bytes(int(n_params), precision, optimizer, zero_stage, data_parallel)
+    width = 4 if _choice("precision", precision, PRECISIONS) == "fp32" else 2
+    acts = transformer_activation_bytes(seq_len, batch, d_model, n_layers, n_heads, width)
+    return {"model_states": states, "activations": acts, "total": states + acts}
+
+
 # The capped-subprocess tools and the streaming dataset live in their own modules; they are
 # part of the memory toolkit, so they can be reached from here too (notebook 02).
 from .memlimit import LimitedRun, find_max_batch_size, run_with_memory_limit  # noqa: E402,F401

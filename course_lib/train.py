@@ -46,16 +46,31 @@ def _loader(data: Dataset | DataLoader, batch_size: int, shuffle: bool, seed: in
 
 def train_step(model: nn.Module, batch: tuple[torch.Tensor, torch.Tensor], optimizer: torch.optim.Optimizer,
                loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
-               device: torch.device | str = "cpu") -> tuple[float, int, int]:
-    """One update on one batch. Returns (loss, correct predictions, examples)."""
+               device: torch.device | str = "cpu", micro_batches: int = 1) -> tuple[float, int, int]:
+    """One update on one batch. Returns (loss, correct predictions, examples).
+
+    ``micro_batches > 1`` is gradient accumulation (notebook 02: memory): the batch is split
+    into that many slices, each slice's loss is scaled by its share of the batch and
+    back-propagated on its own (so only one slice's activations are alive at a time), and the
+    summed gradients make one optimizer step: the same update as the whole batch for a loss that
+    averages over examples (BatchNorm statistics differ: they see one slice at a time).
+    """
+    if isinstance(micro_batches, bool) or not isinstance(micro_batches, int) or micro_batches < 1:
+        raise ValueError(f"micro_batches must be a positive int, got {micro_batches!r}")
     x, y = (t.to(device, non_blocking=True) for t in batch)
+    if micro_batches > len(y):
+        raise ValueError(f"micro_batches ({micro_batches}) cannot exceed the batch size ({len(y)})")
     optimizer.zero_grad(set_to_none=True)
-    out = model(x)
-    loss = loss_fn(out, y)
-    loss.backward()
+    total_loss, correct = 0.0, 0
+    for xs, ys in zip(x.tensor_split(micro_batches), y.tensor_split(micro_batches)):
+        out = model(xs)
+        loss = loss_fn(out, ys) * (len(ys) / len(y))
+        loss.backward()
+        total_loss += float(loss.detach())
+        if out.dim() == 2 and ys.dim() == 1:
+            correct += int((out.argmax(1) == ys).sum())
     optimizer.step()
-    correct = int((out.argmax(1) == y).sum()) if out.dim() == 2 and y.dim() == 1 else 0
-    return float(loss.detach()), correct, len(y)
+    return total_loss, correct, len(y)
 
 
 def train_epoch(model: nn.Module, loader: DataLoader, optimizer: torch.optim.Optimizer,
@@ -129,10 +144,11 @@ def fit(model: nn.Module, train_data: Dataset | DataLoader, *, epochs: int = 5, 
 
 
 def make_step_fn(model: nn.Module, x: torch.Tensor, y: torch.Tensor, optimizer: str = "sgd", lr: float = 1e-3,
-                 loss_fn: Callable | None = None) -> Callable[[], float]:
+                 loss_fn: Callable | None = None, micro_batches: int = 1) -> Callable[[], float]:
     """A no-argument function doing one full training step on a fixed batch (for timing it).
 
-    Notebook 01 times it on the CPU and on a GPU when one is present.
+    Notebook 01 times it on the CPU and on a GPU when one is present; notebook 02 measures its
+    memory with and without gradient accumulation (``micro_batches``).
     """
     params = list(model.parameters())
     if not params:
@@ -144,6 +160,6 @@ def make_step_fn(model: nn.Module, x: torch.Tensor, y: torch.Tensor, optimizer: 
     model.train()
 
     def step() -> float:
-        return train_step(model, batch, opt, loss_fn, device)[0]
+        return train_step(model, batch, opt, loss_fn, device, micro_batches)[0]
 
     return step

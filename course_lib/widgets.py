@@ -2,6 +2,7 @@
 from a lower layer, so the numbers are the same with or without widgets.
 
 Notebook 01: ``time_to_train_widget`` (over ``compute.time_to_train``).
+Notebook 02: ``memory_calculator_widget`` (over ``memory.large_model_memory``).
 """
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import sys
 
 from .catalog import accelerators
 from .compute import format_duration, time_to_train
+from .memory import large_model_memory
 
 
 def enable_colab_widgets() -> None:
@@ -57,3 +59,47 @@ def time_to_train_widget(n_params: float = 124e6, n_tokens: float = 2.5e9, accel
         control.observe(update, names="value")
     update()
     return w.VBox([log_params, log_tokens, chip, kind, util, devices, out])
+
+
+def memory_calculator_text(n_params: float, precision: str, optimizer: str, zero_stage: int, data_parallel: int,
+                           seq_len: int, batch: int, d_model: int, n_layers: int, n_heads: int) -> str:
+    """The lines the memory calculator shows (a pure function, tested without widgets)."""
+    gb = 1e9
+    m = large_model_memory(n_params, precision, optimizer, zero_stage, data_parallel, seq_len, batch, d_model,
+                           n_layers, n_heads)
+    fits = [a.key for a in accelerators() if m["total"] <= 0.9 * a.memory_gb * gb]
+    return (f"model states {m['model_states'] / gb:.1f} GB + activations {m['activations'] / gb:.1f} GB "
+            f"= {m['total'] / gb:.1f} GB per device; fits (with 10% to spare) on: {', '.join(fits) or 'none'}")
+
+
+def memory_calculator_widget(n_params: float = 7e9, precision: str = "bf16-mixed", optimizer: str = "adam",
+                             zero_stage: int = 0, data_parallel: int = 1, seq_len: int = 2048, batch: int = 1,
+                             d_model: int = 4096, n_layers: int = 32, n_heads: int = 32):
+    """Sliders for a transformer's size, precision, optimizer, ZeRO stage and batch (notebook 02)."""
+    import ipywidgets as w
+
+    enable_colab_widgets()
+    c = {
+        "n_params": w.FloatLogSlider(value=n_params, base=10, min=6, max=12, description="parameters"),
+        "precision": w.Dropdown(options=["fp32", "bf16-mixed", "fp16-mixed"], value=precision, description="precision"),
+        "optimizer": w.Dropdown(options=["sgd", "momentum", "adam", "adamw"], value=optimizer, description="optimizer"),
+        "zero_stage": w.IntSlider(value=zero_stage, min=0, max=3, description="ZeRO stage"),
+        "data_parallel": w.IntSlider(value=data_parallel, min=1, max=512, description="GPUs"),
+        "seq_len": w.IntSlider(value=seq_len, min=128, max=32768, step=128, description="sequence"),
+        "batch": w.IntSlider(value=batch, min=1, max=64, description="micro-batch"),
+        "d_model": w.IntSlider(value=d_model, min=256, max=16384, step=256, description="d_model"),
+        "n_layers": w.IntSlider(value=n_layers, min=1, max=128, description="layers"),
+        "n_heads": w.IntSlider(value=n_heads, min=1, max=128, description="heads"),
+    }
+    out = w.HTML()
+
+    def update(_=None) -> None:
+        try:
+            out.value = memory_calculator_text(**{k: v.value for k, v in c.items()})
+        except ValueError as exc:
+            out.value = f"<span style='color:#b00'>{exc}</span>"
+
+    for control in c.values():
+        control.observe(update, names="value")
+    update()
+    return w.VBox([*c.values(), out])

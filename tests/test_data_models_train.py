@@ -78,3 +78,21 @@ def test_train_bad_input():
         train.fit(models.MLP(), [1, 2, 3], progress=False)
     with pytest.raises(ValueError, match="epochs"):
         train.fit(models.MLP(), data.load_digits().train, epochs=0)
+
+
+def test_gradient_accumulation_matches_the_full_batch():
+    x, y = torch.randn(64, 8), torch.randint(0, 3, (64,))
+    grads = []
+    for micro in (1, 4, 5):  # 5 does not divide 64: slices of 13 and 12 are weighted by size
+        torch.manual_seed(0)
+        m = models.MLP(8, 16, 3)
+        opt = train.make_optimizer("sgd", m.parameters(), lr=0.1)
+        loss, _, n = train.train_step(m, (x, y), opt, torch.nn.CrossEntropyLoss(), micro_batches=micro)
+        grads.append((loss, [p.grad.clone() for p in m.parameters()]))
+    for loss, g in grads[1:]:
+        assert loss == pytest.approx(grads[0][0], rel=1e-5)
+        assert all(torch.allclose(a, b, atol=1e-6) for a, b in zip(g, grads[0][1]))
+    with pytest.raises(ValueError, match="micro_batches"):
+        train.train_step(m, (x, y), opt, torch.nn.CrossEntropyLoss(), micro_batches=0)
+    with pytest.raises(ValueError, match="exceed"):
+        train.train_step(m, (x[:2], y[:2]), opt, torch.nn.CrossEntropyLoss(), micro_batches=3)

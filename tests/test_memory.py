@@ -194,3 +194,19 @@ def test_bad_input_value_errors(call, match):
 def test_bad_input_type_errors(call, match):
     with pytest.raises(TypeError, match=match):
         call()
+
+
+def test_memtracker_agrees_with_our_meter():
+    """PyTorch's MemTracker is an independent meter: it must agree with ours within 5 %."""
+    from course_lib import memory as mem
+    from course_lib import models as mdl
+
+    torch.manual_seed(0)
+    m, x, y = mdl.MLP(64, [256, 256], 10), torch.randn(512, 64), torch.randint(0, 10, (512,))
+    theirs = mem.memtracker_peak(m, x, y, optimizer="adam")
+    torch.manual_seed(0)
+    m = mdl.MLP(64, [256, 256], 10)
+    ours = mem.measure_training_memory(m, x, y, optimizer="adam").live_bytes
+    if theirs is None:
+        pytest.skip("this PyTorch has no MemTracker")
+    assert abs(theirs - ours) / ours < 0.05, (theirs, ours)

@@ -134,3 +134,18 @@ def test_layers_import_downwards_only():
             if isinstance(node, ast.ImportFrom) and node.level == 1 and node.module:
                 target = node.module.split(".")[0]
                 assert layer[target] <= layer[path.stem], f"{path.stem} (layer {layer[path.stem]}) imports {target}"
+
+
+def test_memory_calculator_text_matches_the_estimator():
+    from course_lib import memory
+
+    text = widgets.memory_calculator_text(1e9, "bf16-mixed", "adam", 0, 1, 2048, 1, 4096, 32, 32)
+    m = memory.large_model_memory(1e9)
+    assert f"{m['total'] / 1e9:.1f} GB" in text and "a100-80gb" in text and "t4" not in text
+    assert "none" in widgets.memory_calculator_text(7e9, "bf16-mixed", "adam", 0, 1, 2048, 1, 4096, 32, 32)
+    sharded = memory.large_model_memory(7e9, zero_stage=3, data_parallel=8)
+    assert sharded["model_states"] == memory.model_states_bytes(int(7e9), "bf16-mixed", "adam", 3, 8)
+    box = widgets.memory_calculator_widget()
+    assert "GB per device" in box.children[-1].value
+    with pytest.raises(ValueError):
+        widgets.memory_calculator_text(7e9, "fp8", "adam", 0, 1, 2048, 1, 4096, 32, 32)
