@@ -4,7 +4,9 @@ Modules, by layer (imports only go down this list):
 
 1. facts and basics: ``hardware`` (what is this machine), ``catalog`` (cited accelerator tables),
    ``bench`` (timing, FLOP counting), ``data`` (digits and synthetic sets), ``models``.
-2. cost models: ``compute`` (roofline, training FLOPs, time to train).
+2. cost models and measurement: ``compute`` (roofline, training FLOPs, time to train),
+   ``memory`` (training-memory estimator and meters), ``memlimit`` (capped subprocess runs),
+   ``streaming`` (data sets larger than memory).
 3. doing the work: ``train`` (one small training loop).
 4. presenting it: ``plots``, ``widgets``, ``checks`` (exercise checks), ``cli`` (``course doctor``).
 

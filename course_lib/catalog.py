@@ -25,6 +25,17 @@ Every row says where its numbers come from (``source``) and when they were read
 
 Peaks are ceilings, not predictions: real training reaches a fraction of them, which
 is what the notebooks measure. This module imports only the standard library.
+
+A second table, of storage and memory tiers (``storage_tiers()``, ``get_storage()``),
+serves notebook 02 (memory: disk read throughput, RAM vs SSD vs HDD: how fast a data
+set can be fed to the chip) and notebook 07 (choosing hardware). Each disk row is one
+real product's datasheet figures, with the interface ceiling in its notes (SATA III
+6 Gb/s ~ 0.6 GB/s; PCIe x4: 3.0 ~ 3.9, 4.0 ~ 7.9, 5.0 ~ 15.8 GB/s). Datasheet
+sequential numbers are best cases: large sequential reads, often of a new (empty)
+drive, sometimes from a cache or at the fastest (outer) tracks of a hard disk; random
+IOPS are at a deep queue (QD16-QD32), not the one-request-at-a-time reads of a naive
+data loader. Memory rows are per channel (per DIMM): a machine's peak bandwidth is
+channels x per-channel figure.
 """
 from __future__ import annotations
 
@@ -529,12 +540,289 @@ def catalog_rows(dtype: str = "bf16") -> list[dict]:
     ]
 
 
+# --------------------------------------------------------------------------------------
+# Storage and memory tiers (notebooks 02 and 07)
+# --------------------------------------------------------------------------------------
+
+STORAGE_KINDS = ("disk", "memory", "network")
+
+
+@dataclass(frozen=True)
+class StorageTier:
+    """One storage or memory tier, as one real product (or standard) rates it."""
+
+    key: str  # short id, e.g. "nvme-pcie4"
+    name: str  # e.g. "NVMe SSD, PCIe 4.0 x4 (Samsung 990 PRO)"
+    kind: str  # "disk" | "memory" | "network"
+    sequential_read_gbs: float  # GB/s (10^9 bytes/s), best case
+    random_read_iops: float | None  # 4 KiB random reads/s from the datasheet; None for RAM
+    latency_us: float | None  # typical access latency in microseconds; None if unsourced
+    capacity_note: str  # e.g. "up to 24 TB per drive"
+    source: str  # URL(s), separated by "; "
+    source_date: str  # "YYYY-MM"
+    notes: str = ""
+
+    def __post_init__(self) -> None:
+        if self.kind not in STORAGE_KINDS:
+            raise ValueError(f"{self.key}: kind={self.kind!r} is not one of {STORAGE_KINDS}")
+
+
+_SAMSUNG_SSD = "https://semiconductor.samsung.com/consumer-storage/internal-ssd/"
+
+_STORAGE: tuple[StorageTier, ...] = (
+    StorageTier(
+        key="hdd-7200",
+        name="7,200 rpm hard disk (Seagate Exos X24)",
+        kind="disk",
+        sequential_read_gbs=0.285,
+        random_read_iops=168,
+        latency_us=4160,
+        capacity_note="up to 24 TB per drive (3.5-inch, SATA or SAS)",
+        source=(
+            "https://www.seagate.com/content/dam/seagate/en/content-fragments/products/"
+            "datasheets/exos-x24/exos-x24-DS2080-2307US-en_US.pdf; "
+            "https://documents.westerndigital.com/content/dam/doc-library/en_us/assets/public/"
+            "western-digital/product/data-center-drives/ultrastar-dc-hc500-series/"
+            "data-sheet-ultrastar-dc-hc580.pdf"
+        ),
+        source_date=_CHECKED,
+        notes=(
+            "Exos X24 datasheet: max sustained transfer rate 285 MB/s (outer diameter; "
+            "inner tracks are slower), random read/write 4K QD16 168/550 "
+            "IOPS. Read from a third-party quotation of the datasheet (the PDF itself is "
+            "not in the stored material). Latency 4.16 ms is the average rotational "
+            "latency of any 7,200 rpm disk (half a turn: 60 s / 7,200 / 2), as printed in "
+            "WD's Ultrastar DC HC580 datasheet (which also gives 298 MB/s and 212 IOPS at "
+            "QD32); a random read also pays the seek (about 8 ms typical), so roughly "
+            "12 ms, i.e. under 100 IOPS one request at a time. Older 7,200 rpm drives "
+            "(e.g. Exos X18, 270 MB/s) are a little slower. The SATA link (0.6 GB/s) is "
+            "not the limit. source_date = when read."
+        ),
+    ),
+    StorageTier(
+        key="sata-ssd",
+        name="SATA SSD (Samsung 870 EVO)",
+        kind="disk",
+        sequential_read_gbs=0.56,
+        random_read_iops=98_000,
+        latency_us=77,
+        capacity_note="250 GB to 4 TB per drive (2.5-inch)",
+        source=(
+            f"{_SAMSUNG_SSD}870-evo/; "
+            "https://www.tomshardware.com/news/samsung-announces-870-evo; "
+            "https://www.kitguru.net/components/ssd-drives/simon-crisp/"
+            "samsung-ssd-870-evo-1tb-review/all/1/"
+        ),
+        source_date=_CHECKED,
+        notes=(
+            "Samsung's ratings, same for every capacity: sequential read 560 MB/s, 4 KiB "
+            "random read 98,000 IOPS at QD32 and 13,000 IOPS at QD1; checked against Tom's "
+            "Hardware and KitGuru, which quote Samsung's spec sheet (the Samsung page is "
+            "not in the stored material). Interface-limited: SATA III is 6 Gb/s with "
+            "8b/10b coding, i.e. 600 MB/s before protocol overhead, so every SATA SSD "
+            "tops out near 550-560 MB/s. latency_us is derived: 1 / 13,000 IOPS at QD1 "
+            "= 77 us per 4 KiB read. source_date = when read."
+        ),
+    ),
+    StorageTier(
+        key="nvme-pcie3",
+        name="NVMe SSD, PCIe 3.0 x4 (Samsung 970 EVO Plus 1TB)",
+        kind="disk",
+        sequential_read_gbs=3.5,
+        random_read_iops=600_000,
+        latency_us=53,
+        capacity_note="250 GB to 2 TB per drive (M.2 2280)",
+        source=(
+            f"{_SAMSUNG_SSD}970-evo-plus/; "
+            "https://digit.in/reviews/general/"
+            "samsung-970-evo-plus-nvme-m-2-ssd-250-gb-review-177943.html/amp"
+        ),
+        source_date=_CHECKED,
+        notes=(
+            "Samsung's spec table (as reprinted by Digit; the Samsung page is not in the "
+            "stored material): sequential read 3,500 MB/s for every capacity; 4 KiB "
+            "random read at QD32 600K IOPS for 1 TB (480K for 500 GB, 250K for 250 GB); "
+            "19K IOPS at QD1 for 1 TB. latency_us is derived: 1 / 19,000 IOPS = 53 us. "
+            "Interface ceiling: PCIe 3.0 x4 = 4 x 8 GT/s with 128b/130b coding ~ 3.9 GB/s, "
+            "so 3.5 GB/s is near the limit. source_date = when read."
+        ),
+    ),
+    StorageTier(
+        key="nvme-pcie4",
+        name="NVMe SSD, PCIe 4.0 x4 (Samsung 990 PRO)",
+        kind="disk",
+        sequential_read_gbs=7.45,
+        random_read_iops=1_400_000,
+        latency_us=None,
+        capacity_note="1 TB to 4 TB per drive (M.2 2280)",
+        source=(
+            f"{_SAMSUNG_SSD}990-pro/; "
+            "https://www.slashcam.com/news/single/"
+            "Samsung-990-PRO--New-NVMe-SSD-top-model-reaches-th-17407.html; "
+            "https://www.thefpsreview.com/2024/05/27/"
+            "samsung-990-pro-with-heatsink-1tb-pcie-gen4-m-2-nvme-ssd-review/4"
+        ),
+        source_date=_CHECKED,
+        notes=(
+            "Samsung's launch ratings (August 2022, quoted by SlashCAM and retailers; "
+            "the Samsung page is not in the stored material): sequential read "
+            "7,450 MB/s, 4 KiB random read up to 1,400K IOPS (QD32, larger capacities; "
+            "some listings give 1,200K for 1 TB). Interface ceiling: PCIe 4.0 x4 = "
+            "4 x 16 GT/s with 128b/130b coding ~ 7.9 GB/s. No QD1 latency figure was "
+            "found in a vendor source, so latency_us is None; The FPS Review measured "
+            "82 MB/s of 4 KiB reads at QD1 (about 50 us each) on the 1 TB drive. "
+            "source_date = when read."
+        ),
+    ),
+    StorageTier(
+        key="nvme-pcie5",
+        name="NVMe SSD, PCIe 5.0 x4 (Samsung 9100 PRO 2TB)",
+        kind="disk",
+        sequential_read_gbs=14.8,
+        random_read_iops=2_200_000,
+        latency_us=None,
+        capacity_note="1 TB to 8 TB per drive (M.2 2280)",
+        source=(
+            f"{_SAMSUNG_SSD}9100-pro/; "
+            "https://www.techpowerup.com/review/samsung-9100-pro-2-tb/single-page.html"
+        ),
+        source_date=_CHECKED,
+        notes=(
+            "Samsung's ratings as quoted by reviewers (TechPowerUp and others; the "
+            "Samsung page is not in the stored material): sequential read up to "
+            "14,800 MB/s (14,700 for 1 TB), 4 KiB random read up to 2,200K IOPS for the "
+            "larger capacities (1,850K for 1 TB). Needs a CPU-attached PCIe 5.0 M.2 slot "
+            "and cooling to reach it. Interface ceiling: PCIe 5.0 x4 = 4 x 32 GT/s ~ "
+            "15.8 GB/s. source_date = when read."
+        ),
+    ),
+    StorageTier(
+        key="ddr4-3200",
+        name="DDR4-3200 memory, one 64-bit channel",
+        kind="memory",
+        sequential_read_gbs=25.6,
+        random_read_iops=None,
+        latency_us=None,
+        capacity_note="per channel; a machine has 2 (desktop) to 8 (server socket) channels",
+        source="https://www.jedec.org/standards-documents/docs/jesd79-4a",
+        source_date=_CHECKED,
+        notes=(
+            "Peak by JEDEC arithmetic: 3,200 MT/s x 8 bytes (64-bit channel) = 25.6 GB/s "
+            "per channel (the module name PC4-25600 says the same). A machine's peak "
+            "memory bandwidth = channels populated x 25.6 GB/s: dual-channel desktop "
+            "51.2 GB/s, 8-channel server socket 204.8 GB/s. Sustained copy bandwidth "
+            "(e.g. STREAM) is lower. IOPS are not meaningful for RAM (None); no latency "
+            "figure is given because access latency depends on the CPU and is not in "
+            "the standard. source_date = when read."
+        ),
+    ),
+    StorageTier(
+        key="ddr5-4800",
+        name="DDR5-4800 memory, one DIMM (two 32-bit subchannels)",
+        kind="memory",
+        sequential_read_gbs=38.4,
+        random_read_iops=None,
+        latency_us=None,
+        capacity_note="per DIMM channel; a machine has 2 (desktop) to 12 (server socket) channels",
+        source="https://www.jedec.org/standards-documents/docs/jesd79-5b",
+        source_date=_CHECKED,
+        notes=(
+            "Peak by JEDEC arithmetic: 4,800 MT/s x 8 bytes (two independent 32-bit "
+            "subchannels per DIMM) = 38.4 GB/s per DIMM channel (PC5-38400). A machine's "
+            "peak = channels populated x 38.4 GB/s, e.g. 76.8 GB/s dual-channel desktop. "
+            "IOPS not meaningful (None); latency not in the standard (None). "
+            "source_date = when read."
+        ),
+    ),
+)
+
+_STORAGE_BY_KEY: dict[str, StorageTier] = {tier.key: tier for tier in _STORAGE}
+
+# Other names for the tiers; matching ignores case, spaces and punctuation.
+_STORAGE_ALIASES: dict[str, str] = {
+    "hdd": "hdd-7200",
+    "hard disk": "hdd-7200",
+    "hard drive": "hdd-7200",
+    "7200 rpm": "hdd-7200",
+    "exos x24": "hdd-7200",
+    "sata ssd": "sata-ssd",
+    "ssd sata": "sata-ssd",
+    "870 evo": "sata-ssd",
+    "nvme gen3": "nvme-pcie3",
+    "pcie3 nvme": "nvme-pcie3",
+    "970 evo plus": "nvme-pcie3",
+    "nvme gen4": "nvme-pcie4",
+    "pcie4 nvme": "nvme-pcie4",
+    "990 pro": "nvme-pcie4",
+    "nvme gen5": "nvme-pcie5",
+    "pcie5 nvme": "nvme-pcie5",
+    "9100 pro": "nvme-pcie5",
+    "ddr4": "ddr4-3200",
+    "ddr5": "ddr5-4800",
+}
+
+
+def _build_storage_lookup() -> dict[str, str]:
+    lookup: dict[str, str] = {}
+    for tier in _STORAGE:
+        lookup[_normalize(tier.key)] = tier.key
+        lookup[_normalize(tier.name)] = tier.key
+    for alias, key in _STORAGE_ALIASES.items():
+        lookup[_normalize(alias)] = key
+    return lookup
+
+
+_STORAGE_LOOKUP = _build_storage_lookup()
+
+
+def storage_tiers(kind: str | None = None) -> list[StorageTier]:
+    """All storage/memory rows, or only those of one ``kind`` ("disk", "memory", "network").
+
+    Raises ValueError for any other kind.
+    """
+    if kind is None:
+        return list(_STORAGE)
+    if kind not in STORAGE_KINDS:
+        raise ValueError(f"kind={kind!r} is not one of {STORAGE_KINDS} (or None for all).")
+    return [tier for tier in _STORAGE if tier.kind == kind]
+
+
+def storage_names() -> list[str]:
+    """The short keys of every storage row, e.g. ["hdd-7200", ..., "ddr5-4800"]."""
+    return [tier.key for tier in _STORAGE]
+
+
+def get_storage(name: str) -> StorageTier:
+    """Look up one storage/memory tier by key, full name or a common alias.
+
+    Case, spaces and punctuation are ignored: "NVMe-PCIe4", "990 PRO" and "nvme gen4"
+    give the same row; "HDD", "SATA SSD", "DDR4" work too.
+
+    Raises TypeError if ``name`` is not a string, ValueError if nothing matches.
+    """
+    if not isinstance(name, str):
+        raise TypeError(f"name must be a str, got {type(name).__name__}")
+    key = _STORAGE_LOOKUP.get(_normalize(name))
+    if key is None:
+        raise ValueError(
+            f"No storage tier matches name={name!r}. "
+            f"Accepted keys: {', '.join(storage_names())} "
+            "(aliases such as 'HDD', 'SATA SSD', '990 PRO', 'DDR4' also work)."
+        )
+    return _STORAGE_BY_KEY[key]
+
+
 __all__ = [
     "DTYPES",
     "KINDS",
+    "STORAGE_KINDS",
     "Accelerator",
+    "StorageTier",
     "accelerator_names",
     "accelerators",
     "catalog_rows",
     "get_accelerator",
+    "get_storage",
+    "storage_names",
+    "storage_tiers",
 ]

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import multiprocessing.connection
+import os
 import pickle
 import signal
 import sys
@@ -292,7 +293,8 @@ def _stop(proc) -> None:
 
 
 def run_with_memory_limit(fn: Callable[..., Any], limit_bytes: int, *args: Any, timeout: float = 60.0,
-                          allow_uncapped: bool = False, startup_timeout: float = 120.0, **kwargs: Any) -> LimitedRun:
+                          allow_uncapped: bool = False, startup_timeout: float = 120.0,
+                          env: dict[str, str] | None = None, **kwargs: Any) -> LimitedRun:
     """Run ``fn(*args, **kwargs)`` in a fresh, memory-capped subprocess (notebook 02, memory).
 
     ``limit_bytes`` is head-room *above* the child's baseline address space (python + torch
@@ -309,8 +311,14 @@ def run_with_memory_limit(fn: Callable[..., Any], limit_bytes: int, *args: Any, 
     Raises ``TypeError`` for a non-importable ``fn`` (lambda, nested, or defined in a notebook),
     ``ValueError`` for ``limit_bytes <= 0`` or ``timeout <= 0``, and ``MemoryLimitUnsupported``
     where no cap can be set, unless ``allow_uncapped=True`` (then the run carries a ``warning``).
+
+    ``env`` adds environment variables for the child only, e.g. ``{"MALLOC_MMAP_THRESHOLD_": "65536"}``
+    (glibc reads its tuning variables when a process starts, so they cannot be changed in a running one).
     """
     _check_importable(fn)
+    if env is not None and (not isinstance(env, dict) or
+                            not all(isinstance(k, str) and isinstance(v, str) for k, v in env.items())):
+        raise TypeError(f"env must be a dict of str to str, got {env!r}")
     limit = _check_limit(limit_bytes)
     timeout = _check_timeout(timeout)
     startup_timeout = _check_timeout(startup_timeout, "startup_timeout")
@@ -327,12 +335,19 @@ def run_with_memory_limit(fn: Callable[..., Any], limit_bytes: int, *args: Any, 
     payload: dict | None = None
     timed_out = started = False
     try:
+        saved = {k: os.environ.get(k) for k in (env or {})}
         try:
+            os.environ.update(env or {})  # a spawned child copies the parent's environment at start
             proc.start()
         except (pickle.PicklingError, TypeError, AttributeError) as exc:
             raise TypeError(f"the arguments of fn could not be sent to the subprocess "
                             f"(they must be picklable): {type(exc).__name__}: {exc}") from None
         finally:
+            for k, v in saved.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
             send.close()  # the parent keeps only the reading end, so EOF means the child is gone
         deadline = t0 + startup_timeout  # until the child says "started"
         while payload is None:

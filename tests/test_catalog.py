@@ -273,3 +273,160 @@ def test_public_functions_are_documented_and_typed():
         fn = getattr(catalog, name)
         assert fn.__doc__ and "return" in fn.__annotations__
     assert Accelerator.peak_flops.__doc__
+
+
+# ---- storage and memory tiers ----------------------------------------------------
+
+from course_lib.catalog import STORAGE_KINDS, StorageTier  # noqa: E402
+
+STORAGE = catalog.storage_tiers()
+REQUIRED_STORAGE_KEYS = {"hdd-7200", "sata-ssd", "nvme-pcie3", "nvme-pcie4", "ddr4-3200", "ddr5-4800"}
+
+
+def tier(key: str) -> StorageTier:
+    return catalog.get_storage(key)
+
+
+def test_storage_required_rows_present_and_keys_unique():
+    keys = catalog.storage_names()
+    assert REQUIRED_STORAGE_KEYS <= set(keys)
+    assert len(keys) == len(set(keys))
+    assert [t.key for t in STORAGE] == keys
+
+
+@pytest.mark.parametrize("t", STORAGE, ids=lambda t: t.key)
+def test_every_storage_row_is_cited(t: StorageTier):
+    assert t.source.startswith("http")
+    for url in t.source.split("; "):
+        assert url.startswith("https://"), url
+    assert re.fullmatch(r"\d{4}-(0[1-9]|1[0-2])", t.source_date)
+    assert t.notes.strip() and t.capacity_note.strip() and t.name.strip()
+
+
+@pytest.mark.parametrize("t", STORAGE, ids=lambda t: t.key)
+def test_every_storage_number_is_positive(t: StorageTier):
+    assert t.kind in STORAGE_KINDS
+    assert t.sequential_read_gbs > 0 and math.isfinite(t.sequential_read_gbs)
+    for value in (t.random_read_iops, t.latency_us):
+        assert value is None or (value > 0 and math.isfinite(value))
+    if t.kind == "memory":
+        assert t.random_read_iops is None  # IOPS are meaningless for RAM
+    if t.kind == "disk":
+        assert t.random_read_iops is not None
+
+
+def test_storage_sequential_read_ordering():
+    hdd, sata, gen3, gen4 = (
+        tier(k).sequential_read_gbs for k in ("hdd-7200", "sata-ssd", "nvme-pcie3", "nvme-pcie4")
+    )
+    assert hdd < sata < gen3 < gen4
+    if "nvme-pcie5" in catalog.storage_names():
+        assert tier("nvme-pcie5").sequential_read_gbs > gen4
+
+
+def test_storage_random_iops_and_latency_ordering():
+    assert tier("hdd-7200").random_read_iops < tier("sata-ssd").random_read_iops
+    assert tier("sata-ssd").random_read_iops < tier("nvme-pcie4").random_read_iops
+    # An HDD access is milliseconds, an SSD access tens of microseconds.
+    assert tier("hdd-7200").latency_us >= 1000
+    assert tier("sata-ssd").latency_us < tier("hdd-7200").latency_us / 10
+
+
+def test_storage_interface_ceilings():
+    # Datasheet numbers stay below the link: SATA III ~0.6 GB/s, PCIe x4 3.0/4.0/5.0.
+    assert tier("sata-ssd").sequential_read_gbs <= 0.6
+    assert tier("nvme-pcie3").sequential_read_gbs <= 3.94
+    assert tier("nvme-pcie4").sequential_read_gbs <= 7.88
+    if "nvme-pcie5" in catalog.storage_names():
+        assert tier("nvme-pcie5").sequential_read_gbs <= 15.76
+
+
+def test_dram_channel_bandwidth_is_jedec_arithmetic_and_beats_disks():
+    ddr4, ddr5 = tier("ddr4-3200"), tier("ddr5-4800")
+    assert ddr4.sequential_read_gbs == pytest.approx(3200e6 * 8 / 1e9)  # 25.6
+    assert ddr5.sequential_read_gbs == pytest.approx(4800e6 * 8 / 1e9)  # 38.4
+    assert ddr4.sequential_read_gbs > tier("sata-ssd").sequential_read_gbs
+    assert ddr4.sequential_read_gbs > tier("nvme-pcie4").sequential_read_gbs
+    assert ddr5.sequential_read_gbs > ddr4.sequential_read_gbs
+    for t in (ddr4, ddr5):
+        assert t.kind == "memory"
+        assert "channels populated x" in t.notes  # machine = channels x per-channel
+
+
+def test_storage_rows_are_read_only_and_kind_is_checked():
+    with pytest.raises(AttributeError):
+        tier("sata-ssd").sequential_read_gbs = 1.0  # type: ignore[misc]
+    with pytest.raises(ValueError, match="tape"):
+        StorageTier(
+            key="x", name="X", kind="tape", sequential_read_gbs=1, random_read_iops=None,
+            latency_us=None, capacity_note="", source="https://example.com",
+            source_date="2025-01",
+        )
+
+
+@pytest.mark.parametrize(
+    "name, key",
+    [
+        ("hdd-7200", "hdd-7200"),
+        ("HDD-7200", "hdd-7200"),
+        ("HDD", "hdd-7200"),
+        ("SATA SSD", "sata-ssd"),
+        ("sata_ssd", "sata-ssd"),
+        ("870 EVO", "sata-ssd"),
+        ("NVMe-PCIe3", "nvme-pcie3"),
+        ("990 PRO", "nvme-pcie4"),
+        ("nvme gen4", "nvme-pcie4"),
+        ("  DDR4 ", "ddr4-3200"),
+        ("ddr5-4800", "ddr5-4800"),
+    ],
+)
+def test_get_storage_aliases_and_case(name: str, key: str):
+    assert catalog.get_storage(name).key == key
+
+
+@pytest.mark.parametrize("t", STORAGE, ids=lambda t: t.key)
+def test_every_storage_key_and_name_resolves_to_itself(t: StorageTier):
+    assert catalog.get_storage(t.key) is t
+    assert catalog.get_storage(t.key.upper()) is t
+    assert catalog.get_storage(t.name) is t
+
+
+def test_get_storage_unknown_name():
+    with pytest.raises(ValueError) as err:
+        catalog.get_storage("floppy")
+    message = str(err.value)
+    assert "name" in message and "floppy" in message
+    assert "sata-ssd" in message and "nvme-pcie4" in message
+
+
+@pytest.mark.parametrize("bad", [None, 7200, b"hdd", ["hdd"]])
+def test_get_storage_non_str(bad):
+    with pytest.raises(TypeError):
+        catalog.get_storage(bad)
+
+
+def test_storage_tiers_by_kind():
+    disks, memory = catalog.storage_tiers("disk"), catalog.storage_tiers(kind="memory")
+    assert disks and memory
+    assert all(t.kind == "disk" for t in disks) and all(t.kind == "memory" for t in memory)
+    network = catalog.storage_tiers("network")
+    assert len(disks) + len(memory) + len(network) == len(STORAGE)
+
+
+def test_storage_tiers_unknown_kind():
+    with pytest.raises(ValueError) as err:
+        catalog.storage_tiers(kind="tape")
+    message = str(err.value)
+    assert "tape" in message and "disk" in message and "memory" in message
+
+
+def test_storage_tiers_returns_a_fresh_list():
+    catalog.storage_tiers().clear()
+    assert len(catalog.storage_tiers()) == len(STORAGE)
+
+
+def test_storage_functions_are_documented_and_typed():
+    for name in ("storage_tiers", "storage_names", "get_storage"):
+        fn = getattr(catalog, name)
+        assert fn.__doc__ and "return" in fn.__annotations__
+    assert "notebook 02" in catalog.__doc__ and "notebook 07" in catalog.__doc__

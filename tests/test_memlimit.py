@@ -160,3 +160,15 @@ def test_keyboard_interrupt_leaves_no_child():
         timer.cancel()
     assert time.perf_counter() - t0 < 15
     assert no_children_left()
+
+
+def test_env_reaches_the_child_only():
+    import os
+
+    from course_lib import memlimit as ml
+
+    r = ml.run_with_memory_limit(os.getenv, 256 * 2**20, "COURSE_TEST_VAR", env={"COURSE_TEST_VAR": "42"})
+    assert r.ok and r.value == "42"
+    assert "COURSE_TEST_VAR" not in os.environ
+    with pytest.raises(TypeError, match="env"):
+        ml.run_with_memory_limit(os.getenv, 256 * 2**20, "X", env={"X": 1})
