@@ -231,20 +231,59 @@ def matmul_throughput(sizes: list[int], *, dtype: str | torch.dtype = "fp32", de
     return out
 
 
+STREAM_KERNELS = {  # name: (arrays read + written per element, FLOPs per element), after McCalpin's STREAM
+    "copy": (2, 0), "scale": (2, 1), "add": (3, 1), "triad": (3, 2),
+}
+
+
+def stream_bandwidth(n_bytes: int = 128 * 2**20, *, kernel: str = "copy", device: torch.device | str = "cpu",
+                     min_run_time: float = 0.2) -> float:
+    """Bytes/s of one STREAM kernel on arrays of ``n_bytes`` each, written into existing buffers.
+
+    copy ``c = a``, scale ``b = s*c``, add ``c = a + b``, triad ``a = b + s*c`` (notebooks 01 and 03:
+    memory bandwidth). Bytes counted: every array read or written once per element. The buffers
+    are preallocated, so the measurement sees memory traffic, not page faults. Pick ``n_bytes``
+    well above the last-level cache (default 128 MiB) to measure main memory.
+    """
+    if kernel not in STREAM_KERNELS:
+        raise ValueError(f"kernel {kernel!r} is not known; accepted values are {sorted(STREAM_KERNELS)}")
+    if isinstance(n_bytes, bool) or not isinstance(n_bytes, int) or n_bytes < 1024:
+        raise ValueError(f"n_bytes must be an int >= 1024, got {n_bytes!r}")
+    n = n_bytes // 4
+    a, b, c = (torch.full((n,), float(v), device=device) for v in (1, 2, 3))
+    ops = {"copy": lambda: c.copy_(a), "scale": lambda: torch.mul(c, 3.0, out=b),
+           "add": lambda: torch.add(a, b, out=c), "triad": lambda: torch.add(b, c, alpha=3.0, out=a)}
+    t = time_fn(ops[kernel], label=kernel, device=device, min_run_time=min_run_time)
+    return achieved_bandwidth(STREAM_KERNELS[kernel][0] * n * 4, t.median_s)
+
+
 def memory_bandwidth(n_bytes: int = 128 * 2**20, *, device: torch.device | str = "cpu",
                      min_run_time: float = 0.2) -> float:
     """Bytes/s of copying one buffer into another existing one (reads + writes counted).
 
-    The buffers are preallocated so the measurement sees memory traffic, not page faults.
-    Pick ``n_bytes`` well above the last-level cache (default 128 MiB) to measure main memory.
+    The STREAM copy kernel (``stream_bandwidth(kernel="copy")``), used as "the" memory bandwidth
+    of a roofline (notebook 01).
     """
+    return stream_bandwidth(n_bytes, kernel="copy", device=device, min_run_time=min_run_time)
+
+
+def host_to_device_bandwidth(n_bytes: int = 64 * 2**20, *, pinned: bool = False, device: torch.device | str = "cuda",
+                             min_run_time: float = 0.2) -> float:
+    """Bytes/s of copying a host tensor into an existing accelerator tensor (notebook 03).
+
+    ``pinned=True`` uses page-locked host memory, which the GPU's copy engine reads directly;
+    pageable memory is first staged through a pinned buffer by the driver. CUDA only: pinned
+    memory needs an accelerator, so on a CPU-only machine this raises ValueError.
+    """
+    dev = torch.device(device)
+    if dev.type != "cuda" or not torch.cuda.is_available():
+        raise ValueError(f"device must be an available CUDA device for host-to-device copies, got {device!r}")
     if isinstance(n_bytes, bool) or not isinstance(n_bytes, int) or n_bytes < 1024:
         raise ValueError(f"n_bytes must be an int >= 1024, got {n_bytes!r}")
-    n = n_bytes // 4
-    src = torch.ones(n, device=device)
-    dst = torch.zeros(n, device=device)
-    t = time_fn(lambda: dst.copy_(src), label="copy", device=device, min_run_time=min_run_time)
-    return achieved_bandwidth(2 * n * 4, t.median_s)
+    host = torch.ones(n_bytes // 4, pin_memory=pinned)
+    target = torch.empty(n_bytes // 4, device=dev)
+    t = time_fn(lambda: target.copy_(host, non_blocking=pinned), label="h2d", device=dev, min_run_time=min_run_time)
+    return achieved_bandwidth(n_bytes // 4 * 4, t.median_s)
 
 
 def thread_scaling(fn: Callable[[], object], thread_counts: list[int], *, rounds: int = 5,

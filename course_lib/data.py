@@ -125,3 +125,31 @@ def make_token_task(n_samples: int = 2000, seq_len: int = 16, vocab_size: int = 
     x = torch.randint(0, vocab_size, (n_samples, seq_len), generator=g)
     y = ((x == 1).sum(1) > (x == 2).sum(1)).long()
     return _split(x, y, test_fraction, seed, n_classes=2)
+
+
+class CostlyTransformDataset(torch.utils.data.Dataset):
+    """Images whose every access runs a real, CPU-heavy transform (notebook 03: input pipelines).
+
+    A stand-in for decoding a JPEG and augmenting it: each ``__getitem__`` blurs a
+    ``size x size`` image ``passes`` times with a 5x5 convolution, single-threaded, so one item
+    costs a fixed amount of CPU time. Returns (image of shape 1 x size x size, label).
+    Importable, so DataLoader workers started with spawn (macOS, Windows) can use it too.
+    """
+
+    def __init__(self, n: int = 512, size: int = 32, passes: int = 20, n_classes: int = 10, seed: int = 0) -> None:
+        for name, v in (("n", n), ("size", size), ("passes", passes), ("n_classes", n_classes)):
+            _positive_int(name, v)
+        g = torch.Generator().manual_seed(seed)
+        self.images = torch.rand(n, 1, size, size, generator=g)
+        self.labels = torch.randint(0, n_classes, (n,), generator=g)
+        self.kernel = torch.full((1, 1, 5, 5), 1 / 25)
+        self.passes = passes
+
+    def __len__(self) -> int:
+        return len(self.images)
+
+    def __getitem__(self, i: int) -> tuple[torch.Tensor, torch.Tensor]:
+        img = self.images[i : i + 1]
+        for _ in range(self.passes):
+            img = torch.nn.functional.conv2d(img, self.kernel, padding=2)
+        return img[0], self.labels[i]

@@ -163,3 +163,34 @@ def make_step_fn(model: nn.Module, x: torch.Tensor, y: torch.Tensor, optimizer: 
         return train_step(model, batch, opt, loss_fn, device, micro_batches)[0]
 
     return step
+
+
+def measure_input_pipeline(loader: DataLoader, step: Callable[[torch.Tensor, torch.Tensor], object],
+                           max_batches: int | None = None) -> dict:
+    """Time a training loop split into waiting for data and computing (notebook 03: input pipelines).
+
+    Returns seconds spent in ``next(batch)`` (``wait_s``), in ``step(x, y)`` (``compute_s``), the
+    total, the number of batches and ``idle_fraction`` = wait / total: the share of time the
+    processor that trains sits idle, starved of input.
+    """
+    if not isinstance(loader, DataLoader):
+        raise TypeError(f"loader must be a torch DataLoader, got {type(loader).__name__}")
+    if max_batches is not None and (isinstance(max_batches, bool) or not isinstance(max_batches, int) or max_batches < 1):
+        raise ValueError(f"max_batches must be a positive int or None, got {max_batches!r}")
+    wait = compute = 0.0
+    batches = 0
+    it = iter(loader)
+    start = time.perf_counter()
+    while max_batches is None or batches < max_batches:
+        t0 = time.perf_counter()
+        try:
+            x, y = next(it)
+        except StopIteration:
+            break
+        t1 = time.perf_counter()
+        step(x, y)
+        t2 = time.perf_counter()
+        wait, compute, batches = wait + (t1 - t0), compute + (t2 - t1), batches + 1
+    total = time.perf_counter() - start
+    return {"wait_s": wait, "compute_s": compute, "total_s": total, "batches": batches,
+            "idle_fraction": wait / total if total > 0 else 0.0}

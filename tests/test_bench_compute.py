@@ -109,3 +109,16 @@ def test_training_time():
         compute.time_to_train_table(1e6, 1e6, names=["t4"], dtype="bf16")
     assert compute.format_duration(4000) == "1.11 h"
     assert compute.overhead_model_time(10.0, 1.0, 5.0) == 3.0
+
+
+@pytest.mark.parametrize("kernel", sorted(bench.STREAM_KERNELS))
+def test_stream_kernels(kernel):
+    assert bench.stream_bandwidth(4 * 2**20, kernel=kernel, min_run_time=0.02) > 1e8
+
+
+def test_stream_and_host_copies_reject_bad_input():
+    with pytest.raises(ValueError, match="accepted values"):
+        bench.stream_bandwidth(kernel="daxpy")
+    if not torch.cuda.is_available():
+        with pytest.raises(ValueError, match="CUDA"):
+            bench.host_to_device_bandwidth(2**20, device="cpu")

@@ -96,3 +96,19 @@ def test_gradient_accumulation_matches_the_full_batch():
         train.train_step(m, (x, y), opt, torch.nn.CrossEntropyLoss(), micro_batches=0)
     with pytest.raises(ValueError, match="exceed"):
         train.train_step(m, (x[:2], y[:2]), opt, torch.nn.CrossEntropyLoss(), micro_batches=3)
+
+
+def test_costly_dataset_and_pipeline_measurement():
+    ds = data.CostlyTransformDataset(n=16, size=8, passes=2)
+    img, label = ds[3]
+    assert img.shape == (1, 8, 8) and 0 <= int(label) < 10 and len(ds) == 16
+    seen = []
+    r = train.measure_input_pipeline(torch.utils.data.DataLoader(ds, batch_size=4), lambda x, y: seen.append(len(x)))
+    assert r["batches"] == 4 and seen == [4, 4, 4, 4] and 0 <= r["idle_fraction"] <= 1
+    assert r["total_s"] >= r["wait_s"] + r["compute_s"] - 1e-6
+    assert train.measure_input_pipeline(torch.utils.data.DataLoader(ds, batch_size=4), lambda x, y: None,
+                                        max_batches=2)["batches"] == 2
+    with pytest.raises(ValueError):
+        data.CostlyTransformDataset(passes=0)
+    with pytest.raises(TypeError):
+        train.measure_input_pipeline([1, 2], lambda x, y: None)
