@@ -452,22 +452,36 @@ _ALIASES: dict[str, str] = {
 }
 
 
-def _normalize(name: str) -> str:
+def normalize_name(name: str) -> str:
     """Lower-case and drop everything but letters and digits: 'A100 80GB' -> 'a10080gb'."""
     return re.sub(r"[^a-z0-9]", "", name.lower())
 
 
-def _build_lookup() -> dict[str, str]:
+def build_lookup(rows, aliases: dict[str, str]) -> dict[str, str]:
+    """Normalised key, name and alias -> key, for the tables' case-insensitive lookups
+    (accelerators and storage here, links in ``course_lib.comm``)."""
     lookup: dict[str, str] = {}
-    for acc in _ACCELERATORS:
-        lookup[_normalize(acc.key)] = acc.key
-        lookup[_normalize(acc.name)] = acc.key
-    for alias, key in _ALIASES.items():
-        lookup[_normalize(alias)] = key
+    for row in rows:
+        lookup[normalize_name(row.key)] = row.key
+        lookup[normalize_name(row.name)] = row.key
+    for alias, key in aliases.items():
+        lookup[normalize_name(alias)] = key
     return lookup
 
 
-_LOOKUP = _build_lookup()
+_LOOKUP = build_lookup(_ACCELERATORS, _ALIASES)
+
+
+def find_row(name: str, lookup: dict[str, str], by_key: dict, what: str, examples: str):
+    """The row whose normalised key, name or alias is ``name``; TypeError for a non-str ``name``,
+    ValueError listing the accepted keys when nothing matches (shared by the tables' getters)."""
+    if not isinstance(name, str):
+        raise TypeError(f"name must be a str, got {type(name).__name__}")
+    key = lookup.get(normalize_name(name))
+    if key is None:
+        raise ValueError(f"No {what} matches name={name!r}. Accepted keys: {', '.join(by_key)} "
+                         f"(aliases such as {examples} also work).")
+    return by_key[key]
 
 
 # --------------------------------------------------------------------------------------
@@ -501,16 +515,7 @@ def get_accelerator(name: str) -> Accelerator:
 
     Raises TypeError if ``name`` is not a string, ValueError if nothing matches.
     """
-    if not isinstance(name, str):
-        raise TypeError(f"name must be a str, got {type(name).__name__}")
-    key = _LOOKUP.get(_normalize(name))
-    if key is None:
-        raise ValueError(
-            f"No accelerator matches name={name!r}. "
-            f"Accepted keys: {', '.join(accelerator_names())} "
-            "(full names and aliases such as 'A100', 'h100', 'v5e', 'TPU v4' also work)."
-        )
-    return _BY_KEY[key]
+    return find_row(name, _LOOKUP, _BY_KEY, "accelerator", "'A100', 'h100', 'v5e', 'TPU v4'")
 
 
 def catalog_rows(dtype: str = "bf16") -> list[dict]:
@@ -762,17 +767,7 @@ _STORAGE_ALIASES: dict[str, str] = {
 }
 
 
-def _build_storage_lookup() -> dict[str, str]:
-    lookup: dict[str, str] = {}
-    for tier in _STORAGE:
-        lookup[_normalize(tier.key)] = tier.key
-        lookup[_normalize(tier.name)] = tier.key
-    for alias, key in _STORAGE_ALIASES.items():
-        lookup[_normalize(alias)] = key
-    return lookup
-
-
-_STORAGE_LOOKUP = _build_storage_lookup()
+_STORAGE_LOOKUP = build_lookup(_STORAGE, _STORAGE_ALIASES)
 
 
 def storage_tiers(kind: str | None = None) -> list[StorageTier]:
@@ -800,19 +795,13 @@ def get_storage(name: str) -> StorageTier:
 
     Raises TypeError if ``name`` is not a string, ValueError if nothing matches.
     """
-    if not isinstance(name, str):
-        raise TypeError(f"name must be a str, got {type(name).__name__}")
-    key = _STORAGE_LOOKUP.get(_normalize(name))
-    if key is None:
-        raise ValueError(
-            f"No storage tier matches name={name!r}. "
-            f"Accepted keys: {', '.join(storage_names())} "
-            "(aliases such as 'HDD', 'SATA SSD', '990 PRO', 'DDR4' also work)."
-        )
-    return _STORAGE_BY_KEY[key]
+    return find_row(name, _STORAGE_LOOKUP, _STORAGE_BY_KEY, "storage tier", "'HDD', 'SATA SSD', '990 PRO', 'DDR4'")
 
 
 __all__ = [
+    "find_row",
+    "build_lookup",
+    "normalize_name",
     "DTYPES",
     "KINDS",
     "STORAGE_KINDS",

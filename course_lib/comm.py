@@ -46,6 +46,7 @@ from typing import Sequence
 import numpy as np
 
 from . import catalog
+from .catalog import build_lookup, find_row
 
 ALGORITHMS = ("ring", "tree", "parameter_server")
 """All-reduce algorithms that ``allreduce_time`` models."""
@@ -958,21 +959,7 @@ _LINK_ALIASES: dict[str, str] = {
 }
 
 
-def _normalize(name: str) -> str:
-    return re.sub(r"[^a-z0-9]", "", name.lower())
-
-
-def _build_link_lookup() -> dict[str, str]:
-    lookup: dict[str, str] = {}
-    for link in _LINKS:
-        lookup[_normalize(link.key)] = link.key
-        lookup[_normalize(link.name)] = link.key
-    for alias, key in _LINK_ALIASES.items():
-        lookup[_normalize(alias)] = key
-    return lookup
-
-
-_LINK_LOOKUP = _build_link_lookup()
+_LINK_LOOKUP = build_lookup(_LINKS, _LINK_ALIASES)
 
 
 def links(kind: str | None = None) -> list[Link]:
@@ -1001,15 +988,7 @@ def get_link(name: str) -> Link:
     "PCIe 5.0 x16", "NDR", "v5e" all work. Raises TypeError if ``name`` is not a string,
     ValueError (listing the keys) if nothing matches.
     """
-    if not isinstance(name, str):
-        raise TypeError(f"name must be a str, got {type(name).__name__}")
-    key = _LINK_LOOKUP.get(_normalize(name))
-    if key is None:
-        raise ValueError(
-            f"No link matches name={name!r}. Accepted keys: {', '.join(link_names())} "
-            "(aliases such as '1GbE', '100GbE', 'nvlink3', 'pcie4', 'NDR', 'v5e' also work)."
-        )
-    return _LINK_BY_KEY[key]
+    return find_row(name, _LINK_LOOKUP, _LINK_BY_KEY, "link", "'1GbE', '100GbE', 'nvlink3', 'pcie4', 'NDR', 'v5e'")
 
 
 def link_rows() -> list[dict]:

@@ -58,6 +58,7 @@ import torch
 import torch.distributed as dist
 
 from .bench import bytes_per_element, to_dtype
+from .memlimit import require_importable
 
 __all__ = [
     "ALLREDUCE_SIZES", "launch", "rank_info", "RankError", "LaunchTimeout", "BACKENDS", "max_world_size",
@@ -157,22 +158,8 @@ def _check_world_size(world_size: int) -> int:
 
 
 def _check_importable(fn: Callable[..., Any]) -> None:
-    if not callable(fn):
-        raise TypeError(f"fn must be a callable, got {type(fn).__name__}")
-    target = getattr(fn, "func", fn)  # functools.partial
-    module = getattr(target, "__module__", None)
-    qualname = getattr(target, "__qualname__", "") or ""
-    where = f"{module}.{qualname}" if module else (qualname or repr(target))
-    hint = (f"fn ({where}) cannot be sent to the spawned rank processes: put the function in a .py module, "
-            "e.g. course_lib.distributed has examples (demo_rank_sum, allreduce_benchmark), or your own "
-            "my_workers.py next to the notebook, and import it. Functions defined in a notebook cell or "
-            "in __main__, lambdas and nested functions cannot be pickled by the spawn start method.")
-    if module in (None, "__main__", "__mp_main__") or "<lambda>" in qualname or "<locals>" in qualname:
-        raise TypeError(hint)
-    try:
-        pickle.dumps(fn)
-    except Exception as exc:  # noqa: BLE001 - any pickling failure means the same thing here
-        raise TypeError(f"{hint} (pickling failed: {type(exc).__name__}: {exc})") from None
+    require_importable(fn, "fn", examples="e.g. course_lib.distributed has examples (demo_rank_sum, "
+                                          "allreduce_benchmark)")
 
 
 def _resolve_backend(backend: str | None, world_size: int) -> str:

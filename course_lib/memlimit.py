@@ -39,6 +39,8 @@ import traceback
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from .hardware import peak_rss_bytes, proc_status_bytes, reset_peak_rss
+
 try:  # not on Windows
     import resource
 except ImportError:  # pragma: no cover - Windows
@@ -134,50 +136,23 @@ def is_oom_error(exc: BaseException) -> bool:
     return False
 
 
-def _proc_status(key: str) -> int | None:
-    """A ``kB`` field of /proc/self/status in bytes, or None off Linux."""
-    try:
-        with open("/proc/self/status") as f:
-            for line in f:
-                if line.startswith(key + ":"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        return None
-    return None
+def require_importable(fn: Callable[..., Any], name: str = "fn",
+                       examples: str = "course_lib.memlimit has examples") -> None:
+    """Raise a helpful TypeError unless ``fn`` can be sent to a spawned process.
 
-
-def _reset_peak_rss() -> bool:
-    """Reset VmHWM to the current RSS (Linux >= 4.0); False where that is not possible."""
-    try:
-        with open("/proc/self/clear_refs", "w") as f:
-            f.write("5")
-        return True
-    except OSError:
-        return False
-
-
-def _peak_rss(reset_worked: bool) -> int | None:
-    if reset_worked:
-        v = _proc_status("VmHWM")
-        if v is not None:
-            return v
-    if resource is not None:  # lifetime peak; kB on Linux, bytes on macOS
-        r = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-        return int(r if sys.platform == "darwin" else r * 1024)
-    return None  # pragma: no cover
-
-
-def _check_importable(fn: Callable[..., Any], name: str = "fn") -> None:
+    Spawned processes (``run_with_memory_limit`` here, ``distributed.launch``) re-import ``fn`` by its
+    module and name, so it must be a module-level function in a ``.py`` file and picklable.
+    """
     if not callable(fn):
         raise TypeError(f"{name} must be a callable, got {type(fn).__name__}")
     target = getattr(fn, "func", fn)  # functools.partial
     module = getattr(target, "__module__", None)
     qualname = getattr(target, "__qualname__", "") or ""
     where = f"{module}.{qualname}" if module else qualname or repr(target)
-    hint = (f"{name} ({where}) must be importable so the spawned subprocess can find it: put the "
-            "function in a .py module (e.g. course_lib.memlimit, or your own my_steps.py next to the "
-            "notebook) and import it; functions defined in a notebook cell or __main__, lambdas and "
-            "nested functions cannot be sent to a spawned process.")
+    hint = (f"{name} ({where}) cannot be sent to a spawned process: put the function in a .py module "
+            f"({examples}, or your own my_functions.py next to the notebook) and import it. Functions "
+            "defined in a notebook cell or in __main__, lambdas and nested functions cannot be pickled "
+            "by the spawn start method.")
     if module in (None, "__main__", "__mp_main__") or "<lambda>" in qualname or "<locals>" in qualname:
         raise TypeError(hint)
     try:
@@ -219,7 +194,7 @@ def _child(conn, fn, args, kwargs, limit_bytes: int, allow_uncapped: bool) -> No
     info: dict[str, Any] = {"limit_bytes": limit_bytes}
     try:
         _warm_up()
-        baseline = _proc_status("VmSize")
+        baseline = proc_status_bytes("VmSize")
         info["baseline_address_space_bytes"] = baseline
         capped = False
         if memory_limit_supported() and baseline is not None:
@@ -236,18 +211,18 @@ def _child(conn, fn, args, kwargs, limit_bytes: int, allow_uncapped: bool) -> No
             if not allow_uncapped:
                 raise MemoryLimitUnsupported(msg)
             info["warning"] = msg
-        reset = _reset_peak_rss()
-        info["baseline_rss_bytes"] = _proc_status("VmRSS") if reset else None
+        reset = reset_peak_rss()
+        info["baseline_rss_bytes"] = proc_status_bytes("VmRSS") if reset else None
         conn.send("started")  # the parent's timeout for fn starts now
         t0 = time.perf_counter()
         try:
             value = fn(*args, **kwargs)
             info["fn_seconds"] = time.perf_counter() - t0
-            info["peak_rss_bytes"] = _peak_rss(reset)
+            info["peak_rss_bytes"] = peak_rss_bytes(reset)
             payload = {"ok": True, "value": value, **info}
         except BaseException as exc:  # noqa: BLE001 - report everything, never hang
             info["fn_seconds"] = time.perf_counter() - t0
-            info["peak_rss_bytes"] = _peak_rss(reset)
+            info["peak_rss_bytes"] = peak_rss_bytes(reset)
             payload = _error_payload(exc, info)
         try:
             conn.send(payload)
@@ -315,7 +290,7 @@ def run_with_memory_limit(fn: Callable[..., Any], limit_bytes: int, *args: Any, 
     ``env`` adds environment variables for the child only, e.g. ``{"MALLOC_MMAP_THRESHOLD_": "65536"}``
     (glibc reads its tuning variables when a process starts, so they cannot be changed in a running one).
     """
-    _check_importable(fn)
+    require_importable(fn)
     if env is not None and (not isinstance(env, dict) or
                             not all(isinstance(k, str) and isinstance(v, str) for k, v in env.items())):
         raise TypeError(f"env must be a dict of str to str, got {env!r}")
@@ -498,7 +473,7 @@ def find_max_batch_size(step_fn: Callable[[int], Any], limit_bytes: int, *, low:
     Memory is assumed to grow with the batch size. A probe that fails for another reason than
     memory (a bug in ``step_fn``, a timeout) raises ``RuntimeError`` with the child's message.
     """
-    _check_importable(step_fn, "step_fn")
+    require_importable(step_fn, "step_fn")
     limit = _check_limit(limit_bytes)
     _check_timeout(timeout)
     for name, v in (("low", low), ("high", high), ("max_probes", max_probes)):

@@ -62,6 +62,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
 from .catalog import accelerators
+from .hardware import proc_status_bytes, reset_peak_rss
 from .models import OPTIMIZERS, make_optimizer
 
 PRECISIONS = ("fp32", "bf16-mixed", "fp16-mixed")
@@ -229,26 +230,6 @@ class PeakMemory:
                 f"(of which {self.baseline_bytes / _MiB:.1f} MiB live before); process resident peak {rss}")
 
 
-def _vm_hwm() -> int | None:
-    try:
-        with open("/proc/self/status") as f:
-            for line in f:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        return None
-    return None
-
-
-def _reset_hwm() -> bool:
-    try:
-        with open("/proc/self/clear_refs", "w") as f:
-            f.write("5")
-        return True
-    except OSError:
-        return False
-
-
 @contextlib.contextmanager
 def _resident_peak():
     """Yields a dict that gets 'bytes' and 'method' on exit.
@@ -257,9 +238,9 @@ def _resident_peak():
     Elsewhere: sample psutil's rss every millisecond in a thread (misses shorter spikes), or None.
     """
     result: dict = {"bytes": None, "method": "unavailable"}
-    if _reset_hwm() and _vm_hwm() is not None:
+    if reset_peak_rss() and proc_status_bytes("VmHWM") is not None:
         yield result
-        result.update(bytes=_vm_hwm(), method="VmHWM")
+        result.update(bytes=proc_status_bytes("VmHWM"), method="VmHWM")
         return
     try:
         import psutil

@@ -36,6 +36,8 @@ from typing import Iterator
 
 import numpy as np
 import torch
+
+from .hardware import current_rss_bytes, peak_rss_bytes, reset_peak_rss
 from torch.utils.data import Dataset, IterableDataset, get_worker_info
 
 __all__ = [
@@ -311,44 +313,6 @@ class MemmapDataset(Dataset):
 # ----------------------------------------------------------------------------------------------
 # measuring
 
-def _status(key: str) -> int | None:
-    try:
-        with open("/proc/self/status") as f:
-            for line in f:
-                if line.startswith(key + ":"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        return None
-    return None
-
-
-def _reset_hwm() -> bool:
-    try:
-        with open("/proc/self/clear_refs", "w") as f:
-            f.write("5")
-        return True
-    except OSError:
-        return False
-
-
-def _peak(exact: bool) -> int:
-    if exact:
-        v = _status("VmHWM")
-        if v is not None:
-            return v
-    import resource
-    r = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return int(r if sys.platform == "darwin" else r * 1024)
-
-
-def _current_rss() -> int:
-    v = _status("VmRSS")
-    if v is not None:
-        return v
-    import psutil
-    return int(psutil.Process().memory_info().rss)
-
-
 @dataclass(frozen=True)
 class StreamReport:
     """One pass of :func:`stream_once`: what it computed and how much resident memory it needed."""
@@ -409,8 +373,8 @@ def stream_once(path: str | os.PathLike, budget_bytes: int, method: str = "strea
 
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # tiny matmuls: one thread avoids OpenMP overhead on a busy 2-core VM
-    exact = _reset_hwm()
-    before = _current_rss()
+    exact = reset_peak_rss()
+    before = current_rss_bytes()
     t0 = time.perf_counter()
 
     def batches() -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
@@ -446,7 +410,7 @@ def stream_once(path: str | os.PathLike, budget_bytes: int, method: str = "strea
     finally:
         torch.set_num_threads(threads)
     seconds = time.perf_counter() - t0
-    peak = _peak(exact)
+    peak = peak_rss_bytes(exact)
     means = sums / counts.clamp_min(1).unsqueeze(1)
     return StreamReport(method, info.n_samples, info.nbytes, budget, before, peak, seconds,
                         correct / info.n_samples, float(means.norm()), exact)
