@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import re
 import sys
-import tomllib
 from pathlib import Path
 
 import nbformat
@@ -19,7 +18,8 @@ from run_notebooks import BUDGET_S, code_hash  # noqa: E402
 
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 SOLUTIONS = sorted((ROOT / "solutions").glob("*.ipynb"))
-REPO_URL = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["urls"]["Repository"]
+# the [project.urls] Repository line of pyproject.toml (tomllib is Python 3.11+; the course supports 3.10)
+REPO_URL = re.search(r'^Repository\s*=\s*"([^"]+)"', (ROOT / "pyproject.toml").read_text(), re.M).group(1)
 REPO = REPO_URL.removeprefix("https://github.com/")
 
 
