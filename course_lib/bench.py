@@ -107,13 +107,14 @@ def time_fn(fn: Callable[[], object], *, label: str = "fn", device: torch.device
 
 
 def compare_interleaved(fns: Mapping[str, Callable[[], object]], *, rounds: int = 5,
-                        device: torch.device | str | None = None, num_threads: int | None = None,
+                        device: torch.device | str | None = None, num_threads: int | Mapping[str, int] | None = None,
                         min_run_time: float = 0.05, warmup: int = 1) -> dict[str, Timing]:
     """Time several alternatives interleaved (A B A B ...) and return each one's median.
 
     Use this whenever an assertion compares two timings: slow drifts of the machine then hit
     every alternative alike (notebook 01: thread scaling, CPU vs GPU; later modules too).
-    The reported median is the median over rounds of each round's median.
+    The reported median is the median over rounds of each round's median. ``num_threads`` is
+    one thread count for all, or a mapping name -> thread count (``thread_scaling`` uses that).
     """
     if not fns:
         raise ValueError("fns must name at least one callable")
@@ -122,7 +123,8 @@ def compare_interleaved(fns: Mapping[str, Callable[[], object]], *, rounds: int 
     per: dict[str, list[Timing]] = {k: [] for k in fns}
     for _ in range(rounds):
         for name, fn in fns.items():
-            per[name].append(time_fn(fn, label=name, device=device, num_threads=num_threads,
+            threads = num_threads.get(name) if isinstance(num_threads, Mapping) else num_threads
+            per[name].append(time_fn(fn, label=name, device=device, num_threads=threads,
                                      warmup=warmup, min_run_time=min_run_time))
     out = {}
     for name, ts in per.items():
@@ -297,11 +299,6 @@ def thread_scaling(fn: Callable[[], object], thread_counts: list[int], *, rounds
     for t in thread_counts:
         if isinstance(t, bool) or not isinstance(t, int) or t < 1:
             raise ValueError(f"thread_counts must be positive ints, got {t!r}")
-    fns = {str(t): fn for t in thread_counts}
-    per: dict[int, list[float]] = {t: [] for t in thread_counts}
-    for _ in range(rounds):
-        for t in thread_counts:
-            per[t].append(time_fn(fns[str(t)], label=f"{t} threads", num_threads=t, warmup=1,
-                                  min_run_time=min_run_time).median_s)
-    return {t: Timing(f"{t} threads", statistics.median(v), max(v) - min(v), len(v), t, "cpu")
-            for t, v in per.items()}
+    timings = compare_interleaved({f"{t} threads": fn for t in thread_counts}, rounds=rounds,
+                                  num_threads={f"{t} threads": t for t in thread_counts}, min_run_time=min_run_time)
+    return {t: timings[f"{t} threads"] for t in thread_counts}

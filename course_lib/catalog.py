@@ -472,6 +472,15 @@ def build_lookup(rows, aliases: dict[str, str]) -> dict[str, str]:
 _LOOKUP = build_lookup(_ACCELERATORS, _ALIASES)
 
 
+def rows_of_kind(rows, kind: str | None, kinds: tuple[str, ...]) -> list:
+    """All ``rows``, or those whose ``kind`` is ``kind``; ValueError for a kind not in ``kinds``."""
+    if kind is None:
+        return list(rows)
+    if kind not in kinds:
+        raise ValueError(f"kind={kind!r} is not one of {kinds} (or None for all).")
+    return [row for row in rows if row.kind == kind]
+
+
 def find_row(name: str, lookup: dict[str, str], by_key: dict, what: str, examples: str):
     """The row whose normalised key, name or alias is ``name``; TypeError for a non-str ``name``,
     ValueError listing the accepted keys when nothing matches (shared by the tables' getters)."""
@@ -494,11 +503,7 @@ def accelerators(kind: str | None = None) -> list[Accelerator]:
 
     Raises ValueError for any other kind.
     """
-    if kind is None:
-        return list(_ACCELERATORS)
-    if kind not in KINDS:
-        raise ValueError(f"kind={kind!r} is not one of {KINDS} (or None for all).")
-    return [acc for acc in _ACCELERATORS if acc.kind == kind]
+    return rows_of_kind(_ACCELERATORS, kind, KINDS)
 
 
 def accelerator_names() -> list[str]:
@@ -775,11 +780,7 @@ def storage_tiers(kind: str | None = None) -> list[StorageTier]:
 
     Raises ValueError for any other kind.
     """
-    if kind is None:
-        return list(_STORAGE)
-    if kind not in STORAGE_KINDS:
-        raise ValueError(f"kind={kind!r} is not one of {STORAGE_KINDS} (or None for all).")
-    return [tier for tier in _STORAGE if tier.kind == kind]
+    return rows_of_kind(_STORAGE, kind, STORAGE_KINDS)
 
 
 def storage_names() -> list[str]:
@@ -799,6 +800,7 @@ def get_storage(name: str) -> StorageTier:
 
 
 __all__ = [
+    "rows_of_kind",
     "find_row",
     "build_lookup",
     "normalize_name",

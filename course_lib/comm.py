@@ -39,14 +39,13 @@ from __future__ import annotations
 
 import math
 import numbers
-import re
 from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
 
 from . import catalog
-from .catalog import build_lookup, find_row
+from .catalog import build_lookup, find_row, rows_of_kind
 
 ALGORITHMS = ("ring", "tree", "parameter_server")
 """All-reduce algorithms that ``allreduce_time`` models."""
@@ -967,10 +966,7 @@ def links(kind: str | None = None) -> list[Link]:
 
     Notebook 03 (interconnect): the link table. Raises ValueError for an unknown kind.
     """
-    if kind is None:
-        return list(_LINKS)
-    _choice("kind", kind, LINK_KINDS)
-    return [link for link in _LINKS if link.kind == kind]
+    return rows_of_kind(_LINKS, kind, LINK_KINDS)
 
 
 def link_names() -> list[str]:

@@ -62,7 +62,7 @@ from .memlimit import require_importable
 
 __all__ = [
     "ALLREDUCE_SIZES", "launch", "rank_info", "RankError", "LaunchTimeout", "BACKENDS", "max_world_size",
-    "default_threads_per_rank", "last_launch_stats",
+    "default_threads_per_rank", "last_launch_stats", "port_is_free",
     "allreduce_benchmark", "ring_all_reduce", "check_ring_against_library",
     "demo_rank_sum", "demo_raise_on_rank", "demo_sleep_on_rank", "demo_rank_info",
 ]
@@ -495,6 +495,24 @@ def launch(fn: Callable[..., Any], world_size: int, *args: Any, backend: str | N
             "calls hangs like this; otherwise raise timeout.", unfinished, "run")
     _LAST["outcome"] = "ok"
     return [results[r] for r in range(world_size)]
+
+
+def port_is_free(port: int, reuse: bool = True) -> bool:
+    """Whether ``port`` on 127.0.0.1 can be bound again (notebook 03: no launch leaves a busy port).
+
+    ``reuse=True`` sets SO_REUSEADDR, as servers such as TCPStore do; a plain bind also fails
+    while old connections sit in TIME_WAIT.
+    """
+    import socket
+
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        if reuse:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((HOST, port))
+        except OSError:
+            return False
+    return True
 
 
 def rank_info() -> dict[str, Any]:

@@ -343,3 +343,22 @@ def current_rss_bytes() -> int:
     import psutil
 
     return int(psutil.Process().memory_info().rss)
+
+
+def leftover_children() -> list:
+    """Child processes of this process that are still alive (psutil objects), except the
+    multiprocessing resource tracker, which lives as long as the parent by design.
+
+    Notebooks 02 and 03 and their tests use it to show that capped runs and launched ranks
+    leave nothing behind.
+    """
+    import psutil
+
+    kids = []
+    for child in psutil.Process().children(recursive=True):
+        try:
+            if "resource_tracker" not in " ".join(child.cmdline()):
+                kids.append(child)
+        except psutil.NoSuchProcess:
+            pass
+    return kids

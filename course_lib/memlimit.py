@@ -410,10 +410,10 @@ def mlp_training_step(batch_size: int, in_features: int = 512, hidden: int = 102
         if isinstance(v, bool) or not isinstance(v, int) or v < 1:
             raise ValueError(f"{name} must be a positive int, got {v!r}")
     import torch
-    from .models import MLP
+    from .models import MLP, make_optimizer
     torch.manual_seed(0)
     model = MLP(in_features, [hidden] * depth, n_classes)
-    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    opt = make_optimizer("adam", model.parameters(), lr=1e-3)
     x = torch.randn(batch_size, in_features)
     y = torch.randint(0, n_classes, (batch_size,))
     loss = torch.zeros(())

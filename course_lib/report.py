@@ -41,7 +41,7 @@ def plan(info: HardwareInfo | None = None) -> list[tuple[str, str]]:
     if n_gpus >= 2:
         rows.append(("Distributed demos", f"NCCL across {n_gpus} GPUs, gloo on the CPU as well"))
     else:
-        rows.append(("Distributed demos", f"2-4 local CPU processes talking over gloo on 127.0.0.1"
+        rows.append(("Distributed demos", "2-4 local CPU processes talking over gloo on 127.0.0.1"
                                           + (" (one core: slower, still correct)" if cores < 2 else "")))
     if ram_gib < 4:
         rows.append(("Warning", "less than 4 GiB of RAM: close other programs; some demos shrink their sizes"))

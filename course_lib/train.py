@@ -10,7 +10,7 @@ Used from notebook 01 (CPU vs GPU step time) onwards.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import torch

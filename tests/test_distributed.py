@@ -7,36 +7,14 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import threading
 import time
 
-import psutil
 import pytest
 import torch
 
 from course_lib import distributed as d
-
-
-def _stray_children() -> list[psutil.Process]:
-    kids = []
-    for c in psutil.Process().children(recursive=True):
-        try:
-            if "resource_tracker" not in " ".join(c.cmdline()):
-                kids.append(c)
-        except psutil.NoSuchProcess:
-            pass
-    return kids
-
-
-def _port_is_free(port: int) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            s.bind((d.HOST, port))
-        except OSError:
-            return False
-    return True
+from course_lib.hardware import leftover_children
 
 
 # ----------------------------------------------------------------------------------------------
@@ -124,10 +102,10 @@ def test_launch_returns_results_in_rank_order(world_size):
     out = d.launch(d.demo_rank_sum, world_size)
     total = float(sum(range(1, world_size + 1)))
     assert out == [(r, world_size, total) for r in range(world_size)]
-    assert _stray_children() == []
+    assert leftover_children() == []
     stats = d.last_launch_stats()
     assert stats["outcome"] == "ok" and stats["world_size"] == world_size
-    assert _port_is_free(stats["port"])
+    assert d.port_is_free(stats["port"])
 
 
 def test_rank_info_inside_a_job():
@@ -159,7 +137,7 @@ def test_rank_that_dies_without_reporting():
     # os._exit is importable (posix._exit), so spawn can send it: the rank exits with code 3 at once
     with pytest.raises(d.RankError, match="exited with code 3"):
         d.launch(os._exit, 1, 3)
-    assert _stray_children() == []
+    assert leftover_children() == []
 
 
 def test_startup_timeout():
@@ -167,7 +145,7 @@ def test_startup_timeout():
         d.launch(d.demo_rank_sum, 2, startup_timeout=0.3)
     assert info.value.phase == "startup" and info.value.unfinished == [0, 1]
     assert "startup_timeout" in str(info.value)
-    assert _stray_children() == []
+    assert leftover_children() == []
 
 
 def test_ctrl_c_stops_every_rank():
@@ -181,7 +159,7 @@ def test_ctrl_c_stops_every_rank():
     finally:
         timer.cancel()
     assert time.perf_counter() - t0 < 30, "Ctrl-C must stop the job promptly, not at its timeout"
-    assert _stray_children() == []
+    assert leftover_children() == []
     assert d.last_launch_stats()["outcome"] == "interrupted"
 
 
@@ -193,9 +171,9 @@ def test_failing_rank_raises_rank_error_and_cleans_up():
     assert err.rank == 1 and err.error_type == "ValueError"
     assert "rank 1" in str(err) and "ValueError" in str(err) and "failed on purpose" in str(err)
     assert "Traceback" in err.traceback_text
-    assert _stray_children() == []
+    assert leftover_children() == []
     port = d.last_launch_stats()["port"]
-    assert _port_is_free(port)
+    assert d.port_is_free(port)
     # an immediate second launch works
     assert d.launch(d.demo_rank_sum, 2) == [(0, 2, 3.0), (1, 2, 3.0)]
 
@@ -210,8 +188,8 @@ def test_hung_rank_times_out_and_cleans_up():
     assert err.unfinished == [1] and err.phase == "run"
     assert "[1]" in str(err) and "timeout=3" in str(err)
     assert elapsed < 3 + 30, f"the timeout took {elapsed:.1f} s to fire"
-    assert _stray_children() == []
-    assert _port_is_free(d.last_launch_stats()["port"])
+    assert leftover_children() == []
+    assert d.port_is_free(d.last_launch_stats()["port"])
 
 
 def test_allreduce_benchmark_rows():

@@ -13,6 +13,7 @@ import psutil
 import pytest
 
 from course_lib import memlimit
+from course_lib.hardware import leftover_children
 from course_lib.memlimit import (LimitedRun, allocate_bytes, find_max_batch_size, is_oom_error,
                                  mlp_training_step, run_with_memory_limit)
 
@@ -34,10 +35,7 @@ def kill_myself() -> None:
 
 
 def no_children_left() -> bool:
-    """No child process except multiprocessing's long-lived resource tracker (started once)."""
-    kids = [c for c in psutil.Process().children(recursive=True)
-            if "resource_tracker" not in " ".join(c.cmdline())]
-    return not kids
+    return not leftover_children()
 
 
 def test_small_allocation_fits_and_limit_is_headroom_above_baseline():

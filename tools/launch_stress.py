@@ -17,36 +17,13 @@ median and p90 wall time of a plain 2-rank launch. Exit code 1 if anything was w
 from __future__ import annotations
 
 import argparse
-import socket
 import statistics
 import sys
 import time
 
-import psutil
 
 from course_lib import distributed as d
-
-
-def stray_children() -> list[psutil.Process]:
-    out = []
-    for c in psutil.Process().children(recursive=True):
-        try:
-            if "resource_tracker" not in " ".join(c.cmdline()):
-                out.append(c)
-        except psutil.NoSuchProcess:
-            pass
-    return out
-
-
-def port_busy(port: int, reuse: bool) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        if reuse:
-            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            s.bind((d.HOST, port))
-        except OSError:
-            return True
-    return False
+from course_lib.hardware import leftover_children
 
 
 def percentile(xs: list[float], q: float) -> float:
@@ -100,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:
         kind_s[kind].append(elapsed)
         if kind == "plain" and good:
             plain_s.append(elapsed)
-        strays = stray_children()
+        strays = leftover_children()
         if strays:
             stray_during += len(strays)
             good, what = False, f"{what}; {len(strays)} stray children: {[p.pid for p in strays]}"
@@ -109,9 +86,9 @@ def main(argv: list[str] | None = None) -> int:
             failures.append(f"run {i} ({kind}): {what}")
         print(f"run {i:2d} {kind:<5} {elapsed:6.2f} s {'ok' if good else 'FAILED ' + what}", flush=True)
     total = time.perf_counter() - t_all
-    strays = stray_children()
-    busy_plain = [p for p in ports if port_busy(p, reuse=False)]
-    busy_reuse = [p for p in ports if port_busy(p, reuse=True)]
+    strays = leftover_children()
+    busy_plain = [p for p in ports if not d.port_is_free(p, reuse=False)]
+    busy_reuse = [p for p in ports if not d.port_is_free(p, reuse=True)]
     print()
     print(f"{args.runs} launches in {total:.1f} s")
     for k in counts:
