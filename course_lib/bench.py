@@ -1,13 +1,19 @@
 """Timing and counting: how long does it take, how much work is it, how fast is that?
 
-Built on ``torch.utils.benchmark.Timer`` (warm-up, medians, device synchronisation) and
+Built on ``torch.utils.benchmark.Timer`` (warm-up, repeated blocks, device synchronisation) and
 ``torch.utils.flop_counter.FlopCounterMode``. Used from notebook 01 (matmul throughput,
 thread scaling, roofline, CPU vs GPU step time) onwards.
 
-Timing rules this module follows, because a shared 2-core machine drifts by up to 2x:
+Timing rules this module follows, because a shared 2-core machine drifts by up to 2x and other
+programs steal cores at random moments:
+
 * warm up before timing (first calls pay for allocation, caches, lazy initialisation);
-* report medians of many repetitions, not means or single runs;
 * synchronise the device before reading the clock (GPU work is asynchronous);
+* report a **low quantile** of many repetitions (``Timing.seconds``, the 20th percentile): another
+  program can only make a repetition slower, never faster, so the fast end of the distribution is
+  what the code costs. The median is kept for reference;
+* measure again when the repetitions spread widely, and flag the result ``noisy`` when they still
+  do: the machine was too busy to measure well;
 * compare alternatives interleaved (A B A B ...), never one block after the other.
 """
 from __future__ import annotations
@@ -20,78 +26,100 @@ from dataclasses import dataclass
 import torch
 from torch.utils import benchmark
 
-from .hardware import synchronize
+from . import names, validate
+from .hardware import as_device, synchronize
 
-DTYPE_NAMES = {
-    "fp64": torch.float64, "float64": torch.float64,
-    "fp32": torch.float32, "float32": torch.float32,
-    "bf16": torch.bfloat16, "bfloat16": torch.bfloat16,
-    "fp16": torch.float16, "float16": torch.float16,
-    "int8": torch.int8,
-}
+#: The quantile of repetitions reported as the time of a call (interference only adds time).
+LOW_QUANTILE = 0.2
+#: Relative spread ((p75 - p20) / p20) above which a measurement is repeated, then flagged noisy.
+NOISY_SPREAD = 0.5
 
 
 def to_dtype(dtype: str | torch.dtype) -> torch.dtype:
     """'fp32' / 'bf16' / torch.float16 ... -> torch.dtype; ValueError for unknown names."""
-    if isinstance(dtype, torch.dtype):
-        return dtype
-    if not isinstance(dtype, str) or dtype.lower() not in DTYPE_NAMES:
-        raise ValueError(f"dtype {dtype!r} is not known; accepted values are {sorted(DTYPE_NAMES)}")
-    return DTYPE_NAMES[dtype.lower()]
+    return names.torch_dtype(dtype)
 
 
 def bytes_per_element(dtype: str | torch.dtype) -> int:
     """Bytes one element of ``dtype`` occupies (fp32: 4, bf16: 2, int8: 1)."""
-    return torch.empty((), dtype=to_dtype(dtype)).element_size()
+    return names.bytes_per_element(dtype)
+
+
+def quantile(values: list[float], q: float) -> float:
+    """The ``q`` quantile of ``values`` (linear interpolation between sorted values)."""
+    xs = sorted(values)
+    if not xs:
+        raise ValueError("values must not be empty")
+    k = (len(xs) - 1) * validate.fraction("q", q, allow_zero=True, allow_one=True)
+    lo = int(k)
+    hi = min(lo + 1, len(xs) - 1)
+    return xs[lo] + (xs[hi] - xs[lo]) * (k - lo)
+
+
+def _spread(values: list[float]) -> float:
+    low = quantile(values, LOW_QUANTILE)
+    return (quantile(values, 0.75) - low) / low if low > 0 else 0.0
 
 
 @dataclass(frozen=True)
 class Timing:
-    """Result of ``time_fn``: median and spread of the time per call, in seconds."""
+    """Result of ``time_fn`` / ``compare_interleaved``: the time of one call, in seconds.
+
+    ``seconds`` is the low quantile of the repetitions (the number to compare), ``median_s`` the
+    median, ``min_s`` the fastest, ``spread`` the relative spread (p75 - p20) / p20, and ``noisy``
+    says the spread stayed above ``NOISY_SPREAD`` after measuring again: the machine was busy.
+    """
 
     label: str
+    seconds: float
     median_s: float
-    iqr_s: float
+    min_s: float
+    spread: float
     repeats: int
     num_threads: int
     device: str
+    noisy: bool = False
 
     def __str__(self) -> str:
-        return (f"{self.label}: median {format_seconds(self.median_s)} "
-                f"(IQR {format_seconds(self.iqr_s)}, {self.repeats} runs, "
-                f"{self.num_threads} thread(s), {self.device})")
+        flag = ", NOISY: the machine was busy" if self.noisy else ""
+        return (f"{self.label}: {format_seconds(self.seconds)} (median {format_seconds(self.median_s)}, "
+                f"spread {self.spread:.0%}, {self.repeats} runs, {self.num_threads} thread(s), {self.device}{flag})")
 
 
 def format_seconds(s: float) -> str:
-    """1.2e-5 -> '12.0 us'."""
+    """1.2e-5 -> '12 us'."""
     for unit, scale in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6)):
         if s >= scale:
             return f"{s / scale:.3g} {unit}"
     return f"{s / 1e-9:.3g} ns"
 
 
-def _check_positive(name: str, value: float) -> None:
-    if not isinstance(value, (int, float)) or isinstance(value, bool) or value <= 0:
-        raise ValueError(f"{name} must be a positive number, got {value!r}")
+def _summary(label: str, times: list[float], threads: int, device: str, noisy: bool) -> Timing:
+    return Timing(label=label, seconds=quantile(times, LOW_QUANTILE), median_s=statistics.median(times),
+                  min_s=min(times), spread=_spread(times), repeats=len(times), num_threads=threads,
+                  device=device, noisy=noisy)
+
+
+def _block_times(call: Callable[[], None], threads: int, min_run_time: float) -> list[float]:
+    timer = benchmark.Timer(stmt="call()", globals={"call": call}, num_threads=threads)
+    return list(timer.blocked_autorange(min_run_time=min_run_time).times)
 
 
 def time_fn(fn: Callable[[], object], *, label: str = "fn", device: torch.device | str | None = None,
             num_threads: int | None = None, warmup: int = 2, min_run_time: float = 0.2) -> Timing:
-    """Median time of one call of ``fn()`` (notebook 01: matmul throughput, step time).
+    """The time of one call of ``fn()`` (notebook 01: matmul throughput, step time).
 
-    ``fn`` takes no arguments (wrap yours in a lambda). It is called ``warmup`` times first,
-    then repeatedly for at least ``min_run_time`` seconds by ``torch.utils.benchmark.Timer``,
-    with the device synchronised after each call and ``num_threads`` CPU threads (default:
-    torch's current setting; the Timer itself would default to 1).
+    ``fn`` takes no arguments (wrap yours in a lambda). It is called ``warmup`` times first, then
+    in blocks for at least ``min_run_time`` seconds by ``torch.utils.benchmark.Timer``, with the
+    device synchronised after each call and ``num_threads`` CPU threads (default: torch's current
+    setting, which ``course_lib.cpu.profile()`` sets to the free cores; the Timer alone would use 1).
+    When the blocks spread widely it measures once more; ``Timing.noisy`` flags a spread that stayed.
     """
-    if not callable(fn):
-        raise TypeError(f"fn must be callable, got {type(fn).__name__}")
-    _check_positive("min_run_time", min_run_time)
-    if not isinstance(warmup, int) or warmup < 0:
-        raise ValueError(f"warmup must be an int >= 0, got {warmup!r}")
-    threads = torch.get_num_threads() if num_threads is None else num_threads
-    _check_positive("num_threads", threads)
-    dev = torch.device(device) if device is not None else torch.device("cpu")
+    validate.function("fn", fn)
+    min_run_time = validate.positive("min_run_time", min_run_time)
+    warmup = validate.nonnegative_int("warmup", warmup)
+    threads = torch.get_num_threads() if num_threads is None else validate.positive_int("num_threads", num_threads)
+    dev = as_device(device)
 
     def call() -> None:
         fn()
@@ -100,47 +128,63 @@ def time_fn(fn: Callable[[], object], *, label: str = "fn", device: torch.device
     with num_threads_set(threads):
         for _ in range(warmup):
             call()
-    timer = benchmark.Timer(stmt="call()", globals={"call": call}, num_threads=threads, label=label)
-    m = timer.blocked_autorange(min_run_time=min_run_time)
-    return Timing(label=label, median_s=m.median, iqr_s=m.iqr, repeats=len(m.times),
-                  num_threads=threads, device=str(dev))
+    times = _block_times(call, threads, min_run_time)
+    noisy = _spread(times) > NOISY_SPREAD
+    if noisy:  # measure again; keep both (the low quantile of the union is still a fair estimate)
+        times += _block_times(call, threads, min_run_time)
+        noisy = _spread(times) > NOISY_SPREAD
+    return _summary(label, times, threads, str(dev), noisy)
 
 
 def compare_interleaved(fns: Mapping[str, Callable[[], object]], *, rounds: int = 5,
                         device: torch.device | str | None = None, num_threads: int | Mapping[str, int] | None = None,
                         min_run_time: float = 0.05, warmup: int = 1) -> dict[str, Timing]:
-    """Time several alternatives interleaved (A B A B ...) and return each one's median.
+    """Time several alternatives interleaved (A B A B ...); return one ``Timing`` each.
 
-    Use this whenever an assertion compares two timings: slow drifts of the machine then hit
-    every alternative alike (notebook 01: thread scaling, CPU vs GPU; later modules too).
-    The reported median is the median over rounds of each round's median. ``num_threads`` is
-    one thread count for all, or a mapping name -> thread count (``thread_scaling`` uses that).
+    Use this whenever an assertion compares two timings: slow drifts of the machine then hit every
+    alternative alike (notebook 01: thread scaling, CPU vs GPU; later modules too). Each round
+    times every alternative once (``time_fn``); an alternative's ``seconds`` is the low quantile of
+    its per-round times. If any alternative's rounds spread widely, as many rounds again are run
+    for all of them; ``noisy`` flags a spread that stayed. ``num_threads`` is one thread count for
+    all, or a mapping name -> thread count (``thread_scaling`` uses that).
     """
-    if not fns:
-        raise ValueError("fns must name at least one callable")
-    if not isinstance(rounds, int) or rounds < 1:
-        raise ValueError(f"rounds must be an int >= 1, got {rounds!r}")
+    if not isinstance(fns, Mapping) or not fns:
+        raise ValueError("fns must be a non-empty mapping of name -> callable")
+    for name, fn in fns.items():
+        validate.function(f"fns[{name!r}]", fn)
+    rounds = validate.positive_int("rounds", rounds)
     per: dict[str, list[Timing]] = {k: [] for k in fns}
-    for _ in range(rounds):
-        for name, fn in fns.items():
-            threads = num_threads.get(name) if isinstance(num_threads, Mapping) else num_threads
-            per[name].append(time_fn(fn, label=name, device=device, num_threads=threads,
-                                     warmup=warmup, min_run_time=min_run_time))
+
+    def run(n: int) -> None:
+        for _ in range(n):
+            for name, fn in fns.items():
+                threads = num_threads.get(name) if isinstance(num_threads, Mapping) else num_threads
+                per[name].append(time_fn(fn, label=name, device=device, num_threads=threads,
+                                         warmup=warmup, min_run_time=min_run_time))
+
+    run(rounds)
+    if rounds > 1 and any(_spread([t.seconds for t in ts]) > NOISY_SPREAD for ts in per.values()):
+        run(rounds)
     out = {}
     for name, ts in per.items():
-        medians = [t.median_s for t in ts]
-        q = statistics.quantiles(medians, n=4) if len(medians) > 1 else [medians[0]] * 3
-        out[name] = Timing(label=name, median_s=statistics.median(medians), iqr_s=q[2] - q[0],
-                           repeats=sum(t.repeats for t in ts), num_threads=ts[0].num_threads,
-                           device=ts[0].device)
+        values = [t.seconds for t in ts]
+        noisy = len(values) > 1 and _spread(values) > NOISY_SPREAD
+        summary = _summary(name, values, ts[0].num_threads, ts[0].device, noisy)
+        out[name] = Timing(**{**summary.__dict__, "median_s": statistics.median(t.median_s for t in ts),
+                              "min_s": min(t.min_s for t in ts), "repeats": sum(t.repeats for t in ts)})
     return out
+
+
+def any_noisy(timings: Mapping[str, Timing] | list[Timing]) -> bool:
+    """Whether any timing was flagged noisy (notebooks mention it in their assertion messages)."""
+    values = timings.values() if isinstance(timings, Mapping) else timings
+    return any(t.noisy for t in values)
 
 
 @contextlib.contextmanager
 def num_threads_set(n: int) -> Iterator[None]:
     """Temporarily run torch's CPU ops on ``n`` threads (notebook 01: thread scaling)."""
-    if not isinstance(n, int) or isinstance(n, bool) or n < 1:
-        raise ValueError(f"n (number of threads) must be an int >= 1, got {n!r}")
+    validate.positive_int("n (number of threads)", n)
     old = torch.get_num_threads()
     torch.set_num_threads(n)
     try:
@@ -156,8 +200,7 @@ def count_flops(fn: Callable[..., object], *args, **kwargs) -> int:
     and attention (2 FLOPs per multiply-add); elementwise ops are not counted.
     Pass a module as ``fn`` to count its forward pass.
     """
-    if not callable(fn):
-        raise TypeError(f"fn must be callable, got {type(fn).__name__}")
+    validate.function("fn", fn)
     from torch.utils.flop_counter import FlopCounterMode
 
     with FlopCounterMode(display=False) as counter:
@@ -167,30 +210,22 @@ def count_flops(fn: Callable[..., object], *args, **kwargs) -> int:
 
 def matmul_flops(m: int, n: int, k: int) -> int:
     """FLOPs of an (m x k) @ (k x n) product: one multiply and one add per term, 2*m*n*k."""
-    for name, v in (("m", m), ("n", n), ("k", k)):
-        if not isinstance(v, int) or v < 1:
-            raise ValueError(f"{name} must be a positive int, got {v!r}")
-    return 2 * m * n * k
+    return 2 * validate.positive_int("m", m) * validate.positive_int("n", n) * validate.positive_int("k", k)
 
 
 def achieved_flops(flops: float, seconds: float) -> float:
     """FLOP/s achieved: work done divided by time taken."""
-    if flops < 0:
-        raise ValueError(f"flops must be >= 0, got {flops!r}")
-    _check_positive("seconds", seconds)
-    return flops / seconds
+    return validate.nonnegative("flops", flops) / validate.positive("seconds", seconds)
 
 
 def achieved_bandwidth(nbytes: float, seconds: float) -> float:
     """Bytes/s achieved: bytes moved to and from memory divided by time taken."""
-    if nbytes < 0:
-        raise ValueError(f"nbytes must be >= 0, got {nbytes!r}")
-    _check_positive("seconds", seconds)
-    return nbytes / seconds
+    return validate.nonnegative("nbytes", nbytes) / validate.positive("seconds", seconds)
 
 
 def format_rate(value: float, unit: str = "FLOP/s") -> str:
     """1.8e11 -> '180 GFLOP/s'."""
+    value = validate.number("value", value, allow_inf=True)
     for prefix, scale in (("P", 1e15), ("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3)):
         if abs(value) >= scale:
             return f"{value / scale:.3g} {prefix}{unit}"
@@ -204,6 +239,7 @@ class Throughput:
     size: int
     seconds: float
     flops: int
+    noisy: bool = False
 
     @property
     def flops_per_s(self) -> float:
@@ -217,19 +253,17 @@ def matmul_throughput(sizes: list[int], *, dtype: str | torch.dtype = "fp32", de
     Small n: the fixed cost of a call dominates. Large n: the arithmetic does, and FLOP/s
     approaches the machine's peak.
     """
-    if not sizes:
-        raise ValueError("sizes must list at least one matrix size")
+    sizes = validate.int_list("sizes", sizes)
     torch_dtype = to_dtype(dtype)
+    device = as_device(device)
     gen = torch.Generator().manual_seed(seed)
     out = []
     for n in sizes:
-        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-            raise ValueError(f"sizes must be positive ints, got {n!r}")
         a = torch.randn(n, n, generator=gen).to(device=device, dtype=torch_dtype)
         b = torch.randn(n, n, generator=gen).to(device=device, dtype=torch_dtype)
         c = torch.empty(n, n, device=device, dtype=torch_dtype)
         t = time_fn(lambda: torch.mm(a, b, out=c), label=f"matmul {n}", device=device, min_run_time=min_run_time)
-        out.append(Throughput(n, t.median_s, matmul_flops(n, n, n)))
+        out.append(Throughput(n, t.seconds, matmul_flops(n, n, n), t.noisy))
     return out
 
 
@@ -247,16 +281,14 @@ def stream_bandwidth(n_bytes: int = 128 * 2**20, *, kernel: str = "copy", device
     are preallocated, so the measurement sees memory traffic, not page faults. Pick ``n_bytes``
     well above the last-level cache (default 128 MiB) to measure main memory.
     """
-    if kernel not in STREAM_KERNELS:
-        raise ValueError(f"kernel {kernel!r} is not known; accepted values are {sorted(STREAM_KERNELS)}")
-    if isinstance(n_bytes, bool) or not isinstance(n_bytes, int) or n_bytes < 1024:
-        raise ValueError(f"n_bytes must be an int >= 1024, got {n_bytes!r}")
-    n = n_bytes // 4
+    kernel = validate.choice("kernel", kernel, STREAM_KERNELS)
+    n = validate.integer("n_bytes", n_bytes, minimum=1024) // 4
+    device = as_device(device)
     a, b, c = (torch.full((n,), float(v), device=device) for v in (1, 2, 3))
     ops = {"copy": lambda: c.copy_(a), "scale": lambda: torch.mul(c, 3.0, out=b),
            "add": lambda: torch.add(a, b, out=c), "triad": lambda: torch.add(b, c, alpha=3.0, out=a)}
     t = time_fn(ops[kernel], label=kernel, device=device, min_run_time=min_run_time)
-    return achieved_bandwidth(STREAM_KERNELS[kernel][0] * n * 4, t.median_s)
+    return achieved_bandwidth(STREAM_KERNELS[kernel][0] * n * 4, t.seconds)
 
 
 def memory_bandwidth(n_bytes: int = 128 * 2**20, *, device: torch.device | str = "cpu",
@@ -277,28 +309,28 @@ def host_to_device_bandwidth(n_bytes: int = 64 * 2**20, *, pinned: bool = False,
     pageable memory is first staged through a pinned buffer by the driver. CUDA only: pinned
     memory needs an accelerator, so on a CPU-only machine this raises ValueError.
     """
-    dev = torch.device(device)
-    if dev.type != "cuda" or not torch.cuda.is_available():
-        raise ValueError(f"device must be an available CUDA device for host-to-device copies, got {device!r}")
-    if isinstance(n_bytes, bool) or not isinstance(n_bytes, int) or n_bytes < 1024:
-        raise ValueError(f"n_bytes must be an int >= 1024, got {n_bytes!r}")
+    validate.integer("n_bytes", n_bytes, minimum=1024)
+    if not torch.cuda.is_available():
+        raise ValueError(f"device must be an available CUDA device for host-to-device copies, got {device!r} "
+                         "on a machine without CUDA")
+    dev = as_device(device)
+    if dev.type != "cuda":
+        raise ValueError(f"device must be a CUDA device for host-to-device copies, got {device!r}")
     host = torch.ones(n_bytes // 4, pin_memory=pinned)
     target = torch.empty(n_bytes // 4, device=dev)
     t = time_fn(lambda: target.copy_(host, non_blocking=pinned), label="h2d", device=dev, min_run_time=min_run_time)
-    return achieved_bandwidth(n_bytes // 4 * 4, t.median_s)
+    return achieved_bandwidth(n_bytes // 4 * 4, t.seconds)
 
 
 def thread_scaling(fn: Callable[[], object], thread_counts: list[int], *, rounds: int = 5,
                    min_run_time: float = 0.05) -> dict[int, Timing]:
-    """Median time of ``fn`` on each number of CPU threads, measured interleaved (notebook 01).
+    """The time of ``fn`` on each number of CPU threads, measured interleaved (notebook 01).
 
-    Rounds alternate the thread counts (1 2 1 2 ...) so the machine's drift hits all alike.
+    Rounds alternate the thread counts (1 2 1 2 ...) so the machine's drift hits all alike. Ask
+    only for as many threads as there are free cores (``course_lib.cpu.profile().plan.free_cores``):
+    a thread waiting for a core another program holds makes every step of a parallel kernel wait.
     """
-    if not thread_counts:
-        raise ValueError("thread_counts must list at least one thread count")
-    for t in thread_counts:
-        if isinstance(t, bool) or not isinstance(t, int) or t < 1:
-            raise ValueError(f"thread_counts must be positive ints, got {t!r}")
+    thread_counts = validate.int_list("thread_counts", thread_counts)
     timings = compare_interleaved({f"{t} threads": fn for t in thread_counts}, rounds=rounds,
                                   num_threads={f"{t} threads": t for t in thread_counts}, min_run_time=min_run_time)
     return {t: timings[f"{t} threads"] for t in thread_counts}

@@ -14,6 +14,8 @@ from dataclasses import dataclass
 import torch
 from torch.utils.data import DataLoader, TensorDataset
 
+from . import validate
+
 
 @dataclass(frozen=True)
 class Split:
@@ -41,19 +43,12 @@ class Split:
                 DataLoader(self.test, batch_size=batch_size))
 
 
-def _positive_int(name: str, value: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"{name} must be a positive int, got {value!r}")
-    return value
-
-
-def _fraction(name: str, value: float) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < 1:
-        raise ValueError(f"{name} must be a number strictly between 0 and 1, got {value!r}")
-    return float(value)
+_positive_int = validate.positive_int
+_fraction = validate.fraction
 
 
 def _split(x: torch.Tensor, y: torch.Tensor, test_fraction: float, seed: int, n_classes: int) -> Split:
+    validate.nonnegative_int("seed", seed)
     g = torch.Generator().manual_seed(seed)
     order = torch.randperm(len(x), generator=g)
     n_test = max(1, int(round(len(x) * _fraction("test_fraction", test_fraction))))
@@ -69,12 +64,14 @@ def load_digits(test_fraction: float = 0.25, flat: bool = True, seed: int = 0, f
     """
     from sklearn.datasets import load_digits as _sk_digits
 
+    validate.boolean("flat", flat)
+    fraction = validate.fraction("fraction", fraction, allow_one=True)
     raw = _sk_digits()
     x = torch.tensor(raw.data, dtype=torch.float32) / 16.0
     y = torch.tensor(raw.target, dtype=torch.long)
     if fraction != 1.0:
         keep = torch.randperm(len(x), generator=torch.Generator().manual_seed(seed + 1))
-        n = max(20, int(len(x) * _fraction("fraction", fraction)))
+        n = max(20, int(len(x) * fraction))
         x, y = x[keep[:n]], y[keep[:n]]
     if not flat:
         x = x.reshape(-1, 1, 8, 8)
@@ -86,10 +83,8 @@ def make_blobs(n_samples: int = 2000, n_features: int = 32, n_classes: int = 4, 
     """Gaussian clusters, one per class, for classification at any size."""
     for name, v in (("n_samples", n_samples), ("n_features", n_features), ("n_classes", n_classes)):
         _positive_int(name, v)
-    if n_classes < 2:
-        raise ValueError(f"n_classes must be >= 2, got {n_classes}")
-    if spread <= 0:
-        raise ValueError(f"spread must be > 0, got {spread!r}")
+    validate.integer("n_classes", n_classes, minimum=2)
+    spread = validate.positive("spread", spread)
     g = torch.Generator().manual_seed(seed)
     centres = torch.randn(n_classes, n_features, generator=g) * 3
     y = torch.randint(0, n_classes, (n_samples,), generator=g)
@@ -102,8 +97,7 @@ def make_regression(n_samples: int = 2000, n_features: int = 16, noise: float = 
     """y = x @ w + noise with a hidden random w (n_classes is 0: a regression target)."""
     _positive_int("n_samples", n_samples)
     _positive_int("n_features", n_features)
-    if noise < 0:
-        raise ValueError(f"noise must be >= 0, got {noise!r}")
+    noise = validate.nonnegative("noise", noise)
     g = torch.Generator().manual_seed(seed)
     w = torch.randn(n_features, 1, generator=g)
     x = torch.randn(n_samples, n_features, generator=g)
@@ -119,8 +113,7 @@ def make_token_task(n_samples: int = 2000, seq_len: int = 16, vocab_size: int = 
     """
     for name, v in (("n_samples", n_samples), ("seq_len", seq_len), ("vocab_size", vocab_size)):
         _positive_int(name, v)
-    if vocab_size < 3:
-        raise ValueError(f"vocab_size must be >= 3, got {vocab_size}")
+    validate.integer("vocab_size", vocab_size, minimum=3)
     g = torch.Generator().manual_seed(seed)
     x = torch.randint(0, vocab_size, (n_samples, seq_len), generator=g)
     y = ((x == 1).sum(1) > (x == 2).sum(1)).long()

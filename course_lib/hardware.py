@@ -1,7 +1,8 @@
 """What is this machine? CPU, memory, accelerators, platform, and which device to use.
 
 Used by notebook 00 (setup and hardware check) and by every notebook through
-``pick_device()`` and ``seed_everything()``.
+``pick_device()`` and ``seed_everything()``. These are the machine's fixed facts; how busy it is
+right now and how fast its arithmetic really runs is measured by ``course_lib.cpu``.
 """
 from __future__ import annotations
 
@@ -17,8 +18,10 @@ from pathlib import Path
 
 import torch
 
+from . import names, validate
+
 DEVICE_ENV_VAR = "COURSE_DEVICE"
-DEVICE_KINDS = ("cuda", "mps", "xla", "cpu")
+DEVICE_KINDS = names.DEVICE_KINDS
 PLATFORMS = ("colab", "kaggle", "vertex-ai-workbench", "local")
 
 # CPU features that matter for training speed, in the names Linux uses in /proc/cpuinfo.
@@ -42,12 +45,27 @@ _SIMD_FLAGS = {
 
 @dataclass(frozen=True)
 class CPUInfo:
+    """The processor's fixed facts (notebook 00). ``usable_cores`` is how many logical CPUs this
+    process may run on (its affinity mask and a container's CPU quota); ``physical_cores`` never
+    exceeds it."""
+
     model: str
     architecture: str
     physical_cores: int
     logical_cores: int
     simd: tuple[str, ...]
     torch_capability: str  # the widest SIMD level PyTorch's kernels use here, e.g. "AVX512"
+    vector_isa: str = "unknown"  # the widest vector instruction set: "AVX-512", "AVX2", "NEON", ...
+    native_bf16: bool = False  # bf16 dot products in hardware (AVX-512 BF16, AMX, Arm BF16)
+    native_fp16: bool = False  # fp16 arithmetic in hardware (AVX-512 FP16, AMX FP16, Arm FP16)
+    usable_cores: int = 0
+
+    @property
+    def kind(self) -> str:
+        """A one-line description a learner can compare with a neighbour's: 'x86_64, AVX2 only, no native bf16'."""
+        isa = f"{self.vector_isa} only" if self.vector_isa in ("AVX2", "AVX", "SSE") else self.vector_isa
+        bf16 = "AMX (bf16 tiles)" if "AMX BF16" in self.simd else ("native bf16" if self.native_bf16 else "no native bf16")
+        return f"{self.architecture}, {isa}, {bf16}"
 
 
 @dataclass(frozen=True)
@@ -88,8 +106,10 @@ class HardwareInfo:
         lines = [
             f"Platform      : {self.platform} ({self.os}, Python {self.python})",
             f"CPU           : {c.model} [{c.architecture}]",
-            f"Cores         : {c.physical_cores} physical, {c.logical_cores} logical",
+            f"Cores         : {c.physical_cores} physical, {c.logical_cores} logical"
+            + (f" ({c.usable_cores} usable by this process)" if c.usable_cores and c.usable_cores < c.logical_cores else ""),
             f"SIMD          : {', '.join(c.simd) or 'unknown'} (PyTorch kernels use: {c.torch_capability})",
+            f"Kind          : {c.kind}",
             f"RAM           : {self.ram_bytes / gib:.1f} GiB total, {self.available_ram_bytes / gib:.1f} GiB available",
             f"PyTorch       : {self.torch_version}, {self.torch_threads} CPU threads, BLAS: {self.blas}",
         ]
@@ -131,6 +151,8 @@ def _cpu_model_and_flags() -> tuple[str, set[str]]:
             flags.add("asimd")
             if _sysctl("hw.optional.arm.FEAT_BF16") == "1":
                 flags.add("bf16")
+            if _sysctl("hw.optional.arm.FEAT_FP16") == "1":
+                flags.add("fphp")
         return model, {f.replace(".", "_") for f in flags}
     return platform.processor() or "unknown", set()
 
@@ -140,18 +162,66 @@ def simd_features(flags: set[str]) -> tuple[str, ...]:
     return tuple(name for flag, name in _SIMD_FLAGS.items() if flag in flags)
 
 
+def cpu_capabilities(flags: set[str] | frozenset[str], architecture: str) -> dict:
+    """What a set of CPU flags means for training (a pure function, unit-tested with faked flags).
+
+    Returns ``vector_isa`` (the widest vector instruction set: "AVX-512", "AVX2", "AVX", "SSE",
+    "SVE", "NEON" or "none"), ``native_bf16`` (bf16 dot products in hardware: x86 ``avx512_bf16``
+    or ``amx_bf16``, Arm ``bf16``) and ``native_fp16`` (fp16 arithmetic in hardware: x86
+    ``avx512_fp16`` or ``amx_fp16``, Arm ``fphp``/``asimdhp``).
+    """
+    flags = {f.lower() for f in flags}
+    arm = architecture.lower() in ("arm64", "aarch64") or architecture.lower().startswith("arm")
+    if arm:
+        isa = "SVE" if "sve" in flags else ("NEON" if "asimd" in flags or "neon" in flags or
+                                            architecture.lower() == "arm64" else "none")
+        bf16 = "bf16" in flags or "feat_bf16" in flags
+        fp16 = bool({"fphp", "asimdhp", "feat_fp16"} & flags)
+    else:
+        isa = next((name for flag, name in (("avx512f", "AVX-512"), ("avx2", "AVX2"), ("avx", "AVX"),
+                                            ("sse4_2", "SSE"), ("sse2", "SSE")) if flag in flags), "none")
+        bf16 = bool({"avx512_bf16", "amx_bf16"} & flags)
+        fp16 = bool({"avx512_fp16", "amx_fp16"} & flags)
+    return {"vector_isa": isa, "native_bf16": bf16, "native_fp16": fp16}
+
+
+def _cgroup_cpu_quota() -> float | None:
+    """CPUs a container may use per its cgroup quota (cgroup v2 cpu.max or v1), None if unlimited."""
+    text = _read("/sys/fs/cgroup/cpu.max").split()
+    if len(text) == 2 and text[0] != "max":
+        return int(text[0]) / int(text[1])
+    quota, period = _read("/sys/fs/cgroup/cpu/cpu.cfs_quota_us").strip(), _read("/sys/fs/cgroup/cpu/cpu.cfs_period_us").strip()
+    if quota and period and int(quota) > 0:
+        return int(quota) / int(period)
+    return None
+
+
+def usable_cpus() -> int:
+    """Logical CPUs this process may use: its affinity mask, capped by a container's CPU quota."""
+    try:
+        n = len(os.sched_getaffinity(0))
+    except AttributeError:  # macOS, Windows
+        n = os.cpu_count() or 1
+    quota = _cgroup_cpu_quota()
+    if quota is not None:
+        n = min(n, max(1, int(quota + 0.5)))
+    return max(1, n)
+
+
 def _cpu_info() -> CPUInfo:
     import psutil
 
     model, flags = _cpu_model_and_flags()
     logical = psutil.cpu_count(logical=True) or os.cpu_count() or 1
     physical = psutil.cpu_count(logical=False) or logical
+    usable = min(usable_cpus(), logical)
     try:
         capability = torch.backends.cpu.get_cpu_capability()
     except AttributeError:  # older torch
         capability = "unknown"
-    return CPUInfo(model=model, architecture=platform.machine(), physical_cores=physical,
-                   logical_cores=logical, simd=simd_features(flags), torch_capability=capability)
+    return CPUInfo(model=model, architecture=platform.machine(), physical_cores=max(1, min(physical, usable)),
+                   logical_cores=logical, simd=simd_features(flags), torch_capability=capability,
+                   usable_cores=usable, **cpu_capabilities(flags, platform.machine()))
 
 
 def _xla_available() -> bool:
@@ -235,46 +305,83 @@ def _kind_available(kind: str) -> bool:
     return _xla_available() and any(a.kind == "xla" for a in _accelerators())
 
 
+def _device_count(kind: str) -> int:
+    if kind == "cuda":
+        return torch.cuda.device_count()
+    return 1 if _kind_available(kind) else 0
+
+
+def available_devices() -> list[str]:
+    """Device strings this machine can use, e.g. ['cuda:0', 'cuda:1', 'cpu']."""
+    out = []
+    for kind in DEVICE_KINDS:
+        n = _device_count(kind)
+        out += [f"{kind}:{i}" for i in range(n)] if kind == "cuda" else ([kind] if n else [])
+    return out
+
+
+def as_device(value: torch.device | str | None, name: str = "device") -> torch.device:
+    """Check a device argument and return it as a ``torch.device`` (every timing and training helper).
+
+    Accepts a ``torch.device`` or a string 'cpu', 'cuda', 'cuda:N', 'mps', 'xla' (any case); None
+    means the CPU. Raises TypeError for other types and ValueError for unknown kinds ('gpu' gets a
+    hint) or a device this machine does not have, listing what it has.
+    """
+    if value is None:
+        return torch.device("cpu")
+    if isinstance(value, torch.device):
+        kind, index = value.type, value.index
+        if kind not in DEVICE_KINDS:
+            return value  # e.g. 'meta': PyTorch's own, left to PyTorch
+    elif isinstance(value, str):
+        text = value.strip().lower()
+        kind_text, _, index_text = text.partition(":")
+        kind = names.device_kind(kind_text, name)
+        index = None
+        if index_text:
+            if not index_text.isdigit():
+                raise ValueError(f"{name} {value!r}: the index after ':' must be a whole number, e.g. 'cuda:0'")
+            index = int(index_text)
+    else:
+        raise TypeError(f"{name} must be a torch.device or a str such as 'cpu' or 'cuda:0', got {type(value).__name__}")
+    if not _kind_available(kind):
+        raise ValueError(f"{name} {value!r} was requested but this machine has no {kind} device; "
+                         f"available: {available_devices()}")
+    if index is not None and index >= _device_count(kind):
+        raise ValueError(f"{name} {value!r}: this machine has {_device_count(kind)} {kind} device(s); "
+                         f"available: {available_devices()}")
+    if kind == "xla":
+        import torch_xla.core.xla_model as xm  # type: ignore[import-not-found]
+
+        return xm.xla_device()
+    return torch.device(kind) if index is None else torch.device(kind, index)
+
+
 def pick_device(prefer: str | None = None) -> torch.device:
     """The device every notebook uses: CUDA, then MPS, then XLA (TPU), then CPU.
 
-    ``prefer`` (or the environment variable COURSE_DEVICE) forces one of
-    'cuda', 'mps', 'xla', 'cpu'; asking for one this machine lacks raises ValueError.
+    ``prefer`` (or the environment variable COURSE_DEVICE) forces one of 'cuda', 'cuda:N', 'mps',
+    'xla', 'cpu'; asking for one this machine lacks raises ValueError listing what it has.
     """
     choice = prefer if prefer is not None else os.environ.get(DEVICE_ENV_VAR) or None
     if choice is not None:
         if not isinstance(choice, str):
             raise TypeError(f"prefer must be a str such as 'cpu', got {type(choice).__name__}")
-        kind = choice.strip().lower().split(":")[0]
-        if kind not in DEVICE_KINDS:
-            raise ValueError(f"device {choice!r} (argument prefer or ${DEVICE_ENV_VAR}): "
-                             f"accepted values are {DEVICE_KINDS}")
-        if not _kind_available(kind):
-            raise ValueError(f"device {choice!r} was requested but this machine has no {kind} device; "
-                             f"available: {[k for k in DEVICE_KINDS if _kind_available(k)]}")
-        if kind == "xla":
-            import torch_xla.core.xla_model as xm  # type: ignore[import-not-found]
-
-            return xm.xla_device()
-        return torch.device(choice.strip().lower())
-    for kind in ("cuda", "mps"):
+        return as_device(choice, "prefer" if prefer is not None else f"${DEVICE_ENV_VAR}")
+    for kind in ("cuda", "mps", "xla"):
         if _kind_available(kind):
-            return torch.device(kind)
-    if _xla_available() and _kind_available("xla"):
-        import torch_xla.core.xla_model as xm  # type: ignore[import-not-found]
-
-        return xm.xla_device()
+            return as_device(kind)
     return torch.device("cpu")
 
 
 def synchronize(device: torch.device | str | None = None) -> None:
     """Wait until queued work on ``device`` has finished (needed before reading a clock)."""
-    kind = torch.device(device).type if device is not None else "cpu"
-    if kind == "cuda":
-        torch.cuda.synchronize()
-    elif kind == "mps":
+    dev = device if isinstance(device, torch.device) else as_device(device)
+    if dev.type == "cuda":
+        torch.cuda.synchronize(dev)  # this device, not the current one
+    elif dev.type == "mps":
         torch.mps.synchronize()
-    elif kind == "xla":
+    elif dev.type == "xla":
         import torch_xla.core.xla_model as xm  # type: ignore[import-not-found]
 
         xm.mark_step()
@@ -283,8 +390,7 @@ def synchronize(device: torch.device | str | None = None) -> None:
 
 def seed_everything(seed: int = 0) -> int:
     """Seed Python, numpy and torch (all devices) so deterministic cells repeat exactly."""
-    if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
-        raise ValueError(f"seed must be a non-negative int, got {seed!r}")
+    validate.nonnegative_int("seed", seed)
     import numpy as np
 
     random.seed(seed)
@@ -343,22 +449,3 @@ def current_rss_bytes() -> int:
     import psutil
 
     return int(psutil.Process().memory_info().rss)
-
-
-def leftover_children() -> list:
-    """Child processes of this process that are still alive (psutil objects), except the
-    multiprocessing resource tracker, which lives as long as the parent by design.
-
-    Notebooks 02 and 03 and their tests use it to show that capped runs and launched ranks
-    leave nothing behind.
-    """
-    import psutil
-
-    kids = []
-    for child in psutil.Process().children(recursive=True):
-        try:
-            if "resource_tracker" not in " ".join(child.cmdline()):
-                kids.append(child)
-        except psutil.NoSuchProcess:
-            pass
-    return kids

@@ -11,11 +11,9 @@ from collections.abc import Iterable
 import torch
 from torch import nn
 
+from . import names, validate
 
-def _pos(name: str, value: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"{name} must be a positive int, got {value!r}")
-    return value
+_pos = validate.positive_int
 
 
 class MLP(nn.Sequential):
@@ -28,8 +26,7 @@ class MLP(nn.Sequential):
         _pos("out_features", out_features)
         for w in widths:
             _pos("hidden", w)
-        if not 0 <= dropout < 1:
-            raise ValueError(f"dropout must be in [0, 1), got {dropout!r}")
+        validate.number("dropout", dropout, minimum=0, maximum=1, open_high=True)
         layers: list[nn.Module] = []
         prev = in_features
         for w in widths:
@@ -75,6 +72,7 @@ class TinyTransformer(nn.Module):
                         ("n_heads", n_heads), ("n_layers", n_layers), ("n_classes", n_classes),
                         ("ff_mult", ff_mult)):
             _pos(name, v)
+        validate.number("dropout", dropout, minimum=0, maximum=1, open_high=True)
         if d_model % n_heads:
             raise ValueError(f"d_model ({d_model}) must be divisible by n_heads ({n_heads})")
         self.embed = nn.Embedding(vocab_size, d_model)
@@ -89,42 +87,44 @@ class TinyTransformer(nn.Module):
         return self.head(self.encoder(h).mean(dim=1))
 
 
-OPTIMIZERS = ("sgd", "momentum", "adam", "adamw")
+OPTIMIZERS = names.OPTIMIZERS
+ADAMW_DEFAULT_WEIGHT_DECAY = 0.01  # torch.optim.AdamW's own default
 
 
 def make_optimizer(name: str, params: Iterable[torch.nn.Parameter], lr: float = 1e-3,
-                   weight_decay: float = 0.0, foreach: bool | None = None) -> torch.optim.Optimizer:
-    """'sgd', 'momentum' (SGD with momentum 0.9), 'adam' or 'adamw' (weight decay 0.01 unless given).
+                   weight_decay: float | None = None, foreach: bool | None = None) -> torch.optim.Optimizer:
+    """'sgd', 'momentum' (SGD with momentum 0.9), 'adam' or 'adamw' (any case).
 
-    Used by the training loop (``course_lib.train``) and the memory estimator (notebook 02),
-    so both build exactly the same optimizer. ``foreach`` picks PyTorch's multi-tensor
-    implementation (faster, but with temporaries the size of the parameters).
+    Used by the training step (``course_lib.train``) and the memory estimator (notebook 02), so
+    both build exactly the same optimizer. ``weight_decay`` defaults to 0, except AdamW's 0.01 (its
+    own default); an explicit value, 0.0 included, is always used. ``foreach`` picks PyTorch's
+    multi-tensor implementation (faster, but with temporaries the size of the parameters).
     """
-    if not isinstance(name, str) or name.lower() not in OPTIMIZERS:
-        raise ValueError(f"optimizer {name!r} is not known; accepted values are {OPTIMIZERS}")
-    if not lr > 0:
-        raise ValueError(f"lr must be > 0, got {lr!r}")
-    name = name.lower()
+    name = names.optimizer(name)
+    lr = validate.positive("lr", lr)
+    if weight_decay is None:
+        weight_decay = ADAMW_DEFAULT_WEIGHT_DECAY if name == "adamw" else 0.0
+    weight_decay = validate.nonnegative("weight_decay", weight_decay)
+    validate.optional(validate.boolean, "foreach", foreach)
     if name in ("sgd", "momentum"):
         return torch.optim.SGD(params, lr=lr, momentum=0.9 if name == "momentum" else 0.0,
                                weight_decay=weight_decay, foreach=foreach)
     if name == "adam":
         return torch.optim.Adam(params, lr=lr, weight_decay=weight_decay, foreach=foreach)
-    return torch.optim.AdamW(params, lr=lr, weight_decay=weight_decay or 0.01, foreach=foreach)
+    return torch.optim.AdamW(params, lr=lr, weight_decay=weight_decay, foreach=foreach)
 
 
 MODELS = {"mlp": MLP, "cnn": SmallCNN, "transformer": TinyTransformer}
 
 
 def build_model(name: str, **kwargs) -> nn.Module:
-    """Make one of the course models by name: 'mlp', 'cnn' or 'transformer'."""
-    if not isinstance(name, str) or name.lower() not in MODELS:
-        raise ValueError(f"model name {name!r} is not known; accepted values are {sorted(MODELS)}")
-    return MODELS[name.lower()](**kwargs)
+    """Make one of the course models by name: 'mlp', 'cnn' or 'transformer' (any case)."""
+    return MODELS[validate.choice("name", name, MODELS)](**kwargs)
 
 
 def count_parameters(model: nn.Module, trainable_only: bool = True) -> int:
     """Number of (trainable) parameters."""
     if not isinstance(model, nn.Module):
         raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
+    validate.boolean("trainable_only", trainable_only)
     return sum(p.numel() for p in model.parameters() if p.requires_grad or not trainable_only)

@@ -1,23 +1,33 @@
-"""One small, readable training loop that later modules extend instead of copying.
+"""The course's one training step, and the small loop built on it.
 
     history = fit(model, split.train, eval_data=split.test, epochs=5, optimizer="adam")
 
-The loop is split into three functions so a later module can replace one piece:
-``train_step`` (one batch: forward, loss, backward, update), ``train_epoch`` (all batches,
-with a progress bar) and ``fit`` (epochs, evaluation, per-epoch metrics).
-Used from notebook 01 (CPU vs GPU step time) onwards.
+``train_step`` is the only place in ``course_lib`` where a model is trained: the loop here, the
+memory meters (notebook 02), the capped out-of-memory runs, the streaming pass, and later modules
+all call it, so a feature added to it (autocast, gradient accumulation, loss scaling, a gradient
+hook for compression, a DDP model) works everywhere. It sits low in the library (layer 1) for that
+reason. The loop is split so a later module can replace one piece: ``train_step`` (one batch:
+forward, loss, backward, update), ``train_epoch`` (all batches, with a progress bar) and ``fit``
+(epochs, evaluation, per-epoch metrics). Used from notebook 01 (CPU vs GPU step time) onwards.
 """
 from __future__ import annotations
 
+import contextlib
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any, NamedTuple
 
 import torch
 from torch import nn
 from torch.utils.data import DataLoader, Dataset
 
+from . import names, validate
+from .hardware import as_device
 from .models import OPTIMIZERS, make_optimizer  # noqa: F401  (re-exported: train.make_optimizer)
+
+PRECISIONS = names.PRECISIONS
+
 
 @dataclass
 class History:
@@ -38,52 +48,135 @@ def _loader(data: Dataset | DataLoader, batch_size: int, shuffle: bool, seed: in
         return data
     if not isinstance(data, Dataset):
         raise TypeError(f"data must be a torch Dataset or DataLoader, got {type(data).__name__}")
-    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-        raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
+    batch_size = validate.positive_int("batch_size", batch_size)
     return DataLoader(data, batch_size=batch_size, shuffle=shuffle,
                       generator=torch.Generator().manual_seed(seed))
 
 
-def train_step(model: nn.Module, batch: tuple[torch.Tensor, torch.Tensor], optimizer: torch.optim.Optimizer,
-               loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
-               device: torch.device | str = "cpu", micro_batches: int = 1) -> tuple[float, int, int]:
-    """One update on one batch. Returns (loss, correct predictions, examples).
+def autocast(precision: str, device: torch.device | str = "cpu"):
+    """The autocast context of a precision: none for fp32, ``torch.autocast`` in bf16 or fp16 otherwise."""
+    kind = names.precision_dtype(precision)
+    if kind is None:
+        return contextlib.nullcontext()
+    return torch.autocast(as_device(device).type, dtype=names.torch_dtype(kind))
 
-    ``micro_batches > 1`` is gradient accumulation (notebook 02: memory): the batch is split
-    into that many slices, each slice's loss is scaled by its share of the batch and
-    back-propagated on its own (so only one slice's activations are alive at a time), and the
-    summed gradients make one optimizer step: the same update as the whole batch for a loss that
-    averages over examples (BatchNorm statistics differ: they see one slice at a time).
+
+def default_loss(out: torch.Tensor, target: torch.Tensor | None) -> torch.Tensor:
+    """Cross-entropy for integer targets, mean squared error for float targets, the output's sum
+    without a target (memory measurements that need a backward pass but no labels)."""
+    if target is None:
+        return out.float().sum()
+    if target.dtype.is_floating_point:
+        return nn.functional.mse_loss(out.float(), target)
+    return nn.functional.cross_entropy(out, target)
+
+
+class StepResult(NamedTuple):
+    """What one ``train_step`` did: the batch's mean loss, correct predictions (classification),
+    and the number of examples. Unpacks like the tuple ``(loss, correct, examples)``."""
+
+    loss: float
+    correct: int
+    examples: int
+
+
+def _split_batch(batch: Any) -> tuple[tuple[torch.Tensor, ...], torch.Tensor | None]:
+    if isinstance(batch, torch.Tensor):
+        return (batch,), None
+    if not isinstance(batch, (tuple, list)) or not batch:
+        raise TypeError(f"batch must be (inputs..., target) or a tensor, got {type(batch).__name__}")
+    *inputs, target = batch
+    if not inputs:
+        return (target,), None
+    if target is not None and not isinstance(target, torch.Tensor):
+        raise TypeError(f"the batch's target must be a tensor or None, got {type(target).__name__}")
+    if not all(isinstance(t, torch.Tensor) for t in inputs):
+        raise TypeError("the batch's inputs must be tensors")
+    return tuple(inputs), target
+
+
+def train_step(model: nn.Module, batch: Sequence[torch.Tensor | None] | torch.Tensor,
+               optimizer: torch.optim.Optimizer, loss_fn: Callable | None = None,
+               device: torch.device | str | None = None, micro_batches: int = 1, *, precision: str = "fp32",
+               scaler: torch.amp.GradScaler | None = None,
+               before_update: Callable[[nn.Module], None] | None = None) -> StepResult:
+    """One update on one batch: forward, loss, backward, optimizer step. Every training in the course.
+
+    ``batch`` is ``(inputs..., target)``: the last element is the target (None: the loss is the
+    output's sum), the others go to the model. ``loss_fn(output, target)`` defaults to
+    ``default_loss``. ``device`` defaults to the model's.
+
+    * ``micro_batches > 1`` is gradient accumulation (notebook 02: memory): the batch is split into
+      that many slices, each slice's loss is scaled by its share of the batch and back-propagated on
+      its own (only one slice's activations are alive at a time), and the summed gradients make one
+      optimizer step: the same update as the whole batch for a loss that averages over examples
+      (BatchNorm differs: it normalises each slice with its own statistics). A DDP model
+      synchronises gradients on the last slice only (``no_sync`` for the others).
+    * ``precision``: "fp32", "bf16-mixed" or "fp16-mixed" (``torch.autocast``; weights, gradients and
+      optimizer state stay fp32). ``scaler``: a ``torch.amp.GradScaler`` for fp16 loss scaling.
+    * ``before_update(model)`` runs after the backward pass, before the optimizer step, on real
+      (unscaled) gradients: clip, compress or inspect them there. After the update the gradients
+      are released (set to None), so they do not occupy memory during the next forward pass.
     """
-    if isinstance(micro_batches, bool) or not isinstance(micro_batches, int) or micro_batches < 1:
-        raise ValueError(f"micro_batches must be a positive int, got {micro_batches!r}")
-    x, y = (t.to(device, non_blocking=True) for t in batch)
-    if micro_batches > len(y):
-        raise ValueError(f"micro_batches ({micro_batches}) cannot exceed the batch size ({len(y)})")
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
+    if not isinstance(optimizer, torch.optim.Optimizer):
+        raise TypeError(f"optimizer must be a torch.optim.Optimizer (see make_optimizer), got {type(optimizer).__name__}")
+    micro_batches = validate.positive_int("micro_batches", micro_batches)
+    precision = names.precision(precision)
+    if before_update is not None:
+        validate.function("before_update", before_update)
+    if device is None:
+        first = next(model.parameters(), None)
+        device = first.device if first is not None else torch.device("cpu")
+    device = as_device(device)
+    inputs, target = _split_batch(batch)
+    inputs = tuple(t.to(device, non_blocking=True) for t in inputs)
+    target = target.to(device, non_blocking=True) if target is not None else None
+    n = len(inputs[0])
+    if micro_batches > n:
+        raise ValueError(f"micro_batches ({micro_batches}) cannot exceed the batch size ({n})")
+    loss_fn = loss_fn or default_loss
+    pieces = [t.tensor_split(micro_batches) for t in inputs]
+    targets = target.tensor_split(micro_batches) if target is not None else [None] * micro_batches
     optimizer.zero_grad(set_to_none=True)
     total_loss, correct = 0.0, 0
-    for xs, ys in zip(x.tensor_split(micro_batches), y.tensor_split(micro_batches)):
-        out = model(xs)
-        loss = loss_fn(out, ys) * (len(ys) / len(y))
-        loss.backward()
+    for i in range(micro_batches):
+        xs = tuple(p[i] for p in pieces)
+        ys = targets[i]
+        sync = contextlib.nullcontext() if i == micro_batches - 1 or not hasattr(model, "no_sync") else model.no_sync()
+        with sync:
+            with autocast(precision, device):
+                out = model(*xs)
+                loss = loss_fn(out, ys) * (len(xs[0]) / n)
+            (scaler.scale(loss) if scaler is not None else loss).backward()
         total_loss += float(loss.detach())
-        if out.dim() == 2 and ys.dim() == 1:
+        if ys is not None and out.dim() == 2 and ys.dim() == 1 and not ys.dtype.is_floating_point:
             correct += int((out.argmax(1) == ys).sum())
-    optimizer.step()
-    return total_loss, correct, len(y)
+    if before_update is not None:
+        if scaler is not None:
+            scaler.unscale_(optimizer)
+        before_update(model)
+    if scaler is not None:
+        scaler.step(optimizer)
+        scaler.update()
+    else:
+        optimizer.step()
+    optimizer.zero_grad(set_to_none=True)  # gradients are not kept through the next forward pass
+    return StepResult(total_loss, correct, n)
 
 
 def train_epoch(model: nn.Module, loader: DataLoader, optimizer: torch.optim.Optimizer,
-                loss_fn: Callable, device: torch.device | str = "cpu", progress: bool = True,
-                desc: str = "train") -> dict:
-    """All batches of one epoch; returns mean loss, accuracy and seconds."""
+                loss_fn: Callable | None = None, device: torch.device | str | None = None, progress: bool = True,
+                desc: str = "train", *, precision: str = "fp32", micro_batches: int = 1) -> dict:
+    """All batches of one epoch (``train_step`` each); returns mean loss, accuracy and seconds."""
     from tqdm.auto import tqdm
 
     model.train()
     total_loss, correct, seen = 0.0, 0, 0
     start = time.perf_counter()
     for batch in tqdm(loader, desc=desc, leave=False, disable=not progress):
-        loss, c, n = train_step(model, batch, optimizer, loss_fn, device)
+        loss, c, n = train_step(model, batch, optimizer, loss_fn, device, micro_batches, precision=precision)
         total_loss += loss * n
         correct += c
         seen += n
@@ -96,6 +189,7 @@ def evaluate(model: nn.Module, data: Dataset | DataLoader, device: torch.device 
              loss_fn: Callable | None = None, batch_size: int = 256) -> dict:
     """Mean loss and accuracy on held-out data (model in eval mode)."""
     loss_fn = loss_fn or nn.CrossEntropyLoss()
+    device = as_device(device)
     loader = _loader(data, batch_size, shuffle=False, seed=0)
     model.eval()
     total_loss, correct, seen = 0.0, 0, 0
@@ -112,21 +206,21 @@ def evaluate(model: nn.Module, data: Dataset | DataLoader, device: torch.device 
 def fit(model: nn.Module, train_data: Dataset | DataLoader, *, epochs: int = 5, lr: float = 1e-3,
         optimizer: str | torch.optim.Optimizer = "adam", batch_size: int = 64,
         eval_data: Dataset | DataLoader | None = None, loss_fn: Callable | None = None,
-        device: torch.device | str | None = None, progress: bool = True, seed: int = 0) -> History:
+        device: torch.device | str | None = None, progress: bool = True, seed: int = 0,
+        precision: str = "fp32", micro_batches: int = 1) -> History:
     """Train ``model`` for ``epochs`` epochs and return per-epoch metrics.
 
     ``optimizer`` is a name from OPTIMIZERS or a ready optimizer. ``device`` defaults to the
-    model's device. Each epoch records train loss/accuracy, seconds and, with ``eval_data``,
-    test loss/accuracy.
+    model's device. ``precision`` and ``micro_batches`` go to ``train_step``. Each epoch records
+    train loss/accuracy, seconds and, with ``eval_data``, test loss/accuracy.
     """
     if not isinstance(model, nn.Module):
         raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
-    if isinstance(epochs, bool) or not isinstance(epochs, int) or epochs < 1:
-        raise ValueError(f"epochs must be a positive int, got {epochs!r}")
+    validate.positive_int("epochs", epochs)
     params = list(model.parameters())
     if not params:
         raise ValueError("model has no parameters to train")
-    device = torch.device(device) if device is not None else params[0].device
+    device = as_device(device) if device is not None else params[0].device
     model.to(device)
     opt = optimizer if isinstance(optimizer, torch.optim.Optimizer) else make_optimizer(optimizer, params, lr)
     loss_fn = loss_fn or nn.CrossEntropyLoss()
@@ -135,7 +229,8 @@ def fit(model: nn.Module, train_data: Dataset | DataLoader, *, epochs: int = 5, 
     from tqdm.auto import tqdm
 
     for epoch in tqdm(range(1, epochs + 1), desc="epochs", disable=not progress or epochs == 1):
-        row = {"epoch": epoch, **train_epoch(model, loader, opt, loss_fn, device, progress=False)}
+        row = {"epoch": epoch, **train_epoch(model, loader, opt, loss_fn, device, progress=False,
+                                             precision=precision, micro_batches=micro_batches)}
         if eval_data is not None:
             metrics = evaluate(model, eval_data, device, loss_fn)
             row.update(test_loss=metrics["loss"], test_acc=metrics["acc"])
@@ -143,24 +238,25 @@ def fit(model: nn.Module, train_data: Dataset | DataLoader, *, epochs: int = 5, 
     return history
 
 
-def make_step_fn(model: nn.Module, x: torch.Tensor, y: torch.Tensor, optimizer: str = "sgd", lr: float = 1e-3,
-                 loss_fn: Callable | None = None, micro_batches: int = 1) -> Callable[[], float]:
-    """A no-argument function doing one full training step on a fixed batch (for timing it).
+def make_step_fn(model: nn.Module, x: torch.Tensor, y: torch.Tensor | None, optimizer: str = "sgd",
+                 lr: float = 1e-3, loss_fn: Callable | None = None, micro_batches: int = 1,
+                 precision: str = "fp32") -> Callable[[], float]:
+    """A no-argument function doing one full ``train_step`` on a fixed batch (for timing it).
 
     Notebook 01 times it on the CPU and on a GPU when one is present; notebook 02 measures its
-    memory with and without gradient accumulation (``micro_batches``).
+    memory with and without gradient accumulation (``micro_batches``) and mixed ``precision``.
     """
     params = list(model.parameters())
     if not params:
         raise ValueError("model has no parameters to train")
     device = params[0].device
     opt = make_optimizer(optimizer, params, lr)
-    loss_fn = loss_fn or nn.CrossEntropyLoss()
-    batch = (x.to(device), y.to(device))
+    batch = (x.to(device), y.to(device) if y is not None else None)
+    precision = names.precision(precision)
     model.train()
 
     def step() -> float:
-        return train_step(model, batch, opt, loss_fn, device, micro_batches)[0]
+        return train_step(model, batch, opt, loss_fn, device, micro_batches, precision=precision).loss
 
     return step
 
@@ -175,8 +271,7 @@ def measure_input_pipeline(loader: DataLoader, step: Callable[[torch.Tensor, tor
     """
     if not isinstance(loader, DataLoader):
         raise TypeError(f"loader must be a torch DataLoader, got {type(loader).__name__}")
-    if max_batches is not None and (isinstance(max_batches, bool) or not isinstance(max_batches, int) or max_batches < 1):
-        raise ValueError(f"max_batches must be a positive int or None, got {max_batches!r}")
+    validate.optional(validate.positive_int, "max_batches", max_batches)
     wait = compute = 0.0
     batches = 0
     it = iter(loader)

@@ -87,8 +87,11 @@ def test_gradient_accumulation_matches_the_full_batch():
         torch.manual_seed(0)
         m = models.MLP(8, 16, 3)
         opt = train.make_optimizer("sgd", m.parameters(), lr=0.1)
-        loss, _, n = train.train_step(m, (x, y), opt, torch.nn.CrossEntropyLoss(), micro_batches=micro)
-        grads.append((loss, [p.grad.clone() for p in m.parameters()]))
+        seen = []
+        loss, _, n = train.train_step(m, (x, y), opt, torch.nn.CrossEntropyLoss(), micro_batches=micro,
+                                      before_update=lambda model: seen.append([p.grad.clone() for p in model.parameters()]))
+        grads.append((loss, seen[0]))
+        assert all(p.grad is None for p in m.parameters()), "gradients are released after the update"
     for loss, g in grads[1:]:
         assert loss == pytest.approx(grads[0][0], rel=1e-5)
         assert all(torch.allclose(a, b, atol=1e-6) for a, b in zip(g, grads[0][1]))
@@ -112,3 +115,91 @@ def test_costly_dataset_and_pipeline_measurement():
         data.CostlyTransformDataset(passes=0)
     with pytest.raises(TypeError):
         train.measure_input_pipeline([1, 2], lambda x, y: None)
+
+
+def test_train_step_result_and_default_loss():
+    torch.manual_seed(0)
+    m = models.MLP(8, 16, 3)
+    x, y = torch.randn(32, 8), torch.randint(0, 3, (32,))
+    r = train.train_step(m, (x, y), train.make_optimizer("sgd", m.parameters(), lr=0.1))
+    assert isinstance(r, train.StepResult) and r.examples == 32 and 0 <= r.correct <= 32
+    torch.manual_seed(0)
+    fresh = models.MLP(8, 16, 3)  # the same initial weights: the step reports the loss before its update
+    with torch.no_grad():
+        assert r.loss == pytest.approx(float(torch.nn.functional.cross_entropy(fresh(x), y)), rel=1e-5)
+    reg = models.MLP(4, 8, 1)  # a float target is a regression: mean squared error, no accuracy
+    r = train.train_step(reg, (torch.randn(16, 4), torch.randn(16, 1)), train.make_optimizer("adam", reg.parameters()))
+    assert r.correct == 0 and r.loss > 0
+    r = train.train_step(reg, (torch.randn(16, 4), None), train.make_optimizer("adam", reg.parameters()))
+    assert r.examples == 16  # no target: the loss is the output's sum
+
+
+def test_train_step_mixed_precision_runs_and_keeps_fp32_weights():
+    torch.manual_seed(0)
+    m = models.MLP(8, 16, 3)
+    x, y = torch.randn(16, 8), torch.randint(0, 3, (16,))
+    dtypes = []
+    r = train.train_step(m, (x, y), train.make_optimizer("adam", m.parameters()), precision="bf16-mixed",
+                         before_update=lambda model: dtypes.extend(p.grad.dtype for p in model.parameters()))
+    assert r.examples == 16 and set(dtypes) == {torch.float32}
+    assert all(p.dtype == torch.float32 for p in m.parameters())
+    with train.autocast("bf16-mixed"):
+        assert m(x).dtype == torch.bfloat16  # the matmuls really ran in bf16
+
+
+def test_before_update_sees_gradients_and_can_change_them():
+    torch.manual_seed(0)
+    m = models.MLP(4, 8, 2)
+    before = [p.detach().clone() for p in m.parameters()]
+    zero = lambda model: [p.grad.zero_() for p in model.parameters()]  # noqa: E731 - a "compression" to nothing
+    train.train_step(m, (torch.randn(8, 4), torch.randint(0, 2, (8,))), train.make_optimizer("sgd", m.parameters()),
+                     before_update=zero)
+    assert all(torch.equal(a, b) for a, b in zip(before, m.parameters())), "zeroed gradients: no SGD update"
+
+
+def test_train_step_checks_its_arguments():
+    m = models.MLP(4, 8, 2)
+    opt = train.make_optimizer("sgd", m.parameters())
+    batch = (torch.randn(8, 4), torch.randint(0, 2, (8,)))
+    with pytest.raises(TypeError, match="optimizer"):
+        train.train_step(m, batch, "sgd")
+    with pytest.raises(ValueError, match="precision"):
+        train.train_step(m, batch, opt, precision="fp8")
+    with pytest.raises(ValueError, match="'gpu' is not known"):
+        train.train_step(m, batch, opt, device="gpu")
+    with pytest.raises(TypeError, match="micro_batches"):
+        train.train_step(m, batch, opt, micro_batches=2.0)
+    with pytest.raises(TypeError, match="batch"):
+        train.train_step(m, 5, opt)
+
+
+def test_make_optimizer_respects_an_explicit_weight_decay():
+    params = list(models.MLP(4, 8, 2).parameters())
+    assert train.make_optimizer("adamw", params).defaults["weight_decay"] == 0.01  # AdamW's own default
+    assert train.make_optimizer("adamw", params, weight_decay=0.0).defaults["weight_decay"] == 0.0
+    assert train.make_optimizer("ADAM", params).defaults["weight_decay"] == 0.0  # names ignore case
+    assert train.make_optimizer(" Momentum ", params).defaults["momentum"] == 0.9
+    with pytest.raises(TypeError, match="lr"):
+        train.make_optimizer("sgd", params, lr="0.1")
+    with pytest.raises(ValueError, match="lr"):
+        train.make_optimizer("sgd", params, lr=0)
+    with pytest.raises(ValueError, match="weight_decay"):
+        train.make_optimizer("sgd", params, weight_decay=-1)
+
+
+@pytest.mark.parametrize("call, error, match", [
+    (lambda: data.make_blobs(spread="1"), TypeError, "spread"),
+    (lambda: data.make_blobs(n_samples=10.0), TypeError, "n_samples"),
+    (lambda: data.load_digits(fraction="0.1"), TypeError, "fraction"),
+    (lambda: data.make_regression(noise=float("nan")), ValueError, "noise"),
+    (lambda: models.MLP(hidden="128"), TypeError, "hidden"),
+    (lambda: models.build_model("MLP", hidden=8)(torch.randn(2, 64)), None, None),
+    (lambda: train.fit(models.MLP(), data.load_digits().train, epochs=1, device="gpu", progress=False),
+     ValueError, "'gpu' is not known"),
+])
+def test_wrong_kinds_of_input(call, error, match):
+    if error is None:
+        call()  # names are case-insensitive everywhere
+        return
+    with pytest.raises(error, match=match):
+        call()

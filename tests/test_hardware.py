@@ -32,8 +32,10 @@ def test_pick_device_default_and_forced(monkeypatch):
 
 
 def test_pick_device_rejects_nonsense(monkeypatch):
-    with pytest.raises(ValueError, match="accepted values"):
+    with pytest.raises(ValueError, match="accepted values.*'cuda'"):
         hardware.pick_device("gpu")
+    with pytest.raises(ValueError, match="accepted values"):
+        hardware.pick_device("GPU:0")
     with pytest.raises(TypeError):
         hardware.pick_device(3)
     monkeypatch.setenv(hardware.DEVICE_ENV_VAR, "quantum")
@@ -45,6 +47,21 @@ def test_pick_device_rejects_nonsense(monkeypatch):
 def test_pick_device_missing_kind():
     with pytest.raises(ValueError, match="no cuda device"):
         hardware.pick_device("cuda")
+    with pytest.raises(ValueError, match="available: .*cpu"):
+        hardware.pick_device("cuda:7")
+
+
+def test_a_device_index_beyond_the_machine_is_refused():
+    n = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    if n:
+        with pytest.raises(ValueError, match=f"has {n} cuda device"):
+            hardware.as_device(f"cuda:{n}")
+        assert hardware.as_device("cuda:0") == torch.device("cuda", 0)
+    with pytest.raises(ValueError, match="whole number"):
+        hardware.as_device("cpu:x")
+    assert hardware.as_device(" CPU ") == torch.device("cpu") == hardware.as_device(None)
+    with pytest.raises(TypeError, match="torch.device or a str"):
+        hardware.as_device(0)
 
 
 def test_platform_override(monkeypatch):
@@ -66,11 +83,29 @@ def test_seed_everything_repeats():
     a = torch.randn(4)
     hardware.seed_everything(3)
     assert torch.equal(a, torch.randn(4))
-    for bad in (-1, 1.5, "3", True):
-        with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="seed"):
+        hardware.seed_everything(-1)
+    for bad in (1.5, "3", True):
+        with pytest.raises(TypeError, match="seed"):
             hardware.seed_everything(bad)
 
 
-def test_synchronize_cpu_is_noop():
-    hardware.synchronize("cpu")
-    hardware.synchronize(None)
+def test_synchronize_checks_its_device():
+    assert hardware.synchronize("cpu") is None and hardware.synchronize(None) is None
+    with pytest.raises(ValueError, match="'gpu' is not known.*'cuda'"):
+        hardware.synchronize("gpu")
+
+
+def test_usable_cpus_respects_the_affinity_mask():
+    import os
+
+    if not hasattr(os, "sched_setaffinity"):
+        pytest.skip("no CPU affinity on this platform")
+    before = os.sched_getaffinity(0)
+    try:
+        os.sched_setaffinity(0, {min(before)})
+        assert hardware.usable_cpus() == 1
+        assert hardware.detect().cpu.physical_cores == 1  # as under `taskset -c 0`
+    finally:
+        os.sched_setaffinity(0, before)
+    assert 1 <= hardware.usable_cpus() <= len(before)

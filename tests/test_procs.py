@@ -1,0 +1,154 @@
+"""course_lib.procs: child processes in sessions of their own that never outlive their caller."""
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import threading
+import time
+
+import psutil
+import pytest
+
+from course_lib import procs
+
+needs_sessions = pytest.mark.skipif(not hasattr(os, "setsid"), reason="process groups and setsid need a POSIX system")
+
+
+# importable entry points: a child imports them by module and name
+def say(channel, value):
+    channel.send(("hello", value, os.getpid(), os.getpgid(0) if hasattr(os, "getpgid") else None))
+
+
+def raise_it(channel):
+    raise ValueError("raised on purpose in the child")
+
+
+def print_then_exit(channel, code):
+    print("last words on stdout", flush=True)
+    sys.stderr.write("last words on stderr\n")
+    sys.stderr.flush()
+    os._exit(code)
+
+
+def start_grandchild_and_hang(channel):
+    import subprocess
+
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(3600)"])
+    channel.send(child.pid)
+    time.sleep(3600)
+
+
+def collect(kids, want_exits, timeout=60.0):
+    events, deadline = [], time.monotonic() + timeout
+    while sum(e.kind == "exit" for e in events) < want_exits and time.monotonic() < deadline:
+        events += kids.events(deadline - time.monotonic())
+    return events
+
+
+def alive(pid: int) -> bool:
+    return psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+
+
+@needs_sessions
+def test_children_report_in_order_and_lead_their_own_group():
+    with procs.Children("test") as kids:
+        for i in range(3):
+            kids.start(say, i)
+        events = collect(kids, 3)
+    messages = {e.index: e.value for e in events if e.kind == "message"}
+    assert sorted(messages) == [0, 1, 2] and [messages[i][1] for i in range(3)] == [0, 1, 2]
+    for _, _, pid, pgid in messages.values():
+        assert pgid == pid != os.getpid()  # each child leads a process group of its own
+    for i in range(3):  # each child's exit comes after its message
+        kinds = [e.kind for e in events if e.index == i]
+        assert kinds == ["message", "exit"]
+    assert procs.leftover_processes() == []
+
+
+def test_an_exception_comes_back_with_the_childs_traceback():
+    with procs.Children("test") as kids:
+        kids.start(raise_it)
+        events = collect(kids, 1)
+    (err,) = [e for e in events if e.kind == "error"]
+    assert err.value[0] == "ValueError" and "raised on purpose" in err.value[1] and "raise_it" in err.value[1]
+    assert [e.value for e in events if e.kind == "exit"] == [1]
+
+
+def test_a_child_that_dies_leaves_its_own_output_for_the_parent():
+    with procs.Children("test") as kids:
+        kids.start(print_then_exit, 9)
+        events = collect(kids, 1)
+        tail = kids.log_tail(0)
+    assert [e.value for e in events if e.kind == "exit"] == [9]
+    assert "last words on stdout" in tail and "last words on stderr" in tail
+
+
+def test_a_module_that_crashes_at_import_in_the_child():
+    import crash_at_import
+
+    with procs.Children("test") as kids:
+        kids.start(say, crash_at_import.work)  # the argument's module is imported in the child too
+        events = collect(kids, 1)
+        tail = kids.log_tail(0)
+    assert [e.kind for e in events] == ["exit"] and events[0].value == 7
+    assert "dying while being imported" in tail
+
+
+@needs_sessions
+def test_stop_kills_grandchildren_too():
+    with procs.Children("test") as kids:
+        kids.start(start_grandchild_and_hang)
+        (event,) = kids.events(60)
+        grandchild = event.value
+        child = kids.pids[0]
+        assert alive(grandchild) and alive(child)
+    assert not alive(grandchild) and not alive(child)
+    assert procs.leftover_processes() == []
+
+
+@needs_sessions
+def test_a_closed_lifeline_makes_the_child_take_down_its_group():
+    kids = procs.Children("test")
+    kids.start(start_grandchild_and_hang)
+    (event,) = kids.events(60)
+    grandchild, child = event.value, kids.pids[0]
+    kids._children[0].lifeline.close()  # what the parent's death does to the pipe
+    deadline = time.monotonic() + 10
+    while (alive(child) or alive(grandchild)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    try:
+        assert not alive(child) and not alive(grandchild), "the child must act on a closed lifeline by itself"
+    finally:
+        kids.stop()
+
+
+def test_ctrl_c_during_stop_is_delivered_after_it():
+    kids = procs.Children("test")
+    kids.start(start_grandchild_and_hang)
+    kids.events(60)
+    main = threading.main_thread().ident
+    with pytest.raises(KeyboardInterrupt):
+        with procs._sigint_held():
+            signal.pthread_kill(main, signal.SIGINT)
+            time.sleep(0.2)  # the interrupt waits for the block to end
+            kids.stop()
+    assert procs.leftover_processes() == []
+
+
+def test_arguments_are_checked_up_front():
+    kids = procs.Children("test")
+    with pytest.raises(TypeError, match="importable|child process"):
+        kids.start(lambda channel: None)
+    with pytest.raises(TypeError, match="picklable"):
+        kids.start(say, threading.Lock())
+    with pytest.raises(TypeError, match="env"):
+        procs.Children("test", env={"A": 1})
+    kids.stop()
+    with pytest.raises(RuntimeError, match="stopped"):
+        kids.start(say, 1)
+
+
+def test_start_methods():
+    assert procs.start_method(fresh=True) == "spawn"
+    assert procs.start_method() in ("forkserver", "spawn")
