@@ -2,10 +2,13 @@
 
 Out-of-memory demos must never kill the learner's kernel, so every one of them runs here:
 
-* ``run_with_memory_limit(fn, limit_bytes, *args)`` starts a fresh process (``spawn``, which
-  works from Jupyter), caps its address space with ``RLIMIT_AS`` and runs ``fn(*args)``. The
-  outcome comes back as a :class:`LimitedRun`: the value, or the error, and whether it was an
-  out-of-memory failure. No child outlives the call (timeout, error or Ctrl-C).
+* ``run_with_memory_limit(fn, limit_bytes, *args)`` starts a child process
+  (``course_lib.procs.Children``: its own session, a log of its output, ~0.05 s to start once the
+  first one has paid for ``import torch``), caps its address space with ``RLIMIT_AS`` and runs
+  ``fn(*args)``. The outcome comes back as a :class:`LimitedRun`: the value, or the error, and
+  whether it was an out-of-memory failure; a child that dies without reporting comes back with the
+  tail of its own error output. No process outlives the call (timeout, error or Ctrl-C), including
+  any that ``fn`` started.
 * ``find_max_batch_size(step_fn, limit_bytes)`` probes batch sizes (doubling, then bisection),
   each in its own capped process, for the largest one that fits.
 * ``mlp_training_step(batch_size)`` is an importable example step to search over.
@@ -28,10 +31,6 @@ pass ``allow_uncapped=True``, in which case ``fn`` runs uncapped and ``LimitedRu
 """
 from __future__ import annotations
 
-import multiprocessing as mp
-import multiprocessing.connection
-import os
-import pickle
 import signal
 import sys
 import time
@@ -39,7 +38,9 @@ import traceback
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from . import validate
 from .hardware import peak_rss_bytes, proc_status_bytes, reset_peak_rss
+from .procs import Children, require_importable
 
 try:  # not on Windows
     import resource
@@ -88,6 +89,7 @@ class LimitedRun:
     timed_out: bool = False
     exitcode: int | None = None
     warning: str | None = None
+    log_tail: str = ""  # the end of the child's own stdout/stderr when it died without reporting
 
     @property
     def peak_rss_increase_bytes(self) -> int | None:
@@ -136,51 +138,16 @@ def is_oom_error(exc: BaseException) -> bool:
     return False
 
 
-def require_importable(fn: Callable[..., Any], name: str = "fn",
-                       examples: str = "course_lib.memlimit has examples") -> None:
-    """Raise a helpful TypeError unless ``fn`` can be sent to a spawned process.
-
-    Spawned processes (``run_with_memory_limit`` here, ``distributed.launch``) re-import ``fn`` by its
-    module and name, so it must be a module-level function in a ``.py`` file and picklable.
-    """
-    if not callable(fn):
-        raise TypeError(f"{name} must be a callable, got {type(fn).__name__}")
-    target = getattr(fn, "func", fn)  # functools.partial
-    module = getattr(target, "__module__", None)
-    qualname = getattr(target, "__qualname__", "") or ""
-    where = f"{module}.{qualname}" if module else qualname or repr(target)
-    hint = (f"{name} ({where}) cannot be sent to a spawned process: put the function in a .py module "
-            f"({examples}, or your own my_functions.py next to the notebook) and import it. Functions "
-            "defined in a notebook cell or in __main__, lambdas and nested functions cannot be pickled "
-            "by the spawn start method.")
-    if module in (None, "__main__", "__mp_main__") or "<lambda>" in qualname or "<locals>" in qualname:
-        raise TypeError(hint)
-    try:
-        pickle.dumps(fn)
-    except Exception as exc:  # noqa: BLE001 - any pickling failure means the same thing here
-        raise TypeError(f"{hint} (pickling failed: {type(exc).__name__}: {exc})") from None
-
-
 def _check_limit(limit_bytes: int) -> int:
-    if isinstance(limit_bytes, bool) or not isinstance(limit_bytes, (int, float)):
-        raise TypeError(f"limit_bytes must be a positive number of bytes (int), got {type(limit_bytes).__name__}")
-    if not limit_bytes > 0:
-        raise ValueError(f"limit_bytes must be > 0 (bytes of head-room above the child's baseline), got {limit_bytes!r}")
-    return int(limit_bytes)
-
-
-def _check_timeout(timeout: float, name: str = "timeout") -> float:
-    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0:
-        raise ValueError(f"{name} must be a positive number of seconds, got {timeout!r}")
-    return float(timeout)
+    return int(validate.positive("limit_bytes", limit_bytes))
 
 
 # ----------------------------------------------------------------------------------------------
 # the child
 
 def _warm_up() -> None:
-    """Import torch, start its thread pool and run one tiny training step (autograd's first
-    backward alone maps ~70 MB), so the baseline includes what any torch program pays once."""
+    """Start torch's thread pool and run one tiny training step (autograd's first backward alone
+    maps ~70 MB), so the baseline includes what any torch program pays once."""
     import torch
     a = torch.ones(128, 128)
     (a @ a).sum().item()
@@ -190,7 +157,20 @@ def _warm_up() -> None:
     opt.step()
 
 
-def _child(conn, fn, args, kwargs, limit_bytes: int, allow_uncapped: bool) -> None:  # pragma: no cover - runs in the child
+def _error_payload(exc: BaseException, info: dict) -> dict:  # pragma: no cover - runs in the child
+    tb = traceback.format_exception(type(exc), exc, exc.__traceback__)
+    short = "".join(tb[-4:]) if len(tb) > 4 else "".join(tb)
+    oom = is_oom_error(exc)
+    text = str(exc)
+    if oom:
+        first = text.strip().splitlines()[0] if text.strip() else type(exc).__name__
+        text = f"out of memory under the cap: {first}"
+    return {"ok": False, "error_type": type(exc).__name__, "message": f"{text}\n{short}".strip(),
+            "oom": oom, **info}
+
+
+def _capped(channel, fn, args, kwargs, limit_bytes: int, allow_uncapped: bool) -> None:  # pragma: no cover - child
+    """Runs in the child: warm up, cap the address space, run ``fn``, report."""
     info: dict[str, Any] = {"limit_bytes": limit_bytes}
     try:
         _warm_up()
@@ -207,13 +187,13 @@ def _child(conn, fn, args, kwargs, limit_bytes: int, allow_uncapped: bool) -> No
             info["address_space_limit_bytes"] = want
             capped = True
         if not capped:
-            msg = (f"memory cap not available on this platform ({sys.platform}); fn ran WITHOUT a limit")
+            msg = f"memory cap not available on this platform ({sys.platform}); fn ran WITHOUT a limit"
             if not allow_uncapped:
                 raise MemoryLimitUnsupported(msg)
             info["warning"] = msg
         reset = reset_peak_rss()
         info["baseline_rss_bytes"] = proc_status_bytes("VmRSS") if reset else None
-        conn.send("started")  # the parent's timeout for fn starts now
+        channel.send("started")  # the parent's timeout for fn starts now
         t0 = time.perf_counter()
         try:
             value = fn(*args, **kwargs)
@@ -224,53 +204,21 @@ def _child(conn, fn, args, kwargs, limit_bytes: int, allow_uncapped: bool) -> No
             info["fn_seconds"] = time.perf_counter() - t0
             info["peak_rss_bytes"] = peak_rss_bytes(reset)
             payload = _error_payload(exc, info)
-        try:
-            conn.send(payload)
-        except Exception as exc:  # noqa: BLE001 - e.g. an unpicklable return value
-            conn.send(_error_payload(TypeError(f"fn's return value could not be sent back: {exc}"), info))
     except BaseException as exc:  # noqa: BLE001 - setup failed
-        try:
-            conn.send(_error_payload(exc, info))
-        except Exception:  # noqa: BLE001
-            pass
-    finally:
-        conn.close()
-
-
-
-def _error_payload(exc: BaseException, info: dict) -> dict:  # pragma: no cover - runs in the child
-    tb = traceback.format_exception(type(exc), exc, exc.__traceback__)
-    short = "".join(tb[-4:]) if len(tb) > 4 else "".join(tb)
-    oom = is_oom_error(exc)
-    text = str(exc)
-    if oom:
-        first = text.strip().splitlines()[0] if text.strip() else type(exc).__name__
-        text = f"out of memory under the cap: {first}"
-    return {"ok": False, "error_type": type(exc).__name__, "message": f"{text}\n{short}".strip(),
-            "oom": oom, **info}
+        payload = _error_payload(exc, info)
+    try:
+        channel.send(payload)
+    except Exception as exc:  # noqa: BLE001 - e.g. an unpicklable return value
+        channel.send(_error_payload(TypeError(f"fn's return value could not be sent back: {exc}"), info))
 
 
 # ----------------------------------------------------------------------------------------------
 # the parent
 
-def _stop(proc) -> None:
-    """Terminate, then kill, then reap: no child outlives the call."""
-    if proc._popen is None:  # never started
-        return
-    if proc.is_alive():
-        proc.terminate()
-        proc.join(2.0)
-    if proc.is_alive():
-        proc.kill()
-        proc.join(5.0)
-    else:
-        proc.join(0.1)
-
-
 def run_with_memory_limit(fn: Callable[..., Any], limit_bytes: int, *args: Any, timeout: float = 60.0,
                           allow_uncapped: bool = False, startup_timeout: float = 120.0,
                           env: dict[str, str] | None = None, **kwargs: Any) -> LimitedRun:
-    """Run ``fn(*args, **kwargs)`` in a fresh, memory-capped subprocess (notebook 02, memory).
+    """Run ``fn(*args, **kwargs)`` in a memory-capped child process (notebook 02, memory).
 
     ``limit_bytes`` is head-room *above* the child's baseline address space (python + torch
     imported, measured in the child), see the module docstring. ``fn`` must be importable (a
@@ -279,79 +227,61 @@ def run_with_memory_limit(fn: Callable[..., Any], limit_bytes: int, *args: Any, 
     Returns a :class:`LimitedRun`; never raises for what happens in the child: out-of-memory gives
     ``ok=False, oom=True``; any other exception gives its type, message and a short traceback; a
     child killed by a signal counts as out-of-memory (the kernel's OOM killer sends SIGKILL); a
-    child whose ``fn`` runs past ``timeout`` seconds (counted from when ``fn`` starts, after the
-    ~2 s process start) or that takes over ``startup_timeout`` seconds to start is killed and
-    reported with ``timed_out=True``. Ctrl-C (KeyboardInterrupt) terminates, then kills the child.
+    child that exits without reporting gives ``error_type="ChildExited"`` with the tail of its own
+    output in the message; a child whose ``fn`` runs past ``timeout`` seconds (counted from when
+    ``fn`` starts) or that takes over ``startup_timeout`` seconds to start is killed and reported
+    with ``timed_out=True``. Ctrl-C (KeyboardInterrupt) kills the child and everything it started
+    within a second, then propagates.
 
     Raises ``TypeError`` for a non-importable ``fn`` (lambda, nested, or defined in a notebook),
     ``ValueError`` for ``limit_bytes <= 0`` or ``timeout <= 0``, and ``MemoryLimitUnsupported``
     where no cap can be set, unless ``allow_uncapped=True`` (then the run carries a ``warning``).
 
-    ``env`` adds environment variables for the child only, e.g. ``{"MALLOC_MMAP_THRESHOLD_": "65536"}``
-    (glibc reads its tuning variables when a process starts, so they cannot be changed in a running one).
+    ``env`` adds environment variables for the child only, e.g. ``{"MALLOC_MMAP_THRESHOLD_": "65536"}``.
+    glibc reads its tuning variables when a process starts, so a run with ``env`` starts a fresh
+    interpreter (2-4 s) instead of forking from the preloaded server (~0.05 s).
     """
-    require_importable(fn)
-    if env is not None and (not isinstance(env, dict) or
-                            not all(isinstance(k, str) and isinstance(v, str) for k, v in env.items())):
-        raise TypeError(f"env must be a dict of str to str, got {env!r}")
+    require_importable(fn, "fn", examples="course_lib.memlimit has examples (allocate_bytes, mlp_training_step)")
     limit = _check_limit(limit_bytes)
-    timeout = _check_timeout(timeout)
-    startup_timeout = _check_timeout(startup_timeout, "startup_timeout")
+    timeout = validate.seconds("timeout", timeout)
+    startup_timeout = validate.seconds("startup_timeout", startup_timeout)
+    validate.boolean("allow_uncapped", allow_uncapped)
     if not memory_limit_supported() and not allow_uncapped:
         raise MemoryLimitUnsupported(
             f"cannot cap memory on this platform ({sys.platform}): RLIMIT_AS is missing or not enforced. "
             "Run the out-of-memory demos on Linux (e.g. Colab), or pass allow_uncapped=True to run "
             "without a cap (do not do that with a function meant to run out of memory).")
-    ctx = mp.get_context("spawn")
-    recv, send = ctx.Pipe(duplex=False)
-    proc = ctx.Process(target=_child, args=(send, fn, args, kwargs, limit, allow_uncapped),
-                       name="course-memlimit", daemon=True)
     t0 = time.perf_counter()
     payload: dict | None = None
     timed_out = started = False
-    try:
-        saved = {k: os.environ.get(k) for k in (env or {})}
-        try:
-            os.environ.update(env or {})  # a spawned child copies the parent's environment at start
-            proc.start()
-        except (pickle.PicklingError, TypeError, AttributeError) as exc:
-            raise TypeError(f"the arguments of fn could not be sent to the subprocess "
-                            f"(they must be picklable): {type(exc).__name__}: {exc}") from None
-        finally:
-            for k, v in saved.items():
-                if v is None:
-                    os.environ.pop(k, None)
-                else:
-                    os.environ[k] = v
-            send.close()  # the parent keeps only the reading end, so EOF means the child is gone
-        deadline = t0 + startup_timeout  # until the child says "started"
-        while payload is None:
-            remaining = deadline - time.perf_counter()
+    exitcode: int | None = None
+    tail = ""
+    with Children("course-memlimit", fresh=env is not None, env=env) as child:
+        child.start(_capped, fn, args, kwargs, limit, allow_uncapped)
+        deadline = time.monotonic() + startup_timeout
+        exited = False
+        while payload is None and not exited:
+            remaining = deadline - time.monotonic()
             if remaining <= 0:
                 timed_out = True
                 break
-            ready = mp.connection.wait([recv, proc.sentinel], timeout=remaining)
-            if recv in ready or recv.poll():
-                try:
-                    msg = recv.recv()
-                except EOFError:
-                    break  # child died without reporting
-                if msg == "started":
+            for event in child.events(remaining):
+                if event.kind == "message" and event.value == "started":
                     started = True
-                    deadline = time.perf_counter() + timeout
-                else:
-                    payload = msg
-            elif proc.sentinel in ready:
-                if recv.poll(0.05):
-                    continue
-                break
-        if payload is not None:
-            proc.join(max(0.0, min(5.0, deadline - time.perf_counter())))
-    finally:
-        _stop(proc)
-        recv.close()
+                    deadline = time.monotonic() + timeout
+                elif event.kind == "message":
+                    payload = event.value
+                elif event.kind == "error":  # the child could not even start fn's module
+                    payload = {"ok": False, "error_type": event.value[0], "message": event.value[1].strip(),
+                               "oom": False, "limit_bytes": limit}
+                elif event.kind == "exit":
+                    exited = True
+        if payload is not None and not exited:
+            child.join(2.0)
+        exitcode = child.exitcode(0)
+        if payload is None and not timed_out:
+            tail = child.log_tail(0)
     seconds = time.perf_counter() - t0
-    exitcode = proc.exitcode
     if payload is not None:
         keys = {"value", "error_type", "message", "oom", "peak_rss_bytes", "fn_seconds", "baseline_rss_bytes",
                 "baseline_address_space_bytes", "address_space_limit_bytes", "warning"}
@@ -360,23 +290,26 @@ def run_with_memory_limit(fn: Callable[..., Any], limit_bytes: int, *args: Any, 
                           **{**extra, "oom": bool(payload.get("oom", False))})
     if timed_out:
         return LimitedRun(ok=False, value=None, error_type="TimeoutError",
-                          message=(f"fn did not finish within timeout={timeout:g} s; the subprocess was killed"
-                                   if started else f"the subprocess did not start within startup_timeout="
+                          message=(f"fn did not finish within timeout={timeout:g} s; the child process was killed"
+                                   if started else f"the child process did not start within startup_timeout="
                                    f"{startup_timeout:g} s; it was killed"),
                           oom=False, peak_rss_bytes=None, seconds=seconds, limit_bytes=limit,
                           timed_out=True, exitcode=exitcode)
+    output = f"\nIts last output:\n{tail}" if tail else " It printed nothing."
     if exitcode is not None and exitcode < 0:
         try:
             signame = signal.Signals(-exitcode).name
         except ValueError:  # pragma: no cover
             signame = f"signal {-exitcode}"
         return LimitedRun(ok=False, value=None, error_type="ChildKilled",
-                          message=(f"the subprocess was killed by {signame} before reporting; under a memory "
-                                   "cap that almost always means it ran out of memory"),
-                          oom=True, peak_rss_bytes=None, seconds=seconds, limit_bytes=limit, exitcode=exitcode)
+                          message=(f"the child process was killed by {signame} before reporting; under a memory "
+                                   f"cap that almost always means it ran out of memory.{output}"),
+                          oom=True, peak_rss_bytes=None, seconds=seconds, limit_bytes=limit, exitcode=exitcode,
+                          log_tail=tail)
     return LimitedRun(ok=False, value=None, error_type="ChildExited",
-                      message=f"the subprocess exited with code {exitcode} without reporting a result",
-                      oom=False, peak_rss_bytes=None, seconds=seconds, limit_bytes=limit, exitcode=exitcode)
+                      message=f"the child process exited with code {exitcode} without reporting a result.{output}",
+                      oom=False, peak_rss_bytes=None, seconds=seconds, limit_bytes=limit, exitcode=exitcode,
+                      log_tail=tail)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -387,8 +320,7 @@ def allocate_bytes(n_bytes: int, fill: bool = True) -> int:
 
     The simplest OOM demo of notebook 02 (memory): run it under ``run_with_memory_limit``.
     """
-    if isinstance(n_bytes, bool) or not isinstance(n_bytes, int) or n_bytes < 1:
-        raise ValueError(f"n_bytes must be a positive int, got {n_bytes!r}")
+    validate.positive_int("n_bytes", n_bytes)
     import torch
     t = torch.empty(n_bytes, dtype=torch.uint8)
     if fill:
@@ -407,22 +339,19 @@ def mlp_training_step(batch_size: int, in_features: int = 512, hidden: int = 102
     """
     for name, v in (("batch_size", batch_size), ("in_features", in_features), ("hidden", hidden),
                     ("depth", depth), ("n_classes", n_classes), ("steps", steps)):
-        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-            raise ValueError(f"{name} must be a positive int, got {v!r}")
+        validate.positive_int(name, v)
     import torch
     from .models import MLP, make_optimizer
+    from .train import train_step
     torch.manual_seed(0)
     model = MLP(in_features, [hidden] * depth, n_classes)
     opt = make_optimizer("adam", model.parameters(), lr=1e-3)
     x = torch.randn(batch_size, in_features)
     y = torch.randint(0, n_classes, (batch_size,))
-    loss = torch.zeros(())
+    loss = 0.0
     for _ in range(steps):
-        opt.zero_grad(set_to_none=True)
-        loss = torch.nn.functional.cross_entropy(model(x), y)
-        loss.backward()
-        opt.step()
-    return float(loss.detach())
+        loss = train_step(model, (x, y), opt).loss
+    return loss
 
 
 # ----------------------------------------------------------------------------------------------
@@ -473,19 +402,15 @@ def find_max_batch_size(step_fn: Callable[[int], Any], limit_bytes: int, *, low:
     Memory is assumed to grow with the batch size. A probe that fails for another reason than
     memory (a bug in ``step_fn``, a timeout) raises ``RuntimeError`` with the child's message.
     """
-    require_importable(step_fn, "step_fn")
+    require_importable(step_fn, "step_fn", examples="course_lib.memlimit.mlp_training_step is an example")
     limit = _check_limit(limit_bytes)
-    _check_timeout(timeout)
+    validate.seconds("timeout", timeout)
     for name, v in (("low", low), ("high", high), ("max_probes", max_probes)):
-        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-            raise ValueError(f"{name} must be a positive int, got {v!r}")
+        validate.positive_int(name, v)
     if high < low:
         raise ValueError(f"high ({high}) must be >= low ({low})")
-    start = low if start is None else start
-    if isinstance(start, bool) or not isinstance(start, int) or not low <= start <= high:
-        raise ValueError(f"start must be an int in [low, high] = [{low}, {high}], got {start!r}")
-    if not 0 <= resolution < 1:
-        raise ValueError(f"resolution must be in [0, 1), got {resolution!r}")
+    start = low if start is None else validate.integer("start", start, minimum=low, maximum=high)
+    resolution = validate.number("resolution", resolution, minimum=0, maximum=1, open_high=True)
     kwargs = dict(step_kwargs or {})
     probes: list[BatchProbe] = []
     t0 = time.perf_counter()

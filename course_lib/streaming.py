@@ -37,8 +37,10 @@ from typing import Iterator
 import numpy as np
 import torch
 
-from .hardware import current_rss_bytes, peak_rss_bytes, reset_peak_rss
 from torch.utils.data import Dataset, IterableDataset, get_worker_info
+
+from . import names, validate
+from .hardware import current_rss_bytes, peak_rss_bytes, reset_peak_rss
 
 __all__ = [
     "DatasetInfo", "write_synthetic_dataset", "dataset_info", "StreamingDataset", "MemmapDataset",
@@ -47,21 +49,16 @@ __all__ = [
 ]
 
 MiB = 2**20
-DTYPES = ("float32", "float64", "float16")
+DTYPES = ("fp32", "fp64", "fp16")  # the course's names (names.dtype); "float32" etc. work too
 METHODS = ("stream", "memmap", "memmap_keep", "load")
+_NUMPY = {"fp32": "float32", "fp64": "float64", "fp16": "float16"}
 
-
-def _pos_int(name: str, value: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-        raise ValueError(f"{name} must be a positive int, got {value!r}")
-    return int(value)
+_pos_int = validate.positive_int
 
 
 def _dtype(dtype: str | np.dtype) -> np.dtype:
     name = np.dtype(dtype).name if isinstance(dtype, np.dtype) else dtype
-    if name not in DTYPES:
-        raise ValueError(f"dtype {dtype!r} is not supported; accepted values are {list(DTYPES)}")
-    return np.dtype(name)
+    return np.dtype(_NUMPY[names.dtype(name, accepted=DTYPES)])
 
 
 # ----------------------------------------------------------------------------------------------
@@ -117,16 +114,13 @@ def write_synthetic_dataset(path: str | os.PathLike, n_samples: int, n_features:
     """
     n_samples = _pos_int("n_samples", n_samples)
     n_features = _pos_int("n_features", n_features)
-    if isinstance(n_classes, bool) or not isinstance(n_classes, int) or n_classes < 2:
-        raise ValueError(f"n_classes must be an int >= 2, got {n_classes!r}")
+    validate.integer("n_classes", n_classes, minimum=2)
     dt = _dtype(dtype)
-    if not isinstance(seed, int) or isinstance(seed, bool):
-        raise TypeError(f"seed must be an int, got {type(seed).__name__}")
+    validate.nonnegative_int("seed", seed)
     if chunk_rows is None:
         chunk_rows = max(1, (16 * MiB) // (n_features * dt.itemsize))
     chunk_rows = _pos_int("chunk_rows", chunk_rows)
-    if not separation > 0:
-        raise ValueError(f"separation must be > 0, got {separation!r}")
+    separation = validate.positive("separation", separation)
     out = Path(path)
     if out.exists() and not out.is_dir():
         raise ValueError(f"path must be a directory (it will hold x.npy, y.npy, meta.json), got a file: {out}")
@@ -356,20 +350,22 @@ def stream_once(path: str | os.PathLike, budget_bytes: int, method: str = "strea
     """
     budget = _pos_int("budget_bytes", budget_bytes)
     batch_size = _pos_int("batch_size", batch_size)
-    if method not in METHODS:
-        raise ValueError(f"method {method!r} is not known; accepted values are {list(METHODS)}")
+    method = validate.choice("method", method, METHODS)
     info = dataset_info(path)
+    from .models import make_optimizer
+    from .train import train_step
+
     torch.manual_seed(seed)
     model = torch.nn.Linear(info.n_features, info.n_classes)
-    opt = torch.optim.SGD(model.parameters(), lr=lr)
+    opt = make_optimizer("sgd", model.parameters(), lr=lr)
     sums = torch.zeros(info.n_classes, info.n_features, dtype=torch.float64)
     counts = torch.zeros(info.n_classes, dtype=torch.float64)
     correct = 0
     chunk_rows = max(1, (budget // 4) // info.row_bytes)
     # warm up the training step so lazy imports and first-call allocations are not in the peak
-    warm = torch.zeros(2, info.n_features)
-    torch.nn.functional.cross_entropy(model(warm), torch.zeros(2, dtype=torch.long)).backward()
-    opt.zero_grad(set_to_none=True)
+    warm_model = torch.nn.Linear(info.n_features, info.n_classes)
+    train_step(warm_model, (torch.zeros(2, info.n_features), torch.zeros(2, dtype=torch.long)),
+               make_optimizer("sgd", warm_model.parameters(), lr=lr))
 
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # tiny matmuls: one thread avoids OpenMP overhead on a busy 2-core VM
@@ -401,12 +397,7 @@ def stream_once(path: str | os.PathLike, budget_bytes: int, method: str = "strea
             xb = xb.float()
             sums.index_add_(0, yb, xb.double())
             counts += torch.bincount(yb, minlength=info.n_classes).double()
-            logits = model(xb)
-            correct += int((logits.argmax(1) == yb).sum())
-            loss = torch.nn.functional.cross_entropy(logits, yb)
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            opt.step()
+            correct += train_step(model, (xb, yb), opt).correct
     finally:
         torch.set_num_threads(threads)
     seconds = time.perf_counter() - t0

@@ -1,7 +1,8 @@
 """course_lib.memlimit: capped subprocesses for out-of-memory demos (notebook 02, memory).
 
-Each run_with_memory_limit call spawns a process (~2-3 s for `import torch` on 2 cores), so the
-tests keep the number of calls small. Helper functions live at module level: spawn imports them.
+Each run_with_memory_limit call starts a child process (~0.05 s once the forkserver has imported
+torch). Helper functions live at module level: the child imports them. Tests that need an enforced
+address-space cap skip where there is none (macOS, Windows); the others run everywhere.
 """
 from __future__ import annotations
 
@@ -13,12 +14,14 @@ import psutil
 import pytest
 
 from course_lib import memlimit
-from course_lib.hardware import leftover_children
 from course_lib.memlimit import (LimitedRun, allocate_bytes, find_max_batch_size, is_oom_error,
                                  mlp_training_step, run_with_memory_limit)
 
+from course_lib.procs import leftover_processes as leftover_children
+
 MiB = 2**20
-pytestmark = pytest.mark.skipif(not memlimit.memory_limit_supported(), reason="RLIMIT_AS needs Linux")
+needs_cap = pytest.mark.skipif(not memlimit.memory_limit_supported(),
+                               reason="an enforced RLIMIT_AS needs Linux; this platform cannot cap memory")
 
 
 def raise_value_error(x: int) -> None:
@@ -38,6 +41,7 @@ def no_children_left() -> bool:
     return not leftover_children()
 
 
+@needs_cap
 def test_small_allocation_fits_and_limit_is_headroom_above_baseline():
     r = run_with_memory_limit(allocate_bytes, 256 * MiB, 128 * MiB)
     assert isinstance(r, LimitedRun)
@@ -49,6 +53,7 @@ def test_small_allocation_fits_and_limit_is_headroom_above_baseline():
     assert r.seconds > 0 and r.fn_seconds is not None and no_children_left()
 
 
+@needs_cap
 def test_allocation_above_headroom_is_oom():
     r = run_with_memory_limit(allocate_bytes, 256 * MiB, 384 * MiB)  # 1.5x the head-room
     assert not r.ok and r.oom and r.error_type == "RuntimeError", r.summary()
@@ -56,6 +61,7 @@ def test_allocation_above_headroom_is_oom():
     assert "OUT OF MEMORY" in r.summary()
 
 
+@needs_cap
 def test_2gb_under_512mb_is_oom_and_caller_survives():
     r = run_with_memory_limit(allocate_bytes, 512 * MiB, 2048 * MiB)
     assert not r.ok and r.oom and r.value is None
@@ -63,22 +69,39 @@ def test_2gb_under_512mb_is_oom_and_caller_survives():
     assert os.getpid() == psutil.Process().pid  # still here
 
 
+@needs_cap
 def test_other_exceptions_are_returned_not_raised():
     r = run_with_memory_limit(raise_value_error, 64 * MiB, 7)
     assert not r.ok and not r.oom and r.error_type == "ValueError"
     assert "bad value 7" in r.message and "raise_value_error" in r.message  # short traceback
 
 
+@needs_cap
 def test_timeout_kills_child():
-    t0 = time.perf_counter()
-    r = run_with_memory_limit(sleep_then_return, 64 * MiB, 60.0, timeout=3.0)
-    took = time.perf_counter() - t0
+    r = run_with_memory_limit(sleep_then_return, 64 * MiB, 600.0, timeout=3.0)
     assert not r.ok and r.timed_out and r.error_type == "TimeoutError" and not r.oom
     assert "timeout=3" in r.message
-    assert took < 20, took
+    assert 3 <= r.seconds < 600, "the timeout, not the 600 s sleep, must end the run"
     assert no_children_left()
 
 
+@needs_cap
+def test_child_that_crashes_while_importing_shows_its_own_output():
+    import crash_at_import
+
+    r = run_with_memory_limit(crash_at_import.work, 64 * MiB)
+    assert not r.ok and not r.oom and r.error_type == "ChildExited" and r.exitcode == 7
+    assert "dying while being imported, on purpose" in r.message and "dying" in r.log_tail
+    assert no_children_left()
+
+
+@needs_cap
+def test_child_that_exits_silently_says_so():
+    r = run_with_memory_limit(os._exit, 64 * MiB, 5)
+    assert r.error_type == "ChildExited" and "code 5" in r.message and "printed nothing" in r.message
+
+
+@needs_cap
 def test_child_killed_by_signal_counts_as_oom():
     r = run_with_memory_limit(kill_myself, 64 * MiB)
     assert not r.ok and r.oom and r.exitcode == -signal.SIGKILL and "SIGKILL" in r.message
@@ -130,36 +153,37 @@ def test_is_oom_error():
     assert not is_oom_error(ValueError("not enough memory"))  # only allocator RuntimeErrors count
 
 
+@needs_cap
 def test_find_max_batch_size():
-    t0 = time.perf_counter()
     s = find_max_batch_size(mlp_training_step, 128 * MiB, low=64, high=16384, start=1024)
-    took = time.perf_counter() - t0
     assert s.largest_ok is not None and s.smallest_failed is not None, s
     assert s.largest_ok < s.smallest_failed <= s.largest_ok + max(1, s.largest_ok // 8), s.table()
     by_batch = {p.batch_size: p for p in s.probes}
     assert by_batch[s.largest_ok].ok and by_batch[s.smallest_failed].oom
     # memory grows with the batch: everything at or below largest_ok fit, everything above failed
     assert all(p.ok == (p.batch_size <= s.largest_ok) for p in s.probes), s.table()
-    assert len(s.probes) <= 12 and took < 45, (len(s.probes), took)
+    assert len(s.probes) <= 12, s.table()
     assert no_children_left()
 
 
+@needs_cap
 def test_keyboard_interrupt_leaves_no_child():
     import threading
 
     main = threading.main_thread().ident
     t0 = time.perf_counter()
-    timer = threading.Timer(3.5, signal.pthread_kill, (main, signal.SIGINT))  # Ctrl-C while the child sleeps
+    timer = threading.Timer(1.5, signal.pthread_kill, (main, signal.SIGINT))  # Ctrl-C while the child sleeps
     timer.start()
     try:
         with pytest.raises(KeyboardInterrupt):
-            run_with_memory_limit(sleep_then_return, 64 * MiB, 60.0, timeout=30.0)
+            run_with_memory_limit(sleep_then_return, 64 * MiB, 600.0, timeout=600.0)
     finally:
         timer.cancel()
-    assert time.perf_counter() - t0 < 15
+    assert time.perf_counter() - t0 < 600, "Ctrl-C, not the timeout, must end the run"
     assert no_children_left()
 
 
+@needs_cap
 def test_env_reaches_the_child_only():
     import os
 

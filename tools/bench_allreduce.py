@@ -32,7 +32,7 @@ def main(argv: list[str] | None = None) -> int:
         for w in args.world_sizes:
             start = time.perf_counter()
             rows = distributed.launch(distributed.allreduce_benchmark, w, SIZES, repeats=15)[0]
-            seconds = [r["median_s"] for r in rows]
+            seconds = [r["seconds"] for r in rows]
             fit = comm.fit_ring_allreduce(SIZES, seconds, w, min_bytes=2**20)
             big = [(s, t) for s, t in zip(SIZES, seconds) if s >= 2**20]
             worst = max(abs(e) for e in fit.relative_errors([s for s, _ in big], [t for _, t in big]))

@@ -1,0 +1,28 @@
+"""Several local processes talking through ``torch.distributed`` (notebook 03; modules 04 and 06).
+
+================  ============================================================================
+``launcher``      ``launch`` (run an importable function on N ranks), ``rank_info``, ``RankError``,
+                  ``LaunchTimeout``, ``last_launch_stats``, ``port_is_free``, ``max_world_size``
+``collectives``   ``allreduce_benchmark``, ``ring_all_reduce`` (written by hand) and
+                  ``check_ring_against_library``
+``demos``         small workers that show what ``launch`` does: ``demo_rank_sum``,
+                  ``demo_raise_on_rank``, ``demo_sleep_on_rank``, ``demo_dataloader_sum``, ...
+================  ============================================================================
+
+Scripts that call ``launch`` run unchanged under ``torchrun`` on one machine or many: inside a
+worker, ``rank_info()`` reads the same process group either way.
+"""
+from __future__ import annotations
+
+from .collectives import ALLREDUCE_SIZES, allreduce_benchmark, check_ring_against_library, ring_all_reduce
+from .demos import (demo_dataloader_sum, demo_raise_on_rank, demo_rank_info, demo_rank_sum, demo_sleep_on_rank,
+                    demo_subprocess_then_hang)
+from .launcher import (BACKENDS, HOST, LaunchTimeout, RankError, default_threads_per_rank, last_launch_stats, launch,
+                       max_world_size, port_is_free, rank_info)
+
+__all__ = [
+    "ALLREDUCE_SIZES", "launch", "rank_info", "RankError", "LaunchTimeout", "BACKENDS", "HOST", "max_world_size",
+    "default_threads_per_rank", "last_launch_stats", "port_is_free", "allreduce_benchmark", "ring_all_reduce",
+    "check_ring_against_library", "demo_rank_sum", "demo_raise_on_rank", "demo_sleep_on_rank", "demo_rank_info",
+    "demo_dataloader_sum", "demo_subprocess_then_hang",
+]

@@ -1,0 +1,178 @@
+"""Collectives measured and written by hand; run them under ``launch`` (notebook 03, interconnect).
+
+* ``allreduce_benchmark``: ``dist.all_reduce`` time per message size, the slowest rank's, interleaved.
+* ``ring_all_reduce``: a ring all-reduce from point-to-point sends (the lesson), and
+  ``check_ring_against_library``, which compares it with ``dist.all_reduce``.
+"""
+from __future__ import annotations
+
+import statistics
+import time
+
+import torch
+import torch.distributed as dist
+
+from .. import names, validate
+from ..bench import LOW_QUANTILE, quantile
+from .launcher import rank_info
+
+__all__ = ["ALLREDUCE_SIZES", "allreduce_benchmark", "ring_all_reduce", "check_ring_against_library"]
+
+#: Message sizes for notebook 03's all-reduce sweep: 1 KB to 64 MB in steps of 4x.
+ALLREDUCE_SIZES: tuple[int, ...] = tuple(4**k * 1024 for k in range(9))
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def allreduce_benchmark(sizes_bytes: list[int], repeats: int = 5, warmup: int = 2,
+                        dtype: str | torch.dtype = "float32") -> list[dict]:
+    """Time ``dist.all_reduce`` (sum) for each message size; run it under :func:`launch`.
+    Notebook 03 (interconnect), section "all-reduce: latency and bandwidth".
+
+    Each size gets one pre-allocated tensor of ``size // element size`` elements (at least one).
+    Every round times each size once (a barrier before each op, so all ranks start together),
+    and the rounds are interleaved over sizes so that the machine's drift hits all sizes alike;
+    ``warmup`` rounds are discarded. An op's time is the slowest rank's (a MAX all-reduce of the
+    per-rank times at the end), so every rank returns the same rows::
+
+        {"bytes", "numel", "seconds", "median_s", "times", "algbw_Bps", "busbw_Bps", "world_size"}
+
+    ``seconds`` is the low quantile (20th percentile) of the repeats, the time the operation takes
+    when the operating system does not get in the way (``course_lib.bench`` explains why);
+    ``median_s`` the median. ``algbw_Bps`` is bytes / ``seconds``; ``busbw_Bps`` multiplies it by 2 (N-1) / N, the bytes a
+    ring all-reduce moves per rank, so different world sizes compare on one scale.
+    """
+    sizes = validate.int_list("sizes_bytes", sizes_bytes)
+    repeats = validate.positive_int("repeats", repeats)
+    warmup = validate.nonnegative_int("warmup", warmup)
+    dt = names.torch_dtype(dtype)
+    info = rank_info()
+    device, world = info["device"], info["world_size"]
+    elem = names.bytes_per_element(dt)
+    tensors = [torch.zeros(max(1, s // elem), dtype=dt, device=device) for s in sizes]
+    times = torch.zeros(len(sizes), repeats, dtype=torch.float64)
+    for rnd in range(warmup + repeats):
+        # rotate the order each round as well, so no size always follows the largest one
+        order = [(i + rnd) % len(sizes) for i in range(len(sizes))]
+        for i in order:
+            dist.barrier()
+            _sync(device)
+            t = time.perf_counter()
+            dist.all_reduce(tensors[i])
+            _sync(device)
+            elapsed = time.perf_counter() - t
+            if rnd >= warmup:
+                times[i, rnd - warmup] = elapsed
+    if device.type == "cuda":
+        times_dev = times.to(device)
+        dist.all_reduce(times_dev, op=dist.ReduceOp.MAX)
+        times = times_dev.cpu()
+    else:
+        dist.all_reduce(times, op=dist.ReduceOp.MAX)
+    rows = []
+    for i, s in enumerate(sizes):
+        nbytes = tensors[i].numel() * elem
+        ts = times[i].tolist()
+        low = quantile(ts, LOW_QUANTILE)
+        algbw = nbytes / low if low > 0 else float("inf")
+        rows.append({"bytes": nbytes, "numel": tensors[i].numel(), "seconds": low, "median_s": statistics.median(ts),
+                     "times": ts,
+                     "algbw_Bps": algbw, "busbw_Bps": algbw * 2 * (world - 1) / world, "world_size": world})
+    return rows
+
+
+def ring_all_reduce(tensor: torch.Tensor) -> torch.Tensor:
+    """A hand-written ring all-reduce (sum) from point-to-point sends; returns a new tensor (the input
+    is not modified). Run it inside :func:`launch`. Notebook 03 (interconnect), section "write a ring
+    all-reduce", where it is compared with ``dist.all_reduce``.
+
+    The N ranks sit on a ring: rank r sends only to its right neighbour (r+1) % N and receives only
+    from its left neighbour (r-1) % N. The tensor is cut into N chunks. Two phases of N-1 steps:
+
+    1. reduce-scatter: in each step every rank passes one chunk to the right and adds the chunk it
+       receives from the left into its own copy. After N-1 steps rank r holds the complete sum of
+       chunk (r+1) % N.
+    2. all-gather: the finished chunks travel once more around the ring, each rank overwriting its
+       copy, until every rank has every finished chunk.
+
+    Each rank sends 2 (N-1)/N of the tensor in total, whatever N is: that is why the ring is
+    bandwidth-optimal, and why its latency grows with N (2 (N-1) steps one after another).
+    """
+    if not isinstance(tensor, torch.Tensor):
+        raise TypeError(f"tensor must be a torch.Tensor, got {type(tensor).__name__}")
+    world = dist.get_world_size()
+    rank = dist.get_rank()
+    # Work on a flat, contiguous copy; chunks are views into it, so filling a chunk fills the result.
+    result = tensor.detach().clone().contiguous()
+    if world == 1:
+        return result  # a ring of one: the sum over one rank is the tensor itself
+    flat = result.view(-1)
+    # tensor_split makes N chunks whose sizes differ by at most one element, so any size works;
+    # if the tensor has fewer elements than ranks, some chunks are empty (and are simply skipped).
+    chunks = list(torch.tensor_split(flat, world))
+    right = (rank + 1) % world
+    left = (rank - 1) % world
+    scratch = torch.empty(max(c.numel() for c in chunks), dtype=flat.dtype, device=flat.device)
+
+    # Phase 1: reduce-scatter. In step s rank r sends chunk (r - s) and receives chunk (r - s - 1),
+    # which is exactly the chunk its left neighbour (r - 1) sends in that step.
+    for step in range(world - 1):
+        send_idx = (rank - step) % world
+        recv_idx = (rank - step - 1) % world
+        n = chunks[recv_idx].numel()
+        req = None
+        if chunks[send_idx].numel() > 0:
+            # Post the send without blocking first: if every rank did a blocking send, all of them
+            # could wait for a receiver at once and deadlock (a cycle of waits around the ring).
+            req = dist.isend(chunks[send_idx], dst=right)
+        if n > 0:
+            incoming = scratch[:n]
+            dist.recv(incoming, src=left)  # partial sum of chunk recv_idx from the left
+            chunks[recv_idx] += incoming   # add our own contribution: one more rank is in the sum
+        if req is not None:
+            req.wait()  # the chunk we sent must not change before the send completes (it does not)
+
+    # Now rank r owns the full sum of chunk (r + 1) % N.
+    # Phase 2: all-gather. In step s rank r forwards chunk (r + 1 - s), a finished sum, and receives
+    # finished chunk (r - s) straight into place (no addition: it overwrites the partial sum).
+    for step in range(world - 1):
+        send_idx = (rank + 1 - step) % world
+        recv_idx = (rank - step) % world
+        req = None
+        if chunks[send_idx].numel() > 0:
+            req = dist.isend(chunks[send_idx], dst=right)
+        if chunks[recv_idx].numel() > 0:
+            dist.recv(chunks[recv_idx], src=left)
+        if req is not None:
+            req.wait()
+    return result
+
+
+def check_ring_against_library(sizes: list[int], seed: int = 0) -> list[dict]:
+    """Compare :func:`ring_all_reduce` with ``dist.all_reduce`` on seeded random tensors (different on
+    every rank) of each size; run it under :func:`launch`. Notebook 03 (interconnect) and its exercise.
+
+    Returns one row per size: ``{"size", "world_size", "max_abs_diff", "allclose"}``, where
+    ``allclose`` uses ``rtol=1e-5`` and ``atol=1e-5 x`` the largest magnitude of the sum. The two
+    results need not be bit-identical: they add the same numbers in a different order, and
+    floating-point addition is not associative.
+    """
+    sizes = validate.int_list("sizes", sizes)
+    seed = validate.nonnegative_int("seed", seed)
+    info = rank_info()
+    rank, world, device = info["rank"], info["world_size"], info["device"]
+    rows = []
+    for i, size in enumerate(sizes):
+        gen = torch.Generator().manual_seed(seed * 1_000_003 + rank * 7_919 + i)
+        x = torch.randn(size, generator=gen).to(device)
+        ours = ring_all_reduce(x)
+        theirs = x.clone()
+        dist.all_reduce(theirs)
+        diff = float((ours - theirs).abs().max())
+        scale = max(1.0, float(theirs.abs().max()))
+        rows.append({"size": size, "world_size": world, "max_abs_diff": diff,
+                     "allclose": bool(torch.allclose(ours, theirs, rtol=1e-5, atol=1e-5 * scale))})
+    return rows

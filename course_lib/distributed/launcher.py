@@ -1,0 +1,427 @@
+"""Launch a function on several local processes that talk through ``torch.distributed``.
+
+``launch(fn, world_size, *args, **kwargs)`` starts ``world_size`` child processes, joins them
+into one process group (gloo on CPU, NCCL when there is one GPU per rank), runs
+``fn(*args, **kwargs)`` on every rank and returns the per-rank return values in rank order::
+
+    from course_lib import distributed
+    distributed.launch(distributed.demo_rank_sum, 2)   # [(0, 2, 3.0), (1, 2, 3.0)]
+
+What it guarantees
+------------------
+* Ranks are ordinary processes (``course_lib.procs.Children``), each in a session of its own: a
+  rank may start DataLoader workers or subprocesses, and stopping the job kills every rank with
+  everything it started. Ranks fork from a server that has already imported torch, so a launch
+  costs ~0.05 s a rank after the first (which pays ``import torch`` once, 2-4 s).
+* ``fn`` must be importable: a module-level function in a ``.py`` file (a function defined in a
+  notebook cell, a lambda or a nested function cannot reach another process). This is checked up
+  front and reported as a ``TypeError``.
+* Rendezvous without a port race: the parent starts the ``TCPStore`` *server* itself on port 0 (the
+  operating system picks a free port and the server holds it from then on) and passes the port to
+  the ranks, which connect as clients. Every launch gets a new store, so no keys from an earlier
+  (failed) job are ever seen again.
+* Every rank sets ``torch.set_num_threads(threads_per_rank)``, by default
+  ``max(1, free physical cores // world_size)``: ranks that oversubscribe the cores, or whose
+  threads wait for a core another program holds, make every collective wait.
+* A rank that raises makes ``launch`` raise :class:`RankError` with the rank and its traceback; a
+  rank that dies without reporting (a crash at import, a segfault, ``os._exit``) shows the tail of
+  its own error output; a job that runs past ``timeout`` seconds (counted after start-up) raises
+  :class:`LaunchTimeout` naming the unfinished ranks. In all these cases, and on Ctrl-C, every
+  process is killed within a second or two, whether start-up is still going on or ``fn`` runs,
+  and calling ``launch`` again right away works.
+* Return values travel back pickled, so they must be picklable. Tensors are fine; CUDA tensors are
+  moved to the CPU in the rank before they are sent.
+
+Notebook 03 (interconnect) uses it to measure all-reduce; every later distributed module runs its
+worker functions under it.
+"""
+from __future__ import annotations
+
+import os
+import time
+import traceback
+from datetime import timedelta
+from typing import Any, Callable
+
+import torch
+import torch.distributed as dist
+
+from .. import validate
+from ..procs import Children, require_importable
+
+__all__ = ["launch", "rank_info", "RankError", "LaunchTimeout", "BACKENDS", "max_world_size",
+           "default_threads_per_rank", "last_launch_stats", "port_is_free", "HOST"]
+
+BACKENDS = ("gloo", "nccl")
+HOST = "127.0.0.1"
+MAX_WORLD_SIZE = 64  # absolute cap on local processes, whatever the core count
+_GRACE_S = 2.0  # how long ranks that finished may take to leave the process group and exit
+_ERROR_COLLECT_S = 0.5  # after the first error, how long to wait for the other ranks' reports
+
+_LAST: dict[str, Any] = {}
+_FREE_CORES: tuple[float, int] | None = None  # (when measured, value)
+
+
+class RankError(RuntimeError):
+    """A rank raised inside ``fn`` (or could not start). Notebook 03 (interconnect).
+
+    Attributes: ``rank`` (the rank whose error is reported first), ``error_type`` (e.g.
+    ``"ValueError"``), ``traceback_text`` (that rank's formatted traceback, or the tail of its
+    output if it died without one) and ``errors`` (``{rank: (error_type, traceback_text)}`` for
+    every rank that reported a failure; peers of a failed rank often fail afterwards with a
+    connection error).
+    """
+
+    def __init__(self, message: str, rank: int, error_type: str, traceback_text: str,
+                 errors: dict[int, tuple[str, str]]):
+        super().__init__(message)
+        self.rank = rank
+        self.error_type = error_type
+        self.traceback_text = traceback_text
+        self.errors = errors
+
+
+class LaunchTimeout(TimeoutError):
+    """The job did not finish in time; ``unfinished`` lists the ranks that had not returned.
+    ``phase`` is ``"startup"`` (process start and ``init_process_group``) or ``"run"`` (``fn``).
+    Notebook 03 (interconnect)."""
+
+    def __init__(self, message: str, unfinished: list[int], phase: str):
+        super().__init__(message)
+        self.unfinished = unfinished
+        self.phase = phase
+
+
+# ----------------------------------------------------------------------------------------------
+# sizes and threads
+
+def _logical_cores() -> int:
+    from ..hardware import usable_cpus
+
+    return usable_cpus()
+
+
+def _free_physical_cores() -> int:
+    """Free physical cores: from ``course_lib.cpu.profile()`` when a notebook made one, else
+    measured (a quarter of a second, remembered for 10 s)."""
+    global _FREE_CORES
+    from .. import cpu
+
+    if cpu._PROFILE is not None:
+        return cpu._PROFILE.plan.free_cores
+    now = time.monotonic()
+    if _FREE_CORES is None or now - _FREE_CORES[0] > 10:
+        from ..hardware import detect
+
+        _FREE_CORES = (now, cpu.measure_load(0.1).free_cores(detect().cpu.physical_cores))
+    return _FREE_CORES[1]
+
+
+def max_world_size() -> int:
+    """The largest ``world_size`` :func:`launch` accepts here: ``min(64, 4 x usable logical cores)``.
+    Notebook 03 (interconnect)."""
+    return max(1, min(MAX_WORLD_SIZE, 4 * _logical_cores()))
+
+
+def default_threads_per_rank(world_size: int) -> int:
+    """Threads each rank uses by default: ``max(1, free physical cores // world_size)``, so the ranks
+    together neither oversubscribe the CPU nor wait for cores other programs hold. Notebook 03."""
+    _check_world_size(world_size)
+    return max(1, _free_physical_cores() // world_size)
+
+
+def _check_world_size(world_size: int) -> int:
+    world_size = validate.integer("world_size", world_size, minimum=1)
+    limit = max_world_size()
+    if world_size > limit:
+        raise ValueError(
+            f"world_size={world_size} is more processes than this machine can usefully run: launch accepts "
+            f"at most {limit} (min({MAX_WORLD_SIZE}, 4 x {_logical_cores()} logical cores)). Use a smaller "
+            "world_size (2-4 show every effect on a laptop), or run the script with torchrun on several "
+            "machines.")
+    return world_size
+
+
+def _resolve_backend(backend: str | None, world_size: int) -> str:
+    gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    if backend is None:
+        return "nccl" if gpus >= world_size and dist.is_nccl_available() else "gloo"
+    if not isinstance(backend, str) or backend.strip().lower() not in BACKENDS:
+        raise ValueError(f"backend must be one of {BACKENDS} or None (automatic), got {backend!r}")
+    backend = backend.strip().lower()
+    if backend == "nccl" and (gpus < world_size or not dist.is_nccl_available()):
+        raise ValueError(f"backend='nccl' needs one CUDA GPU per rank and a PyTorch build with NCCL: "
+                         f"world_size={world_size}, GPUs visible={gpus}, NCCL available="
+                         f"{dist.is_nccl_available()}. Use backend='gloo' (CPU) or backend=None.")
+    return backend
+
+
+def _loopback_interface() -> str | None:
+    """Name of the interface that carries 127.0.0.1 ("lo" on Linux, "lo0" on macOS)."""
+    try:
+        import socket
+
+        import psutil
+        for name, addrs in psutil.net_if_addrs().items():
+            if any(a.family == socket.AF_INET and a.address == HOST for a in addrs):
+                return name
+    except Exception:  # noqa: BLE001 - gloo then picks an interface itself
+        pass
+    return None
+
+
+# ----------------------------------------------------------------------------------------------
+# one rank
+
+def _to_cpu(value: Any) -> Any:
+    if isinstance(value, torch.Tensor):
+        return value.detach().cpu()
+    if isinstance(value, list):
+        return [_to_cpu(v) for v in value]
+    if isinstance(value, tuple) and not hasattr(value, "_fields"):
+        return tuple(_to_cpu(v) for v in value)
+    if isinstance(value, dict):
+        return {k: _to_cpu(v) for k, v in value.items()}
+    return value
+
+
+def _rank(channel, fn: Callable[..., Any], args: tuple, kwargs: dict, rank: int, world_size: int, backend: str,
+          port: int, timeout_s: float, startup_s: float, threads: int, ifname: str | None) -> None:  # pragma: no cover
+    """What each rank process runs (inside ``procs.Children``)."""
+    try:
+        os.environ.update({"MASTER_ADDR": HOST, "MASTER_PORT": str(port), "RANK": str(rank),
+                           "LOCAL_RANK": str(rank), "WORLD_SIZE": str(world_size),
+                           "LOCAL_WORLD_SIZE": str(world_size)})
+        if ifname and backend == "gloo":
+            os.environ.setdefault("GLOO_SOCKET_IFNAME", ifname)  # gloo listens on 127.0.0.1 only
+        torch.set_num_threads(threads)
+        if backend == "nccl":
+            torch.cuda.set_device(rank)
+        store = dist.TCPStore(HOST, port, world_size, is_master=False, timeout=timedelta(seconds=startup_s))
+        kw = {"device_id": torch.device("cuda", rank)} if backend == "nccl" else {}
+        dist.init_process_group(backend, store=store, rank=rank, world_size=world_size,
+                                timeout=timedelta(seconds=timeout_s), **kw)
+        channel.send(("started", None))
+        value = fn(*args, **kwargs)
+        try:
+            channel.send(("ok", _to_cpu(value)))
+        except Exception as exc:  # noqa: BLE001 - an unpicklable return value
+            channel.send(("failed", ("TypeError", f"TypeError: the return value of fn on rank {rank} could not be "
+                                     f"sent back ({type(exc).__name__}: {exc}); return plain Python values, "
+                                     "numbers, lists, dicts or CPU tensors")))
+    except BaseException as exc:  # noqa: BLE001 - report everything, never hang
+        text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+        channel.send(("failed", (type(exc).__name__, text)))
+    finally:
+        try:
+            if dist.is_initialized():
+                dist.destroy_process_group()
+        except Exception:  # noqa: BLE001
+            pass
+
+
+# ----------------------------------------------------------------------------------------------
+# the parent
+
+_COMM_ERROR_TYPES = ("DistBackendError", "DistNetworkError", "DistError", "DistStoreError")
+
+
+def _is_peer_failure(error_type: str, text: str) -> bool:
+    """A rank failing because a peer died (connection closed / reset) rather than on its own."""
+    low = text.lower()
+    return error_type in _COMM_ERROR_TYPES or "connection closed by peer" in low or "connection reset" in low \
+        or ("gloo" in low and "timed out" not in low and error_type == "RuntimeError")
+
+
+def last_launch_stats() -> dict[str, Any]:
+    """Facts about the most recent :func:`launch` in this process: ``world_size``, ``backend``,
+    ``threads_per_rank``, ``port`` (the store's port), ``startup_s`` (process start and
+    ``init_process_group``), ``run_s`` (``fn`` on the slowest rank), ``teardown_s`` (ranks leaving
+    the process group and exiting), ``total_s``, ``outcome`` (``"ok"``, ``"error"``, ``"timeout"``,
+    ``"interrupted"``) and ``output`` (``{rank: the end of what it printed}``, ranks that printed).
+    Notebook 03 (interconnect) uses it to show that start-up, not communication, dominates a short job."""
+    return dict(_LAST)
+
+
+def launch(fn: Callable[..., Any], world_size: int, *args: Any, backend: str | None = None,
+           timeout: float = 60.0, threads_per_rank: int | None = None, startup_timeout: float | None = None,
+           **kwargs: Any) -> list:
+    """Run ``fn(*args, **kwargs)`` on ``world_size`` local processes; return each rank's value in rank
+    order. Notebook 03 (interconnect); used by every later distributed module.
+
+    Inside ``fn`` the default process group is initialised: call ``dist.all_reduce`` etc. directly and
+    :func:`rank_info` for rank, world size, backend and device.
+
+    Arguments:
+        fn: an importable function (module level, in a ``.py`` file). Its arguments and its return
+            value must be picklable; return CPU tensors or plain values (CUDA tensors are moved to
+            the CPU before they are sent back).
+        world_size: number of processes, an int from 1 to :func:`max_world_size`.
+        backend: ``"gloo"`` (CPU), ``"nccl"`` (one CUDA GPU per rank; each rank calls
+            ``torch.cuda.set_device(rank)``) or None: NCCL when there are at least ``world_size``
+            GPUs, else gloo.
+        timeout: seconds ``fn`` may run (wall clock, counted once every rank has joined the process
+            group); also the process group's collective timeout.
+        threads_per_rank: ``torch.set_num_threads`` in each rank; default
+            ``max(1, free physical cores // world_size)``.
+        startup_timeout: seconds allowed for starting the ranks and ``init_process_group``; default
+            ``30 + 10 * world_size`` (the first launch in a process imports torch once, 2-4 s).
+
+    ``backend``, ``timeout``, ``threads_per_rank`` and ``startup_timeout`` belong to ``launch``; every
+    other keyword argument goes to ``fn``.
+
+    Raises:
+        TypeError: ``fn`` is not importable (lambda, nested, defined in a notebook) or its
+            arguments cannot be pickled; ``world_size`` is not an int.
+        ValueError: ``world_size`` < 1 or above :func:`max_world_size`; unknown ``backend``; NCCL
+            without enough GPUs; non-positive timeouts or ``threads_per_rank``.
+        RankError: a rank raised, or died (message: rank number, exception type, its traceback or
+            the end of its output).
+        LaunchTimeout: the job did not start or finish in time (message: the unfinished ranks).
+    """
+    require_importable(fn, "fn", examples="e.g. course_lib.distributed has examples (demo_rank_sum, "
+                                          "allreduce_benchmark)")
+    world_size = _check_world_size(world_size)
+    backend = _resolve_backend(backend, world_size)
+    timeout = validate.seconds("timeout", timeout)
+    startup = validate.seconds("startup_timeout", 30.0 + 10.0 * world_size if startup_timeout is None
+                               else startup_timeout)
+    threads = (default_threads_per_rank(world_size) if threads_per_rank is None
+               else validate.positive_int("threads_per_rank", threads_per_rank))
+    _LAST.clear()
+    _LAST.update(world_size=world_size, backend=backend, threads_per_rank=threads, port=None, startup_s=None,
+                 run_s=None, teardown_s=None, total_s=None, outcome="interrupted", output={})
+    t0 = time.perf_counter()
+    # The parent owns the rendezvous store: port 0 lets the OS pick a free port, and the server keeps
+    # it bound for the whole job, so no other process can take it between "pick" and "use".
+    store = dist.TCPStore(HOST, 0, world_size, is_master=True, wait_for_workers=False,
+                          timeout=timedelta(seconds=max(startup, 10.0)))
+    port = store.port
+    _LAST["port"] = port
+    ifname = _loopback_interface()
+    started: set[int] = set()
+    results: dict[int, Any] = {}
+    errors: dict[int, tuple[str, str]] = {}
+    t_all_started = t_done = first_error_at = None
+    timed_out_phase: str | None = None
+    ranks = Children("course-rank")
+    try:
+        for rank in range(world_size):
+            ranks.start(_rank, fn, args, kwargs, rank, world_size, backend, port, timeout, startup, threads, ifname)
+        exited: set[int] = set()
+        while len(results) < world_size:
+            if first_error_at is not None:
+                deadline = first_error_at + _ERROR_COLLECT_S
+            elif t_all_started is None:
+                deadline = t0 + startup
+            else:
+                deadline = t_all_started + timeout
+            remaining = deadline - time.perf_counter()
+            if remaining <= 0:
+                if first_error_at is None:
+                    timed_out_phase = "startup" if t_all_started is None else "run"
+                break
+            if len(exited) == world_size:
+                break
+            for event in ranks.events(remaining):
+                rank = event.index
+                if event.kind == "message":
+                    tag, value = event.value
+                    if tag == "started":
+                        started.add(rank)
+                        if len(started) == world_size:
+                            t_all_started = time.perf_counter()
+                    elif tag == "ok":
+                        results[rank] = value
+                    else:
+                        errors[rank] = value
+                elif event.kind == "error":  # fn's module could not even be imported in the rank
+                    errors.setdefault(rank, event.value)
+                else:  # exit
+                    exited.add(rank)
+                    if rank not in results and rank not in errors:
+                        tail = ranks.log_tail(rank)
+                        errors[rank] = ("ChildExited", (
+                            f"rank {rank} exited with code {event.value} before reporting a result (killed by a "
+                            "signal if negative, e.g. out of memory). "
+                            + (f"Its last output:\n{tail}" if tail else "It printed nothing.")))
+                if errors and first_error_at is None:
+                    first_error_at = time.perf_counter()
+        if len(results) == world_size:
+            t_done = time.perf_counter()
+            ranks.join(_GRACE_S)  # let them leave the process group cleanly
+    finally:
+        output = {r: ranks.log_tail(r, 2000) for r in range(len(ranks))}
+        ranks.stop()
+        del store  # closes the server socket: the port is free for the next launch
+        end = time.perf_counter()
+        _LAST.update(total_s=end - t0, output={r: text for r, text in output.items() if text})
+        if t_all_started is not None:
+            _LAST["startup_s"] = t_all_started - t0
+            _LAST["run_s"] = (t_done if t_done is not None else end) - t_all_started
+        if t_done is not None:
+            _LAST["teardown_s"] = end - t_done
+
+    if errors:
+        _LAST["outcome"] = "error"
+        order = sorted(errors, key=lambda r: (_is_peer_failure(*errors[r]), r))
+        rank = order[0]
+        etype, text = errors[rank]
+        msg = f"rank {rank} of {world_size} raised {etype}:\n{text.rstrip()}"
+        if order[1:]:
+            msg += (f"\n(ranks {order[1:]} failed too, most likely because rank {rank} stopped; their errors "
+                    "are in RankError.errors)")
+        raise RankError(msg, rank, etype, text, dict(errors))
+    if timed_out_phase is not None or len(results) < world_size:
+        _LAST["outcome"] = "timeout"
+        unfinished = [r for r in range(world_size) if r not in results]
+        if timed_out_phase == "startup":
+            not_started = [r for r in range(world_size) if r not in started]
+            raise LaunchTimeout(
+                f"the job did not start within startup_timeout={startup:g} s: ranks {not_started} had not joined "
+                f"the process group (the first launch imports torch once, 2-4 s on 2 cores); all ranks were "
+                "stopped. Raise startup_timeout on a slow machine.", unfinished, "startup")
+        raise LaunchTimeout(
+            f"ranks {unfinished} of {world_size} had not finished after timeout={timeout:g} s (counted after "
+            f"start-up); all ranks were stopped. A rank waiting in a collective that another rank never "
+            "calls hangs like this; otherwise raise timeout.", unfinished, "run")
+    _LAST["outcome"] = "ok"
+    return [results[r] for r in range(world_size)]
+
+
+def port_is_free(port: int, reuse: bool = True) -> bool:
+    """Whether ``port`` on 127.0.0.1 can be bound again (notebook 03: no launch leaves a busy port).
+
+    ``reuse=True`` sets SO_REUSEADDR, as servers such as TCPStore do; a plain bind also fails
+    while old connections sit in TIME_WAIT.
+    """
+    import socket
+
+    port = validate.integer("port", port, minimum=1, maximum=65535)
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        if reuse:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((HOST, port))
+        except OSError:
+            return False
+    return True
+
+
+def rank_info() -> dict[str, Any]:
+    """Inside a launched ``fn``: ``{"rank", "world_size", "backend", "device", "master_port",
+    "num_threads"}``. ``device`` is ``cuda:<rank>`` under NCCL, else ``cpu``: create tensors there.
+    Notebook 03 (interconnect); used by every later distributed module.
+
+    Raises ``RuntimeError`` outside a process group (call it inside a function run by :func:`launch`
+    or by ``torchrun``).
+    """
+    if not (dist.is_available() and dist.is_initialized()):
+        raise RuntimeError("rank_info() works inside a function run by course_lib.distributed.launch (or "
+                           "under torchrun): no process group is initialised in this process")
+    backend = str(dist.get_backend())
+    device = torch.device("cuda", torch.cuda.current_device()) if backend == "nccl" else torch.device("cpu")
+    port = os.environ.get("MASTER_PORT")
+    return {"rank": dist.get_rank(), "world_size": dist.get_world_size(), "backend": backend,
+            "device": device, "master_port": int(port) if port else None, "num_threads": torch.get_num_threads()}
+

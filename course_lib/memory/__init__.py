@@ -1,0 +1,41 @@
+"""Where the memory of a training step goes: estimates next to measurements (notebook 02).
+
+One import for the whole memory toolkit; each part lives in its own file:
+
+================  ============================================================================
+``estimator``     ``estimate_training_memory``: one forward pass, a simulated backward pass and
+                  the optimizer, phase by phase, without training (``MemoryEstimate``)
+``meters``        ``measure_peak_memory``, ``measure_training_memory`` (live tensor bytes and the
+                  resident peak), ``memtracker_peak`` (PyTorch's own meter), ``storage_bytes``
+``checkpointing`` ``apply_activation_checkpointing``, ``CheckpointedBlock``
+``formulas``      ``model_states_bytes`` (ZeRO), ``transformer_activation_bytes`` (Korthikanti et
+                  al.), ``largest_model_that_fits``, ``largest_model_per_accelerator``,
+                  ``large_model_memory``
+``torch_internals`` the private PyTorch APIs the estimator needs, behind one adapter
+================  ============================================================================
+
+Out-of-memory runs in a capped subprocess (``course_lib.memlimit``) and data sets larger than
+memory (``course_lib.streaming``) are part of the same lesson, so their main entry points can be
+reached from here too: ``memory.run_with_memory_limit``, ``memory.find_max_batch_size``,
+``memory.StreamingDataset``.
+"""
+from __future__ import annotations
+
+from ..memlimit import LimitedRun, find_max_batch_size, run_with_memory_limit
+from ..names import OPTIMIZERS, PRECISIONS
+from ..streaming import MemmapDataset, StreamingDataset
+from . import torch_internals
+from .checkpointing import CheckpointedBlock, apply_activation_checkpointing
+from .estimator import MemoryEstimate, estimate_training_memory
+from .formulas import (large_model_memory, largest_model_per_accelerator, largest_model_that_fits,
+                       model_states_bytes, transformer_activation_bytes)
+from .meters import (LiveTensorTracker, PeakMemory, measure_peak_memory, measure_training_memory, memtracker_peak,
+                     storage_bytes)
+
+__all__ = [
+    "OPTIMIZERS", "PRECISIONS", "MemoryEstimate", "estimate_training_memory", "PeakMemory", "LiveTensorTracker",
+    "measure_peak_memory", "measure_training_memory", "memtracker_peak", "storage_bytes", "CheckpointedBlock",
+    "apply_activation_checkpointing", "model_states_bytes", "transformer_activation_bytes", "largest_model_that_fits",
+    "largest_model_per_accelerator", "large_model_memory", "torch_internals", "LimitedRun", "run_with_memory_limit",
+    "find_max_batch_size", "StreamingDataset", "MemmapDataset",
+]

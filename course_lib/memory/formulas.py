@@ -1,0 +1,117 @@
+"""Back-of-the-envelope memory formulas for models too big to run here (notebook 02).
+
+``model_states_bytes`` (the ZeRO paper's bytes per parameter), ``transformer_activation_bytes``
+(Korthikanti et al. 2022), ``largest_model_that_fits``, ``largest_model_per_accelerator`` and
+``large_model_memory`` (the memory calculator's numbers).
+"""
+from __future__ import annotations
+
+from .. import names, validate
+from ..catalog import accelerators
+
+
+# ----------------------------------------------------------------------------- formulas
+
+def _bytes_per_param(precision: str, optimizer: str) -> tuple[int, int, int]:
+    """(weights, gradients, optimizer) bytes per parameter; see ``model_states_bytes``."""
+    buffers = names.OPTIMIZER_STATE_BUFFERS[optimizer]
+    if precision == "fp32":
+        return 4, 4, 4 * buffers
+    return 2, 2, 4 + 4 * buffers  # 16-bit weights and grads; fp32 master weights + fp32 states
+
+
+def model_states_bytes(n_params: int, precision: str = "fp32", optimizer: str = "adam", zero_stage: int = 0,
+                       data_parallel: int = 1) -> int:
+    """Bytes of the model states (weights, gradients, optimizer state) per data-parallel rank.
+
+    Notebook 02 (memory: model states and ZeRO). The recipe of the ZeRO paper (Rajbhandari et al.
+    2020, "ZeRO: Memory Optimizations Toward Training Trillion Parameter Models"):
+
+    * fp32: 4 B weights + 4 B gradients + optimizer (sgd 0, momentum 4, adam/adamw 8) per parameter
+      -> Adam 16 B/param.
+    * bf16-mixed / fp16-mixed: 2 B 16-bit weights + 2 B 16-bit gradients + optimizer in fp32:
+      4 B master weights + (sgd 0, momentum 4, adam/adamw 8) -> Adam 2 + 2 + 12 = 16 B/param.
+      (``torch.autocast`` keeps fp32 weights and gradients instead: 4 + 4 + 8, also 16 B/param
+      for Adam; ``estimate_training_memory`` follows autocast.)
+    * ZeRO stage 1 splits the optimizer part (with the master weights) over ``data_parallel``
+      ranks, stage 2 also the gradients, stage 3 also the weights. Each part is rounded up.
+    """
+    validate.nonnegative_int("n_params", n_params)
+    precision = names.precision(precision)
+    optimizer = names.optimizer(optimizer)
+    validate.integer("zero_stage", zero_stage, minimum=0, maximum=3)
+    validate.positive_int("data_parallel", data_parallel)
+    w, g, o = (n_params * b for b in _bytes_per_param(precision, optimizer))
+
+    def split(x: int, stage: int) -> int:
+        return -(-x // data_parallel) if zero_stage >= stage else x
+
+    return split(w, 3) + split(g, 2) + split(o, 1)
+
+
+def transformer_activation_bytes(seq_len: int, batch: int, d_model: int, n_layers: int, n_heads: int,
+                                 bytes_per_value: int = 2) -> int:
+    """Activation bytes a transformer saves for backward, by the formula of Korthikanti et al.
+
+    Notebook 02 (memory: activations). Korthikanti et al. 2022, "Reducing Activation Recomputation
+    in Large Transformer Models" (arXiv:2205.05198), section 4.1: one layer with 16-bit
+    activations saves ``s*b*h*(34 + 5*a*s/h)`` bytes (s sequence length, b batch, h hidden size,
+    a attention heads; 34 s*b*h for the linear layers, layer norms, GeLU and 1-byte dropout masks,
+    5*a*s^2*b for the attention scores, softmax and its dropout). The result is for ``n_layers``
+    layers, scaled by ``bytes_per_value / 2`` for other activation widths (this slightly
+    overcounts the 1-byte dropout masks at 4 bytes). Memory-efficient attention kernels (flash
+    attention) do not save the s x s scores, which removes most of the 5*a*s/h term.
+    """
+    for name, v in (("seq_len", seq_len), ("batch", batch), ("d_model", d_model), ("n_layers", n_layers),
+                    ("n_heads", n_heads), ("bytes_per_value", bytes_per_value)):
+        validate.positive_int(name, v)
+    s, b, h, a = seq_len, batch, d_model, n_heads
+    per_layer_16bit = s * b * h * 34 + 5 * a * s * s * b
+    return per_layer_16bit * n_layers * bytes_per_value // 2
+
+
+def largest_model_that_fits(memory_bytes: float, precision: str = "bf16-mixed", optimizer: str = "adam",
+                            overhead_fraction: float = 0.2) -> int:
+    """The most parameters whose model states fit in ``memory_bytes`` (no ZeRO, one device).
+
+    Notebook 02 (memory: the largest model that fits). ``overhead_fraction`` of the memory is kept
+    for activations, the framework and fragmentation; the rest is divided by the bytes per
+    parameter of ``model_states_bytes``.
+    """
+    memory_bytes = validate.nonnegative("memory_bytes", memory_bytes)
+    overhead_fraction = validate.fraction("overhead_fraction", overhead_fraction, allow_zero=True)
+    per_param = sum(_bytes_per_param(names.precision(precision), names.optimizer(optimizer)))
+    return int(memory_bytes * (1 - overhead_fraction) // per_param)
+
+
+def largest_model_per_accelerator(precision: str = "bf16-mixed", optimizer: str = "adam",
+                                  overhead_fraction: float = 0.2,
+                                  kind: str | None = None) -> list[tuple[str, str, float, int]]:
+    """(key, name, memory_gb, max_params) for every accelerator in ``course_lib.catalog``.
+
+    Notebook 02 (memory: the largest model that fits). ``memory_gb`` is read as 1e9 bytes (the
+    catalog keeps the vendor's unit; see its notes). ``kind``: None, "gpu" or "tpu".
+    """
+    return [(a.key, a.name, a.memory_gb,
+             largest_model_that_fits(a.memory_gb * 1e9, precision, optimizer, overhead_fraction))
+            for a in accelerators(kind)]
+
+
+
+def large_model_memory(n_params: float, precision: str = "bf16-mixed", optimizer: str = "adam",
+                       zero_stage: int = 0, data_parallel: int = 1, seq_len: int = 2048, batch: int = 1,
+                       d_model: int = 4096, n_layers: int = 32, n_heads: int = 32) -> dict[str, int]:
+    """Per-device bytes for training a large transformer: model states (ZeRO) + activations.
+
+    Notebook 02 (memory calculator). Activations follow ``transformer_activation_bytes`` with
+    16-bit values for the mixed precisions and 32-bit for fp32; they are per device (each
+    data-parallel rank holds the activations of its own micro-batch).
+    """
+    n_params = validate.nonnegative("n_params", n_params)
+    states = model_states_bytes(int(n_params), precision, optimizer, zero_stage, data_parallel)
+    width = 4 if names.precision(precision) == "fp32" else 2
+    acts = transformer_activation_bytes(seq_len, batch, d_model, n_layers, n_heads, width)
+    return {"model_states": states, "activations": acts, "total": states + acts}
+
+
+# The capped-subprocess tools and the streaming dataset live in their own modules; they are

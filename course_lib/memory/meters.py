@@ -1,0 +1,279 @@
+"""Measuring a training step's memory: live tensor bytes and the process's resident peak (notebook 02).
+
+* ``measure_peak_memory(fn)``: peak live tensor bytes of one call (a ``LiveTensorTracker`` on the
+  CPU, ``torch.cuda.max_memory_allocated`` on a GPU) and the process resident peak.
+* ``measure_training_memory(model, x, ...)``: the same over a few real training steps
+  (``course_lib.train.train_step``).
+* ``memtracker_peak(model, x, ...)``: PyTorch's own ``MemTracker``, a second, independent meter.
+"""
+from __future__ import annotations
+
+import contextlib
+import threading
+import weakref
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from .. import names, validate
+from ..hardware import proc_status_bytes, reset_peak_rss
+from ..models import make_optimizer
+from ..train import train_step
+from . import torch_internals as ti
+
+_MiB = 2**20
+
+
+def _check_model(model: nn.Module) -> list[nn.Parameter]:
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
+    params = [p for p in model.parameters() if p.requires_grad]
+    if not params:
+        raise ValueError("model has no trainable parameters; accepted: a module with at least one "
+                         "parameter that requires grad")
+    return params
+
+
+def _as_inputs(name: str, example_input) -> tuple[torch.Tensor, ...]:
+    inputs = (example_input,) if isinstance(example_input, torch.Tensor) else example_input
+    if not isinstance(inputs, (tuple, list)) or not inputs or not all(isinstance(t, torch.Tensor) for t in inputs):
+        raise TypeError(f"{name} must be a tensor or a non-empty tuple of tensors, got {type(example_input).__name__}")
+    return tuple(inputs)
+
+
+_storage = ti.storage
+_key = ti.storage_key
+
+
+def _tensors_of(objs: Iterable) -> list[torch.Tensor]:
+    out: list[torch.Tensor] = []
+    for o in objs:
+        if isinstance(o, nn.Module):
+            out += list(o.parameters()) + list(o.buffers())
+        elif isinstance(o, torch.Tensor):
+            out.append(o)
+        elif isinstance(o, (tuple, list)):
+            out += _tensors_of(o)
+        elif o is not None:
+            raise TypeError(f"include must hold modules or tensors, got {type(o).__name__}")
+    return out
+
+
+def storage_bytes(tensors: Iterable) -> int:
+    """Bytes of the distinct storages behind ``tensors`` (modules count their parameters and buffers).
+
+    Views of one storage count once. Used by notebook 02 (memory) for "what is already live".
+    """
+    seen: dict[int, int] = {}
+    if isinstance(tensors, (nn.Module, torch.Tensor)):
+        tensors = [tensors]
+    for t in _tensors_of(tensors):
+        st = _storage(t)
+        if st is not None:
+            seen[ti.storage_id(st)] = st.nbytes()
+    return sum(seen.values())
+
+
+class LiveTensorTracker(ti.TorchDispatchMode):
+    """Counts the bytes of live tensor storages created while it is active (any device).
+
+    Every ATen op's outputs are looked at; a storage not seen before (and not one of the op's
+    inputs: in-place ops and views) is added, and a ``weakref.finalize`` on the storage subtracts
+    it when it is freed. ``peak`` is the high-water mark of ``live``. Storages created before the
+    tracker started are not counted (the caller adds them, see ``measure_peak_memory``), nor are
+    scratch buffers a kernel allocates and frees inside one op. Used by notebook 02 (memory).
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.live = 0
+        self.peak = 0
+        self._sizes: dict[int, int] = {}
+        self._lock = threading.Lock()
+
+    def _free(self, key: int) -> None:
+        with self._lock:
+            self.live -= self._sizes.pop(key, 0)
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        out = func(*args, **kwargs)
+        in_keys = {_key(t) for t in ti.flatten((args, kwargs)) if isinstance(t, torch.Tensor)}
+        for t in ti.flatten(out):
+            if not isinstance(t, torch.Tensor):
+                continue
+            st = _storage(t)
+            if st is None:
+                continue
+            key, n = ti.storage_id(st), st.nbytes()
+            with self._lock:
+                if key in self._sizes:  # already tracked: follow resizes
+                    self.live += n - self._sizes[key]
+                    self._sizes[key] = n
+                elif key not in in_keys and n:
+                    self._sizes[key] = n
+                    self.live += n
+                    weakref.finalize(st, self._free, key)
+                self.peak = max(self.peak, self.live)
+        return out
+
+
+# ----------------------------------------------------------------------------- measurement
+
+@dataclass(frozen=True)
+class PeakMemory:
+    """Peak memory of one call, from ``measure_peak_memory`` (notebook 02, memory).
+
+    ``live_bytes``: peak of live tensor bytes = bytes of the tensors passed as ``include`` (live
+    before the call) + the peak increment of tensor bytes allocated by the call.
+    ``baseline_bytes``: the ``include`` part. ``resident_bytes``: the process's resident-set peak
+    during the call (``None`` where it cannot be read); it counts everything in the process
+    (the Python interpreter, torch's libraries, the allocator's cache), so it is larger.
+    """
+
+    live_bytes: int
+    baseline_bytes: int
+    resident_bytes: int | None
+    device: str
+    resident_method: str = ""
+
+    @property
+    def increment_bytes(self) -> int:
+        """Peak tensor bytes allocated by the call above what was live before it."""
+        return self.live_bytes - self.baseline_bytes
+
+    def __str__(self) -> str:
+        rss = "n/a" if self.resident_bytes is None else f"{self.resident_bytes / _MiB:.1f} MiB"
+        return (f"peak live tensors {self.live_bytes / _MiB:.1f} MiB on {self.device} "
+                f"(of which {self.baseline_bytes / _MiB:.1f} MiB live before); process resident peak {rss}")
+
+
+@contextlib.contextmanager
+def _resident_peak():
+    """Yields a dict that gets 'bytes' and 'method' on exit.
+
+    Linux: write 5 to /proc/self/clear_refs (resets the high-water mark), read VmHWM after.
+    Elsewhere: sample psutil's rss every millisecond in a thread (misses shorter spikes), or None.
+    """
+    result: dict = {"bytes": None, "method": "unavailable"}
+    if reset_peak_rss() and proc_status_bytes("VmHWM") is not None:
+        yield result
+        result.update(bytes=proc_status_bytes("VmHWM"), method="VmHWM")
+        return
+    try:
+        import psutil
+    except ImportError:
+        yield result
+        return
+    proc, stop, peak = psutil.Process(), threading.Event(), [0]
+
+    def sample() -> None:
+        while not stop.is_set():
+            peak[0] = max(peak[0], proc.memory_info().rss)
+            stop.wait(0.001)
+
+    thread = threading.Thread(target=sample, daemon=True)
+    thread.start()
+    try:
+        yield result
+    finally:
+        stop.set()
+        thread.join()
+        peak[0] = max(peak[0], proc.memory_info().rss)
+        result.update(bytes=peak[0], method="psutil rss sampled every 1 ms")
+
+
+def measure_peak_memory(fn: Callable[[], object], include: Iterable = (),
+                        device: torch.device | str | None = None) -> PeakMemory:
+    """Run ``fn()`` once and report its peak memory (notebook 02, memory: measuring).
+
+    ``live_bytes`` is the peak of live tensor bytes: the storages of ``include`` (modules and
+    tensors that exist before the call and belong to the job, e.g. the model and the batch;
+    counted once each) plus the peak increment allocated while ``fn`` runs. This is the number an
+    estimate's ``total`` is compared with.
+
+    * CUDA: ``torch.cuda.max_memory_allocated`` after ``reset_peak_memory_stats``, minus what was
+      allocated at the start (sees kernel workspaces too; block sizes rounded up to 512 B).
+    * CPU and other devices: a ``LiveTensorTracker`` (a TorchDispatchMode that follows every
+      storage an op creates until it is freed). ``tracemalloc`` cannot see torch's allocations.
+
+    ``resident_bytes`` is the process resident peak (Linux VmHWM after resetting it through
+    /proc/self/clear_refs; elsewhere psutil's rss sampled every 1 ms, or None without psutil).
+    """
+    if not callable(fn):
+        raise TypeError(f"fn must be callable with no arguments, got {type(fn).__name__}")
+    tensors = _tensors_of(include if not isinstance(include, (nn.Module, torch.Tensor)) else [include])
+    baseline = storage_bytes(tensors)
+    if device is None:
+        device = tensors[0].device if tensors else torch.device("cpu")
+    device = torch.device(device)
+    with _resident_peak() as rss:
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+            start = torch.cuda.memory_allocated(device)
+            torch.cuda.reset_peak_memory_stats(device)
+            fn()
+            torch.cuda.synchronize(device)
+            increment = torch.cuda.max_memory_allocated(device) - start
+        else:
+            with LiveTensorTracker() as tracker:
+                fn()
+            increment = tracker.peak
+    return PeakMemory(baseline + max(increment, 0), baseline, rss["bytes"], str(device), rss["method"])
+
+
+def measure_training_memory(model: nn.Module, example_input, target: torch.Tensor | None = None,
+                            optimizer: str = "adam", precision: str = "fp32", steps: int = 3,
+                            loss_fn: Callable | None = None, foreach: bool | None = None) -> PeakMemory:
+    """Peak memory of ``steps`` real training steps on one batch (notebook 02, memory).
+
+    Each step is ``course_lib.train.train_step``: forward (under ``torch.autocast`` for the mixed
+    precisions) and loss, backward, optimizer step, gradients released. Several steps so the
+    optimizer state (created in step 1) is live during later forward and backward passes. The
+    model, input and target count as live before the call (``include``). The model's parameters
+    are updated. Default loss: ``train.default_loss``. fp16-mixed uses a GradScaler on CUDA only
+    (fp16 is very slow on CPUs).
+    """
+    params = _check_model(model)
+    precision = names.precision(precision)
+    inputs = _as_inputs("example_input", example_input)
+    steps = validate.positive_int("steps", steps)
+    device = params[0].device
+    opt = make_optimizer(optimizer, params, foreach=foreach)
+    scaler = torch.amp.GradScaler(device.type) if precision == "fp16-mixed" and device.type == "cuda" else None
+    model.train()
+
+    def run() -> None:
+        for _ in range(steps):
+            train_step(model, (*inputs, target), opt, loss_fn, device, precision=precision, scaler=scaler)
+
+    return measure_peak_memory(run, include=[model, *inputs, target], device=device)
+
+
+def memtracker_peak(model: nn.Module, example_input: torch.Tensor, target: torch.Tensor | None = None,
+                    optimizer: str = "adam", precision: str = "fp32", steps: int = 3) -> int | None:
+    """A second, independent meter: PyTorch's own ``MemTracker`` over the same training steps.
+
+    Notebook 02 (memory: estimate vs measurement). Returns the peak tracked bytes (parameters,
+    gradients, optimizer state, activations, temporaries), or ``None`` where this PyTorch has no
+    ``torch.distributed._tools.mem_tracker`` (it is a private, CPU-capable tool).
+    """
+    tracker_class = ti.mem_tracker_class()
+    if tracker_class is None:
+        return None
+    params = _check_model(model)
+    steps = validate.positive_int("steps", steps)
+    precision = names.precision(precision)
+    inputs = _as_inputs("example_input", example_input)
+    opt = make_optimizer(optimizer, params)
+    device = params[0].device
+    tracker = tracker_class()
+    tracker.track_external(model, opt)
+    with tracker:
+        for _ in range(steps):
+            train_step(model, (*inputs, target), opt, None, device, precision=precision)
+            tracker.reset_mod_stats()  # MemTracker follows one iteration at a time
+    peak = tracker.get_tracker_snapshot("peak")
+    return int(sum(v.get("Total", 0) for v in peak.values()))

@@ -1,0 +1,24 @@
+"""Run a job that never ends, then report how a Ctrl-C (SIGINT) ended it (tests and tools/launch_stress.py).
+
+    python interrupt_me.py launch     # 2 ranks; rank 1 starts DataLoader workers, then sleeps
+    python interrupt_me.py memlimit   # one capped child that sleeps
+
+Prints "ready" once imported, then "interrupted <seconds from start>" when interrupted.
+"""
+import sys
+import time
+
+from course_lib import distributed, memlimit
+
+if __name__ == "__main__":
+    print("ready", flush=True)
+    t0 = time.perf_counter()
+    try:
+        if sys.argv[1] == "launch":
+            distributed.launch(distributed.demo_sleep_on_rank, 2, rank_to_sleep=1, seconds=3600, timeout=3600)
+        else:
+            memlimit.run_with_memory_limit(time.sleep, 2**28, 3600, timeout=3600)
+    except KeyboardInterrupt:
+        print(f"interrupted {time.perf_counter() - t0:.2f}", flush=True)
+        sys.exit(0)
+    print("finished", flush=True)
