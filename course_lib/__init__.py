@@ -1,15 +1,20 @@
 """Helper library for the course "Training ML models on the hardware you have".
 
-Modules, by layer (imports only go down this list):
+Modules, by layer (imports only go down this list; CONTRIBUTING.md maps every notebook to them):
 
-1. facts and basics: ``hardware`` (what is this machine), ``catalog`` (cited accelerator and storage tables),
-   ``bench`` (timing, FLOP counting), ``data`` (digits and synthetic sets), ``models``.
+0. vocabulary and checks: ``validate`` (argument checks, one wording), ``names`` (dtypes,
+   precisions, optimizers, device kinds).
+1. facts and basics: ``hardware`` (what is this machine), ``cpu`` (free cores, thread pools, fp32
+   and bf16 speed measured now), ``procs`` (child processes that never outlive their caller),
+   ``catalog`` (cited data tables in ``tables/*.json``), ``bench`` (timing, FLOP counting),
+   ``data``, ``models``, ``train`` (the one training step, and a small loop).
 2. cost models and measurement: ``compute`` (roofline, training FLOPs, time to train),
-   ``memory`` (training-memory estimator and meters), ``memlimit`` (capped subprocess runs),
-   ``streaming`` (data sets larger than memory), ``comm`` (communication cost models, link table).
-3. doing the work: ``train`` (one small training loop), ``distributed`` (multi-process launcher,
-   collectives written by hand).
-4. presenting it: ``plots``, ``widgets``, ``checks`` (exercise checks), ``report``, ``cli`` (``course doctor``).
+   ``memory`` (estimator, meters, checkpointing, formulas), ``memlimit`` (capped subprocess runs),
+   ``streaming`` (data sets larger than memory), ``comm`` (communication cost models);
+   to come: ``precision`` (number formats, module 04).
+3. doing the work: ``distributed`` (multi-process launcher, collectives written by hand); to come:
+   ``compression`` (module 05), ``parallel`` (module 06), ``benchmark`` (module 07).
+4. presenting it: ``plots``, ``widgets``, ``checks`` (exercise checks), ``report``, ``cli``.
 
 ``import course_lib`` stays light: it imports torch but not matplotlib or ipywidgets.
 """

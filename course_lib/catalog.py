@@ -24,7 +24,7 @@ Every row says where its numbers come from (``source``) and when they were read
   pages change over time), not the document's own publication date.
 
 Peaks are ceilings, not predictions: real training reaches a fraction of them, which
-is what the notebooks measure. This module imports only the standard library.
+is what the notebooks measure.
 
 A second table, of storage and memory tiers (``storage_tiers()``, ``get_storage()``),
 serves notebook 02 (memory: disk read throughput, RAM vs SSD vs HDD: how fast a data
@@ -36,19 +36,41 @@ drive, sometimes from a cache or at the fastest (outer) tracks of a hard disk; r
 IOPS are at a deep queue (QD16-QD32), not the one-request-at-a-time reads of a naive
 data loader. Memory rows are per channel (per DIMM): a machine's peak bandwidth is
 channels x per-channel figure.
+
+A third table, of links (``links()``, ``get_link()``), serves notebook 03 (interconnect): what
+PCIe, NVLink, InfiniBand, Ethernet and TPU ICI carry **per direction**, in GB/s. Vendors often
+print the sum of both directions (NVLink "900 GB/s"); those are halved, network rates in Gb/s
+are divided by 8, and each row's notes say so. The NVLink and TPU rows must equal half the
+accelerator table's ``interconnect_gbs`` and the memory rows the storage table's DDR rows: the
+schema test checks that the tables agree.
+
+Where the numbers live
+----------------------
+The rows are package data files, ``course_lib/tables/<table>.json``: ``{"table", "about",
+"kinds", "rows": [...], "aliases": {other name: key}}``, every row with its ``source`` (URLs,
+separated by "; ") and ``source_date`` (YYYY-MM, when the numbers were checked). One loader,
+:func:`load_table`, reads and checks any of them against its schema (``SCHEMAS``): required
+fields, their types, known kinds, unique keys, aliases pointing at real keys. Module 07's price
+tables join them there. This module imports only the standard library.
 """
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import lru_cache
+from importlib import resources
 from types import MappingProxyType
+from typing import Any
 
-DTYPES = ("fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "int8")
+from . import names, validate
+
+DTYPES = names.DTYPES
 KINDS = ("gpu", "tpu")
-
-# When the numbers below were checked against their sources.
-_CHECKED = "2026-11"
+STORAGE_KINDS = ("disk", "memory", "network")
+LINK_KINDS = ("pcie", "nvlink", "infiniband", "ethernet", "tpu-ici", "memory")
+TABLES = ("accelerators", "storage", "links")
 
 
 @dataclass(frozen=True)
@@ -88,473 +110,13 @@ class Accelerator:
 
         Raises ValueError if this chip has no peak for ``dtype`` in the catalog.
         """
+        dtype = names.dtype(dtype)
         if dtype not in self.peak_tflops:
             raise ValueError(
                 f"{self.name} has no peak for dtype={dtype!r} in this catalog. "
                 f"Its dtypes: {', '.join(self.dtypes)} (all catalog dtypes: {', '.join(DTYPES)})."
             )
         return self.peak_tflops[dtype] * 1e12
-
-
-# --------------------------------------------------------------------------------------
-# The table. Ordered GPUs then TPUs, oldest first.
-# --------------------------------------------------------------------------------------
-
-_NVIDIA_A100_DATASHEET = (
-    "https://www.nvidia.com/content/dam/en-zz/Solutions/Data-Center/a100/pdf/"
-    "nvidia-a100-datasheet-us-nvidia-1758950-r4-web.pdf"
-)
-_NVIDIA_HOPPER_WHITEPAPER = "https://resources.nvidia.com/en-us-tensor-core/gtc22-whitepaper-hopper"
-_GOOGLE_V5P_BLOG = (
-    "https://cloud.google.com/blog/products/ai-machine-learning/"
-    "introducing-cloud-tpu-v5p-and-ai-hypercomputer"
-)
-
-_ACCELERATORS: tuple[Accelerator, ...] = (
-    Accelerator(
-        key="p100-16gb",
-        name="NVIDIA Tesla P100 16GB PCIe",
-        vendor="NVIDIA",
-        kind="gpu",
-        year=2016,
-        peak_tflops={"fp64": 4.7, "fp32": 9.3, "fp16": 18.7},
-        memory_gb=16,
-        memory_bandwidth_gbs=732,
-        interconnect="PCIe 3.0 x16",
-        interconnect_gbs=32,
-        power_w=250,
-        source="https://www.nvidia.com/en-us/data-center/tesla-p100/",
-        source_date=_CHECKED,
-        notes=(
-            "PCIe card (the P100 Kaggle offers); the SXM2/NVLink P100 is faster "
-            "(10.6 fp32, 21.2 fp16, NVLink 160 GB/s, 300 W). No tensor cores: fp16 is "
-            "2x fp32 through packed half2 math on the CUDA cores; no bf16, no int8 "
-            "dot-product instructions on GP100. NVIDIA states 732 GB/s; some reviews "
-            "say 720. Interconnect: PCIe 3.0 x16, 32 GB/s counting both directions. "
-            "source_date = when read."
-        ),
-    ),
-    Accelerator(
-        key="v100-16gb",
-        name="NVIDIA Tesla V100 16GB SXM2",
-        vendor="NVIDIA",
-        kind="gpu",
-        year=2017,
-        peak_tflops={"fp64": 7.8, "fp32": 15.7, "fp16": 125},
-        memory_gb=16,
-        memory_bandwidth_gbs=900,
-        interconnect="NVLink 2",
-        interconnect_gbs=300,
-        power_w=300,
-        source="https://www.nvidia.com/en-us/data-center/v100/",
-        source_date=_CHECKED,
-        notes=(
-            "SXM2 module, 16GB (the V100 in AWS p3 and Google Cloud); a 32GB SXM2 "
-            "version (2018) has the same compute and bandwidth. fp16 = first-generation "
-            "tensor cores (fp16 inputs, fp32 accumulate). No bf16, no tf32, no int8 "
-            "tensor cores. NVLink 300 GB/s total, both directions. The PCIe card is "
-            "slower (14 fp32, 112 tensor, 250 W). source_date = when read."
-        ),
-    ),
-    Accelerator(
-        key="t4",
-        name="NVIDIA T4",
-        vendor="NVIDIA",
-        kind="gpu",
-        year=2018,
-        peak_tflops={"fp32": 8.1, "fp16": 65, "int8": 130},
-        memory_gb=16,
-        memory_bandwidth_gbs=320,
-        interconnect="PCIe 3.0 x16",
-        interconnect_gbs=32,
-        power_w=70,
-        source="https://www.nvidia.com/en-us/data-center/tesla-t4/",
-        source_date=_CHECKED,
-        notes=(
-            "Low-profile PCIe card (Colab and Kaggle free tier). fp16 = Turing tensor "
-            "cores, fp16 inputs with fp32 accumulate ('mixed precision'). No bf16 or "
-            "tf32 in hardware; fp64 is not published (1/32 of fp32). Memory bandwidth: "
-            "the product page says '320+ GB/s', NVIDIA's datasheet PDF says 300 GB/s; "
-            "320 = 256-bit bus x 10 Gbps GDDR6. Interconnect: PCIe 3.0 x16, 32 GB/s "
-            "counting both directions. source_date = when read."
-        ),
-    ),
-    Accelerator(
-        key="a100-40gb",
-        name="NVIDIA A100 40GB SXM",
-        vendor="NVIDIA",
-        kind="gpu",
-        year=2020,
-        peak_tflops={"fp64": 9.7, "fp32": 19.5, "tf32": 156, "bf16": 312, "fp16": 312, "int8": 624},
-        memory_gb=40,
-        memory_bandwidth_gbs=1555,
-        interconnect="NVLink 3",
-        interconnect_gbs=600,
-        power_w=400,
-        source=_NVIDIA_A100_DATASHEET,
-        source_date=_CHECKED,
-        notes=(
-            "SXM4 module (Colab's A100). Datasheet prints dense and with-sparsity "
-            "figures; these are the dense ones (tf32 156, not 312). fp64 here is the "
-            "plain rate; the fp64 tensor-core rate is 19.5. NVLink 600 GB/s total, both "
-            "directions. source_date = when read."
-        ),
-    ),
-    Accelerator(
-        key="a100-80gb",
-        name="NVIDIA A100 80GB SXM",
-        vendor="NVIDIA",
-        kind="gpu",
-        year=2020,
-        peak_tflops={"fp64": 9.7, "fp32": 19.5, "tf32": 156, "bf16": 312, "fp16": 312, "int8": 624},
-        memory_gb=80,
-        memory_bandwidth_gbs=2039,
-        interconnect="NVLink 3",
-        interconnect_gbs=600,
-        power_w=400,
-        source=_NVIDIA_A100_DATASHEET,
-        source_date=_CHECKED,
-        notes=(
-            "SXM4 module with HBM2e: same compute as the 40GB part, more and faster "
-            "memory (the 80GB PCIe card has 1,935 GB/s and 300 W). Dense figures. "
-            "NVLink 600 GB/s total, both directions. source_date = when read."
-        ),
-    ),
-    Accelerator(
-        key="h100-sxm",
-        name="NVIDIA H100 80GB SXM",
-        vendor="NVIDIA",
-        kind="gpu",
-        year=2022,
-        peak_tflops={
-            "fp64": 34, "fp32": 67, "tf32": 494.7, "bf16": 989.4,
-            "fp16": 989.4, "fp8": 1978.9, "int8": 1978.9,
-        },
-        memory_gb=80,
-        memory_bandwidth_gbs=3350,
-        interconnect="NVLink 4",
-        interconnect_gbs=900,
-        power_w=700,
-        source=f"https://www.nvidia.com/en-us/data-center/h100/; {_NVIDIA_HOPPER_WHITEPAPER}",
-        source_date=_CHECKED,
-        notes=(
-            "SXM5 module. The datasheet's tensor figures are with sparsity (tf32 989, "
-            "bf16/fp16 1,979, fp8/int8 3,958); the dense values here are the Hopper "
-            "whitepaper's (= datasheet / 2). fp64 is the plain rate (tensor-core fp64: "
-            "67). Power is configurable up to 700 W. NVLink 900 GB/s total, both "
-            "directions. The PCIe card is slower. source_date = when read."
-        ),
-    ),
-    Accelerator(
-        key="l4",
-        name="NVIDIA L4",
-        vendor="NVIDIA",
-        kind="gpu",
-        year=2023,
-        peak_tflops={
-            "fp32": 30.3, "tf32": 60, "bf16": 121, "fp16": 121, "fp8": 242.5, "int8": 242.5,
-        },
-        memory_gb=24,
-        memory_bandwidth_gbs=300,
-        interconnect="PCIe 4.0 x16",
-        interconnect_gbs=64,
-        power_w=72,
-        source="https://www.nvidia.com/en-us/data-center/l4/",
-        source_date=_CHECKED,
-        notes=(
-            "Low-profile PCIe card (Colab, Google Cloud G2). NVIDIA publishes only "
-            "with-sparsity tensor figures (tf32 120, bf16/fp16 242, fp8/int8 485); these "
-            "are halved. fp64 not published. Interconnect: PCIe 4.0 x16, 64 GB/s "
-            "counting both directions. source_date = when read."
-        ),
-    ),
-    Accelerator(
-        key="l40s",
-        name="NVIDIA L40S",
-        vendor="NVIDIA",
-        kind="gpu",
-        year=2023,
-        peak_tflops={
-            "fp32": 91.6, "tf32": 183, "bf16": 362.05, "fp16": 362.05, "fp8": 733, "int8": 733,
-        },
-        memory_gb=48,
-        memory_bandwidth_gbs=864,
-        interconnect="PCIe 4.0 x16",
-        interconnect_gbs=64,
-        power_w=350,
-        source="https://www.nvidia.com/en-us/data-center/l40s/",
-        source_date=_CHECKED,
-        notes=(
-            "Dual-slot PCIe card, GDDR6. The datasheet prints dense and with-sparsity "
-            "tensor figures; these are the dense ones (fp8 733, not 1,466). fp64 not "
-            "published. Interconnect: PCIe 4.0 x16, 64 GB/s both directions (no NVLink). "
-            "source_date = when read."
-        ),
-    ),
-    Accelerator(
-        key="h200",
-        name="NVIDIA H200 141GB SXM",
-        vendor="NVIDIA",
-        kind="gpu",
-        year=2024,
-        peak_tflops={
-            "fp64": 34, "fp32": 67, "tf32": 494.7, "bf16": 989.4,
-            "fp16": 989.4, "fp8": 1978.9, "int8": 1978.9,
-        },
-        memory_gb=141,
-        memory_bandwidth_gbs=4800,
-        interconnect="NVLink 4",
-        interconnect_gbs=900,
-        power_w=700,
-        source=f"https://www.nvidia.com/en-us/data-center/h200/; {_NVIDIA_HOPPER_WHITEPAPER}",
-        source_date=_CHECKED,
-        notes=(
-            "SXM module; the same Hopper compute as the H100 SXM (identical datasheet "
-            "tensor figures, printed with sparsity) with 141 GB of HBM3e. Dense values "
-            "as for H100 SXM. Announced November 2023, shipped 2024. Power configurable "
-            "up to 700 W. NVLink 900 GB/s total, both directions. source_date = when read."
-        ),
-    ),
-    Accelerator(
-        key="tpu-v4",
-        name="Google TPU v4",
-        vendor="Google",
-        kind="tpu",
-        year=2021,
-        peak_tflops={"bf16": 275, "int8": 275},
-        memory_gb=32,
-        memory_bandwidth_gbs=1200,
-        interconnect="ICI",
-        interconnect_gbs=600,
-        power_w=192,
-        source=f"https://cloud.google.com/tpu/docs/v4; {_GOOGLE_V5P_BLOG}",
-        source_date=_CHECKED,
-        notes=(
-            "One chip = 2 TensorCores. Google lists 275 TFLOP/s for bf16 *or* int8 (no "
-            "int8 speed-up on v4). Memory: Google writes 32 GiB; bandwidth 1,200 GB/s in "
-            "the docs (1,228 GB/s in the v5p launch post). Power: Google publishes "
-            "measured min/mean/max 90/170/192 W, not a TDP; 192 is the max. ICI: the v5p "
-            "launch post gives 2,400 Gbps per chip, which by Google's later restatements "
-            "(v5e 1,600 Gbps = 400 GB/s, v5p 4,800 Gbps = 1,200 GB/s bidirectional) is "
-            "per direction, so 600 GB/s both directions (derived). Announced 2021, "
-            "generally available on Cloud 2022. source_date = when read."
-        ),
-    ),
-    Accelerator(
-        key="tpu-v5e",
-        name="Google TPU v5e",
-        vendor="Google",
-        kind="tpu",
-        year=2023,
-        peak_tflops={"bf16": 197, "int8": 393},
-        memory_gb=16,
-        memory_bandwidth_gbs=819,
-        interconnect="ICI",
-        interconnect_gbs=400,
-        power_w=None,
-        source="https://cloud.google.com/tpu/docs/v5e",
-        source_date=_CHECKED,
-        notes=(
-            "One TensorCore per chip (one of Colab's TPU options). int8: the docs say "
-            "393 TOP/s (other Google material rounds 2 x 197 = 394). Memory bandwidth: "
-            "819 GB/s in the docs (one revision says '800 GiBps', which would be "
-            "859 GB/s). ICI: 400 GB/s "
-            "bidirectional per chip (older revision: 1,600 Gbps, i.e. per direction), "
-            "4 ports. Google does not publish a per-chip TDP. source_date = when read."
-        ),
-    ),
-    Accelerator(
-        key="tpu-v5p",
-        name="Google TPU v5p",
-        vendor="Google",
-        kind="tpu",
-        year=2023,
-        peak_tflops={"bf16": 459, "int8": 918},
-        memory_gb=95,
-        memory_bandwidth_gbs=2765,
-        interconnect="ICI",
-        interconnect_gbs=1200,
-        power_w=None,
-        source=f"https://cloud.google.com/tpu/docs/v5p; {_GOOGLE_V5P_BLOG}",
-        source_date=_CHECKED,
-        notes=(
-            "Two TensorCores per chip. bf16, memory and ICI from the docs; int8 918 "
-            "TOP/s from the December 2023 launch post (the current docs omit int8, and "
-            "list fp8 at the bf16 rate, so no separate fp8 entry here). Memory: 95 GB "
-            "in the launch post, 95 GiB in a later docs revision. ICI: 1,200 GB/s "
-            "bidirectional per chip (older revision: 4,800 Gbps, per direction). Google "
-            "does not publish a per-chip TDP. source_date = when read."
-        ),
-    ),
-    Accelerator(
-        key="tpu-v6e",
-        name="Google TPU v6e (Trillium)",
-        vendor="Google",
-        kind="tpu",
-        year=2024,
-        peak_tflops={"bf16": 918, "int8": 1836},
-        memory_gb=32,
-        memory_bandwidth_gbs=1638,
-        interconnect="ICI",
-        interconnect_gbs=800,
-        power_w=None,
-        source="https://cloud.google.com/tpu/docs/v6e",
-        source_date=_CHECKED,
-        notes=(
-            "One TensorCore per chip, 2 MXUs of 256x256. ICI: 800 GB/s bidirectional "
-            "per chip, 4 ports. Google does not publish a per-chip TDP. "
-            "source_date = when read."
-        ),
-    ),
-)
-
-_BY_KEY: dict[str, Accelerator] = {acc.key: acc for acc in _ACCELERATORS}
-
-# Other names people (and software) use for these chips. Matching ignores case, spaces
-# and punctuation, so "A100 80GB", "a100-80gb" and "NVIDIA A100-SXM4-80GB" all match.
-# Plain "a100" means the 40GB part (the original A100, and the one Colab offers).
-# "TPU v5" means v5p: that is the device kind JAX reports on a v5p.
-_ALIASES: dict[str, str] = {
-    # GPUs; the CUDA device names are what torch.cuda.get_device_name() returns.
-    "p100": "p100-16gb",
-    "tesla p100": "p100-16gb",
-    "p100 pcie": "p100-16gb",
-    "Tesla P100-PCIE-16GB": "p100-16gb",
-    "v100": "v100-16gb",
-    "tesla v100": "v100-16gb",
-    "v100 sxm2": "v100-16gb",
-    "Tesla V100-SXM2-16GB": "v100-16gb",
-    "tesla t4": "t4",
-    "nvidia t4": "t4",
-    "a100": "a100-40gb",
-    "nvidia a100": "a100-40gb",
-    "NVIDIA A100-SXM4-40GB": "a100-40gb",
-    "NVIDIA A100-SXM4-80GB": "a100-80gb",
-    "h100": "h100-sxm",
-    "nvidia h100": "h100-sxm",
-    "h100 sxm5": "h100-sxm",
-    "NVIDIA H100 80GB HBM3": "h100-sxm",
-    "nvidia l4": "l4",
-    "nvidia l40s": "l40s",
-    "h200 sxm": "h200",
-    "nvidia h200": "h200",
-    # TPUs; "TPU v4", "TPU v5 lite", "TPU v6 lite" are JAX device kinds.
-    "v4": "tpu-v4",
-    "v5e": "tpu-v5e",
-    "v5 lite": "tpu-v5e",
-    "tpu v5 lite": "tpu-v5e",
-    "v5litepod": "tpu-v5e",
-    "v5p": "tpu-v5p",
-    "tpu v5": "tpu-v5p",
-    "v6e": "tpu-v6e",
-    "trillium": "tpu-v6e",
-    "tpu v6 lite": "tpu-v6e",
-}
-
-
-def normalize_name(name: str) -> str:
-    """Lower-case and drop everything but letters and digits: 'A100 80GB' -> 'a10080gb'."""
-    return re.sub(r"[^a-z0-9]", "", name.lower())
-
-
-def build_lookup(rows, aliases: dict[str, str]) -> dict[str, str]:
-    """Normalised key, name and alias -> key, for the tables' case-insensitive lookups
-    (accelerators and storage here, links in ``course_lib.comm``)."""
-    lookup: dict[str, str] = {}
-    for row in rows:
-        lookup[normalize_name(row.key)] = row.key
-        lookup[normalize_name(row.name)] = row.key
-    for alias, key in aliases.items():
-        lookup[normalize_name(alias)] = key
-    return lookup
-
-
-_LOOKUP = build_lookup(_ACCELERATORS, _ALIASES)
-
-
-def rows_of_kind(rows, kind: str | None, kinds: tuple[str, ...]) -> list:
-    """All ``rows``, or those whose ``kind`` is ``kind``; ValueError for a kind not in ``kinds``."""
-    if kind is None:
-        return list(rows)
-    if kind not in kinds:
-        raise ValueError(f"kind={kind!r} is not one of {kinds} (or None for all).")
-    return [row for row in rows if row.kind == kind]
-
-
-def find_row(name: str, lookup: dict[str, str], by_key: dict, what: str, examples: str):
-    """The row whose normalised key, name or alias is ``name``; TypeError for a non-str ``name``,
-    ValueError listing the accepted keys when nothing matches (shared by the tables' getters)."""
-    if not isinstance(name, str):
-        raise TypeError(f"name must be a str, got {type(name).__name__}")
-    key = lookup.get(normalize_name(name))
-    if key is None:
-        raise ValueError(f"No {what} matches name={name!r}. Accepted keys: {', '.join(by_key)} "
-                         f"(aliases such as {examples} also work).")
-    return by_key[key]
-
-
-# --------------------------------------------------------------------------------------
-# Public functions
-# --------------------------------------------------------------------------------------
-
-
-def accelerators(kind: str | None = None) -> list[Accelerator]:
-    """All catalog rows, or only those of one ``kind`` ("gpu" or "tpu").
-
-    Raises ValueError for any other kind.
-    """
-    return rows_of_kind(_ACCELERATORS, kind, KINDS)
-
-
-def accelerator_names() -> list[str]:
-    """The short keys of every row, e.g. ["p100-16gb", ..., "tpu-v6e"]."""
-    return [acc.key for acc in _ACCELERATORS]
-
-
-def get_accelerator(name: str) -> Accelerator:
-    """Look up one accelerator by key, full name or a common alias.
-
-    Case, spaces and punctuation are ignored: "A100 80GB", "a100-80gb" and the CUDA
-    device name "NVIDIA A100-SXM4-80GB" give the same row. Plain "A100" is the 40GB
-    part; "H100" is the SXM part; "v5e", "TPU v4", "Trillium" work for TPUs.
-
-    Raises TypeError if ``name`` is not a string, ValueError if nothing matches.
-    """
-    return find_row(name, _LOOKUP, _BY_KEY, "accelerator", "'A100', 'h100', 'v5e', 'TPU v4'")
-
-
-def catalog_rows(dtype: str = "bf16") -> list[dict]:
-    """One flat dict per accelerator, ready for a table (e.g. ``pandas.DataFrame``).
-
-    ``peak_tflops`` is the dense peak at ``dtype``, or None where the chip has none.
-    Raises ValueError if ``dtype`` is not one of ``DTYPES``.
-    """
-    if dtype not in DTYPES:
-        raise ValueError(f"dtype={dtype!r} is not one of {DTYPES}.")
-    return [
-        {
-            "key": acc.key,
-            "name": acc.name,
-            "kind": acc.kind,
-            "year": acc.year,
-            "dtype": dtype,
-            "peak_tflops": acc.peak_tflops.get(dtype),
-            "memory_gb": acc.memory_gb,
-            "memory_bandwidth_gbs": acc.memory_bandwidth_gbs,
-            "interconnect": acc.interconnect,
-            "interconnect_gbs": acc.interconnect_gbs,
-            "power_w": acc.power_w,
-            "source": acc.source,
-        }
-        for acc in _ACCELERATORS
-    ]
-
-
-# --------------------------------------------------------------------------------------
-# Storage and memory tiers (notebooks 02 and 07)
-# --------------------------------------------------------------------------------------
-
-STORAGE_KINDS = ("disk", "memory", "network")
 
 
 @dataclass(frozen=True)
@@ -577,215 +139,204 @@ class StorageTier:
             raise ValueError(f"{self.key}: kind={self.kind!r} is not one of {STORAGE_KINDS}")
 
 
-_SAMSUNG_SSD = "https://semiconductor.samsung.com/consumer-storage/internal-ssd/"
+@dataclass(frozen=True)
+class Link:
+    """One kind of link and what it carries **per direction** (GB/s = 10^9 bytes/s).
 
-_STORAGE: tuple[StorageTier, ...] = (
-    StorageTier(
-        key="hdd-7200",
-        name="7,200 rpm hard disk (Seagate Exos X24)",
-        kind="disk",
-        sequential_read_gbs=0.285,
-        random_read_iops=168,
-        latency_us=4160,
-        capacity_note="up to 24 TB per drive (3.5-inch, SATA or SAS)",
-        source=(
-            "https://www.seagate.com/content/dam/seagate/en/content-fragments/products/"
-            "datasheets/exos-x24/exos-x24-DS2080-2307US-en_US.pdf; "
-            "https://documents.westerndigital.com/content/dam/doc-library/en_us/assets/public/"
-            "western-digital/product/data-center-drives/ultrastar-dc-hc500-series/"
-            "data-sheet-ultrastar-dc-hc580.pdf"
-        ),
-        source_date=_CHECKED,
-        notes=(
-            "Exos X24 datasheet: max sustained transfer rate 285 MB/s (outer diameter; "
-            "inner tracks are slower), random read/write 4K QD16 168/550 "
-            "IOPS. Read from a third-party quotation of the datasheet (the PDF itself is "
-            "not in the stored material). Latency 4.16 ms is the average rotational "
-            "latency of any 7,200 rpm disk (half a turn: 60 s / 7,200 / 2), as printed in "
-            "WD's Ultrastar DC HC580 datasheet (which also gives 298 MB/s and 212 IOPS at "
-            "QD32); a random read also pays the seek (about 8 ms typical), so roughly "
-            "12 ms, i.e. under 100 IOPS one request at a time. Older 7,200 rpm drives "
-            "(e.g. Exos X18, 270 MB/s) are a little slower. The SATA link (0.6 GB/s) is "
-            "not the limit. source_date = when read."
-        ),
-    ),
-    StorageTier(
-        key="sata-ssd",
-        name="SATA SSD (Samsung 870 EVO)",
-        kind="disk",
-        sequential_read_gbs=0.56,
-        random_read_iops=98_000,
-        latency_us=77,
-        capacity_note="250 GB to 4 TB per drive (2.5-inch)",
-        source=(
-            f"{_SAMSUNG_SSD}870-evo/; "
-            "https://www.tomshardware.com/news/samsung-announces-870-evo; "
-            "https://www.kitguru.net/components/ssd-drives/simon-crisp/"
-            "samsung-ssd-870-evo-1tb-review/all/1/"
-        ),
-        source_date=_CHECKED,
-        notes=(
-            "Samsung's ratings, same for every capacity: sequential read 560 MB/s, 4 KiB "
-            "random read 98,000 IOPS at QD32 and 13,000 IOPS at QD1; checked against Tom's "
-            "Hardware and KitGuru, which quote Samsung's spec sheet (the Samsung page is "
-            "not in the stored material). Interface-limited: SATA III is 6 Gb/s with "
-            "8b/10b coding, i.e. 600 MB/s before protocol overhead, so every SATA SSD "
-            "tops out near 550-560 MB/s. latency_us is derived: 1 / 13,000 IOPS at QD1 "
-            "= 77 us per 4 KiB read. source_date = when read."
-        ),
-    ),
-    StorageTier(
-        key="nvme-pcie3",
-        name="NVMe SSD, PCIe 3.0 x4 (Samsung 970 EVO Plus 1TB)",
-        kind="disk",
-        sequential_read_gbs=3.5,
-        random_read_iops=600_000,
-        latency_us=53,
-        capacity_note="250 GB to 2 TB per drive (M.2 2280)",
-        source=(
-            f"{_SAMSUNG_SSD}970-evo-plus/; "
-            "https://digit.in/reviews/general/"
-            "samsung-970-evo-plus-nvme-m-2-ssd-250-gb-review-177943.html/amp"
-        ),
-        source_date=_CHECKED,
-        notes=(
-            "Samsung's spec table (as reprinted by Digit; the Samsung page is not in the "
-            "stored material): sequential read 3,500 MB/s for every capacity; 4 KiB "
-            "random read at QD32 600K IOPS for 1 TB (480K for 500 GB, 250K for 250 GB); "
-            "19K IOPS at QD1 for 1 TB. latency_us is derived: 1 / 19,000 IOPS = 53 us. "
-            "Interface ceiling: PCIe 3.0 x4 = 4 x 8 GT/s with 128b/130b coding ~ 3.9 GB/s, "
-            "so 3.5 GB/s is near the limit. source_date = when read."
-        ),
-    ),
-    StorageTier(
-        key="nvme-pcie4",
-        name="NVMe SSD, PCIe 4.0 x4 (Samsung 990 PRO)",
-        kind="disk",
-        sequential_read_gbs=7.45,
-        random_read_iops=1_400_000,
-        latency_us=None,
-        capacity_note="1 TB to 4 TB per drive (M.2 2280)",
-        source=(
-            f"{_SAMSUNG_SSD}990-pro/; "
-            "https://www.slashcam.com/news/single/"
-            "Samsung-990-PRO--New-NVMe-SSD-top-model-reaches-th-17407.html; "
-            "https://www.thefpsreview.com/2024/05/27/"
-            "samsung-990-pro-with-heatsink-1tb-pcie-gen4-m-2-nvme-ssd-review/4"
-        ),
-        source_date=_CHECKED,
-        notes=(
-            "Samsung's launch ratings (August 2022, quoted by SlashCAM and retailers; "
-            "the Samsung page is not in the stored material): sequential read "
-            "7,450 MB/s, 4 KiB random read up to 1,400K IOPS (QD32, larger capacities; "
-            "some listings give 1,200K for 1 TB). Interface ceiling: PCIe 4.0 x4 = "
-            "4 x 16 GT/s with 128b/130b coding ~ 7.9 GB/s. No QD1 latency figure was "
-            "found in a vendor source, so latency_us is None; The FPS Review measured "
-            "82 MB/s of 4 KiB reads at QD1 (about 50 us each) on the 1 TB drive. "
-            "source_date = when read."
-        ),
-    ),
-    StorageTier(
-        key="nvme-pcie5",
-        name="NVMe SSD, PCIe 5.0 x4 (Samsung 9100 PRO 2TB)",
-        kind="disk",
-        sequential_read_gbs=14.8,
-        random_read_iops=2_200_000,
-        latency_us=None,
-        capacity_note="1 TB to 8 TB per drive (M.2 2280)",
-        source=(
-            f"{_SAMSUNG_SSD}9100-pro/; "
-            "https://www.techpowerup.com/review/samsung-9100-pro-2-tb/single-page.html"
-        ),
-        source_date=_CHECKED,
-        notes=(
-            "Samsung's ratings as quoted by reviewers (TechPowerUp and others; the "
-            "Samsung page is not in the stored material): sequential read up to "
-            "14,800 MB/s (14,700 for 1 TB), 4 KiB random read up to 2,200K IOPS for the "
-            "larger capacities (1,850K for 1 TB). Needs a CPU-attached PCIe 5.0 M.2 slot "
-            "and cooling to reach it. Interface ceiling: PCIe 5.0 x4 = 4 x 32 GT/s ~ "
-            "15.8 GB/s. source_date = when read."
-        ),
-    ),
-    StorageTier(
-        key="ddr4-3200",
-        name="DDR4-3200 memory, one 64-bit channel",
-        kind="memory",
-        sequential_read_gbs=25.6,
-        random_read_iops=None,
-        latency_us=None,
-        capacity_note="per channel; a machine has 2 (desktop) to 8 (server socket) channels",
-        source="https://www.jedec.org/standards-documents/docs/jesd79-4a",
-        source_date=_CHECKED,
-        notes=(
-            "Peak by JEDEC arithmetic: 3,200 MT/s x 8 bytes (64-bit channel) = 25.6 GB/s "
-            "per channel (the module name PC4-25600 says the same). A machine's peak "
-            "memory bandwidth = channels populated x 25.6 GB/s: dual-channel desktop "
-            "51.2 GB/s, 8-channel server socket 204.8 GB/s. Sustained copy bandwidth "
-            "(e.g. STREAM) is lower. IOPS are not meaningful for RAM (None); no latency "
-            "figure is given because access latency depends on the CPU and is not in "
-            "the standard. source_date = when read."
-        ),
-    ),
-    StorageTier(
-        key="ddr5-4800",
-        name="DDR5-4800 memory, one DIMM (two 32-bit subchannels)",
-        kind="memory",
-        sequential_read_gbs=38.4,
-        random_read_iops=None,
-        latency_us=None,
-        capacity_note="per DIMM channel; a machine has 2 (desktop) to 12 (server socket) channels",
-        source="https://www.jedec.org/standards-documents/docs/jesd79-5b",
-        source_date=_CHECKED,
-        notes=(
-            "Peak by JEDEC arithmetic: 4,800 MT/s x 8 bytes (two independent 32-bit "
-            "subchannels per DIMM) = 38.4 GB/s per DIMM channel (PC5-38400). A machine's "
-            "peak = channels populated x 38.4 GB/s, e.g. 76.8 GB/s dual-channel desktop. "
-            "IOPS not meaningful (None); latency not in the standard (None). "
-            "source_date = when read."
-        ),
-    ),
-)
+    Rows of the link table of notebook 03 (interconnect); see ``links()``.
+    """
 
-_STORAGE_BY_KEY: dict[str, StorageTier] = {tier.key: tier for tier in _STORAGE}
+    key: str  # short id, e.g. "pcie4-x16"
+    name: str  # e.g. "PCIe 4.0 x16"
+    kind: str  # one of LINK_KINDS
+    bandwidth_gbs: float  # per direction, after line encoding, before packet overheads
+    latency_us: float | None  # None unless a source gives one
+    source: str  # URL(s), separated by "; "
+    source_date: str  # "YYYY-MM", when read
+    notes: str = ""
 
-# Other names for the tiers; matching ignores case, spaces and punctuation.
-_STORAGE_ALIASES: dict[str, str] = {
-    "hdd": "hdd-7200",
-    "hard disk": "hdd-7200",
-    "hard drive": "hdd-7200",
-    "7200 rpm": "hdd-7200",
-    "exos x24": "hdd-7200",
-    "sata ssd": "sata-ssd",
-    "ssd sata": "sata-ssd",
-    "870 evo": "sata-ssd",
-    "nvme gen3": "nvme-pcie3",
-    "pcie3 nvme": "nvme-pcie3",
-    "970 evo plus": "nvme-pcie3",
-    "nvme gen4": "nvme-pcie4",
-    "pcie4 nvme": "nvme-pcie4",
-    "990 pro": "nvme-pcie4",
-    "nvme gen5": "nvme-pcie5",
-    "pcie5 nvme": "nvme-pcie5",
-    "9100 pro": "nvme-pcie5",
-    "ddr4": "ddr4-3200",
-    "ddr5": "ddr5-4800",
+    def __post_init__(self) -> None:
+        if self.kind not in LINK_KINDS:
+            raise ValueError(f"{self.key}: kind={self.kind!r} is not one of {LINK_KINDS}")
+
+    @property
+    def bandwidth_bytes_per_s(self) -> float:
+        """``bandwidth_gbs`` in bytes per second, ready for ``comm.allreduce_time``."""
+        return self.bandwidth_gbs * 1e9
+
+
+# --------------------------------------------------------------------------------------
+# Loading the tables
+# --------------------------------------------------------------------------------------
+
+_NUMBER = (int, float)
+_OPTIONAL_NUMBER = (int, float, type(None))
+#: Per table: the row class, the allowed kinds and each field's accepted JSON types.
+SCHEMAS: dict[str, tuple[type, tuple[str, ...], dict[str, tuple[type, ...]]]] = {
+    "accelerators": (Accelerator, KINDS, {
+        "key": (str,), "name": (str,), "vendor": (str,), "kind": (str,), "year": (int,), "peak_tflops": (dict,),
+        "memory_gb": _NUMBER, "memory_bandwidth_gbs": _NUMBER, "interconnect": (str,),
+        "interconnect_gbs": _NUMBER, "power_w": _OPTIONAL_NUMBER, "source": (str,), "source_date": (str,),
+        "notes": (str,)}),
+    "storage": (StorageTier, STORAGE_KINDS, {
+        "key": (str,), "name": (str,), "kind": (str,), "sequential_read_gbs": _NUMBER,
+        "random_read_iops": _OPTIONAL_NUMBER, "latency_us": _OPTIONAL_NUMBER, "capacity_note": (str,),
+        "source": (str,), "source_date": (str,), "notes": (str,)}),
+    "links": (Link, LINK_KINDS, {
+        "key": (str,), "name": (str,), "kind": (str,), "bandwidth_gbs": _NUMBER, "latency_us": _OPTIONAL_NUMBER,
+        "source": (str,), "source_date": (str,), "notes": (str,)}),
 }
 
 
-_STORAGE_LOOKUP = build_lookup(_STORAGE, _STORAGE_ALIASES)
+@dataclass(frozen=True)
+class Table:
+    """One loaded table: its rows (in file order), rows by key, and the name lookup."""
+
+    name: str
+    rows: tuple
+    by_key: Mapping[str, Any]
+    lookup: Mapping[str, str]
+
+
+def _check_row(table: str, i: int, row: Any) -> None:
+    cls, kinds, schema = SCHEMAS[table]
+    where = f"tables/{table}.json row {i}"
+    if not isinstance(row, dict):
+        raise ValueError(f"{where}: a row must be an object, got {type(row).__name__}")
+    missing = [k for k in schema if k not in row and k != "notes"]
+    extra = [k for k in row if k not in schema]
+    if missing or extra:
+        raise ValueError(f"{where} ({row.get('key')}): missing fields {missing}, unknown fields {extra}")
+    for k, v in row.items():
+        if isinstance(v, bool) or not isinstance(v, schema[k]):
+            raise ValueError(f"{where} ({row['key']}): field {k} must be {[t.__name__ for t in schema[k]]}, got {v!r}")
+        if k in schema and isinstance(v, (int, float)) and not isinstance(v, bool) and v < 0:
+            raise ValueError(f"{where} ({row['key']}): field {k} must be >= 0, got {v!r}")
+    if row["kind"] not in kinds:
+        raise ValueError(f"{where} ({row['key']}): kind {row['kind']!r} is not one of {kinds}")
+    if not re.fullmatch(r"\d{4}-(0[1-9]|1[0-2])", row["source_date"]):
+        raise ValueError(f"{where} ({row['key']}): source_date must be YYYY-MM, got {row['source_date']!r}")
+    if not all(s.strip().startswith("https://") for s in row["source"].split(";")):
+        raise ValueError(f"{where} ({row['key']}): every source must be an https:// URL, got {row['source']!r}")
+
+
+def normalize_name(name: str) -> str:
+    """Lower-case and drop everything but letters and digits: 'A100 80GB' -> 'a10080gb'."""
+    return re.sub(r"[^a-z0-9]", "", name.lower())
+
+
+@lru_cache(maxsize=None)
+def load_table(table: str) -> Table:
+    """Read ``course_lib/tables/<table>.json`` and check it against its schema (the one loader).
+
+    Raises ValueError naming the file, the row and the field for anything that does not fit.
+    """
+    table = validate.choice("table", table, TABLES)
+    return parse_table(table, resources.files("course_lib").joinpath("tables", f"{table}.json").read_text(encoding="utf-8"))
+
+
+def parse_table(table: str, text: str) -> Table:
+    """Check the JSON text of one table against its schema and build its rows (``load_table``'s work)."""
+    table = validate.choice("table", table, TABLES)
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"tables/{table}.json is not valid JSON: {exc}") from None
+    cls, kinds, _ = SCHEMAS[table]
+    if data.get("table") != table or not isinstance(data.get("rows"), list) or not data["rows"]:
+        raise ValueError(f"tables/{table}.json must hold {{'table': {table!r}, 'rows': [...]}} with at least one row")
+    if tuple(data.get("kinds", ())) != kinds:
+        raise ValueError(f"tables/{table}.json lists kinds {data.get('kinds')}, the schema knows {kinds}")
+    for i, row in enumerate(data["rows"]):
+        _check_row(table, i, row)
+    rows = tuple(cls(**row) for row in data["rows"])
+    by_key = {row.key: row for row in rows}
+    if len(by_key) != len(rows):
+        raise ValueError(f"tables/{table}.json: keys must be unique")
+    lookup: dict[str, str] = {}
+    for row in rows:
+        lookup[normalize_name(row.key)] = row.key
+        lookup[normalize_name(row.name)] = row.key
+    for alias, key in data.get("aliases", {}).items():
+        if key not in by_key:
+            raise ValueError(f"tables/{table}.json: alias {alias!r} points at unknown key {key!r}")
+        lookup[normalize_name(alias)] = key
+    return Table(table, rows, MappingProxyType(by_key), MappingProxyType(lookup))
+
+
+def _of_kind(table: str, kind: str | None) -> list:
+    t = load_table(table)
+    if kind is None:
+        return list(t.rows)
+    kind = validate.choice("kind", kind, SCHEMAS[table][1])
+    return [row for row in t.rows if row.kind == kind]
+
+
+def _find(table: str, name: str, what: str, examples: str):
+    t = load_table(table)
+    if not isinstance(name, str):
+        raise TypeError(f"name must be a str, got {type(name).__name__}")
+    key = t.lookup.get(normalize_name(name))
+    if key is None:
+        raise ValueError(f"No {what} matches name={name!r}. Accepted keys: {', '.join(t.by_key)} "
+                         f"(aliases such as {examples} also work).")
+    return t.by_key[key]
+
+
+# --------------------------------------------------------------------------------------
+# Accelerators (notebooks 01, 02, 03, 07)
+# --------------------------------------------------------------------------------------
+
+
+def accelerators(kind: str | None = None) -> list[Accelerator]:
+    """All catalog rows, or only those of one ``kind`` ("gpu" or "tpu"). ValueError for other kinds."""
+    return _of_kind("accelerators", kind)
+
+
+def accelerator_names() -> list[str]:
+    """The short keys of every row, e.g. ["p100-16gb", ..., "tpu-v6e"]."""
+    return list(load_table("accelerators").by_key)
+
+
+def get_accelerator(name: str) -> Accelerator:
+    """Look up one accelerator by key, full name or a common alias.
+
+    Case, spaces and punctuation are ignored: "A100 80GB", "a100-80gb" and the CUDA
+    device name "NVIDIA A100-SXM4-80GB" give the same row. Plain "A100" is the 40GB
+    part; "H100" is the SXM part; "v5e", "TPU v4", "Trillium" work for TPUs.
+
+    Raises TypeError if ``name`` is not a string, ValueError if nothing matches.
+    """
+    return _find("accelerators", name, "accelerator", "'A100', 'h100', 'v5e', 'TPU v4'")
+
+
+def catalog_rows(dtype: str = "bf16") -> list[dict]:
+    """One flat dict per accelerator, ready for a table (e.g. ``pandas.DataFrame``).
+
+    ``peak_tflops`` is the dense peak at ``dtype``, or None where the chip has none.
+    Raises ValueError if ``dtype`` is not one of ``DTYPES``.
+    """
+    dtype = names.dtype(dtype)
+    return [{"key": acc.key, "name": acc.name, "kind": acc.kind, "year": acc.year, "dtype": dtype,
+             "peak_tflops": acc.peak_tflops.get(dtype), "memory_gb": acc.memory_gb,
+             "memory_bandwidth_gbs": acc.memory_bandwidth_gbs, "interconnect": acc.interconnect,
+             "interconnect_gbs": acc.interconnect_gbs, "power_w": acc.power_w, "source": acc.source}
+            for acc in accelerators()]
+
+
+# --------------------------------------------------------------------------------------
+# Storage and memory tiers (notebooks 02 and 07)
+# --------------------------------------------------------------------------------------
 
 
 def storage_tiers(kind: str | None = None) -> list[StorageTier]:
-    """All storage/memory rows, or only those of one ``kind`` ("disk", "memory", "network").
-
-    Raises ValueError for any other kind.
-    """
-    return rows_of_kind(_STORAGE, kind, STORAGE_KINDS)
+    """All storage/memory rows, or only those of one ``kind`` ("disk", "memory", "network")."""
+    return _of_kind("storage", kind)
 
 
 def storage_names() -> list[str]:
     """The short keys of every storage row, e.g. ["hdd-7200", ..., "ddr5-4800"]."""
-    return [tier.key for tier in _STORAGE]
+    return list(load_table("storage").by_key)
 
 
 def get_storage(name: str) -> StorageTier:
@@ -796,24 +347,51 @@ def get_storage(name: str) -> StorageTier:
 
     Raises TypeError if ``name`` is not a string, ValueError if nothing matches.
     """
-    return find_row(name, _STORAGE_LOOKUP, _STORAGE_BY_KEY, "storage tier", "'HDD', 'SATA SSD', '990 PRO', 'DDR4'")
+    return _find("storage", name, "storage tier", "'HDD', 'SATA SSD', '990 PRO', 'DDR4'")
+
+
+# --------------------------------------------------------------------------------------
+# Links (notebook 03)
+# --------------------------------------------------------------------------------------
+
+
+def links(kind: str | None = None) -> list[Link]:
+    """All link rows, or only those of one ``kind`` (one of ``LINK_KINDS``).
+
+    Notebook 03 (interconnect): the link table. Raises ValueError for an unknown kind.
+    """
+    return _of_kind("links", kind)
+
+
+def link_names() -> list[str]:
+    """The short keys of every link row, e.g. ["pcie3-x16", ..., "mem-ddr5-4800"].
+
+    Notebook 03 (interconnect).
+    """
+    return list(load_table("links").by_key)
+
+
+def get_link(name: str) -> Link:
+    """Look up one link by key, name or alias; case, spaces and punctuation are ignored.
+
+    Notebook 03 (interconnect). "1GbE", "10GbE", "nvlink3", "NVLink 4", "pcie4",
+    "PCIe 5.0 x16", "NDR", "v5e" all work. Raises TypeError if ``name`` is not a string,
+    ValueError (listing the keys) if nothing matches.
+    """
+    return _find("links", name, "link", "'1GbE', '100GbE', 'nvlink3', 'pcie4', 'NDR', 'v5e'")
+
+
+def link_rows() -> list[dict]:
+    """One flat dict per link, ready for a table (e.g. ``pandas.DataFrame``).
+
+    Notebook 03 (interconnect): the link table, bandwidths in GB/s per direction.
+    """
+    return [{"key": link.key, "name": link.name, "kind": link.kind, "bandwidth_gbs_per_direction": link.bandwidth_gbs,
+             "latency_us": link.latency_us, "source": link.source} for link in links()]
 
 
 __all__ = [
-    "rows_of_kind",
-    "find_row",
-    "build_lookup",
-    "normalize_name",
-    "DTYPES",
-    "KINDS",
-    "STORAGE_KINDS",
-    "Accelerator",
-    "StorageTier",
-    "accelerator_names",
-    "accelerators",
-    "catalog_rows",
-    "get_accelerator",
-    "get_storage",
-    "storage_names",
-    "storage_tiers",
+    "DTYPES", "KINDS", "STORAGE_KINDS", "LINK_KINDS", "TABLES", "SCHEMAS", "Accelerator", "StorageTier", "Link",
+    "Table", "load_table", "parse_table", "normalize_name", "accelerators", "accelerator_names", "get_accelerator", "catalog_rows",
+    "storage_tiers", "storage_names", "get_storage", "links", "link_names", "get_link", "link_rows",
 ]

@@ -12,17 +12,24 @@ import sys
 
 
 def _doctor(args: argparse.Namespace) -> int:
+    import dataclasses
+
+    from .cpu import profile
     from .hardware import detect
     from .report import plan_text
 
     info = detect()
+    now = profile()
     if args.json:
-        print(json.dumps(info.to_dict(), indent=2, default=str))
+        print(json.dumps({**info.to_dict(), "now": dataclasses.asdict(now)}, indent=2, default=str))
         return 0
     print(info.report())
     print()
+    print("Right now")
+    print(now.summary())
+    print()
     print("What the course does here")
-    print(plan_text(info))
+    print(plan_text(info, now.plan))
     return 0
 
 

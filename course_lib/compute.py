@@ -12,16 +12,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .bench import bytes_per_element
+from . import validate
 from .catalog import Accelerator, accelerators, get_accelerator
+from .names import bytes_per_element
+from .names import dtype as dtype_name
 
 
 def _positive(name: str, value: float, allow_zero: bool = False) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise TypeError(f"{name} must be a number, got {type(value).__name__}")
-    if value < 0 or (value == 0 and not allow_zero) or value != value:
-        raise ValueError(f"{name} must be {'>= 0' if allow_zero else '> 0'}, got {value!r}")
-    return float(value)
+    return validate.nonnegative(name, value) if allow_zero else validate.positive(name, value)
 
 
 def matmul_intensity(m: int, n: int, k: int, dtype: str = "fp32") -> float:
@@ -31,8 +29,7 @@ def matmul_intensity(m: int, n: int, k: int, dtype: str = "fp32") -> float:
     this is n / 6: the bigger the matrix, the more work per byte.
     """
     for name, v in (("m", m), ("n", n), ("k", k)):
-        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-            raise ValueError(f"{name} must be a positive int, got {v!r}")
+        validate.positive_int(name, v)
     size = bytes_per_element(dtype)
     return 2 * m * n * k / (size * (m * k + k * n + m * n))
 
@@ -41,10 +38,8 @@ def elementwise_intensity(flops_per_element: float = 1.0, inputs: int = 2, outpu
                           dtype: str = "fp32") -> float:
     """FLOPs per byte of an elementwise op such as c = a + b (1 FLOP, 2 reads, 1 write: 1/12 in fp32)."""
     _positive("flops_per_element", flops_per_element)
-    if isinstance(inputs, bool) or not isinstance(inputs, int) or inputs < 0:
-        raise ValueError(f"inputs must be an int >= 0, got {inputs!r}")
-    if isinstance(outputs, bool) or not isinstance(outputs, int) or outputs < 1:
-        raise ValueError(f"outputs must be an int >= 1, got {outputs!r}")
+    validate.nonnegative_int("inputs", inputs)
+    validate.positive_int("outputs", outputs)
     return flops_per_element / ((inputs + outputs) * bytes_per_element(dtype))
 
 
@@ -77,11 +72,8 @@ def time_to_train(n_params: float, n_tokens: float, peak_flops: float, utilizati
     ``utilization`` (model FLOPs utilisation, MFU) is the fraction of peak a real job reaches:
     0.3-0.5 is typical for well-tuned large-model training, far less for tiny models.
     """
-    u = _positive("utilization", utilization)
-    if u > 1:
-        raise ValueError(f"utilization must be in (0, 1], got {utilization!r}")
-    if isinstance(n_devices, bool) or not isinstance(n_devices, int) or n_devices < 1:
-        raise ValueError(f"n_devices must be an int >= 1, got {n_devices!r}")
+    u = validate.fraction("utilization", utilization, allow_one=True)
+    validate.positive_int("n_devices", n_devices)
     return training_flops(n_params, n_tokens) / (n_devices * _positive("peak_flops", peak_flops) * u)
 
 
@@ -101,7 +93,10 @@ class TrainEstimate:
 
 def time_to_train_table(n_params: float, n_tokens: float, dtype: str = "bf16", utilization: float = 0.4,
                         n_devices: int = 1, names: list[str] | None = None) -> list[TrainEstimate]:
-    """``time_to_train`` for every catalog accelerator that supports ``dtype`` (notebook 01)."""
+    """``time_to_train`` for every catalog accelerator that supports ``dtype`` (notebook 01).
+
+    ``names`` limits the table to those accelerators (keys or aliases)."""
+    dtype = dtype_name(dtype)
     chips: list[Accelerator] = [get_accelerator(n) for n in names] if names else accelerators()
     rows = []
     for chip in chips:

@@ -1,6 +1,8 @@
 """What the course will do on this machine, in words (notebook 00 and ``course doctor``)."""
 from __future__ import annotations
 
+from .cpu import Plan
+from .cpu import plan as cpu_plan
 from .hardware import HardwareInfo, detect
 
 GET_AN_ACCELERATOR = {
@@ -13,16 +15,23 @@ GET_AN_ACCELERATOR = {
 }
 
 
-def plan(info: HardwareInfo | None = None) -> list[tuple[str, str]]:
-    """(topic, what happens here) pairs describing how the demos adapt to this machine."""
+def plan(info: HardwareInfo | None = None, decided: Plan | None = None) -> list[tuple[str, str]]:
+    """(topic, what happens here) pairs describing how the demos adapt to this machine.
+
+    ``decided`` is ``course_lib.cpu.profile().plan`` (free cores, measured bf16 speed); without it
+    the plan is made from the CPU's flags alone. A pure function of its inputs (notebook 00,
+    ``course doctor``; unit-tested with made-up machines).
+    """
     info = info or detect()
+    decided = decided or cpu_plan(info.cpu)
     kinds = {a.kind for a in info.accelerators}
     gpu = next((a for a in info.accelerators if a.kind == "cuda"), None)
     n_gpus = sum(a.kind == "cuda" for a in info.accelerators)
-    simd = set(info.cpu.simd)
     cores = info.cpu.physical_cores
+    busy = (f"; other programs keep {cores - decided.free_cores} busy, so PyTorch uses the {decided.free_cores} free "
+            "one(s) and timings are noisier" if decided.busy else "")
     rows = [("CPU demos (matmul, roofline, threads, classical ML)",
-             f"run on {cores} physical core(s) with {info.torch_threads} PyTorch thread(s)")]
+             f"run on {decided.threads} PyTorch thread(s), {cores} physical core(s){busy}")]
     if gpu:
         rows.append(("GPU demos (CPU vs GPU step time, fp16 autocast, pinned copies, GPU memory)",
                      f"use {gpu.name}"))
@@ -32,10 +41,18 @@ def plan(info: HardwareInfo | None = None) -> list[tuple[str, str]]:
         rows.append(("TPU", "torch_xla is present: the device is XLA; CUDA-only parts are skipped"))
     else:
         rows.append(("GPU demos", "skipped with an explanation; the catalog shows what a GPU would do"))
-    if "AVX-512 BF16" in simd or "AMX BF16" in simd or "BF16 (Arm)" in simd:
-        rows.append(("Mixed precision on the CPU", "bf16 has hardware support here: expect a real speed-up"))
-    else:
-        rows.append(("Mixed precision on the CPU", "no native bf16 on this CPU: bf16 saves memory but may not be faster"))
+    ratio = f" (measured: {decided.bf16_ratio:.2g}x fp32's speed)" if decided.bf16_ratio is not None else ""
+    rows.append(("Mixed precision on the CPU", {
+        "native": f"bf16 has hardware support here{ratio}: bf16 demos run full size and show a speed-up",
+        "slow": f"bf16 works but runs slower than fp32 here{ratio}: demos show its memory saving; the speed-up "
+                "needs a GPU or a CPU with bf16 units",
+        "emulated": f"bf16 is emulated in software here{ratio}: bf16 demos run at {decided.bf16_scale:g}x size "
+                    "and show why bf16 does not pay on this CPU",
+        "unknown": "no bf16 instructions listed for this CPU: bf16 saves memory but is unlikely to be faster",
+    }[decided.bf16]))
+    if cores < 2:
+        rows.append(("Threads and processes", "one physical core: thread-scaling and worker-process demos report "
+                                              "what they measure instead of asserting a speed-up"))
     ram_gib = info.ram_bytes / 2**30
     rows.append(("Memory demos", f"{ram_gib:.0f} GiB RAM; out-of-memory runs only inside a capped subprocess"))
     if n_gpus >= 2:
@@ -49,8 +66,8 @@ def plan(info: HardwareInfo | None = None) -> list[tuple[str, str]]:
     return rows
 
 
-def plan_text(info: HardwareInfo | None = None) -> str:
+def plan_text(info: HardwareInfo | None = None, decided: Plan | None = None) -> str:
     """``plan`` as aligned text."""
-    rows = plan(info)
+    rows = plan(info, decided)
     width = max(len(topic) for topic, _ in rows)
     return "\n".join(f"{topic:<{width}} : {text}" for topic, text in rows)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import sys
 
+from . import names
 from .catalog import accelerators
 from .compute import format_duration, time_to_train
 from .memory import large_model_memory
@@ -39,11 +40,11 @@ def time_to_train_widget(n_params: float = 124e6, n_tokens: float = 2.5e9, accel
     import ipywidgets as w
 
     enable_colab_widgets()
-    names = [a.key for a in accelerators()]
+    chips = [a.key for a in accelerators()]
     log_params = w.FloatLogSlider(value=n_params, base=10, min=6, max=12, description="parameters")
     log_tokens = w.FloatLogSlider(value=n_tokens, base=10, min=6, max=13, description="tokens")
-    chip = w.Dropdown(options=names, value=accelerator, description="accelerator")
-    kind = w.Dropdown(options=["fp32", "tf32", "bf16", "fp16", "fp8", "int8"], value=dtype, description="dtype")
+    chip = w.Dropdown(options=chips, value=accelerator, description="accelerator")
+    kind = w.Dropdown(options=[d for d in names.DTYPES if d != "fp64"], value=names.dtype(dtype), description="dtype")
     util = w.FloatSlider(value=utilization, min=0.05, max=1.0, step=0.05, description="utilisation")
     devices = w.IntSlider(value=n_devices, min=1, max=1024, description="devices")
     out = w.HTML()
@@ -81,8 +82,8 @@ def memory_calculator_widget(n_params: float = 7e9, precision: str = "bf16-mixed
     enable_colab_widgets()
     c = {
         "n_params": w.FloatLogSlider(value=n_params, base=10, min=6, max=12, description="parameters"),
-        "precision": w.Dropdown(options=["fp32", "bf16-mixed", "fp16-mixed"], value=precision, description="precision"),
-        "optimizer": w.Dropdown(options=["sgd", "momentum", "adam", "adamw"], value=optimizer, description="optimizer"),
+        "precision": w.Dropdown(options=list(names.PRECISIONS), value=names.precision(precision), description="precision"),
+        "optimizer": w.Dropdown(options=list(names.OPTIMIZERS), value=names.optimizer(optimizer), description="optimizer"),
         "zero_stage": w.IntSlider(value=zero_stage, min=0, max=3, description="ZeRO stage"),
         "data_parallel": w.IntSlider(value=data_parallel, min=1, max=512, description="GPUs"),
         "seq_len": w.IntSlider(value=seq_len, min=128, max=32768, step=128, description="sequence"),

@@ -1,6 +1,8 @@
 """Layer 4: checks, plots, widgets, report, cli; and the layering rule itself."""
+import ast
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -71,7 +73,8 @@ def test_plots_have_labels():
     assert ax.get_xlabel() == "x (s)" and ax.get_title() == "t"
     fig, ax = plots.roofline_plot(1e11, 1e10, {"add": (1 / 12, 1e9)})
     assert "FLOP / byte" in ax.get_xlabel()
-    plots.bar_chart(["a", "b"], [1, 2], title="bars", xlabel="kind", ylabel="s")
+    fig, ax = plots.bar_chart(["a", "b"], [1, 2], title="bars", xlabel="kind", ylabel="s")
+    assert [b.get_height() for b in ax.patches] == [1, 2] and [t.get_text() for t in ax.get_xticklabels()] == ["a", "b"]
     with pytest.raises(ValueError, match="title"):
         plots.new_figure("", "x", "y")
     with pytest.raises(ValueError):
@@ -108,32 +111,85 @@ def test_cli_doctor_and_catalog(capsys):
     assert cli.main(["catalog", "--dtype", "fp99"]) == 2
 
 
+LAYER = {"validate": 0, "names": 0,
+         "hardware": 1, "cpu": 1, "procs": 1, "catalog": 1, "bench": 1, "data": 1, "models": 1, "train": 1,
+         "compute": 2, "memory": 2, "memlimit": 2, "streaming": 2, "comm": 2, "precision": 2,
+         "distributed": 3, "compression": 3, "parallel": 3, "benchmark": 3,
+         "plots": 4, "widgets": 4, "checks": 4, "report": 4, "cli": 4}
+ROOT = Path(__file__).resolve().parents[1] / "course_lib"
+
+
+def _modules() -> dict[str, Path]:
+    """Every module of course_lib as 'name' or 'package.name' -> path (packages count as their name)."""
+    out = {}
+    for path in ROOT.rglob("*.py"):
+        rel = path.relative_to(ROOT).with_suffix("")
+        parts = [p for p in rel.parts if p != "__init__"]
+        if parts:
+            out[".".join(parts)] = path
+    return out
+
+
 def test_import_stays_light():
-    """`import course_lib` and the layer 1-3 modules never pull in matplotlib or ipywidgets."""
-    code = ("import sys, course_lib, course_lib.bench, course_lib.compute, course_lib.train, course_lib.data, "
-            "course_lib.models, course_lib.catalog, course_lib.report;"
+    """`import course_lib` and every module below layer 4 never pull in matplotlib or ipywidgets."""
+    light = sorted(f"course_lib.{name}" for name in _modules() if LAYER[name.split(".")[0]] < 4)
+    assert len(light) >= 20
+    code = (f"import sys, course_lib, {', '.join(light)};"
             "bad=[m for m in ('matplotlib', 'ipywidgets') if m in sys.modules]; print(bad); sys.exit(bool(bad))")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert r.returncode == 0, r.stdout + r.stderr
 
 
-def test_layers_import_downwards_only():
-    """Imports go down the layer list in course_lib/__init__.py; nothing imports upward."""
-    import ast
-    from pathlib import Path
+def _imported_course_modules(path: Path, module: str) -> set[str]:
+    """The top-level course_lib modules a file imports, in any form: `from .x import y`,
+    `from . import x`, `from ..x import y` (in a package), `import course_lib.x`, `from course_lib import x`."""
+    package = module.split(".")[:-1] if path.name != "__init__.py" else module.split(".")
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package[: len(package) - (node.level - 1)] if node.level > 1 else package
+                target = base + (node.module.split(".") if node.module else [])
+                if target:
+                    found.add(target[0])
+                else:  # from . import x (at the top of course_lib)
+                    found |= {a.name for a in node.names}
+            elif node.module and node.module.split(".")[0] == "course_lib":
+                rest = node.module.split(".")[1:]
+                found |= {rest[0]} if rest else {a.name for a in node.names}
+        elif isinstance(node, ast.Import):
+            for a in node.names:
+                parts = a.name.split(".")
+                if parts[0] == "course_lib" and len(parts) > 1:
+                    found.add(parts[1])
+    return found
 
-    layer = {"hardware": 1, "catalog": 1, "bench": 1, "data": 1, "models": 1, "compute": 2, "memory": 2,
-             "comm": 2, "precision": 2, "memlimit": 2, "streaming": 2, "train": 3, "distributed": 3, "compress": 3, "parallel": 3,
-             "plots": 4, "widgets": 4, "checks": 4, "report": 4, "cli": 4}
-    root = Path(__file__).resolve().parents[1] / "course_lib"
-    for path in root.glob("*.py"):
-        if path.stem == "__init__":
-            continue
-        assert path.stem in layer, f"add {path.stem} to the layer table in this test"
-        for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.ImportFrom) and node.level == 1 and node.module:
-                target = node.module.split(".")[0]
-                assert layer[target] <= layer[path.stem], f"{path.stem} (layer {layer[path.stem]}) imports {target}"
+
+def test_layers_import_downwards_only():
+    """Imports go down the layer list in course_lib/__init__.py; nothing imports upward, in any import form."""
+    checked = 0
+    for module, path in _modules().items():
+        top = module.split(".")[0]
+        assert top in LAYER, f"add {top} to the layer table in this test and in course_lib/__init__.py"
+        for target in _imported_course_modules(path, module):
+            if target == top:
+                continue
+            assert target in LAYER, f"{module} imports unknown course_lib.{target}"
+            assert LAYER[target] <= LAYER[top], f"{module} (layer {LAYER[top]}) imports {target} (layer {LAYER[target]})"
+            checked += 1
+    assert checked > 30
+
+
+def test_the_layer_check_sees_every_import_form(tmp_path):
+    src = ("from . import plots\nfrom ..widgets import x\nimport course_lib.cli\nfrom course_lib import report\n"
+           "from course_lib.checks import y\nfrom .meters import z\n")
+    f = tmp_path / "mod.py"
+    f.write_text(src)
+    # inside the memory package, `from . import plots` and `.meters` are memory's own modules
+    assert _imported_course_modules(f, "memory.estimator") == {"memory", "widgets", "cli", "report", "checks"}
+    # at the top of course_lib, `from . import plots` is the plots module (`..widgets` would leave the package)
+    f.write_text("from . import plots, bench\nimport course_lib.cli\n")
+    assert _imported_course_modules(f, "compute") == {"plots", "bench", "cli"}
 
 
 def test_memory_calculator_text_matches_the_estimator():

@@ -1,0 +1,63 @@
+"""The data tables (course_lib/tables/*.json): one loader, one schema per table, tables that agree."""
+from __future__ import annotations
+
+import copy
+import json
+from importlib import resources
+
+import pytest
+
+from course_lib import catalog
+
+
+def raw(table: str) -> dict:
+    return json.loads(resources.files("course_lib").joinpath("tables", f"{table}.json").read_text(encoding="utf-8"))
+
+
+@pytest.mark.parametrize("table", catalog.TABLES)
+def test_every_table_loads_and_every_row_is_cited_and_dated(table):
+    t = catalog.load_table(table)
+    data = raw(table)
+    assert len(t.rows) == len(data["rows"]) and data["about"]
+    for row in t.rows:
+        assert row.source.startswith("https://") and len(row.source_date) == 7 and row.source_date[4] == "-"
+        assert t.lookup[catalog.normalize_name(row.key)] == row.key
+    assert catalog.load_table(table) is t  # read once
+
+
+def broken(table: str, change) -> str:
+    data = copy.deepcopy(raw(table))
+    change(data)
+    return json.dumps(data)
+
+
+@pytest.mark.parametrize("table, change, match", [
+    ("accelerators", lambda d: d["rows"][0].pop("source"), "missing fields.*source"),
+    ("accelerators", lambda d: d["rows"][0].update(memory_gb="80"), "memory_gb must be"),
+    ("accelerators", lambda d: d["rows"][0].update(memory_gb=-1), "memory_gb must be >= 0"),
+    ("accelerators", lambda d: d["rows"][0].update(kind="fpga"), "kind 'fpga'"),
+    ("accelerators", lambda d: d["rows"][0].update(source_date="Nov 2026"), "YYYY-MM"),
+    ("accelerators", lambda d: d["rows"][0].update(source="see the datasheet"), "https"),
+    ("accelerators", lambda d: d["rows"][0].update(colour="green"), "unknown fields.*colour"),
+    ("accelerators", lambda d: d["rows"][0]["peak_tflops"].update(fp4=9), "fp4"),
+    ("storage", lambda d: d["rows"].append(d["rows"][0]), "unique"),
+    ("storage", lambda d: d["aliases"].update(floppy="floppy-3.5"), "alias 'floppy'"),
+    ("links", lambda d: d.update(rows=[]), "at least one row"),
+    ("links", lambda d: d.update(kinds=["pcie"]), "kinds"),
+])
+def test_a_broken_table_is_refused_with_a_clear_message(table, change, match):
+    with pytest.raises(ValueError, match=match):
+        catalog.parse_table(table, broken(table, change))
+    with pytest.raises(ValueError, match="not valid JSON"):
+        catalog.parse_table(table, "{")
+
+
+def test_memory_links_are_the_storage_tables_ddr_rows():
+    for link_key, tier_key in (("mem-ddr4-3200", "ddr4-3200"), ("mem-ddr5-4800", "ddr5-4800")):
+        link, tier = catalog.get_link(link_key), catalog.get_storage(tier_key)
+        assert link.bandwidth_gbs == tier.sequential_read_gbs and link.source == tier.source
+
+
+def test_unknown_table():
+    with pytest.raises(ValueError, match="accepted values"):
+        catalog.load_table("prices-2019")
