@@ -28,3 +28,11 @@ def pytest_terminal_summary(terminalreporter):
 
 ROOT = Path(__file__).resolve().parent
 os.environ.setdefault("MPLBACKEND", "Agg")
+
+
+def pytest_sessionstart(session):
+    """Run the tests the way the notebooks run: PyTorch on the free physical cores, other thread
+    pools limited (course_lib.cpu.profile), so a busy core does not make every timing crawl."""
+    from course_lib import cpu
+
+    cpu.profile()
