@@ -94,11 +94,31 @@ def start_method(fresh: bool = False) -> str:
     return "spawn"
 
 
+_ATEXIT = False
+
+
+def _stop_forkserver_at_exit() -> None:
+    """Stop the forkserver when this process exits. Idle, it would notice by itself; but a process
+    interrupted while the server still imports torch would leave it running for seconds."""
+    from multiprocessing import forkserver
+
+    pid = getattr(getattr(forkserver, "_forkserver", None), "_forkserver_pid", None)
+    if pid:
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+
+
 def _context(fresh: bool):
+    global _ATEXIT
     method = start_method(fresh)
     ctx = mp.get_context(method)
     if method == "forkserver":
         ctx.set_forkserver_preload(_PRELOAD)  # only read when the server starts (once per process)
+        if not _ATEXIT:
+            import atexit
+
+            atexit.register(_stop_forkserver_at_exit)
+            _ATEXIT = True
     return ctx
 
 

@@ -1,9 +1,11 @@
 """Run a job that never ends, then report how a Ctrl-C (SIGINT) ended it (tests and tools/launch_stress.py).
 
-    python interrupt_me.py launch     # 2 ranks; rank 1 starts DataLoader workers, then sleeps
-    python interrupt_me.py memlimit   # one capped child that sleeps
+    python interrupt_me.py launch               # 2 ranks; rank 1 sleeps
+    python interrupt_me.py launch-workers FILE  # 2 ranks; rank 1 keeps 2 DataLoader workers, writes pids to FILE
+    python interrupt_me.py memlimit             # one capped child that sleeps
 
-Prints "ready" once imported, then "interrupted <seconds from start>" when interrupted.
+Prints "ready" once imported, then "interrupted <seconds from start> <phase> <port>" when interrupted,
+where phase is "startup" (the ranks had not all joined yet) or "run".
 """
 import sys
 import time
@@ -16,9 +18,13 @@ if __name__ == "__main__":
     try:
         if sys.argv[1] == "launch":
             distributed.launch(distributed.demo_sleep_on_rank, 2, rank_to_sleep=1, seconds=3600, timeout=3600)
+        elif sys.argv[1] == "launch-workers":
+            distributed.launch(distributed.demo_workers_then_hang, 2, sys.argv[2], timeout=3600)
         else:
             memlimit.run_with_memory_limit(time.sleep, 2**28, 3600, timeout=3600)
     except KeyboardInterrupt:
-        print(f"interrupted {time.perf_counter() - t0:.2f}", flush=True)
+        stats = distributed.last_launch_stats()
+        phase = "startup" if stats.get("startup_s") is None else "run"
+        print(f"interrupted {time.perf_counter() - t0:.3f} {phase} {stats.get('port')}", flush=True)
         sys.exit(0)
     print("finished", flush=True)

@@ -1,111 +1,146 @@
-"""Stress the local launcher (course_lib.distributed.launch): many launches in a row, some failing.
+"""Stress the local launcher (course_lib.distributed.launch): launches whose ranks start worker
+processes, and Ctrl-C at random moments of start-up and of the run.
 
-A benchmark command, not a test (it takes a few minutes on 2 cores)::
+A benchmark command, not a test (about two minutes on 2 cores)::
 
-    python tools/launch_stress.py            # 50 launches: plain 2-rank jobs, failing ranks, hung ranks
-    python tools/launch_stress.py --runs 20 --hang-timeout 2
+    python tools/launch_stress.py                       # 30 launches, 10 + 10 interrupts
+    python tools/launch_stress.py --runs 10 --interrupts 3
 
-Each launch is one of three kinds, interleaved (3 plain : 1 raising : 1 hanging):
-  plain  - demo_rank_sum on 2 ranks, must return [(0, 2, 3.0), (1, 2, 3.0)];
-  raise  - demo_raise_on_rank: rank 1 raises ValueError, must give RankError naming rank 1;
-  hang   - demo_sleep_on_rank: rank 1 sleeps, must give LaunchTimeout after --hang-timeout seconds.
-After every launch and at the end it checks that no child process is left (multiprocessing's
-resource_tracker excepted), and at the end that every store port used can be bound again, both
-plainly and with SO_REUSEADDR (what a server such as TCPStore uses). Prints counts, failures and the
-median and p90 wall time of a plain 2-rank launch. Exit code 1 if anything was wrong.
+1. ``--runs`` launches of ``demo_dataloader_sum`` on 2 ranks, each rank iterating a DataLoader with 2
+   worker processes: every result must be right, and afterwards no child, grandchild (the workers)
+   or port may be left.
+2. ``--interrupts`` runs of a fresh interpreter (``tests/interrupt_me.py launch``) sent SIGINT at a
+   random moment while its first launch is still starting up (the forkserver imports torch, 2-4 s).
+3. ``--interrupts`` runs sent SIGINT while the job runs: rank 1 keeps two DataLoader workers alive
+   (``demo_workers_then_hang``), so the interrupt must stop grandchildren too.
+
+After each interrupt: the time from SIGINT to the script's report and to its exit, whether every
+process it had started (seen with psutil just before the signal, plus the worker pids the rank
+wrote) is gone, and whether the job's store port is free. Exit code 1 if anything was wrong.
 """
 from __future__ import annotations
 
 import argparse
+import os
+import random
+import signal
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
+from pathlib import Path
 
+import psutil
 
 from course_lib import distributed as d
-from course_lib.hardware import leftover_children
+from course_lib.procs import leftover_processes
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPT = ROOT / "tests" / "interrupt_me.py"
 
 
-def percentile(xs: list[float], q: float) -> float:
-    xs = sorted(xs)
-    k = (len(xs) - 1) * q
-    lo, hi = int(k), min(int(k) + 1, len(xs) - 1)
-    return xs[lo] + (xs[hi] - xs[lo]) * (k - lo)
-
-
-def one(kind: str, hang_timeout: float) -> tuple[bool, str]:
-    if kind == "plain":
-        out = d.launch(d.demo_rank_sum, 2)
-        return out == [(0, 2, 3.0), (1, 2, 3.0)], f"returned {out!r}"
-    if kind == "raise":
-        try:
-            d.launch(d.demo_raise_on_rank, 2, rank_to_fail=1, error="ValueError", timeout=30)
-        except d.RankError as exc:
-            return exc.rank == 1 and exc.error_type == "ValueError", f"RankError rank={exc.rank} {exc.error_type}"
-        return False, "no RankError"
+def alive(pid: int) -> bool:
     try:
-        d.launch(d.demo_sleep_on_rank, 2, rank_to_sleep=1, seconds=600, timeout=hang_timeout)
-    except d.LaunchTimeout as exc:
-        return exc.unfinished == [1] and exc.phase == "run", f"LaunchTimeout {exc.unfinished} {exc.phase}"
-    return False, "no LaunchTimeout"
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def launches(n: int) -> list[str]:
+    failures = []
+    for i in range(n):
+        t0 = time.perf_counter()
+        try:
+            out = d.launch(d.demo_dataloader_sum, 2, n=256, num_workers=2)
+            ok = [o["total"] for o in out] == [2 * sum(range(256))] * 2
+            workers = [pid for o in out for pid in o["worker_pids"]]
+            what = "" if ok else f"wrong result {out}"
+        except Exception as exc:  # noqa: BLE001 - any exception is a failure to report
+            ok, workers, what = False, [], f"{type(exc).__name__}: {str(exc)[:300]}"
+        left = leftover_processes() + [pid for pid in workers if alive(pid)]
+        port = d.last_launch_stats()["port"]
+        busy = not d.port_is_free(port)
+        if left or busy:
+            ok, what = False, f"{what} left {left} port {port} busy={busy}"
+        print(f"launch {i:2d}: {time.perf_counter() - t0:5.2f} s {'ok' if ok else 'FAILED ' + what}", flush=True)
+        if not ok:
+            failures.append(f"launch {i}: {what}")
+    return failures
+
+
+def interrupt(mode: str, rng: random.Random) -> tuple[bool, str, float, float]:
+    """One fresh script interrupted during start-up or during the run; (ok, what, to report, to exit)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        pid_file = os.path.join(tmp, "pids")
+        args = ["launch"] if mode == "startup" else ["launch-workers", pid_file]
+        script = subprocess.Popen([sys.executable, str(SCRIPT), *args], stdout=subprocess.PIPE, text=True,
+                                  cwd=ROOT / "tests")
+        try:
+            if script.stdout.readline().strip() != "ready":
+                return False, "the script did not start", 0.0, 0.0
+            if mode == "startup":
+                time.sleep(rng.uniform(0.05, 2.0))  # the forkserver is still importing torch
+                grandchildren: list[int] = []
+            else:
+                deadline = time.monotonic() + 60
+                while not os.path.exists(pid_file) and time.monotonic() < deadline:
+                    time.sleep(0.05)
+                time.sleep(rng.uniform(0.0, 1.0))
+                grandchildren = [int(p) for p in Path(pid_file).read_text().split()]
+            seen = [p.pid for p in psutil.Process(script.pid).children(recursive=True)] + grandchildren
+            t_signal = time.perf_counter()
+            script.send_signal(signal.SIGINT)
+            line = script.stdout.readline().strip()
+            t_report = time.perf_counter()
+            script.wait(timeout=60)
+            t_exit = time.perf_counter()
+        finally:
+            if script.poll() is None:
+                script.kill()
+    parts = line.split()
+    if len(parts) != 4 or parts[0] != "interrupted":
+        return False, f"unexpected report {line!r}", 0.0, 0.0
+    phase, port = parts[2], int(parts[3]) if parts[3] != "None" else None
+    time.sleep(0.2)
+    left = [pid for pid in seen if alive(pid)]
+    busy = port is not None and not d.port_is_free(port)
+    ok = phase == mode and not left and not busy
+    what = f"phase {phase}, {len(seen)} processes seen, left {left}, port busy={busy}"
+    return ok, what, t_report - t_signal, t_exit - t_signal
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--runs", type=int, default=50)
-    ap.add_argument("--hang-timeout", type=float, default=2.0)
+    ap.add_argument("--runs", type=int, default=30)
+    ap.add_argument("--interrupts", type=int, default=10)
+    ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args(argv)
-    pattern = ["plain", "raise", "plain", "hang", "plain"]
-    kinds = [pattern[i % len(pattern)] for i in range(args.runs)]
-    counts = {k: 0 for k in pattern}
-    ok_counts = {k: 0 for k in pattern}
-    failures: list[str] = []
-    plain_s: list[float] = []
-    kind_s: dict[str, list[float]] = {k: [] for k in pattern}
-    ports: list[int] = []
-    stray_during = 0
+    rng = random.Random(args.seed)
     t_all = time.perf_counter()
-    for i, kind in enumerate(kinds):
-        t0 = time.perf_counter()
-        try:
-            good, what = one(kind, args.hang_timeout)
-        except Exception as exc:  # noqa: BLE001 - a wrong exception is a failure to report
-            good, what = False, f"{type(exc).__name__}: {str(exc)[:300]}"
-        elapsed = time.perf_counter() - t0
-        ports.append(d.last_launch_stats()["port"])
-        counts[kind] += 1
-        kind_s[kind].append(elapsed)
-        if kind == "plain" and good:
-            plain_s.append(elapsed)
-        strays = leftover_children()
-        if strays:
-            stray_during += len(strays)
-            good, what = False, f"{what}; {len(strays)} stray children: {[p.pid for p in strays]}"
-        ok_counts[kind] += good
-        if not good:
-            failures.append(f"run {i} ({kind}): {what}")
-        print(f"run {i:2d} {kind:<5} {elapsed:6.2f} s {'ok' if good else 'FAILED ' + what}", flush=True)
-    total = time.perf_counter() - t_all
-    strays = leftover_children()
-    busy_plain = [p for p in ports if not d.port_is_free(p, reuse=False)]
-    busy_reuse = [p for p in ports if not d.port_is_free(p, reuse=True)]
+    failures = launches(args.runs)
+    stops: dict[str, list[float]] = {"startup": [], "run": []}
+    exits: dict[str, list[float]] = {"startup": [], "run": []}
+    for mode in ("startup", "run"):
+        for i in range(args.interrupts):
+            ok, what, to_report, to_exit = interrupt(mode, rng)
+            stops[mode].append(to_report)
+            exits[mode].append(to_exit)
+            print(f"interrupt during {mode:7s} {i:2d}: stopped in {to_report:5.2f} s, exited in {to_exit:5.2f} s "
+                  f"{'ok' if ok else 'FAILED'} ({what})", flush=True)
+            if not ok:
+                failures.append(f"interrupt during {mode} {i}: {what}")
     print()
-    print(f"{args.runs} launches in {total:.1f} s")
-    for k in counts:
-        if counts[k]:
-            print(f"  {k:<5}: {ok_counts[k]}/{counts[k]} as expected, wall time median "
-                  f"{statistics.median(kind_s[k]):.2f} s")
-    if plain_s:
-        print(f"plain 2-rank launch wall time: median {statistics.median(plain_s):.2f} s, "
-              f"p90 {percentile(plain_s, 0.9):.2f} s (n={len(plain_s)})")
-    print(f"stray child processes: {len(strays)} at the end, {stray_during} seen after single launches")
-    print(f"store ports still busy: {len(busy_reuse)} of {len(set(ports))} with SO_REUSEADDR, "
-          f"{len(busy_plain)} with a plain bind")
-    print(f"failures: {len(failures)}")
+    print(f"{args.runs} launches with DataLoader workers in every rank, {args.interrupts} interrupts during "
+          f"start-up, {args.interrupts} during the run: {time.perf_counter() - t_all:.0f} s")
+    for mode in stops:
+        if stops[mode]:
+            print(f"  Ctrl-C during {mode}: job stopped in median {statistics.median(stops[mode]):.2f} s, "
+                  f"max {max(stops[mode]):.2f} s; script exited in max {max(exits[mode]):.2f} s")
+    print(f"leftover processes now: {len(leftover_processes())}; failures: {len(failures)}")
     for f in failures:
         print("  " + f)
-    bad = failures or strays or busy_reuse
-    return 1 if bad else 0
+    return 1 if failures or leftover_processes() else 0
 
 
 if __name__ == "__main__":

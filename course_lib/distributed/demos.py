@@ -16,7 +16,7 @@ import torch.distributed as dist
 from .launcher import rank_info
 
 __all__ = ["demo_rank_sum", "demo_rank_info", "demo_raise_on_rank", "demo_sleep_on_rank", "demo_dataloader_sum",
-           "demo_subprocess_then_hang"]
+           "demo_subprocess_then_hang", "demo_workers_then_hang"]
 
 
 def demo_rank_sum() -> tuple[int, int, float]:
@@ -99,3 +99,23 @@ def demo_subprocess_then_hang(pid_file: str, rank_to_hang: int = 1) -> int:
         time.sleep(3600)
     return info["rank"]
 
+
+
+def demo_workers_then_hang(pid_file: str, rank_to_hang: int = 1, num_workers: int = 2) -> int:
+    """On ``rank_to_hang``: keep a ``DataLoader`` with ``num_workers`` persistent worker processes
+    alive, write our pid and theirs to ``pid_file``, then hang. Shows that an interrupt or a timeout
+    stops the workers of a rank too (demo and test worker; ``tools/launch_stress.py``)."""
+    from torch.utils.data import DataLoader
+
+    info = rank_info()
+    if info["rank"] == rank_to_hang:
+        loader = DataLoader(_NumbersWithPid(64), batch_size=8, num_workers=num_workers, persistent_workers=True)
+        pids = set()
+        for _, pid in loader:
+            pids.update(int(p) for p in pid)
+        tmp = pid_file + ".tmp"
+        with open(tmp, "w") as f:
+            f.write(" ".join(str(p) for p in [os.getpid(), *sorted(pids)]) + "\n")
+        os.replace(tmp, pid_file)  # the file appears complete or not at all
+        time.sleep(3600)
+    return info["rank"]
