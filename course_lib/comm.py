@@ -62,30 +62,6 @@ _NVIDIA_NCCL_TESTS = "https://github.com/NVIDIA/nccl-tests/blob/master/doc/PERFO
 # --------------------------------------------------------------------------------------
 
 
-def _real(name: str, value: object) -> float:
-    return validate.number(name, value, allow_inf=True)
-
-
-def _nonneg(name: str, value: object, *, finite: bool = True) -> float:
-    return validate.nonnegative(name, value, allow_inf=not finite)
-
-
-def _alpha(value: object) -> float:
-    return validate.nonnegative("alpha (per-message latency in seconds)", value)
-
-
-def _bandwidth(value: object) -> float:
-    return validate.positive("bandwidth (bytes per second; float('inf') is a free link)", value, allow_inf=True)
-
-
-def _world_size(value: object) -> int:
-    return validate.integer("world_size (the number of ranks)", value, minimum=1)
-
-
-def _choice(name: str, value: object, accepted: tuple[str, ...]) -> str:
-    return validate.choice(name, value, accepted)
-
-
 def _ceil_log2(p: int) -> int:
     """Rounds of a binary/binomial tree over p ranks: ceil(log2 p), 0 for p = 1."""
     return (p - 1).bit_length()
@@ -129,11 +105,11 @@ def allreduce_time(
     Raises TypeError/ValueError for negative ``nbytes``, ``world_size < 1``,
     ``alpha < 0``, ``bandwidth <= 0`` or an ``algorithm`` not in ``ALGORITHMS``.
     """
-    n = _nonneg("nbytes", nbytes)
-    p = _world_size(world_size)
-    a = _alpha(alpha)
-    bw = _bandwidth(bandwidth)
-    algorithm = _choice("algorithm", algorithm, ALGORITHMS)
+    n = validate.nonnegative("nbytes", nbytes)
+    p = validate.integer("world_size (the number of ranks)", world_size, minimum=1)
+    a = validate.nonnegative("alpha (per-message latency in seconds)", alpha)
+    bw = validate.positive("bandwidth (bytes per second; float(\'inf\') is a free link)", bandwidth, allow_inf=True)
+    algorithm = validate.choice("algorithm", algorithm, ALGORITHMS)
     if p == 1:
         return 0.0
     if algorithm == "ring":
@@ -151,10 +127,10 @@ def allgather_time(nbytes: float, world_size: int, alpha: float, bandwidth: floa
     all ``n``: ``(p-1)*alpha + (p-1)/p * n/bw`` (Thakur et al. 2005, ring algorithm).
     ``world_size == 1`` costs 0. Same argument checks as ``allreduce_time``.
     """
-    n = _nonneg("nbytes", nbytes)
-    p = _world_size(world_size)
-    a = _alpha(alpha)
-    bw = _bandwidth(bandwidth)
+    n = validate.nonnegative("nbytes", nbytes)
+    p = validate.integer("world_size (the number of ranks)", world_size, minimum=1)
+    a = validate.nonnegative("alpha (per-message latency in seconds)", alpha)
+    bw = validate.positive("bandwidth (bytes per second; float(\'inf\') is a free link)", bandwidth, allow_inf=True)
     if p == 1:
         return 0.0
     return (p - 1) * a + (p - 1) / p * n / bw
@@ -168,10 +144,10 @@ def reduce_scatter_time(nbytes: float, world_size: int, alpha: float, bandwidth:
     ``(p-1)*alpha + (p-1)/p * n/bw``. ``allgather_time + reduce_scatter_time`` equals
     the ring ``allreduce_time``. ``world_size == 1`` costs 0.
     """
-    n = _nonneg("nbytes", nbytes)
-    p = _world_size(world_size)
-    a = _alpha(alpha)
-    bw = _bandwidth(bandwidth)
+    n = validate.nonnegative("nbytes", nbytes)
+    p = validate.integer("world_size (the number of ranks)", world_size, minimum=1)
+    a = validate.nonnegative("alpha (per-message latency in seconds)", alpha)
+    bw = validate.positive("bandwidth (bytes per second; float(\'inf\') is a free link)", bandwidth, allow_inf=True)
     if p == 1:
         return 0.0
     return (p - 1) * a + (p - 1) / p * n / bw
@@ -186,10 +162,10 @@ def broadcast_time(nbytes: float, world_size: int, alpha: float, bandwidth: floa
     for long messages MPICH switches to scatter + all-gather). ``world_size == 1``
     costs 0.
     """
-    n = _nonneg("nbytes", nbytes)
-    p = _world_size(world_size)
-    a = _alpha(alpha)
-    bw = _bandwidth(bandwidth)
+    n = validate.nonnegative("nbytes", nbytes)
+    p = validate.integer("world_size (the number of ranks)", world_size, minimum=1)
+    a = validate.nonnegative("alpha (per-message latency in seconds)", alpha)
+    bw = validate.positive("bandwidth (bytes per second; float(\'inf\') is a free link)", bandwidth, allow_inf=True)
     return _ceil_log2(p) * (a + n / bw)
 
 
@@ -205,8 +181,8 @@ def algbw(nbytes: float, seconds: float) -> float:
     falls as ranks are added even when the links are fully used; see ``busbw``.
     Source: NVIDIA nccl-tests, doc/PERFORMANCE.md.
     """
-    n = _nonneg("nbytes", nbytes)
-    t = _real("seconds", seconds)
+    n = validate.nonnegative("nbytes", nbytes)
+    t = validate.number("seconds", seconds, allow_inf=True)
     if t <= 0 or math.isinf(t):
         raise ValueError(f"seconds must be a finite number > 0, got {t!r}")
     return n / t
@@ -219,8 +195,8 @@ def busbw_factor(world_size: int, op: str = "all_reduce") -> float:
     doc/PERFORMANCE.md, "Summary"): all_reduce ``2(p-1)/p``; all_gather,
     reduce_scatter and all_to_all ``(p-1)/p``; broadcast and reduce ``1``.
     """
-    p = _world_size(world_size)
-    op = _choice("op", op, OPS)
+    p = validate.integer("world_size (the number of ranks)", world_size, minimum=1)
+    op = validate.choice("op", op, OPS)
     if op == "all_reduce":
         return 2 * (p - 1) / p
     if op in ("all_gather", "reduce_scatter", "all_to_all"):
@@ -323,7 +299,7 @@ def _fit_line(
     Each point's residual is divided by its measured time, so a 1 MB message counts as much as a
     64 MB one (plain least squares in seconds would fit the largest messages and ignore the rest).
     """
-    min_bytes = _nonneg("min_bytes", min_bytes)
+    min_bytes = validate.nonnegative("min_bytes", min_bytes)
     n, t = _points(sizes_bytes, seconds)
     keep = n >= min_bytes
     n, t = n[keep], t[keep]
@@ -387,7 +363,7 @@ def fit_ring_allreduce(
     algorithm="ring")`` (for p = 2 they equal the plain line's). The returned model's
     ``predict`` uses the ring formula. ``world_size`` must be >= 2.
     """
-    p = _world_size(world_size)
+    p = validate.integer("world_size (the number of ranks)", world_size, minimum=1)
     if p < 2:
         raise ValueError("world_size must be >= 2 to fit a ring all-reduce (p = 1 sends nothing)")
     c0, c1, count, clamped = _fit_line(sizes_bytes, seconds, min_bytes)
@@ -410,16 +386,6 @@ def fit_ring_allreduce(
 # --------------------------------------------------------------------------------------
 
 
-def _overlap(value: object) -> float:
-    value = _real("overlap", value)
-    if not 0.0 <= value <= 1.0:
-        raise ValueError(
-            f"overlap must be in [0, 1] (0: no overlap, 1: communication fully hidden), "
-            f"got {value!r}"
-        )
-    return value
-
-
 def data_parallel_step_time(
     compute_s: float,
     grad_bytes: float,
@@ -438,8 +404,8 @@ def data_parallel_step_time(
     (DDP's gradient buckets). The model assumes the hidden part fits inside the compute;
     ``overlap=1`` is only realistic when the all-reduce is shorter than the backward pass.
     """
-    c = _nonneg("compute_s", compute_s)
-    ov = _overlap(overlap)
+    c = validate.nonnegative("compute_s", compute_s)
+    ov = validate.number("overlap (0: none, 1: communication fully hidden)", overlap, minimum=0, maximum=1)
     comm = allreduce_time(grad_bytes, world_size, alpha, bandwidth, algorithm)
     return c + (1.0 - ov) * comm
 
@@ -469,12 +435,12 @@ def data_parallel_speedup(
 
     ``compute_s`` is one rank's step time on its own and must be > 0.
     """
-    c = _real("compute_s", compute_s)
+    c = validate.number("compute_s", compute_s, allow_inf=True)
     if c <= 0 or math.isinf(c):
         raise ValueError(f"compute_s must be a finite number of seconds > 0, got {c!r}")
-    p = _world_size(world_size)
-    ov = _overlap(overlap)
-    scaling = _choice("scaling", scaling, SCALINGS)
+    p = validate.integer("world_size (the number of ranks)", world_size, minimum=1)
+    ov = validate.number("overlap (0: none, 1: communication fully hidden)", overlap, minimum=0, maximum=1)
+    scaling = validate.choice("scaling", scaling, SCALINGS)
     comm = allreduce_time(grad_bytes, p, alpha, bandwidth, algorithm)
     if scaling == "weak":
         return p * c / (c + (1.0 - ov) * comm)

@@ -18,10 +18,6 @@ from .names import bytes_per_element
 from .names import dtype as dtype_name
 
 
-def _positive(name: str, value: float, allow_zero: bool = False) -> float:
-    return validate.nonnegative(name, value) if allow_zero else validate.positive(name, value)
-
-
 def matmul_intensity(m: int, n: int, k: int, dtype: str = "fp32") -> float:
     """FLOPs per byte of C = A @ B with A (m x k), B (k x n): 2mnk / (bytes of A + B + C).
 
@@ -37,7 +33,7 @@ def matmul_intensity(m: int, n: int, k: int, dtype: str = "fp32") -> float:
 def elementwise_intensity(flops_per_element: float = 1.0, inputs: int = 2, outputs: int = 1,
                           dtype: str = "fp32") -> float:
     """FLOPs per byte of an elementwise op such as c = a + b (1 FLOP, 2 reads, 1 write: 1/12 in fp32)."""
-    _positive("flops_per_element", flops_per_element)
+    validate.positive("flops_per_element", flops_per_element)
     validate.nonnegative_int("inputs", inputs)
     validate.positive_int("outputs", outputs)
     return flops_per_element / ((inputs + outputs) * bytes_per_element(dtype))
@@ -45,24 +41,24 @@ def elementwise_intensity(flops_per_element: float = 1.0, inputs: int = 2, outpu
 
 def roofline(intensity: float, peak_flops: float, bandwidth: float) -> float:
     """Attainable FLOP/s at a given arithmetic intensity: min(peak, intensity x bandwidth)."""
-    i = _positive("intensity", intensity)
-    return min(_positive("peak_flops", peak_flops), i * _positive("bandwidth", bandwidth))
+    i = validate.positive("intensity", intensity)
+    return min(validate.positive("peak_flops", peak_flops), i * validate.positive("bandwidth", bandwidth))
 
 
 def ridge_point(peak_flops: float, bandwidth: float) -> float:
     """Intensity (FLOP/byte) where the roofline bends: peak / bandwidth."""
-    return _positive("peak_flops", peak_flops) / _positive("bandwidth", bandwidth)
+    return validate.positive("peak_flops", peak_flops) / validate.positive("bandwidth", bandwidth)
 
 
 def roofline_time(flops: float, nbytes: float, peak_flops: float, bandwidth: float) -> float:
     """Predicted seconds for an op: the slower of doing its FLOPs and moving its bytes."""
-    return max(_positive("flops", flops, allow_zero=True) / _positive("peak_flops", peak_flops),
-               _positive("nbytes", nbytes, allow_zero=True) / _positive("bandwidth", bandwidth))
+    return max(validate.nonnegative("flops", flops) / validate.positive("peak_flops", peak_flops),
+               validate.nonnegative("nbytes", nbytes) / validate.positive("bandwidth", bandwidth))
 
 
 def training_flops(n_params: float, n_tokens: float) -> float:
     """About 6 x parameters x tokens: forward 2 FLOPs per parameter per token, backward 4."""
-    return 6.0 * _positive("n_params", n_params) * _positive("n_tokens", n_tokens)
+    return 6.0 * validate.positive("n_params", n_params) * validate.positive("n_tokens", n_tokens)
 
 
 def time_to_train(n_params: float, n_tokens: float, peak_flops: float, utilization: float = 0.4,
@@ -74,7 +70,7 @@ def time_to_train(n_params: float, n_tokens: float, peak_flops: float, utilizati
     """
     u = validate.fraction("utilization", utilization, allow_one=True)
     validate.positive_int("n_devices", n_devices)
-    return training_flops(n_params, n_tokens) / (n_devices * _positive("peak_flops", peak_flops) * u)
+    return training_flops(n_params, n_tokens) / (n_devices * validate.positive("peak_flops", peak_flops) * u)
 
 
 @dataclass(frozen=True)
@@ -112,7 +108,7 @@ def time_to_train_table(n_params: float, n_tokens: float, dtype: str = "bf16", u
 
 def format_duration(seconds: float) -> str:
     """4000 -> '1.1 h'; picks s / min / h / days / years."""
-    s = _positive("seconds", seconds, allow_zero=True)
+    s = validate.nonnegative("seconds", seconds)
     for unit, scale in (("years", 365 * 86400), ("days", 86400), ("h", 3600), ("min", 60)):
         if s >= scale:
             return f"{s / scale:.3g} {unit}"
@@ -121,4 +117,4 @@ def format_duration(seconds: float) -> str:
 
 def overhead_model_time(work: float, overhead_s: float, rate: float) -> float:
     """Predicted seconds = overhead + work / rate."""
-    return _positive("overhead_s", overhead_s, allow_zero=True) + _positive("work", work, allow_zero=True) / _positive("rate", rate)
+    return validate.nonnegative("overhead_s", overhead_s) + validate.nonnegative("work", work) / validate.positive("rate", rate)

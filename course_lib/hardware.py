@@ -65,7 +65,7 @@ class CPUInfo:
         """A one-line description a learner can compare with a neighbour's: 'x86_64, AVX2 only, no native bf16'."""
         isa = f"{self.vector_isa} only" if self.vector_isa in ("AVX2", "AVX", "SSE") else self.vector_isa
         bf16 = "AMX (bf16 tiles)" if "AMX BF16" in self.simd else ("native bf16" if self.native_bf16 else "no native bf16")
-        return f"{self.architecture}, {isa}, {bf16}"
+        return f"{self.architecture}, {isa}, {bf16}" + (", native fp16" if self.native_fp16 else "")
 
 
 @dataclass(frozen=True)

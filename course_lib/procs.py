@@ -55,6 +55,7 @@ __all__ = ["Children", "Event", "Channel", "require_importable", "start_method",
 # Modules the forkserver imports once, so children start with them loaded: torch itself (~2-4 s),
 # torch._dynamo (~1.5 s; creating any torch optimizer imports it) and the course library.
 _PRELOAD = ["torch", "torch._dynamo", "course_lib.procs"]
+_KILL = getattr(signal, "SIGKILL", signal.SIGTERM)  # Windows has no SIGKILL
 _LOG_TAIL_CHARS = 3000
 
 
@@ -105,7 +106,7 @@ def _stop_forkserver_at_exit() -> None:
     pid = getattr(getattr(forkserver, "_forkserver", None), "_forkserver_pid", None)
     if pid:
         with contextlib.suppress(OSError):
-            os.kill(pid, signal.SIGKILL)
+            os.kill(pid, _KILL)
 
 
 def _context(fresh: bool):
@@ -498,9 +499,9 @@ def kill_tree(pid: int, group: bool = True) -> None:
     if group and hasattr(os, "killpg"):
         with contextlib.suppress(OSError):
             if os.getpgid(pid) == pid:
-                os.killpg(pid, signal.SIGKILL)
+                os.killpg(pid, _KILL)
     with contextlib.suppress(OSError):
-        os.kill(pid, signal.SIGKILL)
+        os.kill(pid, _KILL)
 
 
 def _is_helper(p) -> bool:

@@ -289,7 +289,7 @@ def test_public_functions_are_documented_and_typed():
 from course_lib.catalog import STORAGE_KINDS, StorageTier  # noqa: E402
 
 STORAGE = catalog.storage_tiers()
-REQUIRED_STORAGE_KEYS = {"hdd-7200", "sata-ssd", "nvme-pcie3", "nvme-pcie4", "ddr4-3200", "ddr5-4800"}
+REQUIRED_STORAGE_KEYS = {"hdd-7200", "sata-ssd", "nvme-pcie3", "nvme-pcie4", "nvme-pcie5", "ddr4-3200", "ddr5-4800"}
 
 
 def tier(key: str) -> StorageTier:
@@ -328,9 +328,7 @@ def test_storage_sequential_read_ordering():
     hdd, sata, gen3, gen4 = (
         tier(k).sequential_read_gbs for k in ("hdd-7200", "sata-ssd", "nvme-pcie3", "nvme-pcie4")
     )
-    assert hdd < sata < gen3 < gen4
-    if "nvme-pcie5" in catalog.storage_names():
-        assert tier("nvme-pcie5").sequential_read_gbs > gen4
+    assert hdd < sata < gen3 < gen4 < tier("nvme-pcie5").sequential_read_gbs
 
 
 def test_storage_random_iops_and_latency_ordering():
@@ -346,8 +344,7 @@ def test_storage_interface_ceilings():
     assert tier("sata-ssd").sequential_read_gbs <= 0.6
     assert tier("nvme-pcie3").sequential_read_gbs <= 3.94
     assert tier("nvme-pcie4").sequential_read_gbs <= 7.88
-    if "nvme-pcie5" in catalog.storage_names():
-        assert tier("nvme-pcie5").sequential_read_gbs <= 15.76
+    assert tier("nvme-pcie5").sequential_read_gbs <= 15.76
 
 
 def test_dram_channel_bandwidth_is_jedec_arithmetic_and_beats_disks():
