@@ -163,10 +163,12 @@ def test_ring_all_reduce_on_one_rank_is_a_copy():
 
 
 def test_rank_that_dies_without_reporting():
-    # os._exit is importable (posix._exit): the rank exits with code 3 at once, printing nothing
+    # os._exit is importable (posix._exit): the rank exits with code 3 at once, printing nothing itself
+    # (some torch builds log a warning while a rank starts: then that is the output shown)
     with pytest.raises(d.RankError, match="exited with code 3") as info:
         d.launch(os._exit, 1, 3)
-    assert "printed nothing" in str(info.value)
+    assert "printed nothing" in str(info.value) or "Its last output:" in str(info.value)
+    assert info.value.error_type == "ChildExited"
     assert leftover_children() == []
 
 
