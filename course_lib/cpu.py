@@ -26,14 +26,15 @@ from dataclasses import dataclass, field
 
 import torch
 
-from . import validate
+from . import bench, validate
 from .hardware import CPUInfo, detect, usable_cpus
 
 __all__ = ["Load", "ThreadPool", "Calibration", "Plan", "CPUProfile", "measure_load", "thread_pools", "set_threads",
-           "limit_threads", "calibrate", "plan", "profile", "BF16_MODES"]
+           "limit_threads", "calibrate", "plan", "profile", "free_cores", "BF16_MODES"]
 
 BF16_MODES = ("native", "slow", "emulated", "unknown")
 _PROFILE: CPUProfile | None = None
+_FREE_CORES: tuple[float, int] | None = None  # (when measured, value) without a profile
 
 
 # ----------------------------------------------------------------------------------------------
@@ -171,38 +172,26 @@ class Calibration:
         return self.bf16_flops / self.fp32_flops
 
 
-def _best_seconds(fn, budget: float, max_reps: int = 50) -> float:
-    fn()  # warm-up: allocation, kernel selection
-    best, spent, reps = math.inf, 0.0, 0
-    while reps < max_reps and (reps < 3 or spent < budget):
-        t0 = time.perf_counter()
-        fn()
-        dt = time.perf_counter() - t0
-        best, spent, reps = min(best, dt), spent + dt, reps + 1
-    return best
-
-
 def calibrate(threads: int | None = None) -> Calibration:
     """Time n x n matrix products in fp32 and bf16 (well under a second, notebook 00).
 
     Compares at n = 128 first; where bf16 is at least a fifth of fp32's speed the comparison is
-    repeated at n = 256, where per-call overhead matters less. The minimum of several repetitions
-    is kept: another program can only make a run slower, never faster.
+    repeated at n = 256, where per-call overhead matters less. Each is timed by
+    ``bench.time_fn`` (its low quantile: another program can only make a run slower).
     """
     threads = torch.get_num_threads() if threads is None else validate.positive_int("threads", threads)
     t0 = time.perf_counter()
     gen = torch.Generator().manual_seed(0)
     rates = {}
-    with limit_threads(threads):
-        for n in (128, 256):
-            a, b = torch.randn(n, n, generator=gen), torch.randn(n, n, generator=gen)
-            a16, b16 = a.bfloat16(), b.bfloat16()
-            flops = 2 * n ** 3
-            rates = {"fp32": flops / _best_seconds(lambda: a @ b, 0.05),
-                     "bf16": flops / _best_seconds(lambda: a16 @ b16, 0.05, max_reps=10)}
-            size = n
-            if rates["bf16"] < 0.2 * rates["fp32"]:
-                break
+    for n in (128, 256):
+        a, b = torch.randn(n, n, generator=gen), torch.randn(n, n, generator=gen)
+        a16, b16 = a.bfloat16(), b.bfloat16()
+        flops = 2 * n ** 3
+        rates = {kind: flops / bench.time_fn(fn, label=kind, num_threads=threads, warmup=1, min_run_time=0.03).seconds
+                 for kind, fn in (("fp32", lambda: a @ b), ("bf16", lambda: a16 @ b16))}
+        size = n
+        if rates["bf16"] < 0.2 * rates["fp32"]:
+            break
     return Calibration(rates["fp32"], rates["bf16"], size, threads, time.perf_counter() - t0)
 
 
@@ -307,6 +296,18 @@ class CPUProfile:
                          f"({cal.size}x{cal.size}, {cal.threads} thread(s)): bf16 is {p.bf16} here")
         lines += [f"  - {note}" for note in p.notes]
         return "\n".join(lines)
+
+
+def free_cores() -> int:
+    """Free physical cores now: the profile's when a notebook made one, else measured in a tenth of
+    a second and remembered for 10 s (``distributed.launch`` splits them between its ranks)."""
+    global _FREE_CORES
+    if _PROFILE is not None:
+        return _PROFILE.plan.free_cores
+    now = time.monotonic()
+    if _FREE_CORES is None or now - _FREE_CORES[0] > 10:
+        _FREE_CORES = (now, measure_load(0.1).free_cores(detect().cpu.physical_cores))
+    return _FREE_CORES[1]
 
 
 def profile(refresh: bool = False, apply: bool = True, calibration: bool = True) -> CPUProfile:

@@ -50,7 +50,7 @@ from dataclasses import dataclass
 from typing import Any
 
 __all__ = ["Children", "Event", "Channel", "require_importable", "start_method", "helper_processes",
-           "leftover_processes", "kill_tree"]
+           "leftover_processes", "kill_tree", "is_running"]
 
 # Modules the forkserver imports once, so children start with them loaded: torch itself (~2-4 s),
 # torch._dynamo (~1.5 s; creating any torch optimizer imports it) and the course library.
@@ -427,8 +427,8 @@ class Children:
                 with contextlib.suppress(OSError):
                     c.lifeline.close()
             descendants = _descendants([c.proc.pid for c in started if c.proc.exitcode is None])
-            for c in started:
-                kill_tree(c.proc.pid, group=True)
+            for c in started:  # the descendants were found above, once
+                _kill_group(c.proc.pid)
             for p in descendants:
                 with contextlib.suppress(Exception):
                     p.kill()
@@ -472,21 +472,23 @@ def _descendants(pids: list[int | None]) -> list:
     return out
 
 
-def _dead(p) -> bool:
+def is_running(pid: int) -> bool:
+    """Whether process ``pid`` exists and is not a zombie (dead, waiting to be reaped by its parent).
+    The tests and ``tools/launch_stress.py`` use it to check that nothing was left behind."""
     import psutil
 
     try:
-        return p.status() == psutil.STATUS_ZOMBIE  # dead; its new parent (init) reaps it
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
     except psutil.NoSuchProcess:
-        return True
+        return False
 
 
 def _reap(procs: list, deadline: float) -> None:
     """Wait until killed descendants are dead. They are no longer our children (their parent died
     with them), so they cannot be waited for, only watched."""
-    left = list(procs)
+    left = [p.pid for p in procs]
     while left and time.monotonic() < deadline:
-        left = [p for p in left if not _dead(p)]
+        left = [pid for pid in left if is_running(pid)]
         if left:
             time.sleep(0.01)
 
@@ -496,6 +498,10 @@ def kill_tree(pid: int, group: bool = True) -> None:
     for p in _descendants([pid]):
         with contextlib.suppress(Exception):
             p.kill()
+    _kill_group(pid, group)
+
+
+def _kill_group(pid: int, group: bool = True) -> None:
     if group and hasattr(os, "killpg"):
         with contextlib.suppress(OSError):
             if os.getpgid(pid) == pid:

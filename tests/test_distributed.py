@@ -21,16 +21,10 @@ import torch
 
 from course_lib import distributed as d
 from course_lib.distributed import launcher
+from course_lib.procs import is_running
 from course_lib.procs import leftover_processes as leftover_children
 
 HERE = Path(__file__).resolve().parent
-
-
-def running(pid: int) -> bool:
-    try:
-        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return False
 
 
 # ----------------------------------------------------------------------------------------------
@@ -196,7 +190,7 @@ def test_a_rank_may_start_dataloader_workers():
     assert [o["total"] for o in out] == [2 * sum(range(256))] * 2  # every rank summed 0..255
     for o in out:
         assert len(o["worker_pids"]) == 2 and all(pid != 0 for pid in o["worker_pids"])
-        assert not any(running(pid) for pid in o["worker_pids"])
+        assert not any(is_running(pid) for pid in o["worker_pids"])
     assert leftover_children() == []
 
 
@@ -208,7 +202,7 @@ def test_timeout_kills_what_a_hung_rank_started():
         assert info.value.unfinished == [1]
         rank_pid, grandchild = (int(v) for v in Path(pid_file).read_text().split())
     for pid in (rank_pid, grandchild):
-        assert not running(pid), pid
+        assert not is_running(pid), pid
     assert leftover_children() == []
 
 
@@ -254,7 +248,7 @@ def test_ctrl_c_during_startup_in_a_fresh_interpreter(delay):
     assert "interrupted" in out, out
     # the script is gone; what it started may need a moment to notice and exit (longer on a busy machine)
     deadline = time.monotonic() + 10
-    while (alive := [pid for pid in seen if running(pid)]) and time.monotonic() < deadline:
+    while (alive := [pid for pid in seen if is_running(pid)]) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert alive == [], f"processes left 10 s after the interrupted script exited: {alive}"
 

@@ -11,6 +11,7 @@ import psutil
 import pytest
 
 from course_lib import procs
+from course_lib.procs import is_running
 
 needs_sessions = pytest.mark.skipif(not hasattr(os, "setsid"), reason="process groups and setsid need a POSIX system")
 
@@ -44,10 +45,6 @@ def collect(kids, want_exits, timeout=60.0):
     while sum(e.kind == "exit" for e in events) < want_exits and time.monotonic() < deadline:
         events += kids.events(deadline - time.monotonic())
     return events
-
-
-def alive(pid: int) -> bool:
-    return psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
 
 
 @needs_sessions
@@ -102,8 +99,8 @@ def test_stop_kills_grandchildren_too():
         (event,) = kids.events(60)
         grandchild = event.value
         child = kids.pids[0]
-        assert alive(grandchild) and alive(child)
-    assert not alive(grandchild) and not alive(child)
+        assert is_running(grandchild) and is_running(child)
+    assert not is_running(grandchild) and not is_running(child)
     assert procs.leftover_processes() == []
 
 
@@ -115,10 +112,10 @@ def test_a_closed_lifeline_makes_the_child_take_down_its_group():
     grandchild, child = event.value, kids.pids[0]
     kids._children[0].lifeline.close()  # what the parent's death does to the pipe
     deadline = time.monotonic() + 10
-    while (alive(child) or alive(grandchild)) and time.monotonic() < deadline:
+    while (is_running(child) or is_running(grandchild)) and time.monotonic() < deadline:
         time.sleep(0.05)
     try:
-        assert not alive(child) and not alive(grandchild), "the child must act on a closed lifeline by itself"
+        assert not is_running(child) and not is_running(grandchild), "the child must act on a closed lifeline by itself"
     finally:
         kids.stop()
 

@@ -34,17 +34,10 @@ from pathlib import Path
 import psutil
 
 from course_lib import distributed as d
-from course_lib.procs import leftover_processes
+from course_lib.procs import is_running, leftover_processes
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "tests" / "interrupt_me.py"
-
-
-def alive(pid: int) -> bool:
-    try:
-        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return False
 
 
 def launches(n: int) -> list[str]:
@@ -58,7 +51,7 @@ def launches(n: int) -> list[str]:
             what = "" if ok else f"wrong result {out}"
         except Exception as exc:  # noqa: BLE001 - any exception is a failure to report
             ok, workers, what = False, [], f"{type(exc).__name__}: {str(exc)[:300]}"
-        left = leftover_processes() + [pid for pid in workers if alive(pid)]
+        left = leftover_processes() + [pid for pid in workers if is_running(pid)]
         port = d.last_launch_stats()["port"]
         busy = not d.port_is_free(port)
         if left or busy:
@@ -103,7 +96,7 @@ def interrupt(mode: str, rng: random.Random) -> tuple[bool, str, float, float]:
         return False, f"unexpected report {line!r}", 0.0, 0.0
     phase, port = parts[2], int(parts[3]) if parts[3] != "None" else None
     time.sleep(0.2)
-    left = [pid for pid in seen if alive(pid)]
+    left = [pid for pid in seen if is_running(pid)]
     busy = port is not None and not d.port_is_free(port)
     ok = phase == mode and not left and not busy
     what = f"phase {phase}, {len(seen)} processes seen, left {left}, port busy={busy}"

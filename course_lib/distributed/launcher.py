@@ -59,7 +59,6 @@ _GRACE_S = 2.0  # how long ranks that finished may take to leave the process gro
 _ERROR_COLLECT_S = 0.5  # after the first error, how long to wait for the other ranks' reports
 
 _LAST: dict[str, Any] = {}
-_FREE_CORES: tuple[float, int] | None = None  # (when measured, value)
 
 
 class RankError(RuntimeError):
@@ -102,19 +101,9 @@ def _logical_cores() -> int:
 
 
 def _free_physical_cores() -> int:
-    """Free physical cores: from ``course_lib.cpu.profile()`` when a notebook made one, else
-    measured (a quarter of a second, remembered for 10 s)."""
-    global _FREE_CORES
-    from .. import cpu
+    from ..cpu import free_cores
 
-    if cpu._PROFILE is not None:
-        return cpu._PROFILE.plan.free_cores
-    now = time.monotonic()
-    if _FREE_CORES is None or now - _FREE_CORES[0] > 10:
-        from ..hardware import detect
-
-        _FREE_CORES = (now, cpu.measure_load(0.1).free_cores(detect().cpu.physical_cores))
-    return _FREE_CORES[1]
+    return free_cores()
 
 
 def max_world_size() -> int:
