@@ -143,7 +143,7 @@ def compare_interleaved(fns: Mapping[str, Callable[[], object]], *, rounds: int 
 
     Use this whenever an assertion compares two timings: slow drifts of the machine then hit every
     alternative alike (notebook 01: thread scaling, CPU vs GPU; later modules too). Each round
-    times every alternative once (``time_fn``); an alternative's ``seconds`` is the low quantile of
+    times every alternative once (``time_fn``; ``warmup`` calls before an alternative's first round only); an alternative's ``seconds`` is the low quantile of
     its per-round times. If any alternative's rounds spread widely, as many rounds again are run
     for all of them; ``noisy`` flags a spread that stayed. ``num_threads`` is one thread count for
     all, or a mapping name -> thread count (``thread_scaling`` uses that).
@@ -159,8 +159,9 @@ def compare_interleaved(fns: Mapping[str, Callable[[], object]], *, rounds: int 
         for _ in range(n):
             for name, fn in fns.items():
                 threads = num_threads.get(name) if isinstance(num_threads, Mapping) else num_threads
+                warm = warmup if not per[name] else 0  # warm each alternative up once, not every round
                 per[name].append(time_fn(fn, label=name, device=device, num_threads=threads,
-                                         warmup=warmup, min_run_time=min_run_time))
+                                         warmup=warm, min_run_time=min_run_time))
 
     run(rounds)
     if rounds > 1 and any(_spread([t.seconds for t in ts]) > NOISY_SPREAD for ts in per.values()):
