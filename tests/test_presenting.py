@@ -205,3 +205,38 @@ def test_memory_calculator_text_matches_the_estimator():
     assert "GB per device" in box.children[-1].value
     with pytest.raises(ValueError):
         widgets.memory_calculator_text(7e9, "fp8", "adam", 0, 1, 2048, 1, 4096, 32, 32)
+
+
+def test_score_guess_with_a_guess():
+    s = checks.score_guess(10, 20, model=25, unit="GB/s", what="Copy bandwidth", model_name="STREAM model",
+                           name="guess_bw")
+    assert s.factor == pytest.approx(2.0) and s.direction == "low" and s.verdict == "close (within 2x)"
+    assert s.model_factor == pytest.approx(1.25)
+    text = repr(s)
+    assert "your guess (guess_bw)   10 GB/s  (2x below the measurement)" in text
+    assert "STREAM model" in text and "1.2x above" in text and "closer than your guess" in text
+    assert checks.score_guess(21, 20).verdict == "spot on"
+    assert checks.score_guess(300, 20).verdict == "off by more than 10x"
+    assert checks.score_guess(100, 20).direction == "high"
+    assert "beat the model" in str(checks.score_guess(20, 20, model=40))
+
+
+def test_score_guess_without_a_guess_still_gives_the_answer():
+    s = checks.score_guess(None, 0.8, model=1.0, unit="s", name="guess_seconds")
+    assert s.factor is None and s.direction is None and s.verdict == "no guess"
+    text = str(s)
+    assert "No guess yet" in text and "`guess_seconds`" in text and "0.8 s" in text and "1 s" in text
+
+
+def test_score_guess_signs_and_bad_input():
+    assert checks.score_guess(-1, 0.5).verdict == "off by 1.5"
+    with pytest.raises(TypeError, match="without quotes"):
+        checks.score_guess("20", 20)
+    with pytest.raises(TypeError, match="guess must be a number"):
+        checks.score_guess(True, 20)
+    with pytest.raises(ValueError, match="finite"):
+        checks.score_guess(float("nan"), 20)
+    with pytest.raises(TypeError, match="measured must be a number"):
+        checks.score_guess(1, None)
+    with pytest.raises(TypeError, match="unit must be a string"):
+        checks.score_guess(1, 2, unit=3)
