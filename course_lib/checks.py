@@ -113,7 +113,7 @@ def check_value(name: str, got: Any, expected: Any, *, rtol: float = 1e-6, atol:
 # 20 GB/s is as far off as 40 GB/s (a factor of 2 either way).
 
 def _fmt(x: float) -> str:
-    return f"{x:.3g}" if abs(x) < 1e5 else f"{x:.3e}"
+    return f"{x:.3g}" if x == 0 or 0.01 <= abs(x) < 1e5 else f"{x:.2e}"
 
 
 @dataclass(frozen=True)

@@ -388,6 +388,39 @@ def synchronize(device: torch.device | str | None = None) -> None:
         xm.wait_device_ops()
 
 
+# fp32 operations one core can start per clock cycle: vector lanes x 2 (a fused multiply-add counts
+# as two operations) x the number of FMA units. Typical desktop and server cores have two units;
+# some chips have one (older or low-power cores, some AVX-512 parts) or four (Apple's cores), so
+# this is a data-sheet-style estimate, good to about 2x, that notebook 00 checks with a measurement.
+FP32_FLOPS_PER_CYCLE = {"AVX-512": 64, "AVX2": 32, "AVX": 16, "SSE": 8, "SVE": 32, "NEON": 16}
+
+
+def cpu_clock_ghz() -> float | None:
+    """The CPU's clock in GHz as the operating system reports it (the maximum, else the current one),
+    or None where it does not say (notebook 00, the peak estimate)."""
+    import psutil
+
+    try:
+        freq = psutil.cpu_freq()
+    except (OSError, NotImplementedError, AttributeError):  # some VMs and sandboxes hide it
+        return None
+    if freq is None:
+        return None
+    mhz = freq.max if freq.max and freq.max > 0 else freq.current
+    return mhz / 1000 if mhz and mhz > 0 else None
+
+
+def cpu_peak_flops(cores: int, ghz: float, vector_isa: str) -> float:
+    """Data-sheet peak fp32 FLOP/s: cores x clock x FLOPs per cycle for ``vector_isa`` (notebook 00).
+
+    A pure function: ``cpu_peak_flops(2, 2.5, "AVX2")`` is 2 x 2.5e9 x 32 = 160 GFLOP/s.
+    """
+    validate.positive_int("cores", cores)
+    validate.positive("ghz", ghz)
+    isa = validate.choice("vector_isa", vector_isa, tuple(FP32_FLOPS_PER_CYCLE))
+    return cores * ghz * 1e9 * FP32_FLOPS_PER_CYCLE[isa]
+
+
 def seed_everything(seed: int = 0) -> int:
     """Seed Python, numpy and torch (all devices) so deterministic cells repeat exactly."""
     validate.nonnegative_int("seed", seed)

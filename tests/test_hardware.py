@@ -109,3 +109,16 @@ def test_usable_cpus_respects_the_affinity_mask():
     finally:
         os.sched_setaffinity(0, before)
     assert 1 <= hardware.usable_cpus() <= len(before)
+
+
+def test_cpu_peak_flops_is_cores_clock_and_lanes():
+    assert hardware.cpu_peak_flops(2, 2.5, "AVX2") == pytest.approx(160e9)
+    assert hardware.cpu_peak_flops(4, 3.0, "avx-512") == pytest.approx(4 * 3e9 * 64)
+    with pytest.raises(ValueError, match="vector_isa"):
+        hardware.cpu_peak_flops(2, 2.5, "MMX")
+    with pytest.raises(ValueError, match="cores"):
+        hardware.cpu_peak_flops(0, 2.5, "AVX2")
+    with pytest.raises(ValueError, match="ghz"):
+        hardware.cpu_peak_flops(2, -1, "AVX2")
+    ghz = hardware.cpu_clock_ghz()
+    assert ghz is None or 0.2 < ghz < 7
