@@ -264,6 +264,25 @@ class AlphaBeta:
         t = self.latency_factor * self.alpha_s + self.bandwidth_factor * n / self.bandwidth_bytes_per_s
         return float(t) if t.ndim == 0 else t
 
+    @property
+    def intercept_s(self) -> float:
+        """The fitted line's value at 0 bytes, ``latency_factor * alpha_s`` (seconds).
+
+        Notebook 03 (interconnect): an intercept read off messages of 1 MB and more, not the
+        measured time of a tiny message (which follows other rules on a busy machine).
+        """
+        return self.latency_factor * self.alpha_s
+
+    @property
+    def crossover_bytes(self) -> float:
+        """The message size at which the latency term equals the bandwidth term (bytes).
+
+        Notebook 03 (interconnect): smaller messages are latency-bound, larger ones bandwidth-bound.
+        ``intercept_s / (bandwidth_factor / bandwidth)``: ``alpha * bandwidth`` for a plain line,
+        ``p * alpha * bandwidth`` for the ring formula on p ranks. 0 when alpha is 0.
+        """
+        return self.intercept_s * self.bandwidth_bytes_per_s / self.bandwidth_factor
+
     def relative_errors(self, sizes_bytes: Sequence[float], seconds: Sequence[float]) -> np.ndarray:
         """``(predicted - measured) / measured`` for each point: 0.25 means 25% too slow.
 
@@ -447,6 +466,24 @@ def data_parallel_speedup(
     return c / (c / p + (1.0 - ov) * comm)
 
 
+def bandwidth_needed(compute_s: float, grad_bytes: float, world_size: int, efficiency: float) -> float:
+    """The link bandwidth (bytes/s, per direction) at which weak-scaling data parallelism on a ring
+    reaches ``efficiency`` (speed-up / world_size), with no latency and no overlap.
+
+    Notebook 03 (interconnect), "how far does data parallelism scale", and its exercise ("which link
+    does the job need?"). The all-reduce may take at most ``compute_s * (1 / efficiency - 1)``
+    seconds; the ring moves ``2(p-1)/p * grad_bytes`` per rank in that time. ``world_size == 1``
+    needs no link (0.0). Raises ValueError for ``efficiency`` outside (0, 1) or ``compute_s <= 0``.
+    """
+    c = validate.positive("compute_s", compute_s)
+    g = validate.nonnegative("grad_bytes", grad_bytes)
+    p = validate.integer("world_size (the number of ranks)", world_size, minimum=1)
+    e = validate.fraction("efficiency (speed-up / world_size; 1 would need an infinite link)", efficiency)
+    if p == 1:
+        return 0.0
+    return busbw_factor(p) * g / (c * (1 / e - 1))
+
+
 # --------------------------------------------------------------------------------------
 # 5. The cited link table lives with the other data tables (course_lib/tables/links.json)
 # --------------------------------------------------------------------------------------
@@ -469,6 +506,7 @@ __all__ = [
     "algbw",
     "allgather_time",
     "allreduce_time",
+    "bandwidth_needed",
     "broadcast_time",
     "busbw",
     "busbw_factor",

@@ -284,6 +284,40 @@ def test_speedup_hand_values_and_orderings():
     assert data_parallel_speedup(c, GRAD, p, 10 * BW, A) > weak
 
 
+@pytest.mark.parametrize("p", [2, 4, 8, 64])
+@pytest.mark.parametrize("efficiency", [0.5, 0.9])
+def test_bandwidth_needed_reaches_the_efficiency_exactly(p, efficiency):
+    need = comm.bandwidth_needed(0.25, GRAD, p, efficiency)
+    assert data_parallel_speedup(0.25, GRAD, p, need) == pytest.approx(efficiency * p)
+    assert data_parallel_speedup(0.25, GRAD, p, 0.99 * need) < efficiency * p  # the smallest such link
+
+
+def test_bandwidth_needed_hand_values_and_bad_input():
+    assert comm.bandwidth_needed(1.0, 1e9, 2, 0.5) == pytest.approx(1e9)  # the all-reduce may take C
+    assert comm.bandwidth_needed(0.5, 1e9, 2, 0.5) == pytest.approx(2e9)  # half the compute, twice the link
+    assert comm.bandwidth_needed(1.0, 1e9, 1, 0.9) == 0.0  # one rank sends nothing
+    for kwargs, match in [({"efficiency": 1.0}, "efficiency"), ({"efficiency": 0}, "efficiency"),
+                          ({"compute_s": 0}, "compute_s"), ({"grad_bytes": -1}, "grad_bytes"),
+                          ({"world_size": 0}, "world_size")]:
+        args = {"compute_s": 1.0, "grad_bytes": 1e9, "world_size": 4, "efficiency": 0.9, **kwargs}
+        with pytest.raises(ValueError, match=match):
+            comm.bandwidth_needed(**args)
+
+
+@pytest.mark.parametrize("p", [2, 4, 8])
+def test_crossover_is_where_latency_and_bandwidth_terms_are_equal(p):
+    fit = fit_ring_allreduce(N_SIZES, [allreduce_time(n, p, A, BW) for n in N_SIZES], p)
+    assert fit.intercept_s == pytest.approx(2 * (p - 1) * A)
+    n = fit.crossover_bytes
+    assert n == pytest.approx(p * A * BW)
+    assert 2 * (p - 1) * A == pytest.approx(busbw_factor(p) * n / BW)  # the two terms of allreduce_time
+    assert fit_alpha_beta([1e6, 2e6], [1e-3 + 1e6 / BW, 1e-3 + 2e6 / BW]).crossover_bytes == pytest.approx(1e-3 * BW)
+    assert AlphaBeta(0.0, BW).crossover_bytes == 0.0
+
+
+N_SIZES = [2**k for k in range(10, 27, 2)]
+
+
 # ---- 5. the link table ----------------------------------------------------------------
 
 ALL_LINKS = links()

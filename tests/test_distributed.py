@@ -291,3 +291,39 @@ def test_allreduce_benchmark_rows():
         assert len(r["times"]) == 3 and 0 < min(r["times"]) <= r["seconds"] <= r["median_s"] and r["world_size"] == 2
         assert r["algbw_Bps"] == pytest.approx(r["bytes"] / r["seconds"])
         assert r["busbw_Bps"] == pytest.approx(r["algbw_Bps"])  # 2 (N-1) / N = 1 for N = 2
+
+
+def test_allreduce_benchmark_counts_the_work_of_all_ranks():
+    rows = d.launch(d.allreduce_benchmark, 2, [4, 4 * 2**20], repeats=3, warmup=1)[0]
+    assert all(r["cpu_seconds"] > 0 for r in rows)
+    assert rows[1]["cpu_seconds"] > rows[0]["cpu_seconds"], "4 MiB must cost more processor time than 4 bytes"
+
+
+def test_data_parallel_step_keeps_the_copies_equal_and_times_its_parts():
+    out = d.measure_data_parallel(2, in_features=32, hidden=64, layers=2, batch_size=8, steps=3, warmup=1)
+    assert out["same_weights"], "the averaged gradients must give every rank the same weights"
+    assert out["n_params"] == (32 * 64 + 64) + (64 * 64 + 64) + (64 * 10 + 10)
+    assert out["grad_bytes"] == 4 * out["n_params"]
+    for key in ("compute_s", "step_s", "comm_s"):
+        assert out[key] > 0, key
+    assert out["wait_s"] >= 0
+    assert out["speedup"] == pytest.approx(2 * out["compute_s"] / out["step_s"])
+    assert 0 < out["comm_share"] < 1
+    assert out["compute_in_job_s"] == pytest.approx(out["step_s"] - out["comm_s"] - out["wait_s"])
+
+
+def test_data_parallel_benchmark_alone_sends_nothing():
+    out = d.launch(d.data_parallel_benchmark, 1, in_features=16, hidden=16, layers=1, batch_size=4, steps=2)[0]
+    assert len(out["step_s"]) == len(out["solo_s"]) == len(out["comm_s"]) == 2
+    assert max(out["comm_s"]) < 0.01  # one rank: no all-reduce at all
+
+
+@pytest.mark.parametrize("kwargs, exc, match", [
+    ({"batch_size": 0}, ValueError, "batch_size"), ({"steps": -1}, ValueError, "steps"),
+    ({"hidden": 2.5}, TypeError, "hidden"), ({"bogus": 1}, TypeError, "bogus"),
+])
+def test_measure_data_parallel_rejects_bad_input_before_launching(kwargs, exc, match):
+    with pytest.raises(exc, match=match):
+        d.measure_data_parallel(2, **kwargs)
+    with pytest.raises(ValueError, match="world_size"):
+        d.measure_data_parallel(1)

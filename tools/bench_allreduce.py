@@ -7,7 +7,10 @@ Each run launches the ranks, times all_reduce for 1 KB ... 64 MB (median of 15 p
 interleaved), fits the ring formula on sizes >= 1 MB (comm.fit_ring_allreduce), and records the
 worst relative miss on those sizes. Prints every run and a summary per world size: the fitted
 latency and link bandwidth, the median and worst miss, and how many runs landed within 25 %.
-Notebook 03 asserts a looser bound; this command reports the tight target.
+With 2 and 4 ranks it also reports, per run, what notebook 03 checks from 2 ranks to 4: the
+processor time per byte of all ranks together, 4 ranks over 2 (the ring's 2(N-1)/N factor says
+3x), and the 4-rank wall time over the ring model fitted on 2 ranks.
+Notebook 03 asserts looser bounds; this command reports the tight targets.
 """
 from __future__ import annotations
 
@@ -28,18 +31,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--target", type=float, default=0.25)
     args = parser.parse_args(argv)
     summary: dict[int, list[tuple[float, float, float]]] = {w: [] for w in args.world_sizes}
+    ratios: list[tuple[float, float]] = []
     for run in range(args.runs):
+        measured, fits = {}, {}
         for w in args.world_sizes:
             start = time.perf_counter()
-            rows = distributed.launch(distributed.allreduce_benchmark, w, SIZES, repeats=15)[0]
+            rows = measured[w] = distributed.launch(distributed.allreduce_benchmark, w, SIZES, repeats=15)[0]
             seconds = [r["seconds"] for r in rows]
-            fit = comm.fit_ring_allreduce(SIZES, seconds, w, min_bytes=2**20)
+            fit = fits[w] = comm.fit_ring_allreduce(SIZES, seconds, w, min_bytes=2**20)
             big = [(s, t) for s, t in zip(SIZES, seconds) if s >= 2**20]
             worst = max(abs(e) for e in fit.relative_errors([s for s, _ in big], [t for _, t in big]))
             summary[w].append((fit.alpha_s, fit.bandwidth_bytes_per_s, worst))
             print(f"run {run + 1}, {w} ranks: alpha {fit.alpha_s * 1e6:6.0f} us, bandwidth "
                   f"{fit.bandwidth_bytes_per_s / 1e9:5.2f} GB/s, worst miss >= 1 MB {worst:5.1%} "
                   f"({time.perf_counter() - start:.1f} s)", flush=True)
+        if 2 in measured and 4 in measured:
+            ratios.append(_two_to_four(measured, fits[2]))
+            print(f"run {run + 1}, 2 -> 4 ranks: processor time per byte {ratios[-1][0]:.2f}x (ring: 3x), "
+                  f"wall time {ratios[-1][1]:.2f}x the ring model fitted on 2 ranks", flush=True)
     print()
     for w, rows in summary.items():
         worst = [r[2] for r in rows]
@@ -47,7 +56,21 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{w} ranks: bandwidth {statistics.median(r[1] for r in rows) / 1e9:.2f} GB/s (median), "
               f"worst miss median {statistics.median(worst):.1%}, max {max(worst):.1%}, "
               f"within {args.target:.0%} in {within}/{len(rows)} runs")
+    if ratios:
+        work = [r[0] for r in ratios]
+        print(f"2 -> 4 ranks: processor time per byte {min(work):.2f}-{max(work):.2f}x (ring: 3x; notebook 03 "
+              f"accepts 2.5-4.5x), wall time over the model {min(r[1] for r in ratios):.2f}-"
+              f"{max(r[1] for r in ratios):.2f}x")
     return 0
+
+
+def _two_to_four(measured: dict, fit2: comm.AlphaBeta) -> tuple[float, float]:
+    """Notebook 03's check from 2 ranks to 4: the work ratio and the wall time over the ring model."""
+    work = {w: comm.fit_alpha_beta(SIZES, [r["cpu_seconds"] for r in measured[w]], min_bytes=2**20) for w in (2, 4)}
+    big = [i for i, s in enumerate(SIZES) if s >= 2**20]
+    model = [comm.allreduce_time(SIZES[i], 4, fit2.alpha_s, fit2.bandwidth_bytes_per_s) for i in big]
+    wall = statistics.median(measured[4][i]["seconds"] / m for i, m in zip(big, model))
+    return work[2].bandwidth_bytes_per_s / work[4].bandwidth_bytes_per_s, wall
 
 
 if __name__ == "__main__":

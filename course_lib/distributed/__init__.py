@@ -5,6 +5,8 @@
                   ``LaunchTimeout``, ``last_launch_stats``, ``port_is_free``, ``max_world_size``
 ``collectives``   ``allreduce_benchmark``, ``ring_all_reduce`` (written by hand) and
                   ``check_ring_against_library``
+``scaling``       ``data_parallel_benchmark`` (a real data-parallel step, timed in parts) and
+                  ``measure_data_parallel`` (its speed-up over one rank)
 ``demos``         small workers that show what ``launch`` does: ``demo_rank_sum``,
                   ``demo_raise_on_rank``, ``demo_sleep_on_rank``, ``demo_dataloader_sum``, ...
 ================  ============================================================================
@@ -17,6 +19,7 @@ from __future__ import annotations
 from .collectives import ALLREDUCE_SIZES, allreduce_benchmark, check_ring_against_library, ring_all_reduce
 from .demos import (demo_dataloader_sum, demo_raise_on_rank, demo_rank_info, demo_rank_sum, demo_sleep_on_rank,
                     demo_subprocess_then_hang, demo_workers_then_hang)
+from .scaling import data_parallel_benchmark, measure_data_parallel
 from .launcher import (BACKENDS, HOST, LaunchTimeout, RankError, default_threads_per_rank, last_launch_stats, launch,
                        max_world_size, port_is_free, rank_info)
 
@@ -24,5 +27,6 @@ __all__ = [
     "ALLREDUCE_SIZES", "launch", "rank_info", "RankError", "LaunchTimeout", "BACKENDS", "HOST", "max_world_size",
     "default_threads_per_rank", "last_launch_stats", "port_is_free", "allreduce_benchmark", "ring_all_reduce",
     "check_ring_against_library", "demo_rank_sum", "demo_raise_on_rank", "demo_sleep_on_rank", "demo_rank_info",
-    "demo_dataloader_sum", "demo_subprocess_then_hang", "demo_workers_then_hang",
+    "demo_dataloader_sum", "demo_subprocess_then_hang", "demo_workers_then_hang", "data_parallel_benchmark",
+    "measure_data_parallel",
 ]

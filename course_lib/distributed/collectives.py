@@ -27,6 +27,13 @@ def _sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
+def _all_reduce_on(t: torch.Tensor, device: torch.device, op) -> torch.Tensor:
+    """All-reduce a CPU tensor of results (NCCL reduces only GPU tensors: go through the device)."""
+    on_device = t.to(device)
+    dist.all_reduce(on_device, op=op)
+    return on_device.cpu()
+
+
 def allreduce_benchmark(sizes_bytes: list[int], repeats: int = 5, warmup: int = 2,
                         dtype: str | torch.dtype = "float32") -> list[dict]:
     """Time ``dist.all_reduce`` (sum) for each message size; run it under :func:`launch`.
@@ -38,12 +45,18 @@ def allreduce_benchmark(sizes_bytes: list[int], repeats: int = 5, warmup: int = 
     ``warmup`` rounds are discarded. An op's time is the slowest rank's (a MAX all-reduce of the
     per-rank times at the end), so every rank returns the same rows::
 
-        {"bytes", "numel", "seconds", "median_s", "times", "algbw_Bps", "busbw_Bps", "world_size"}
+        {"bytes", "numel", "seconds", "median_s", "times", "algbw_Bps", "busbw_Bps", "world_size",
+         "cpu_seconds"}
 
     ``seconds`` is the low quantile (20th percentile) of the repeats, the time the operation takes
     when the operating system does not get in the way (``course_lib.bench`` explains why);
     ``median_s`` the median. ``algbw_Bps`` is bytes / ``seconds``; ``busbw_Bps`` multiplies it by 2 (N-1) / N, the bytes a
     ring all-reduce moves per rank, so different world sizes compare on one scale.
+
+    ``cpu_seconds`` is the processor time (user + system, every thread) that **all ranks together**
+    spent in one all-reduce, the low quantile over the repeats. Wall time depends on how many cores
+    the ranks share; this is the work itself, so it shows what the ring's 2 (N-1) / N factor costs
+    even when 4 ranks take turns on 2 cores (notebook 03, "from 2 ranks to 4").
     """
     sizes = validate.int_list("sizes_bytes", sizes_bytes)
     repeats = validate.positive_int("repeats", repeats)
@@ -54,24 +67,22 @@ def allreduce_benchmark(sizes_bytes: list[int], repeats: int = 5, warmup: int = 
     elem = names.bytes_per_element(dt)
     tensors = [torch.zeros(max(1, s // elem), dtype=dt, device=device) for s in sizes]
     times = torch.zeros(len(sizes), repeats, dtype=torch.float64)
+    cpu = torch.zeros(len(sizes), repeats, dtype=torch.float64)
     for rnd in range(warmup + repeats):
         # rotate the order each round as well, so no size always follows the largest one
         order = [(i + rnd) % len(sizes) for i in range(len(sizes))]
         for i in order:
             dist.barrier()
             _sync(device)
-            t = time.perf_counter()
+            c, t = time.process_time(), time.perf_counter()
             dist.all_reduce(tensors[i])
             _sync(device)
-            elapsed = time.perf_counter() - t
+            elapsed, cpu_used = time.perf_counter() - t, time.process_time() - c
             if rnd >= warmup:
                 times[i, rnd - warmup] = elapsed
-    if device.type == "cuda":
-        times_dev = times.to(device)
-        dist.all_reduce(times_dev, op=dist.ReduceOp.MAX)
-        times = times_dev.cpu()
-    else:
-        dist.all_reduce(times, op=dist.ReduceOp.MAX)
+                cpu[i, rnd - warmup] = cpu_used
+    times = _all_reduce_on(times, device, dist.ReduceOp.MAX)  # the slowest rank's time
+    cpu = _all_reduce_on(cpu, device, dist.ReduceOp.SUM)  # the work of all ranks together
     rows = []
     for i, s in enumerate(sizes):
         nbytes = tensors[i].numel() * elem
@@ -80,7 +91,8 @@ def allreduce_benchmark(sizes_bytes: list[int], repeats: int = 5, warmup: int = 
         algbw = nbytes / low if low > 0 else float("inf")
         rows.append({"bytes": nbytes, "numel": tensors[i].numel(), "seconds": low, "median_s": statistics.median(ts),
                      "times": ts,
-                     "algbw_Bps": algbw, "busbw_Bps": algbw * 2 * (world - 1) / world, "world_size": world})
+                     "algbw_Bps": algbw, "busbw_Bps": algbw * 2 * (world - 1) / world, "world_size": world,
+                     "cpu_seconds": quantile(cpu[i].tolist(), LOW_QUANTILE)})
     return rows
 
 

@@ -1,0 +1,149 @@
+"""A real data-parallel training step on local ranks, timed in parts (notebook 03, section 7).
+
+* ``data_parallel_benchmark``: the worker. Each rank trains its own copy of an MLP on its own batch
+  (``train.train_step``); between the backward pass and the update, the ranks wait for each
+  other, then the gradients are copied into one flat buffer, summed over the ranks with one
+  ``dist.all_reduce`` and divided by the number of ranks, so every copy takes the same step. It
+  times the whole step, the wait and the all-reduce part.
+* ``measure_data_parallel``: runs the worker on ``world_size`` ranks, where rank 0 also takes
+  steps alone between the data-parallel ones (so the machine's drift hits both), and returns what
+  ``comm.data_parallel_speedup`` needs next to what happened: one rank's compute time, the
+  gradient bytes, the measured step time, speed-up and share of the step spent in the all-reduce.
+
+PyTorch's ``DistributedDataParallel`` does the same all-reduce in buckets that overlap with the
+backward pass (module 06); here nothing overlaps, which is what the simple model assumes.
+"""
+from __future__ import annotations
+
+import copy
+import inspect
+import time
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+from .. import models, train, validate
+from ..bench import LOW_QUANTILE, quantile
+from .launcher import launch, rank_info
+
+__all__ = ["data_parallel_benchmark", "measure_data_parallel"]
+
+
+class _GradientAverager:
+    """``before_update`` hook: wait for every rank, then sum all gradients in one flat message and divide by
+    the number of ranks. The flat buffer is kept between steps, as DDP keeps its buckets."""
+
+    def __init__(self, world: int) -> None:
+        self.world = world
+        self.buffer: torch.Tensor | None = None
+        self.wait_s: list[float] = []
+        self.comm_s: list[float] = []
+
+    def __call__(self, model: torch.nn.Module) -> None:
+        start = time.perf_counter()
+        if self.world > 1:
+            dist.barrier()  # time spent waiting for the slowest rank is not the link's
+        ready = time.perf_counter()
+        if self.world > 1:
+            grads = [p.grad for p in model.parameters() if p.grad is not None]
+            if self.buffer is None:
+                self.buffer = torch.empty(sum(g.numel() for g in grads), dtype=grads[0].dtype, device=grads[0].device)
+            torch.cat([g.reshape(-1) for g in grads], out=self.buffer)
+            dist.all_reduce(self.buffer)
+            self.buffer /= self.world
+            offset = 0
+            for g in grads:
+                g.copy_(self.buffer[offset:offset + g.numel()].view_as(g))
+                offset += g.numel()
+        self.wait_s.append(ready - start)
+        self.comm_s.append(time.perf_counter() - ready)
+
+
+def _check_config(in_features: int, hidden: int, layers: int, batch_size: int, steps: int, warmup: int) -> None:
+    for name, value in (("in_features", in_features), ("hidden", hidden), ("layers", layers),
+                        ("batch_size", batch_size), ("steps", steps)):
+        validate.positive_int(name, value)
+    validate.nonnegative_int("warmup", warmup)
+
+
+def data_parallel_benchmark(in_features: int = 512, hidden: int = 1024, layers: int = 3, batch_size: int = 32,
+                            steps: int = 6, warmup: int = 2, seed: int = 0) -> dict[str, Any]:
+    """Time data-parallel training steps of an MLP on this rank; run it under :func:`launch`.
+    Notebook 03 (interconnect), section "how far does data parallelism scale".
+
+    Every rank starts from the same weights (``seed``) and draws its own batch of ``batch_size``
+    random examples (weak scaling: the global batch is ``batch_size`` x the number of ranks). A
+    barrier starts each step on all ranks together. Before each data-parallel step, rank 0 takes one
+    step alone on a copy of the model while the other ranks wait (the one-rank baseline, measured
+    under the same conditions). Returns this rank's ``{"rank", "world_size", "step_s", "comm_s",
+    "wait_s", "solo_s", "grad_bytes", "n_params", "checksum"}``: the step times, their all-reduce
+    parts, the time spent waiting for the slowest rank before the all-reduce (a barrier), and
+    (rank 0 only) the steps alone (lists, ``warmup`` steps dropped), the bytes all-reduced per
+    step, and a checksum of the weights after training (equal on every rank when the gradients were
+    really averaged).
+    """
+    _check_config(in_features, hidden, layers, batch_size, steps, warmup)
+    info = rank_info()
+    rank, world = info["rank"], info["world_size"]
+    torch.manual_seed(seed)  # the same initial weights on every rank
+    model = models.MLP(in_features, [hidden] * layers, 10).to(info["device"])
+    g = torch.Generator().manual_seed(seed + 1 + rank)  # but a batch of its own
+    batch = (torch.randn(batch_size, in_features, generator=g), torch.randint(0, 10, (batch_size,), generator=g))
+    solo_model = copy.deepcopy(model)  # rank 0 also trains alone, on a copy, for the baseline
+    opt = train.make_optimizer("sgd", model.parameters(), lr=0.01)
+    solo_opt = train.make_optimizer("sgd", solo_model.parameters(), lr=0.01)
+    average = _GradientAverager(world)
+    step_s: list[float] = []
+    solo_s: list[float] = []
+    for _ in range(warmup + steps):
+        dist.barrier()  # one step alone on rank 0 while the others wait ...
+        if rank == 0:
+            start = time.perf_counter()
+            train.train_step(solo_model, batch, solo_opt)
+            solo_s.append(time.perf_counter() - start)
+        dist.barrier()  # ... then one data-parallel step on every rank
+        start = time.perf_counter()
+        train.train_step(model, batch, opt, before_update=average)
+        step_s.append(time.perf_counter() - start)
+    n_params = models.count_parameters(model)
+    checksum = float(sum(p.detach().double().sum() for p in model.parameters()))
+    return {"rank": rank, "world_size": world, "step_s": step_s[warmup:], "comm_s": average.comm_s[warmup:],
+            "wait_s": average.wait_s[warmup:], "solo_s": solo_s[warmup:],
+            "grad_bytes": 4 * n_params, "n_params": n_params, "checksum": checksum}
+
+
+def measure_data_parallel(world_size: int = 2, **config: Any) -> dict[str, Any]:
+    """Measure data-parallel training on ``world_size`` ranks against one rank, one thread each.
+    Notebook 03 (interconnect), section "how far does data parallelism scale".
+
+    Launches :func:`data_parallel_benchmark` (``config`` goes to it) on ``world_size`` ranks with one
+    thread per rank (one core per rank, so one rank alone on one core is the fair baseline). Steps
+    alone on rank 0 alternate with data-parallel steps, so the machine's drift hits both alike.
+    Times are low quantiles over the steps; a data-parallel step takes as long as its slowest rank.
+    Returns::
+
+        {"compute_s": one rank's step alone (nothing to communicate),
+         "step_s": a step on world_size ranks, "comm_s": its all-reduce part (slowest rank),
+         "wait_s": waiting for the slowest rank before the all-reduce,
+         "compute_in_job_s": step_s - comm_s - wait_s, "grad_bytes", "n_params", "world_size",
+         "speedup": world_size * compute_s / step_s (examples per second against one rank),
+         "comm_share": comm_s / step_s, "same_weights": every rank ended with the same weights}
+    """
+    world_size = validate.integer("world_size", world_size, minimum=2)
+    unknown = set(config) - set(inspect.signature(data_parallel_benchmark).parameters)
+    if unknown:
+        raise TypeError(f"unknown argument(s) {sorted(unknown)} for data_parallel_benchmark")
+    defaults = {k: v.default for k, v in inspect.signature(data_parallel_benchmark).parameters.items()}
+    settings = {**defaults, **config}
+    _check_config(*(settings[k] for k in ("in_features", "hidden", "layers", "batch_size", "steps", "warmup")))
+    ranks = launch(data_parallel_benchmark, world_size, threads_per_rank=1, **config)
+    compute = quantile(ranks[0]["solo_s"], LOW_QUANTILE)
+    step = max(quantile(r["step_s"], LOW_QUANTILE) for r in ranks)
+    comm_s = max(quantile(r["comm_s"], LOW_QUANTILE) for r in ranks)
+    wait_s = max(quantile(r["wait_s"], LOW_QUANTILE) for r in ranks)
+    return {"compute_s": compute, "step_s": step, "comm_s": comm_s, "wait_s": wait_s,
+            "compute_in_job_s": step - comm_s - wait_s,
+            "grad_bytes": ranks[0]["grad_bytes"], "n_params": ranks[0]["n_params"], "world_size": world_size,
+            "speedup": world_size * compute / step, "comm_share": comm_s / step,
+            "same_weights": len({r["checksum"] for r in ranks}) == 1}
