@@ -56,11 +56,28 @@ def _call(fn: Callable, args: tuple, name: str, hint: str) -> Any:
                           + (f"\nHint: {hint}" if hint else "")) from exc
 
 
+def _explanation(explain: Any, got: Any, rtol: float, atol: float) -> str:
+    """What a wrong answer tells about the mistake: a case's explanation text, or the entry of a
+    {wrong answer: explanation} mapping that matches what the function returned."""
+    if explain is None:
+        return ""
+    if isinstance(explain, str):
+        return f"\n{explain}"
+    for wrong, why in dict(explain).items():
+        if _close(got, wrong, rtol, atol):
+            return f"\n{why}"
+    return ""
+
+
 def check_function(fn: Callable, cases: Sequence[tuple[tuple, Any]] = (), *, reference: Callable | None = None,
                    random_inputs: Callable[[random.Random], tuple] | None = None, n_random: int = 25,
                    rtol: float = 1e-6, atol: float = 0.0, hint: str = "", seed: int = 0,
                    quiet: bool = False) -> int:
-    """Check ``fn`` on fixed ``cases`` ((args, expected) pairs) and on random inputs against ``reference``.
+    """Check ``fn`` on fixed ``cases`` and on random inputs against ``reference``.
+
+    A case is ``(args, expected)`` or ``(args, expected, explanation)``, where the explanation is
+    a text shown when the case fails, or a mapping from plausible wrong answers to what each one
+    means ("12 bytes: the gradient is missing"), so a learner's mistake gets a message that teaches.
 
     ``random_inputs(rng)`` returns one args tuple. Returns the number of cases checked; raises
     ``ExerciseNotDone`` or ``CheckFailed`` with an explanation otherwise.
@@ -73,12 +90,14 @@ def check_function(fn: Callable, cases: Sequence[tuple[tuple, Any]] = (), *, ref
         raise ValueError("give fixed cases, a reference with random_inputs, or both")
     name = getattr(fn, "__name__", "your function")
     checked = 0
-    for args, expected in cases:
-        args = tuple(args)
+    for case in cases:
+        if len(case) not in (2, 3):
+            raise ValueError("each case is (args, expected) or (args, expected, explanation)")
+        args, expected, explain = tuple(case[0]), case[1], (case[2] if len(case) == 3 else None)
         got = _call(fn, args, name, hint)
         if not _close(got, expected, rtol, atol):
             raise CheckFailed(f"{name}{args!r}: expected {expected!r}, got {got!r}"
-                              + (f"\nHint: {hint}" if hint else ""))
+                              + _explanation(explain, got, rtol, atol) + (f"\nHint: {hint}" if hint else ""))
         checked += 1
     if reference is not None:
         rng = random.Random(seed)
@@ -105,6 +124,25 @@ def check_value(name: str, got: Any, expected: Any, *, rtol: float = 1e-6, atol:
         raise CheckFailed(f"{name}: expected {expected!r}, got {got!r}" + (f"\nHint: {hint}" if hint else ""))
     if not quiet:
         print(f"\u2713 {name} is right: {got!r}")
+
+
+def check_largest(name: str, value: Any, fits: Callable[[int], bool], *, hint: str = "", quiet: bool = False) -> None:
+    """Check that ``value`` is the largest whole number for which ``fits(value)`` holds: it fits, one more does not.
+
+    For answers such as "the largest batch that fits in 256 MiB", where the check can test the
+    property without knowing how the learner found the number.
+    """
+    if value is NotImplemented or value is None:
+        raise ExerciseNotDone(f"{name} is not computed yet: assign your answer to it." + (f"\nHint: {hint}" if hint else ""))
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise CheckFailed(f"{name} must be a whole number (an int), got {value!r}" + (f"\nHint: {hint}" if hint else ""))
+    if not fits(value):
+        raise CheckFailed(f"{name} = {value} does not fit: aim lower." + (f"\nHint: {hint}" if hint else ""))
+    if fits(value + 1):
+        raise CheckFailed(f"{name} = {value} fits, but so does {value + 1}: it is not the largest."
+                          + (f"\nHint: {hint}" if hint else ""))
+    if not quiet:
+        print(f"\u2713 {name} = {value} is the largest that fits")
 
 
 # --- the learner's predictions --------------------------------------------------------------------
@@ -172,7 +210,8 @@ class GuessScore:
         if value == self.measured or (f is not None and f < 1.005):
             rel = "equal to the measurement"
         elif f is not None:
-            rel = f"{f:.2g}x {'above' if value > self.measured else 'below'} the measurement"
+            rel = f"{f:.2f}x" if f < 10 else f"{f:.3g}x"
+            rel += f" {'above' if value > self.measured else 'below'} the measurement"
         else:
             rel = f"{_fmt(value - self.measured)}{u} from the measurement"
         return f"  {label:<24}{_fmt(value)}{u}  ({rel})"

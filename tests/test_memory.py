@@ -54,6 +54,7 @@ def _compare(key, build, optimizer, precision, checkpointing):
     meas = M.measure_training_memory(model, x, y, optimizer, precision, steps=3)
     ratio = est.total / meas.live_bytes
     RATIOS[key] = ratio
+    assert sum(b for _, b in est.peak_parts) == est.total, f"{key}: the peak's parts do not add up\n{est.table()}"
     assert 0.9 <= ratio <= 1.1, (f"{key}: estimated {est.total / 2**20:.2f} MiB, measured "
                                  f"{meas.live_bytes / 2**20:.2f} MiB (ratio {ratio:.3f})\n{est.table()}")
     return est, meas
@@ -97,7 +98,10 @@ def test_estimate_components_and_no_side_effects():
     assert all(p.grad is None for p in model.parameters())
     for k, v in model.state_dict().items():
         assert torch.equal(v, before[k]), f"{k} changed by the estimate"
-    assert "total" in est.table() and "MiB" in str(est)
+    assert "total" in est.table() and "MiB" in str(est) and "alive at that peak" in est.table()
+    parts = dict(est.peak_parts)
+    assert est.peak_phase == "backward pass" and parts["activation gradients"] > 0, est.table()
+    assert sum(parts.values()) == est.total
     sgd = M.estimate_training_memory(model, x, "sgd", target=y)
     assert sgd.optimizer_state == 0 and sgd.temporaries == 0
     bf16 = M.estimate_training_memory(model, x, "adam", "bf16-mixed", target=y)
@@ -228,3 +232,20 @@ def test_a_missing_internal_gives_a_clear_message(monkeypatch):
     monkeypatch.setattr(M.torch_internals, "_tree_flatten", None)
     with pytest.raises(RuntimeError, match=r"torch_internals|tree_flatten.*supports torch"):
         M.estimate_training_memory(MLP(), torch.randn(2, 64))
+
+
+@pytest.mark.parametrize("sizes,batch", [([64, 1024, 1024, 10], 64), ([7, 33, 5], 17), ([12, 3], 5)])
+def test_mlp_formulas_match_the_model_and_the_estimator(sizes, batch):
+    torch.manual_seed(0)
+    model = MLP(sizes[0], sizes[1:-1], sizes[-1])
+    x, y = torch.randn(batch, sizes[0]), torch.randint(0, sizes[-1], (batch,))
+    assert M.mlp_parameters(sizes) == sum(p.numel() for p in model.parameters())
+    est = M.estimate_training_memory(model, x, "sgd", target=y)
+    assert abs(M.mlp_activation_bytes(sizes, batch) - est.activations) <= 64  # the loss scalars
+    budget = M.model_states_bytes(M.mlp_parameters(sizes), "fp32", "adam") + 10 * M.mlp_activation_bytes(sizes, 1) + 3
+    assert M.mlp_largest_batch(sizes, "adam", budget) == 10
+    assert M.mlp_largest_batch(sizes, "adam", 0) == 0
+    with pytest.raises(ValueError, match="sizes"):
+        M.mlp_parameters([5])
+    with pytest.raises(TypeError, match="sizes"):
+        M.mlp_parameters("64,10")

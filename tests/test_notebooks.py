@@ -14,7 +14,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tools"))
-from run_notebooks import BUDGET_S, code_hash  # noqa: E402
+from run_notebooks import BUDGET_S, PROGRESS_BAR, code_hash  # noqa: E402
 
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 SOLUTIONS = sorted((ROOT / "solutions").glob("*.ipynb"))
@@ -69,6 +69,8 @@ def test_stored_outputs_are_clean(path):
             assert out.output_type != "error", f"stored error output in cell:\n{c.source[:200]}"
             if out.output_type == "stream":
                 assert out.name == "stdout", f"stored stderr/warning output: {out.text[:300]}"
+            text = out.get("data", {}).get("text/plain", "") if "data" in out else out.get("text", "")
+            assert not PROGRESS_BAR.search(text), f"stored progress bar (stuck at its first frame): {text[:200]}"
         src_lines = [line for line in c.source.splitlines() if line.strip()]
         assert len(src_lines) <= 16, f"cell too long ({len(src_lines)} lines); move code to course_lib:\n{c.source[:200]}"
 
@@ -90,3 +92,70 @@ def test_recorded_run_times_are_fresh_and_within_budget():
         row = table[rel]
         assert row["code_hash"] == code_hash(_read(path)), f"{rel} changed since its run time was recorded"
         assert row["seconds"] <= BUDGET_S, f"{rel} took {row['seconds']} s, over the {BUDGET_S} s budget"
+
+
+GUESS = re.compile(r"^(guess_\w+) = None\s+# your prediction", re.M)
+
+
+def _guesses(nb) -> list[tuple[str, int, int]]:
+    """(variable, index of the cell that sets it, index of the cell that scores it) per prediction."""
+    out = []
+    for i, c in enumerate(nb.cells):
+        if c.cell_type != "code":
+            continue
+        for name in GUESS.findall(c.source):
+            scored = [j for j, d in enumerate(nb.cells) if d.cell_type == "code"
+                      and re.search(rf"score_guess\(\s*{name}\b", d.source) and f'name="{name}"' in d.source]
+            out.append((name, i, scored[0] if scored else -1))
+    return out
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_the_learner_predicts_at_least_three_times(path):
+    """Each notebook asks for >= 3 guesses, each set in its own cell before the measurement and scored after it."""
+    nb = _read(path)
+    guesses = _guesses(nb)
+    assert len(guesses) >= 3, f"{path.name}: {len(guesses)} prediction cells, expected at least 3"
+    for name, set_at, scored_at in guesses:
+        assert scored_at > set_at, f"{path.name}: {name} is never scored by a later checks.score_guess(..., name=...)"
+        src = nb.cells[set_at].source
+        assert "score_guess" not in src, f"{path.name}: {name} is set and scored in the same cell"
+        stored = "".join(o.get("data", {}).get("text/plain", "") for o in nb.cells[scored_at].outputs if "data" in o)
+        assert "No guess yet" in stored and f"`{name}`" in stored, (
+            f"{path.name}: the stored score of {name} should show the no-guess answer:\n{stored[:300]}")
+
+
+def test_scoring_with_guesses_filled_in():
+    """The other way round: notebook 00 run with every guess filled in scores each one."""
+    from nbclient import NotebookClient
+
+    path = ROOT / "notebooks" / "00_setup.ipynb"
+    nb = _read(path)
+    guesses = _guesses(nb)
+    for name, set_at, _ in guesses:
+        value = 3.0e-3 if "error" in name else 100.0
+        nb.cells[set_at].source = GUESS.sub(lambda m: f"{m.group(1)} = {value}  # your prediction", nb.cells[set_at].source)
+    NotebookClient(nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}).execute()
+    for name, _, scored_at in guesses:
+        text = "".join(o.get("data", {}).get("text/plain", "") for o in nb.cells[scored_at].outputs if "data" in o)
+        assert f"your guess ({name})" in text and "Verdict:" in text and "No guess yet" not in text, text
+
+
+RUN_TIME = re.compile(r"\*\*Expected run time:\*\*\s*(?:about\s*)?(\d+)(?:\s*[-–]\s*(\d+))?\s*s\b")
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_stated_run_times_agree_with_the_recorded_one(path):
+    """The notebook's "Expected run time" and the README's table state a range that holds the recorded time."""
+    rel = str(path.relative_to(ROOT))
+    recorded = json.loads((ROOT / "notebooks" / "timings.json").read_text())[rel]["seconds"]
+    m = RUN_TIME.search(_markdown(_read(path)))
+    assert m, f"{rel}: no '**Expected run time:** N-M s' line"
+    lo, hi = int(m.group(1)), int(m.group(2) or m.group(1))
+    assert lo <= recorded <= hi, f"{rel}: states {lo}-{hi} s, recorded {recorded} s: update the line"
+    row = next((line for line in (ROOT / "README.md").read_text().splitlines() if f"notebooks/{path.name}" in line
+                and line.startswith("|")), None)
+    assert row, f"README has no table row for {path.name}"
+    cell = re.search(r"\|\s*~?(\d+)(?:\s*[-–]\s*(\d+))?\s*s\s*\|", row)
+    assert cell and (int(cell.group(1)), int(cell.group(2) or cell.group(1))) == (lo, hi), (
+        f"README states {cell.group(0) if cell else 'no time'} for {path.name}, the notebook {lo}-{hi} s")

@@ -213,8 +213,8 @@ def test_score_guess_with_a_guess():
     assert s.factor == pytest.approx(2.0) and s.direction == "low" and s.verdict == "close (within 2x)"
     assert s.model_factor == pytest.approx(1.25)
     text = repr(s)
-    assert "your guess (guess_bw)   10 GB/s  (2x below the measurement)" in text
-    assert "STREAM model" in text and "1.2x above" in text and "closer than your guess" in text
+    assert "your guess (guess_bw)   10 GB/s  (2.00x below the measurement)" in text
+    assert "STREAM model" in text and "1.25x above" in text and "closer than your guess" in text
     assert checks.score_guess(21, 20).verdict == "spot on"
     assert checks.score_guess(300, 20).verdict == "off by more than 10x"
     assert checks.score_guess(100, 20).direction == "high"
@@ -240,3 +240,31 @@ def test_score_guess_signs_and_bad_input():
         checks.score_guess(1, None)
     with pytest.raises(TypeError, match="unit must be a string"):
         checks.score_guess(1, 2, unit=3)
+
+
+def test_check_function_explains_plausible_wrong_answers():
+    def weights_only(a, b):
+        return a * b
+
+    with pytest.raises(checks.CheckFailed, match=r"expected 9, got 6\nthe biases are missing\nHint: count"):
+        checks.check_function(weights_only, [((2, 3), 9, {6: "the biases are missing", 5: "a sum, not a product"})],
+                              hint="count")
+    with pytest.raises(checks.CheckFailed, match=r"got 6\nalways shown"):
+        checks.check_function(weights_only, [((2, 3), 9, "always shown")])
+    with pytest.raises(checks.CheckFailed, match=r"expected 9, got 6$"):  # no matching wrong answer: no text
+        checks.check_function(weights_only, [((2, 3), 9, {5: "a sum"})])
+    with pytest.raises(ValueError, match="each case"):
+        checks.check_function(weights_only, [((2, 3),)])
+
+
+def test_check_largest():
+    fits = lambda n: n * 3 <= 10  # noqa: E731
+    checks.check_largest("n", 3, fits, quiet=True)
+    with pytest.raises(checks.CheckFailed, match="does not fit"):
+        checks.check_largest("n", 4, fits)
+    with pytest.raises(checks.CheckFailed, match="so does 3"):
+        checks.check_largest("n", 2, fits)
+    with pytest.raises(checks.CheckFailed, match="whole number"):
+        checks.check_largest("n", 3.0, fits)
+    with pytest.raises(checks.ExerciseNotDone):
+        checks.check_largest("n", None, fits)

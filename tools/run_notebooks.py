@@ -14,6 +14,7 @@ import argparse
 import datetime as dt
 import hashlib
 import json
+import re
 import sys
 import time
 from pathlib import Path
@@ -32,6 +33,18 @@ def code_hash(nb: nbformat.NotebookNode) -> str:
     return hashlib.sha256(code.encode()).hexdigest()[:16]
 
 
+# a tqdm bar in a notebook is a widget; its stored text is the bar as first drawn ("0/12"), which a
+# code host would show forever. The bar is only feedback while the cell runs, so it is not stored.
+PROGRESS_BAR = re.compile(r"\|\s*\d+/\d+ \[")
+
+
+def is_progress_bar(output: dict) -> bool:
+    """A tqdm progress bar (widget or text) among a cell's outputs."""
+    data = output.get("data", {})
+    text = data.get("text/plain", "") if output.get("output_type") == "display_data" else ""
+    return bool(PROGRESS_BAR.search(text if isinstance(text, str) else "".join(text)))
+
+
 def run(path: Path) -> float:
     nb = nbformat.read(path, as_version=4)
     client = NotebookClient(nb, timeout=600, kernel_name="python3",
@@ -39,6 +52,9 @@ def run(path: Path) -> float:
     start = time.perf_counter()
     client.execute()
     seconds = time.perf_counter() - start
+    for cell in nb.cells:
+        if cell.cell_type == "code":
+            cell.outputs = [o for o in cell.outputs if not is_progress_bar(o)]
     nbformat.write(nb, path)
     return seconds
 

@@ -6,11 +6,13 @@ One import for the whole memory toolkit; each part lives in its own file:
 ``estimator``     ``estimate_training_memory``: one forward pass, a simulated backward pass and
                   the optimizer, phase by phase, without training (``MemoryEstimate``)
 ``meters``        ``measure_peak_memory``, ``measure_training_memory`` (live tensor bytes and the
-                  resident peak), ``memtracker_peak`` (PyTorch's own meter), ``storage_bytes``
+                  resident peak), ``measure_activation_bytes_per_example`` (what the forward
+                  keeps, per example), ``memtracker_peak`` (PyTorch's own meter), ``storage_bytes``
 ``checkpointing`` ``apply_activation_checkpointing``, ``CheckpointedBlock``
 ``formulas``      ``model_states_bytes`` (ZeRO), ``transformer_activation_bytes`` (Korthikanti et
                   al.), ``largest_model_that_fits``, ``largest_model_per_accelerator``,
-                  ``large_model_memory``
+                  ``large_model_memory``, an MLP by hand (``mlp_parameters``,
+                  ``mlp_activation_bytes``, ``mlp_largest_batch``)
 ``torch_internals`` the private PyTorch APIs the estimator needs, behind one adapter
 ================  ============================================================================
 
@@ -28,14 +30,16 @@ from . import torch_internals
 from .checkpointing import CheckpointedBlock, apply_activation_checkpointing
 from .estimator import MemoryEstimate, estimate_training_memory
 from .formulas import (large_model_memory, largest_model_per_accelerator, largest_model_that_fits,
-                       model_states_bytes, transformer_activation_bytes)
-from .meters import (LiveTensorTracker, PeakMemory, measure_peak_memory, measure_training_memory, memtracker_peak,
-                     storage_bytes)
+                       mlp_activation_bytes, mlp_largest_batch, mlp_parameters, model_states_bytes,
+                       transformer_activation_bytes)
+from .meters import (LiveTensorTracker, PeakMemory, measure_activation_bytes_per_example, measure_peak_memory,
+                     measure_training_memory, memtracker_peak, storage_bytes)
 
 __all__ = [
     "OPTIMIZERS", "PRECISIONS", "MemoryEstimate", "estimate_training_memory", "PeakMemory", "LiveTensorTracker",
-    "measure_peak_memory", "measure_training_memory", "memtracker_peak", "storage_bytes", "CheckpointedBlock",
-    "apply_activation_checkpointing", "model_states_bytes", "transformer_activation_bytes", "largest_model_that_fits",
-    "largest_model_per_accelerator", "large_model_memory", "torch_internals", "LimitedRun", "run_with_memory_limit",
-    "find_max_batch_size", "StreamingDataset", "MemmapDataset",
+    "measure_peak_memory", "measure_training_memory", "measure_activation_bytes_per_example", "memtracker_peak",
+    "storage_bytes", "CheckpointedBlock", "apply_activation_checkpointing", "model_states_bytes",
+    "transformer_activation_bytes", "largest_model_that_fits", "largest_model_per_accelerator", "large_model_memory",
+    "mlp_parameters", "mlp_activation_bytes", "mlp_largest_batch", "torch_internals", "LimitedRun",
+    "run_with_memory_limit", "find_max_batch_size", "StreamingDataset", "MemmapDataset",
 ]

@@ -85,12 +85,17 @@ class MemoryEstimate:
     step_peak: int
     total: int
     peak_phase: str
+    # what is alive at the peak, part by part; the parts add up to ``total`` exactly
+    peak_parts: tuple[tuple[str, int], ...] = ()
 
     def table(self) -> str:
-        """The components and phase peaks in MiB, one per line."""
+        """The components and phase peaks in MiB, one per line, then what makes up the peak."""
         lines = [f"{f.name:<16} {getattr(self, f.name) / _MiB:10.2f} MiB"
-                 for f in fields(self) if f.name not in ("total", "peak_phase")]
+                 for f in fields(self) if f.name not in ("total", "peak_phase", "peak_parts")]
         lines.append(f"{'total':<16} {self.total / _MiB:10.2f} MiB  (peak during the {self.peak_phase})")
+        if self.peak_parts:
+            lines.append(f"alive at that peak: " + " + ".join(f"{name} {b / _MiB:.2f}" for name, b in self.peak_parts)
+                         + f" = {sum(b for _, b in self.peak_parts) / _MiB:.2f} MiB")
         return "\n".join(lines)
 
     def __str__(self) -> str:
@@ -103,11 +108,12 @@ _seq_now = ti.next_sequence_nr
 
 def _simulate_backward(root, excluded: set[int], storage_size: dict[int, int],
                        block_ranges: list[tuple[int, int]], block_inputs: dict[int, set[int]],
-                       start_bytes: int) -> tuple[int, int]:
+                       start_bytes: int) -> tuple[int, int, dict[str, int]]:
     """Simulate the backward pass over the autograd graph from ``root``.
 
     Returns (peak bytes of activations + gradients in flight + accumulated gradients,
-    bytes of activations live when backward starts). Parameters, optimizer state and batch are
+    bytes of activations live when backward starts, those peak bytes split into "activations
+    still held", "parameter gradients" and "activation gradients"). Parameters, optimizer state and batch are
     added by the caller. ``start_bytes`` is what the forward left live besides saved tensors
     (the output and the loss). ``block_ranges``: the sequence numbers of the graph nodes each
     checkpointed block created (empty without checkpointing); a block's saved tensors other
@@ -151,6 +157,8 @@ def _simulate_backward(root, excluded: set[int], storage_size: dict[int, int],
     live = start_bytes + sum(nbytes_of(k) for k in live_keys)
     acts_at_start = live - start_bytes
     peak = live
+    peak_parts = {"activations still held": live, "parameter gradients": 0, "activation gradients": 0}
+    leaf_kept = 0  # gradient bytes that reached a parameter (they stay as .grad)
     materialized: set[int] = set()
 
     def release(k) -> None:
@@ -198,7 +206,21 @@ def _simulate_backward(root, excluded: set[int], storage_size: dict[int, int],
                                        else -2**63, counter, id(nxt)))
                 counter += 1
         live += new_alloc
-        peak = max(peak, live + transient)
+        if live + transient > peak:
+            peak = live + transient
+            acts = start_bytes + sum(nbytes_of(k) for k in live_keys)
+            seen: set[int] = set()
+            param_grads = leaf_kept
+            for target_id, slots in buffers.items():
+                if nodes[target_id].name() == "torch::autograd::AccumulateGrad":
+                    for buf in slots.values():
+                        if id(buf) not in seen:
+                            seen.add(id(buf))
+                            param_grads += buf[0]
+            peak_parts = {"activations still held": acts, "parameter gradients": param_grads,
+                          "activation gradients": peak - acts - param_grads}
+        if is_leaf:
+            leaf_kept += sum(buf[0] for buf in inbuf.values())
         if not is_leaf:  # a gradient reaching AccumulateGrad stays (it becomes .grad)
             for buf in inbuf.values():
                 buf[1][0] -= 1
@@ -211,7 +233,7 @@ def _simulate_backward(root, excluded: set[int], storage_size: dict[int, int],
             if block_nodes_left[b] == 0:
                 for k in block_inputs.get(b, ()):
                     release(k)
-    return peak, acts_at_start
+    return peak, acts_at_start, peak_parts
 
 
 def _optimizer_bytes(optimizer: str, params: list[nn.Parameter], foreach: bool) -> tuple[int, int]:
@@ -322,7 +344,7 @@ def estimate_training_memory(model: nn.Module, example_input, optimizer: str = "
             if loss.grad_fn is None:
                 raise ValueError("the loss does not depend on the model's parameters; accepted: a model "
                                  "whose output requires grad")
-            bwd_peak, acts_start = _simulate_backward(
+            bwd_peak, acts_start, bwd_parts = _simulate_backward(
                 loss.grad_fn, excluded, storage_size, [tuple(r) for r in block_ranges], block_inputs, out_bytes)
             del out, loss, keep[:]
     finally:
@@ -353,7 +375,12 @@ def estimate_training_memory(model: nn.Module, example_input, optimizer: str = "
     step = p_bytes + g_bytes + o_bytes + batch + out_bytes + t_bytes
     phases = {"forward pass": fwd, "backward pass": bwd, "optimizer step": step}
     phase = max(phases, key=phases.get)
+    common = [("parameters", p_bytes), ("optimizer state", o_bytes), ("batch", batch)]
+    parts = {"forward pass": common + [("forward pass tensors", fwd - persistent)],
+             "backward pass": common + list(bwd_parts.items()),
+             "optimizer step": common + [("gradients", g_bytes), ("output and loss", out_bytes),
+                                         ("step temporaries", t_bytes)]}[phase]
     return MemoryEstimate(p_bytes, g_bytes, o_bytes, activations, batch, t_bytes, fwd, bwd, step,
-                          phases[phase], phase)
+                          phases[phase], phase, tuple((n, b) for n, b in parts if b))
 
 

@@ -2,7 +2,8 @@
 
 ``model_states_bytes`` (the ZeRO paper's bytes per parameter), ``transformer_activation_bytes``
 (Korthikanti et al. 2022), ``largest_model_that_fits``, ``largest_model_per_accelerator`` and
-``large_model_memory`` (the memory calculator's numbers).
+``large_model_memory`` (the memory calculator's numbers); ``mlp_parameters``,
+``mlp_activation_bytes`` and ``mlp_largest_batch`` (section 2 by hand, and exercise 02's references).
 """
 from __future__ import annotations
 
@@ -115,3 +116,38 @@ def large_model_memory(n_params: float, precision: str = "bf16-mixed", optimizer
 
 
 # The capped-subprocess tools and the streaming dataset live in their own modules; they are
+
+
+# ----------------------------------------------------------------------------- an MLP by hand
+# The arithmetic of notebook 02, section 2, for an MLP Linear -> ReLU -> ... -> Linear trained in
+# float32 with cross-entropy; exercise 02 asks the learner to write it, and these are its references.
+
+def _mlp_sizes(sizes) -> list[int]:
+    sizes = validate.int_list("sizes", sizes)
+    if len(sizes) < 2:
+        raise ValueError(f"sizes must list at least the inputs and the outputs, e.g. [64, 1024, 10]; got {sizes}")
+    return sizes
+
+
+def mlp_parameters(sizes) -> int:
+    """Parameters of an MLP with layer widths ``sizes`` = [inputs, hidden..., outputs] (weights and biases)."""
+    sizes = _mlp_sizes(sizes)
+    return sum(a * b + b for a, b in zip(sizes[:-1], sizes[1:]))
+
+
+def mlp_activation_bytes(sizes, batch: int) -> int:
+    """Bytes autograd keeps for the backward pass of a float32 MLP on ``batch`` examples: every
+    ReLU output (one value per hidden unit), the logits and the log-softmax the loss saves (one value
+    per class each). Not counted: the gradients of these activations, which exist only during the
+    backward pass (``estimate_training_memory`` follows them)."""
+    sizes = _mlp_sizes(sizes)
+    validate.positive_int("batch", batch)
+    return 4 * batch * (sum(sizes[1:-1]) + 2 * sizes[-1])
+
+
+def mlp_largest_batch(sizes, optimizer: str, memory_bytes: int) -> int:
+    """The largest batch whose model states plus activations fit ``memory_bytes`` (0 if the states
+    alone do not): the simple plan of exercise 02, which leaves out the activation gradients."""
+    validate.nonnegative_int("memory_bytes", memory_bytes)
+    free = memory_bytes - model_states_bytes(mlp_parameters(sizes), "fp32", optimizer)
+    return max(0, free // mlp_activation_bytes(sizes, 1))

@@ -20,7 +20,7 @@ from torch import nn
 from .. import names, validate
 from ..hardware import proc_status_bytes, reset_peak_rss
 from ..models import make_optimizer
-from ..train import train_step
+from ..train import autocast, default_loss, train_step
 from . import torch_internals as ti
 
 _MiB = 2**20
@@ -277,3 +277,46 @@ def memtracker_peak(model: nn.Module, example_input: torch.Tensor, target: torch
             tracker.reset_mod_stats()  # MemTracker follows one iteration at a time
     peak = tracker.get_tracker_snapshot("peak")
     return int(sum(v.get("Total", 0) for v in peak.values()))
+
+
+def measure_activation_bytes_per_example(model: nn.Module, make_batch: Callable[[int], tuple],
+                                         batch_sizes: tuple[int, int] = (2, 4), precision: str = "fp32",
+                                         loss_fn: Callable | None = None) -> float:
+    """Measured bytes the forward pass keeps alive per example (notebook 02, mixed precision).
+
+    Runs one forward pass and loss (under ``torch.autocast`` for the mixed precisions) at each of
+    two batch sizes and reads what is still alive afterwards: everything autograd keeps for the
+    backward pass, the output and the loss. Live tensor bytes on a CPU (``LiveTensorTracker``),
+    ``torch.cuda.memory_allocated`` on a GPU. The difference between the two sizes, divided by
+    the difference in examples, is the cost of one more example; what does not grow with the batch
+    (autocast's 16-bit weight copies) cancels. Small batches are enough, which keeps bf16 cheap on
+    a CPU that emulates it. ``make_batch(n)`` returns ``(inputs, target)`` with ``n`` examples.
+    """
+    _check_model(model)
+    precision = names.precision(precision)
+    if not callable(make_batch):
+        raise TypeError(f"make_batch must be a function of the batch size, got {type(make_batch).__name__}")
+    sizes = validate.int_list("batch_sizes", batch_sizes)
+    if len(sizes) != 2 or sizes[0] >= sizes[1]:
+        raise ValueError(f"batch_sizes must be two increasing batch sizes, e.g. (2, 4); got {batch_sizes!r}")
+    b0, b1 = sizes
+    device = next(model.parameters()).device
+    loss_fn = loss_fn or default_loss
+    kept = []
+    for b in (b0, b1):
+        x, y = make_batch(b)
+        x, y = x.to(device), y.to(device)
+        with torch.enable_grad():
+            if device.type == "cuda":
+                torch.cuda.synchronize(device)
+                start = torch.cuda.memory_allocated(device)
+                with autocast(precision, device):
+                    loss = loss_fn(model(x), y)
+                kept.append(torch.cuda.memory_allocated(device) - start)
+            else:
+                with LiveTensorTracker() as tracker:
+                    with autocast(precision, device):
+                        loss = loss_fn(model(x), y)
+                kept.append(tracker.live)
+        del loss
+    return (kept[1] - kept[0]) / (b1 - b0)
