@@ -466,6 +466,22 @@ def data_parallel_speedup(
     return c / (c / p + (1.0 - ov) * comm)
 
 
+def core_sharing(world_size: int, reference_world_size: int, free_cores: int) -> float:
+    """How many times longer a transfer takes on ``world_size`` local ranks than the same per-rank
+    bytes on ``reference_world_size`` ranks, when the "link" is the processor copying the bytes.
+
+    Notebook 03 (interconnect), "from 2 ranks to 4". Ranks on one machine talk through the operating
+    system, and their own cores do the copying: each rank gets ``min(1, free_cores / world_size)`` of
+    a core, so a link fitted on ``reference_world_size`` ranks runs ``min(1, free / reference) /
+    min(1, free / world_size)`` times slower on ``world_size`` ranks. 1.0 when every rank has a core
+    of its own; 2.0 for 4 ranks against 2 on 2 free cores (or on 1).
+    """
+    p = validate.integer("world_size (the number of ranks)", world_size, minimum=1)
+    ref = validate.integer("reference_world_size", reference_world_size, minimum=1)
+    cores = validate.integer("free_cores", free_cores, minimum=1)
+    return min(1.0, cores / ref) / min(1.0, cores / p)
+
+
 def bandwidth_needed(compute_s: float, grad_bytes: float, world_size: int, efficiency: float) -> float:
     """The link bandwidth (bytes/s, per direction) at which weak-scaling data parallelism on a ring
     reaches ``efficiency`` (speed-up / world_size), with no latency and no overlap.
@@ -510,6 +526,7 @@ __all__ = [
     "broadcast_time",
     "busbw",
     "busbw_factor",
+    "core_sharing",
     "data_parallel_speedup",
     "data_parallel_step_time",
     "fit_alpha_beta",

@@ -318,6 +318,20 @@ def test_crossover_is_where_latency_and_bandwidth_terms_are_equal(p):
 N_SIZES = [2**k for k in range(10, 27, 2)]
 
 
+@pytest.mark.parametrize("p, ref, cores, factor", [
+    (4, 2, 2, 2.0), (4, 2, 1, 2.0), (4, 2, 4, 1.0), (4, 2, 16, 1.0), (4, 2, 3, 4 / 3), (2, 2, 1, 1.0), (8, 1, 2, 4.0),
+])
+def test_core_sharing(p, ref, cores, factor):
+    assert comm.core_sharing(p, ref, cores) == pytest.approx(factor)
+
+
+def test_core_sharing_rejects_bad_input():
+    with pytest.raises(ValueError, match="free_cores"):
+        comm.core_sharing(4, 2, 0)
+    with pytest.raises(TypeError, match="world_size"):
+        comm.core_sharing(4.0, 2, 2)
+
+
 # ---- 5. the link table ----------------------------------------------------------------
 
 ALL_LINKS = links()

@@ -27,6 +27,18 @@ def _sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
+def _bytes_written() -> int | None:
+    """Bytes this process has written through system calls so far (``wchar`` of /proc/self/io), or None."""
+    try:
+        with open("/proc/self/io") as f:
+            for line in f:
+                if line.startswith("wchar:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return None
+
+
 def _all_reduce_on(t: torch.Tensor, device: torch.device, op) -> torch.Tensor:
     """All-reduce a CPU tensor of results (NCCL reduces only GPU tensors: go through the device)."""
     on_device = t.to(device)
@@ -46,17 +58,18 @@ def allreduce_benchmark(sizes_bytes: list[int], repeats: int = 5, warmup: int = 
     per-rank times at the end), so every rank returns the same rows::
 
         {"bytes", "numel", "seconds", "median_s", "times", "algbw_Bps", "busbw_Bps", "world_size",
-         "cpu_seconds"}
+         "bytes_sent"}
 
     ``seconds`` is the low quantile (20th percentile) of the repeats, the time the operation takes
     when the operating system does not get in the way (``course_lib.bench`` explains why);
     ``median_s`` the median. ``algbw_Bps`` is bytes / ``seconds``; ``busbw_Bps`` multiplies it by 2 (N-1) / N, the bytes a
     ring all-reduce moves per rank, so different world sizes compare on one scale.
 
-    ``cpu_seconds`` is the processor time (user + system, every thread) that **all ranks together**
-    spent in one all-reduce, the low quantile over the repeats. Wall time depends on how many cores
-    the ranks share; this is the work itself, so it shows what the ring's 2 (N-1) / N factor costs
-    even when 4 ranks take turns on 2 cores (notebook 03, "from 2 ranks to 4").
+    ``bytes_sent`` is what one rank handed to the operating system to send in one all-reduce (the mean
+    over ranks and repeats of the ``wchar`` counter in ``/proc/self/io``; gloo writes its messages
+    with ``writev``), or None where the operating system keeps no such count (macOS, Windows) or the
+    backend does not write through it (NCCL). For a ring it is 2 (N-1) / N times ``bytes``: notebook
+    03 checks that factor with it, from 2 ranks to 4, whatever the wall time does on a shared CPU.
     """
     sizes = validate.int_list("sizes_bytes", sizes_bytes)
     repeats = validate.positive_int("repeats", repeats)
@@ -67,22 +80,25 @@ def allreduce_benchmark(sizes_bytes: list[int], repeats: int = 5, warmup: int = 
     elem = names.bytes_per_element(dt)
     tensors = [torch.zeros(max(1, s // elem), dtype=dt, device=device) for s in sizes]
     times = torch.zeros(len(sizes), repeats, dtype=torch.float64)
-    cpu = torch.zeros(len(sizes), repeats, dtype=torch.float64)
+    sent = torch.zeros(len(sizes), repeats, dtype=torch.float64)
     for rnd in range(warmup + repeats):
         # rotate the order each round as well, so no size always follows the largest one
         order = [(i + rnd) % len(sizes) for i in range(len(sizes))]
         for i in order:
             dist.barrier()
             _sync(device)
-            c, t = time.process_time(), time.perf_counter()
+            written = _bytes_written()
+            t = time.perf_counter()
             dist.all_reduce(tensors[i])
             _sync(device)
-            elapsed, cpu_used = time.perf_counter() - t, time.process_time() - c
+            elapsed = time.perf_counter() - t
             if rnd >= warmup:
                 times[i, rnd - warmup] = elapsed
-                cpu[i, rnd - warmup] = cpu_used
+                if written is not None:
+                    sent[i, rnd - warmup] = _bytes_written() - written
     times = _all_reduce_on(times, device, dist.ReduceOp.MAX)  # the slowest rank's time
-    cpu = _all_reduce_on(cpu, device, dist.ReduceOp.SUM)  # the work of all ranks together
+    counted = _bytes_written() is not None and device.type == "cpu"
+    sent = _all_reduce_on(sent, device, dist.ReduceOp.SUM) / world  # the mean over ranks
     rows = []
     for i, s in enumerate(sizes):
         nbytes = tensors[i].numel() * elem
@@ -92,7 +108,7 @@ def allreduce_benchmark(sizes_bytes: list[int], repeats: int = 5, warmup: int = 
         rows.append({"bytes": nbytes, "numel": tensors[i].numel(), "seconds": low, "median_s": statistics.median(ts),
                      "times": ts,
                      "algbw_Bps": algbw, "busbw_Bps": algbw * 2 * (world - 1) / world, "world_size": world,
-                     "cpu_seconds": quantile(cpu[i].tolist(), LOW_QUANTILE)})
+                     "bytes_sent": float(sent[i].mean()) if counted else None})
     return rows
 
 

@@ -3,8 +3,8 @@
 * ``data_parallel_benchmark``: the worker. Each rank trains its own copy of an MLP on its own batch
   (``train.train_step``); between the backward pass and the update, the ranks wait for each
   other, then the gradients are copied into one flat buffer, summed over the ranks with one
-  ``dist.all_reduce`` and divided by the number of ranks, so every copy takes the same step. It
-  times the whole step, the wait and the all-reduce part.
+  ``dist.all_reduce``, divided by the number of ranks and copied back, so every copy of the model
+  takes the same step. It times the whole step, the wait, the copies and the all-reduce.
 * ``measure_data_parallel``: runs the worker on ``world_size`` ranks, where rank 0 also takes
   steps alone between the data-parallel ones (so the machine's drift hits both), and returns what
   ``comm.data_parallel_speedup`` needs next to what happened: one rank's compute time, the
@@ -31,33 +31,41 @@ __all__ = ["data_parallel_benchmark", "measure_data_parallel"]
 
 
 class _GradientAverager:
-    """``before_update`` hook: wait for every rank, then sum all gradients in one flat message and divide by
-    the number of ranks. The flat buffer is kept between steps, as DDP keeps its buckets."""
+    """``before_update`` hook: wait for every rank, copy all gradients into one flat buffer, sum it over the
+    ranks in one all-reduce, divide by the number of ranks and copy back. The buffer is kept between
+    steps, as DDP keeps its buckets. Times the wait, the copies and the all-reduce apart."""
 
     def __init__(self, world: int) -> None:
         self.world = world
         self.buffer: torch.Tensor | None = None
         self.wait_s: list[float] = []
+        self.copy_s: list[float] = []
         self.comm_s: list[float] = []
 
     def __call__(self, model: torch.nn.Module) -> None:
-        start = time.perf_counter()
-        if self.world > 1:
-            dist.barrier()  # time spent waiting for the slowest rank is not the link's
-        ready = time.perf_counter()
-        if self.world > 1:
-            grads = [p.grad for p in model.parameters() if p.grad is not None]
-            if self.buffer is None:
-                self.buffer = torch.empty(sum(g.numel() for g in grads), dtype=grads[0].dtype, device=grads[0].device)
-            torch.cat([g.reshape(-1) for g in grads], out=self.buffer)
-            dist.all_reduce(self.buffer)
-            self.buffer /= self.world
-            offset = 0
-            for g in grads:
-                g.copy_(self.buffer[offset:offset + g.numel()].view_as(g))
-                offset += g.numel()
-        self.wait_s.append(ready - start)
-        self.comm_s.append(time.perf_counter() - ready)
+        if self.world == 1:
+            for times in (self.wait_s, self.copy_s, self.comm_s):
+                times.append(0.0)
+            return
+        t0 = time.perf_counter()
+        dist.barrier()  # time spent waiting for the slowest rank is not the link's
+        t1 = time.perf_counter()
+        grads = [p.grad for p in model.parameters() if p.grad is not None]
+        if self.buffer is None:
+            self.buffer = torch.empty(sum(g.numel() for g in grads), dtype=grads[0].dtype, device=grads[0].device)
+        torch.cat([g.reshape(-1) for g in grads], out=self.buffer)
+        t2 = time.perf_counter()
+        dist.all_reduce(self.buffer)
+        t3 = time.perf_counter()
+        self.buffer /= self.world
+        offset = 0
+        for g in grads:
+            g.copy_(self.buffer[offset:offset + g.numel()].view_as(g))
+            offset += g.numel()
+        t4 = time.perf_counter()
+        self.wait_s.append(t1 - t0)
+        self.copy_s.append(t2 - t1 + t4 - t3)
+        self.comm_s.append(t3 - t2)
 
 
 def _check_config(in_features: int, hidden: int, layers: int, batch_size: int, steps: int, warmup: int) -> None:
@@ -77,9 +85,10 @@ def data_parallel_benchmark(in_features: int = 512, hidden: int = 1024, layers: 
     barrier starts each step on all ranks together. Before each data-parallel step, rank 0 takes one
     step alone on a copy of the model while the other ranks wait (the one-rank baseline, measured
     under the same conditions). Returns this rank's ``{"rank", "world_size", "step_s", "comm_s",
-    "wait_s", "solo_s", "grad_bytes", "n_params", "checksum"}``: the step times, their all-reduce
-    parts, the time spent waiting for the slowest rank before the all-reduce (a barrier), and
-    (rank 0 only) the steps alone (lists, ``warmup`` steps dropped), the bytes all-reduced per
+    "wait_s", "copy_s", "solo_s", "grad_bytes", "n_params", "checksum"}``: the step times, their
+    all-reduce parts, the time spent waiting for the slowest rank before the all-reduce (a barrier),
+    copying the gradients into the flat buffer, dividing and copying back, and (rank 0 only) the
+    steps alone (lists, ``warmup`` steps dropped), the bytes all-reduced per
     step, and a checksum of the weights after training (equal on every rank when the gradients were
     really averaged).
     """
@@ -109,7 +118,7 @@ def data_parallel_benchmark(in_features: int = 512, hidden: int = 1024, layers: 
     n_params = models.count_parameters(model)
     checksum = float(sum(p.detach().double().sum() for p in model.parameters()))
     return {"rank": rank, "world_size": world, "step_s": step_s[warmup:], "comm_s": average.comm_s[warmup:],
-            "wait_s": average.wait_s[warmup:], "solo_s": solo_s[warmup:],
+            "wait_s": average.wait_s[warmup:], "copy_s": average.copy_s[warmup:], "solo_s": solo_s[warmup:],
             "grad_bytes": 4 * n_params, "n_params": n_params, "checksum": checksum}
 
 
@@ -126,7 +135,8 @@ def measure_data_parallel(world_size: int = 2, **config: Any) -> dict[str, Any]:
         {"compute_s": one rank's step alone (nothing to communicate),
          "step_s": a step on world_size ranks, "comm_s": its all-reduce part (slowest rank),
          "wait_s": waiting for the slowest rank before the all-reduce,
-         "compute_in_job_s": step_s - comm_s - wait_s, "grad_bytes", "n_params", "world_size",
+         "copy_s": copying gradients to the flat buffer and back, and dividing,
+         "compute_in_job_s": step_s - comm_s - wait_s - copy_s, "grad_bytes", "n_params", "world_size",
          "speedup": world_size * compute_s / step_s (examples per second against one rank),
          "comm_share": comm_s / step_s, "same_weights": every rank ended with the same weights}
     """
@@ -142,8 +152,9 @@ def measure_data_parallel(world_size: int = 2, **config: Any) -> dict[str, Any]:
     step = max(quantile(r["step_s"], LOW_QUANTILE) for r in ranks)
     comm_s = max(quantile(r["comm_s"], LOW_QUANTILE) for r in ranks)
     wait_s = max(quantile(r["wait_s"], LOW_QUANTILE) for r in ranks)
-    return {"compute_s": compute, "step_s": step, "comm_s": comm_s, "wait_s": wait_s,
-            "compute_in_job_s": step - comm_s - wait_s,
+    copy_s = max(quantile(r["copy_s"], LOW_QUANTILE) for r in ranks)
+    return {"compute_s": compute, "step_s": step, "comm_s": comm_s, "wait_s": wait_s, "copy_s": copy_s,
+            "compute_in_job_s": step - comm_s - wait_s - copy_s,
             "grad_bytes": ranks[0]["grad_bytes"], "n_params": ranks[0]["n_params"], "world_size": world_size,
             "speedup": world_size * compute / step, "comm_share": comm_s / step,
             "same_weights": len({r["checksum"] for r in ranks}) == 1}
