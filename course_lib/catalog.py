@@ -16,8 +16,12 @@ Every row says where its numbers come from (``source``) and when they were read
   fast hardware path for (T4 has no bf16) or one the vendor does not publish.
 * ``memory_gb`` is the vendor's number, in the vendor's unit (Google writes GiB for
   some TPUs; see notes). The memory a framework can actually use is a little lower.
-* ``interconnect_gbs`` is chip-to-chip bandwidth per chip, counting both directions.
-  For PCIe-only cards it is the PCIe x16 link (PCIe 3.0 x16 = 32 GB/s both ways).
+* ``interconnect_gbs`` is chip-to-chip bandwidth per chip **per direction**, the one
+  convention of every bandwidth in the course (the link table's too). Vendors print the
+  sum of both directions (NVLink "900 GB/s", TPU "bidirectional ICI"); those are halved.
+  For PCIe-only cards it is the PCIe x16 link to the host (PCIe 3.0 x16 = 15.75 GB/s).
+* ``pod_chips`` is how many chips that link joins: the GPUs of one NVLink server (8), a
+  TPU pod (256 to 8,960), or 1 for a PCIe card, whose chips talk through the host.
 * ``power_w`` is the TDP or maximum board power; ``None`` where the vendor does not
   publish one (recent Google TPUs).
 * ``source_date`` is the month the numbers were checked against the source (vendor
@@ -40,9 +44,9 @@ channels x per-channel figure.
 A third table, of links (``links()``, ``get_link()``), serves notebook 03 (interconnect): what
 PCIe, NVLink, InfiniBand, Ethernet and TPU ICI carry **per direction**, in GB/s. Vendors often
 print the sum of both directions (NVLink "900 GB/s"); those are halved, network rates in Gb/s
-are divided by 8, and each row's notes say so. The NVLink and TPU rows must equal half the
-accelerator table's ``interconnect_gbs`` and the memory rows the storage table's DDR rows: the
-schema test checks that the tables agree.
+are divided by 8, and each row's notes say so. The NVLink, TPU and PCIe rows must equal the
+accelerator table's ``interconnect_gbs`` (per direction too) and the memory rows the storage
+table's DDR rows: the schema test checks that the tables agree.
 
 Where the numbers live
 ----------------------
@@ -86,16 +90,19 @@ class Accelerator:
     memory_gb: float
     memory_bandwidth_gbs: float
     interconnect: str  # e.g. "NVLink 3", "PCIe 3.0 x16", "ICI"
-    interconnect_gbs: float  # per chip, both directions
+    interconnect_gbs: float  # per chip, per direction
     power_w: float | None  # TDP / max board power; None if unpublished
     source: str  # URL(s), separated by "; "
     source_date: str  # "YYYY-MM"
     notes: str = ""
+    pod_chips: int = 1  # chips joined by ``interconnect`` (8 per NVLink server, a TPU pod; 1 = PCIe card)
 
     def __post_init__(self) -> None:
         unknown = set(self.peak_tflops) - set(DTYPES)
         if unknown:
             raise ValueError(f"{self.key}: unknown dtype(s) {sorted(unknown)}; use {DTYPES}")
+        if isinstance(self.pod_chips, bool) or not isinstance(self.pod_chips, int) or self.pod_chips < 1:
+            raise ValueError(f"{self.key}: pod_chips must be a whole number >= 1, got {self.pod_chips!r}")
         # Keep the table read-only: a frozen dataclass can still hold a mutable dict.
         ordered = {d: float(self.peak_tflops[d]) for d in DTYPES if d in self.peak_tflops}
         object.__setattr__(self, "peak_tflops", MappingProxyType(ordered))
@@ -176,8 +183,8 @@ SCHEMAS: dict[str, tuple[type, tuple[str, ...], dict[str, tuple[type, ...]]]] = 
     "accelerators": (Accelerator, KINDS, {
         "key": (str,), "name": (str,), "vendor": (str,), "kind": (str,), "year": (int,), "peak_tflops": (dict,),
         "memory_gb": _NUMBER, "memory_bandwidth_gbs": _NUMBER, "interconnect": (str,),
-        "interconnect_gbs": _NUMBER, "power_w": _OPTIONAL_NUMBER, "source": (str,), "source_date": (str,),
-        "notes": (str,)}),
+        "interconnect_gbs": _NUMBER, "pod_chips": (int,), "power_w": _OPTIONAL_NUMBER, "source": (str,),
+        "source_date": (str,), "notes": (str,)}),
     "storage": (StorageTier, STORAGE_KINDS, {
         "key": (str,), "name": (str,), "kind": (str,), "sequential_read_gbs": _NUMBER,
         "random_read_iops": _OPTIONAL_NUMBER, "latency_us": _OPTIONAL_NUMBER, "capacity_note": (str,),
@@ -320,7 +327,8 @@ def catalog_rows(dtype: str = "bf16") -> list[dict]:
     return [{"key": acc.key, "name": acc.name, "kind": acc.kind, "year": acc.year, "dtype": dtype,
              "peak_tflops": acc.peak_tflops.get(dtype), "memory_gb": acc.memory_gb,
              "memory_bandwidth_gbs": acc.memory_bandwidth_gbs, "interconnect": acc.interconnect,
-             "interconnect_gbs": acc.interconnect_gbs, "power_w": acc.power_w, "source": acc.source}
+             "interconnect_gbs": acc.interconnect_gbs, "pod_chips": acc.pod_chips, "power_w": acc.power_w,
+             "source": acc.source}
             for acc in accelerators()]
 
 

@@ -31,9 +31,9 @@ GB/s (10^9 bytes/s). Links are full duplex: a PCIe 4.0 x16 slot moves ~31.5 GB/s
 way at the same time. Vendors often print the sum of both directions (NVLink "900 GB/s",
 TPU "bidirectional ICI bandwidth"); those are halved here and each row's notes say so.
 Network rates quoted in Gb/s are divided by 8. The rows live with the other data tables in
-``course_lib/tables/links.json`` (loaded by ``course_lib.catalog``); the NVLink and TPU rows
-must equal half the accelerator table's ``interconnect_gbs`` (which counts both directions),
-and the tests check that the two tables agree.
+``course_lib/tables/links.json`` (loaded by ``course_lib.catalog``); the NVLink, TPU and PCIe
+rows must equal the accelerator table's ``interconnect_gbs`` (per direction as well), and the
+tests check that the two tables agree.
 """
 from __future__ import annotations
 

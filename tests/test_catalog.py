@@ -128,11 +128,35 @@ def test_dense_not_sparse_figures():
     assert by_key("a100-40gb").peak_tflops["tf32"] == 156
 
 
-def test_pcie_cards_report_x16_bidirectional_bandwidth():
-    expected = {"PCIe 3.0 x16": 32, "PCIe 4.0 x16": 64, "PCIe 5.0 x16": 128}
+def test_pcie_cards_report_x16_bandwidth_per_direction():
+    # 8, 16, 32 GT/s x 128/130 x 16 lanes / 8 bits, one way.
+    expected = {"PCIe 3.0 x16": 15.75, "PCIe 4.0 x16": 31.5, "PCIe 5.0 x16": 63.0}
     for acc in ALL:
         if acc.interconnect.startswith("PCIe"):
-            assert acc.interconnect_gbs == expected[acc.interconnect]
+            assert acc.interconnect_gbs == pytest.approx(expected[acc.interconnect], rel=0.005)
+            assert acc.pod_chips == 1, "a PCIe card has no chip-to-chip link of its own"
+
+
+def test_links_are_per_direction_and_pods_sized():
+    # Vendors print NVLink and ICI as both-direction totals (H100 900 GB/s, v5p 1,200 GB/s): halved here.
+    assert by_key("h100-sxm").interconnect_gbs == 450 and by_key("tpu-v5p").interconnect_gbs == 600
+    assert "per direction" in by_key("h100-sxm").notes
+    assert by_key("h100-sxm").pod_chips == 8 and by_key("tpu-v5p").pod_chips == 8960
+    for acc in ALL:
+        assert acc.pod_chips >= 1
+        if acc.interconnect.startswith(("NVLink", "ICI")):
+            assert acc.pod_chips > 1
+
+
+@pytest.mark.parametrize("pod", [0, -8, 2.5, True, "8"])
+def test_bad_pod_size_is_rejected(pod):
+    with pytest.raises(ValueError, match="pod_chips"):
+        Accelerator(
+            key="x", name="X", vendor="NVIDIA", kind="gpu", year=2025,
+            peak_tflops={"fp32": 1.0}, memory_gb=1, memory_bandwidth_gbs=1,
+            interconnect="NVLink", interconnect_gbs=1, power_w=1,
+            source="https://example.com", source_date="2025-01", pod_chips=pod,
+        )
 
 
 # ---- peak_flops ------------------------------------------------------------------
@@ -233,7 +257,7 @@ def test_catalog_rows_one_per_accelerator():
     assert [r["key"] for r in rows] == catalog.accelerator_names()
     expected_columns = {
         "key", "name", "kind", "year", "dtype", "peak_tflops", "memory_gb",
-        "memory_bandwidth_gbs", "interconnect", "interconnect_gbs", "power_w", "source",
+        "memory_bandwidth_gbs", "interconnect", "interconnect_gbs", "pod_chips", "power_w", "source",
     }
     for row in rows:
         assert set(row) == expected_columns
