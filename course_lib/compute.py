@@ -45,6 +45,27 @@ def roofline(intensity: float, peak_flops: float, bandwidth: float) -> float:
     return min(validate.positive("peak_flops", peak_flops), i * validate.positive("bandwidth", bandwidth))
 
 
+def roofline_regime(intensity: float, peak_flops: float, bandwidth: float) -> tuple[float, str]:
+    """Attainable FLOP/s and the roof that sets it: ``"memory"`` below the ridge point, else ``"compute"``.
+
+    Exercise 01, section 2 (the reference its check calls); at exactly the ridge point it says
+    ``"compute"``.
+    """
+    attainable = roofline(intensity, peak_flops, bandwidth)
+    return attainable, "memory" if intensity * bandwidth < peak_flops else "compute"
+
+
+def memory_bound(intensities: dict[str, float], peak_flops: float, bandwidth: float) -> set[str]:
+    """The names in ``intensities`` (name -> FLOP/byte) that are memory-bound on this processor.
+
+    Exercise 01, sections 4 and 5 (the reference their checks call); notebook 01 section 4 draws the
+    same split on the roofline plot.
+    """
+    if not isinstance(intensities, dict):
+        raise TypeError(f"intensities must be a dict of name -> FLOP/byte, got {type(intensities).__name__}")
+    return {name for name, i in intensities.items() if roofline_regime(i, peak_flops, bandwidth)[1] == "memory"}
+
+
 def ridge_point(peak_flops: float, bandwidth: float) -> float:
     """Intensity (FLOP/byte) where the roofline bends: peak / bandwidth."""
     return validate.positive("peak_flops", peak_flops) / validate.positive("bandwidth", bandwidth)
@@ -71,6 +92,16 @@ def time_to_train(n_params: float, n_tokens: float, peak_flops: float, utilizati
     u = validate.fraction("utilization", utilization, allow_one=True)
     validate.positive_int("n_devices", n_devices)
     return training_flops(n_params, n_tokens) / (n_devices * validate.positive("peak_flops", peak_flops) * u)
+
+
+def days_to_train(n_params: float, n_tokens: float, peak_tflops: float, utilization: float = 0.4,
+                  n_devices: int = 1) -> float:
+    """``time_to_train`` in days, with the peak in TFLOP/s as data sheets print it.
+
+    Exercise 01, section 3 (the reference its check calls).
+    """
+    return time_to_train(n_params, n_tokens, validate.positive("peak_tflops", peak_tflops) * 1e12, utilization,
+                         n_devices) / 86400
 
 
 @dataclass(frozen=True)
@@ -118,3 +149,86 @@ def format_duration(seconds: float) -> str:
 def overhead_model_time(work: float, overhead_s: float, rate: float) -> float:
     """Predicted seconds = overhead + work / rate."""
     return validate.nonnegative("overhead_s", overhead_s) + validate.nonnegative("work", work) / validate.positive("rate", rate)
+
+
+def logreg_flops(n_rows: int, n_features: int, n_classes: int, iterations: int = 1,
+                 fit_intercept: bool = True) -> float:
+    """FLOPs of the two matrix products in each iteration of a softmax logistic regression.
+
+    Notebook 01, section 5 (classical ML). Per iteration: scores X @ W and gradient X.T @ (P - Y),
+    each 2 x rows x (features + intercept) x classes FLOPs. The count leaves out what a FLOP model
+    cannot see: the softmax (an exp and a log per score), extra loss evaluations of the solver's line
+    search, its bookkeeping, and each call's fixed overhead; on a small data set those dominate.
+    """
+    for name, v in (("n_rows", n_rows), ("n_features", n_features), ("n_classes", n_classes),
+                    ("iterations", iterations)):
+        validate.positive_int(name, v)
+    if not isinstance(fit_intercept, bool):
+        raise TypeError(f"fit_intercept must be True or False, got {type(fit_intercept).__name__}")
+    return 2.0 * 2 * n_rows * (n_features + int(fit_intercept)) * n_classes * iterations
+
+
+def line_through(x0: float, y0: float, x1: float, y1: float) -> tuple[float, float]:
+    """(intercept, slope) of the line through two measurements, e.g. fit time at two iteration counts.
+
+    Notebook 01, section 5: the fixed cost of a fit and its cost per iteration, read off two fits
+    that run a fixed number of iterations. ValueError if the two x values are equal.
+    """
+    x0, y0, x1, y1 = (validate.number(n, v) for n, v in (("x0", x0), ("y0", y0), ("x1", x1), ("y1", y1)))
+    if x0 == x1:
+        raise ValueError(f"x0 and x1 must differ to define a line, both are {x0}")
+    slope = (y1 - y0) / (x1 - x0)
+    return y0 - slope * x0, slope
+
+
+@dataclass(frozen=True)
+class ChipScale:
+    """One accelerator per chip, per pod and per dollar (``scale_table``, notebook 01 section 7)."""
+
+    key: str
+    name: str
+    dtype: str
+    chip_tflops: float  # dense peak of one chip
+    pod_chips: int  # chips on the chip's own fast link
+    link_gbs: float  # that link, per chip, per direction
+    usd_per_chip_hour: float | None  # an on-demand price, if one was given
+    job_hours: float  # the job on one chip at the given utilisation
+
+    @property
+    def pod_pflops(self) -> float:
+        """Peak of every chip one fast-link domain joins, in PFLOP/s."""
+        return self.chip_tflops * self.pod_chips / 1e3
+
+    @property
+    def tflops_per_usd_hour(self) -> float | None:
+        """Peak TFLOP/s bought per dollar per hour (None without a price)."""
+        return None if self.usd_per_chip_hour is None else self.chip_tflops / self.usd_per_chip_hour
+
+    @property
+    def job_usd(self) -> float | None:
+        """What the job costs on one chip (the same on many chips if they scaled perfectly)."""
+        return None if self.usd_per_chip_hour is None else self.job_hours * self.usd_per_chip_hour
+
+
+def scale_table(n_params: float, n_tokens: float, names: list[str], dtype: str = "bf16",
+                utilization: float = 0.4, usd_per_chip_hour: dict[str, float] | None = None) -> list[ChipScale]:
+    """Compare accelerators per chip, per pod and per dollar on one training job (notebook 01, section 7).
+
+    ``usd_per_chip_hour`` maps keys (or names) to an hourly price; the catalog holds no prices, so
+    the notebook passes on-demand list prices it cites. ValueError for a chip without ``dtype`` or
+    a price that is not positive.
+    """
+    prices = {}
+    for name, price in (usd_per_chip_hour or {}).items():
+        prices[get_accelerator(name).key] = validate.positive(f"usd_per_chip_hour[{name!r}]", price)
+    if not isinstance(names, (list, tuple)) or not names:
+        raise ValueError("names must be a non-empty list of accelerator keys, e.g. ['h100-sxm', 'tpu-v5p']")
+    rows = []
+    for est in time_to_train_table(n_params, n_tokens, dtype=dtype, utilization=utilization, names=list(names)):
+        chip = get_accelerator(est.key)
+        rows.append(ChipScale(chip.key, chip.name, est.dtype, est.peak_tflops, chip.pod_chips, chip.interconnect_gbs,
+                              prices.get(chip.key), est.seconds / 3600))
+    missing = [n for n in names if get_accelerator(n).key not in {r.key for r in rows}]
+    if missing:
+        raise ValueError(f"no {dtype} peak in the catalog for {missing}; pick chips that support dtype={dtype!r}")
+    return rows

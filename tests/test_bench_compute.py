@@ -161,3 +161,63 @@ def test_wrong_types_get_type_errors():
         bench.time_fn(lambda: None, device="gpu")
     with pytest.raises(TypeError, match="min_run_time"):
         bench.time_fn(lambda: None, min_run_time="0.1")
+
+
+def test_roofline_regime_and_memory_bound_split_at_the_ridge():
+    assert compute.roofline_regime(1 / 12, 400e9, 20e9) == (pytest.approx(20e9 / 12), "memory")
+    assert compute.roofline_regime(20.0, 400e9, 20e9) == (400e9, "compute")  # exactly the ridge: compute
+    assert compute.roofline_regime(170.0, 400e9, 20e9) == (400e9, "compute")
+    ops = {"add": 1 / 12, "matmul 256": compute.matmul_intensity(256, 256, 256),
+           "matmul 4096": compute.matmul_intensity(4096, 4096, 4096)}
+    assert compute.memory_bound(ops, 19.5e12, 2.039e12) == {"add"}  # A100 fp32: ridge ~10 FLOP/byte
+    assert compute.memory_bound({}, 1.0, 1.0) == set()
+    with pytest.raises(TypeError, match="intensities"):
+        compute.memory_bound([("add", 0.1)], 1.0, 1.0)
+    with pytest.raises(ValueError, match="intensity"):
+        compute.roofline_regime(0.0, 1.0, 1.0)
+
+
+def test_days_to_train_takes_tflops():
+    assert compute.days_to_train(1e9, 1e10, 100, 0.5, 1) == pytest.approx(6e19 / 50e12 / 86400)
+    assert compute.days_to_train(1e9, 20e9, 312, 0.4, 8) == pytest.approx(1.3911, rel=1e-4)
+    with pytest.raises(ValueError, match="peak_tflops"):
+        compute.days_to_train(1e9, 1e10, 0, 0.5, 1)
+
+
+def test_logreg_flops_counts_two_products_per_iteration():
+    # digits: 1,348 rows x (64 features + intercept) x 10 classes, scores and gradient.
+    assert compute.logreg_flops(1348, 64, 10) == 2 * 2 * 1348 * 65 * 10
+    assert compute.logreg_flops(10, 3, 2, iterations=5, fit_intercept=False) == 5 * 4 * 10 * 3 * 2
+    with pytest.raises(ValueError, match="iterations"):
+        compute.logreg_flops(10, 3, 2, iterations=0)
+    with pytest.raises(TypeError, match="fit_intercept"):
+        compute.logreg_flops(10, 3, 2, fit_intercept="yes")
+
+
+def test_line_through_two_measurements():
+    fixed, slope = compute.line_through(5, 0.010, 40, 0.045)
+    assert fixed == pytest.approx(0.005) and slope == pytest.approx(0.001)
+    with pytest.raises(ValueError, match="differ"):
+        compute.line_through(5, 1.0, 5, 2.0)
+    with pytest.raises(TypeError):
+        compute.line_through("5", 1.0, 6, 2.0)
+
+
+def test_scale_table_per_chip_pod_and_dollar():
+    rows = compute.scale_table(124e6, 2.5e9, ["h100-sxm", "tpu-v5p"], usd_per_chip_hour={"H100": 6.88, "v5p": 4.2})
+    h100, v5p = rows
+    assert h100.chip_tflops > v5p.chip_tflops and h100.job_hours < v5p.job_hours  # per chip the H100 wins
+    assert v5p.pod_chips == 8960 and v5p.pod_pflops == pytest.approx(459 * 8960 / 1e3)
+    assert v5p.pod_pflops > 100 * h100.pod_pflops and v5p.link_gbs == 600 and h100.link_gbs == 450
+    assert h100.tflops_per_usd_hour == pytest.approx(989.4 / 6.88)
+    assert v5p.job_usd == pytest.approx(v5p.job_hours * 4.2)
+    no_price = compute.scale_table(1e6, 1e6, ["a100-80gb"])[0]
+    assert no_price.usd_per_chip_hour is None and no_price.job_usd is None and no_price.tflops_per_usd_hour is None
+    with pytest.raises(ValueError, match="bf16"):
+        compute.scale_table(1e6, 1e6, ["t4", "h100-sxm"])  # the T4 has no bf16 peak
+    with pytest.raises(ValueError, match="usd_per_chip_hour"):
+        compute.scale_table(1e6, 1e6, ["h100-sxm"], usd_per_chip_hour={"h100-sxm": 0})
+    with pytest.raises(ValueError, match="names"):
+        compute.scale_table(1e6, 1e6, [])
+    with pytest.raises(ValueError, match="accelerator"):
+        compute.scale_table(1e6, 1e6, ["h100-sxm"], usd_per_chip_hour={"tpu-v9": 1.0})
