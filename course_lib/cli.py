@@ -37,7 +37,7 @@ def _catalog(args: argparse.Namespace) -> int:
     from .catalog import catalog_rows
 
     rows = catalog_rows(args.dtype)
-    print(f"{'accelerator':<28}{'TFLOP/s ' + args.dtype:>14}{'memory GB':>11}{'GB/s':>8}  interconnect")
+    print(f"{'accelerator':<28}{'TFLOP/s ' + args.dtype:>14}{'memory GB':>11}{'GB/s':>8}  interconnect (GB/s per direction)")
     for r in rows:
         peak = "-" if r["peak_tflops"] is None else f"{r['peak_tflops']:g}"
         print(f"{r['name']:<28}{peak:>14}{r['memory_gb']:>11g}{r['memory_bandwidth_gbs']:>8g}  "
