@@ -204,6 +204,11 @@ class GuessScore:
             return "right order of magnitude"
         return "off by more than 10x"
 
+    @property
+    def _width(self) -> int:
+        """The label column: wide enough for the longest label, at least 24 characters."""
+        return max(24, len(self.model_name) + 2, len(f"your guess ({self.name})") + 2)
+
     def _line(self, label: str, value: float) -> str:
         u = f" {self.unit}" if self.unit else ""
         f = self._factor(value, self.measured)
@@ -214,11 +219,11 @@ class GuessScore:
             rel += f" {'above' if value > self.measured else 'below'} the measurement"
         else:
             rel = f"{_fmt(value - self.measured)}{u} from the measurement"
-        return f"  {label:<24}{_fmt(value)}{u}  ({rel})"
+        return f"  {label:<{self._width}}{_fmt(value)}{u}  ({rel})"
 
     def text(self) -> str:
         u = f" {self.unit}" if self.unit else ""
-        lines = [f"{self.what}:", f"  {'measured here':<24}{_fmt(self.measured)}{u}"]
+        lines = [f"{self.what}:", f"  {'measured here':<{self._width}}{_fmt(self.measured)}{u}"]
         if self.model is not None:
             lines.append(self._line(self.model_name, self.model))
         if self.guess is None:

@@ -109,6 +109,42 @@ def _stop_forkserver_at_exit() -> None:
             os.kill(pid, _KILL)
 
 
+# A child starts from the forkserver in ~0.05 s, and the server itself in a few seconds (it imports
+# torch). A start still waiting after START_TIMEOUT_S has hung on a server that never answers: the
+# server is killed (which ends the wait), and the start is tried once more with a new server.
+START_TIMEOUT_S = 120.0
+
+
+def _forkserver_pid() -> int | None:
+    from multiprocessing import forkserver
+
+    return getattr(getattr(forkserver, "_forkserver", None), "_forkserver_pid", None)
+
+
+def _start_watched(proc: Any, timeout: float) -> bool:
+    """``proc.start()``, killing the forkserver if it takes over ``timeout`` s; False if it had to."""
+    done, fired = threading.Event(), []
+
+    def watch() -> None:
+        if not done.wait(timeout):
+            pid = _forkserver_pid()
+            if pid:
+                fired.append(pid)
+                with contextlib.suppress(OSError):
+                    os.kill(pid, _KILL)
+
+    threading.Thread(target=watch, daemon=True, name="course-start-watchdog").start()
+    try:
+        proc.start()
+        return True
+    except (EOFError, OSError):
+        if not fired:
+            raise
+        return False
+    finally:
+        done.set()
+
+
 def _context(fresh: bool):
     global _ATEXIT
     method = start_method(fresh)
@@ -293,6 +329,7 @@ class Children:
         self.fresh = fresh
         self.env = dict(env or {})
         self._ctx = _context(fresh)
+        self.start_timeout = START_TIMEOUT_S
         self._children: list[_Child] = []
         self._stopped = False
 
@@ -309,28 +346,42 @@ class Children:
                             f"{type(exc).__name__}: {exc}") from None
         fd, log_path = tempfile.mkstemp(prefix=f"{self.label}-", suffix=".log")
         os.close(fd)
-        messages, to_parent = self._ctx.Pipe(duplex=False)
-        from_parent, lifeline = self._ctx.Pipe(duplex=False)
-        proc = self._ctx.Process(
-            target=_bootstrap, name=f"{self.label}-{len(self._children)}", daemon=False,
-            args=(payload, to_parent, from_parent, log_path, list(sys.path), os.getcwd(), self.env,
-                  mp.get_start_method(allow_none=True)))
+        for attempt in (1, 2):
+            messages, to_parent = self._ctx.Pipe(duplex=False)
+            from_parent, lifeline = self._ctx.Pipe(duplex=False)
+            proc = self._ctx.Process(
+                target=_bootstrap, name=f"{self.label}-{len(self._children)}", daemon=False,
+                args=(payload, to_parent, from_parent, log_path, list(sys.path), os.getcwd(), self.env,
+                      mp.get_start_method(allow_none=True)))
+            saved = {k: os.environ.get(k) for k in self.env}
+            try:
+                if self.fresh:
+                    os.environ.update(self.env)  # a fresh interpreter copies the parent's environment
+                with _main_module_hidden():
+                    if self.fresh:
+                        proc.start()
+                        started = True
+                    else:
+                        started = _start_watched(proc, self.start_timeout)
+            finally:
+                for k, v in saved.items():
+                    if v is None:
+                        os.environ.pop(k, None)
+                    else:
+                        os.environ[k] = v
+                to_parent.close()  # the parent keeps only the reading end: EOF means the child is gone
+                from_parent.close()
+            if started:
+                break
+            messages.close()
+            lifeline.close()
+        else:
+            raise RuntimeError(
+                f"could not start a child process: the process server did not answer within "
+                f"{self.start_timeout:.0f} s, twice. The machine may be overloaded (close other notebooks "
+                f"and programs), then run the cell again; `course doctor` shows how busy the cores are.")
         child = _Child(len(self._children), proc, messages, lifeline, log_path)
         self._children.append(child)
-        saved = {k: os.environ.get(k) for k in self.env}
-        try:
-            if self.fresh:
-                os.environ.update(self.env)  # a fresh interpreter copies the parent's environment
-            with _main_module_hidden():
-                proc.start()
-        finally:
-            for k, v in saved.items():
-                if v is None:
-                    os.environ.pop(k, None)
-                else:
-                    os.environ[k] = v
-            to_parent.close()  # the parent keeps only the reading end: EOF means the child is gone
-            from_parent.close()
         return child.index
 
     # -- watching --------------------------------------------------------------------------------

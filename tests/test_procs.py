@@ -149,3 +149,34 @@ def test_arguments_are_checked_up_front():
 def test_start_methods():
     assert procs.start_method(fresh=True) == "spawn"
     assert procs.start_method() in ("forkserver", "spawn")
+
+
+def test_a_start_that_hangs_kills_the_server_and_ends(monkeypatch):
+    """A forkserver that never answers: the watchdog kills it, which ends the wait."""
+    import subprocess
+
+    server = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    monkeypatch.setattr(procs, "_forkserver_pid", lambda: server.pid)
+
+    class Hanging:
+        def start(self):
+            server.wait()  # returns when the watchdog has killed the "server"
+            raise EOFError
+
+    t0 = time.monotonic()
+    assert procs._start_watched(Hanging(), timeout=0.2) is False
+    assert time.monotonic() - t0 < 10 and server.poll() is not None
+
+    class Quick:
+        def start(self):
+            return None
+
+    assert procs._start_watched(Quick(), timeout=5) is True
+
+
+def test_two_hung_starts_give_a_clear_error(monkeypatch):
+    monkeypatch.setattr(procs, "_start_watched", lambda proc, timeout: False)
+    kids = procs.Children("hung")
+    with pytest.raises(RuntimeError, match="did not answer within .* twice"):
+        kids.start(os.getpid)
+    assert len(kids) == 0
