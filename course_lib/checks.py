@@ -126,23 +126,29 @@ def check_value(name: str, got: Any, expected: Any, *, rtol: float = 1e-6, atol:
         print(f"\u2713 {name} is right: {got!r}")
 
 
-def check_largest(name: str, value: Any, fits: Callable[[int], bool], *, hint: str = "", quiet: bool = False) -> None:
-    """Check that ``value`` is the largest whole number for which ``fits(value)`` holds: it fits, one more does not.
+def check_largest(fn: Callable[..., Any], fits: Callable[[int], bool], *args: Any, hint: str = "",
+                  quiet: bool = False) -> int:
+    """Check that ``fn(*args)`` returns the largest whole number for which ``fits`` holds: it fits, one more
+    does not. Returns that number.
 
-    For answers such as "the largest batch that fits in 256 MiB", where the check can test the
-    property without knowing how the learner found the number.
+    For answers such as "the largest batch that fits in 64 MiB", where the check tests the property
+    without knowing how the learner found the number.
     """
-    if value is NotImplemented or value is None:
-        raise ExerciseNotDone(f"{name} is not computed yet: assign your answer to it." + (f"\nHint: {hint}" if hint else ""))
+    if not callable(fn):
+        raise TypeError(f"fn must be the function you wrote, got {type(fn).__name__}")
+    name = getattr(fn, "__name__", "your function")
+    value = _call(fn, args, name, hint)
+    shown = f"{name}({', '.join(map(repr, args))})"
+    more = f"\nHint: {hint}" if hint else ""
     if isinstance(value, bool) or not isinstance(value, int):
-        raise CheckFailed(f"{name} must be a whole number (an int), got {value!r}" + (f"\nHint: {hint}" if hint else ""))
+        raise CheckFailed(f"{shown} must return a whole number (an int), got {value!r}" + more)
     if not fits(value):
-        raise CheckFailed(f"{name} = {value} does not fit: aim lower." + (f"\nHint: {hint}" if hint else ""))
+        raise CheckFailed(f"{shown} = {value} does not fit: aim lower." + more)
     if fits(value + 1):
-        raise CheckFailed(f"{name} = {value} fits, but so does {value + 1}: it is not the largest."
-                          + (f"\nHint: {hint}" if hint else ""))
+        raise CheckFailed(f"{shown} = {value} fits, but so does {value + 1}: it is not the largest." + more)
     if not quiet:
-        print(f"\u2713 {name} = {value} is the largest that fits")
+        print(f"\u2713 {shown} = {value} is the largest that fits")
+    return value
 
 
 # --- the learner's predictions --------------------------------------------------------------------

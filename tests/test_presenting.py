@@ -259,12 +259,17 @@ def test_check_function_explains_plausible_wrong_answers():
 
 def test_check_largest():
     fits = lambda n: n * 3 <= 10  # noqa: E731
-    checks.check_largest("n", 3, fits, quiet=True)
+    assert checks.check_largest(lambda: 3, fits, quiet=True) == 3
+    assert checks.check_largest(lambda limit: limit // 3, fits, 10, quiet=True) == 3
     with pytest.raises(checks.CheckFailed, match="does not fit"):
-        checks.check_largest("n", 4, fits)
+        checks.check_largest(lambda: 4, fits)
     with pytest.raises(checks.CheckFailed, match="so does 3"):
-        checks.check_largest("n", 2, fits)
+        checks.check_largest(lambda: 2, fits)
     with pytest.raises(checks.CheckFailed, match="whole number"):
-        checks.check_largest("n", 3.0, fits)
-    with pytest.raises(checks.ExerciseNotDone):
-        checks.check_largest("n", None, fits)
+        checks.check_largest(lambda: 3.0, fits)
+
+    def stub():
+        raise NotImplementedError("Exercise: write your code here.")
+
+    with pytest.raises(checks.ExerciseNotDone, match="not written yet"):
+        checks.check_largest(stub, fits, hint="search")
