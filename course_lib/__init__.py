@@ -4,7 +4,8 @@ Modules, by layer (imports only go down this list; CONTRIBUTING.md maps every no
 
 0. vocabulary and checks: ``validate`` (argument checks, one wording), ``names`` (dtypes,
    precisions, optimizers, device kinds).
-1. facts and basics: ``hardware`` (what is this machine), ``cpu`` (free cores, thread pools, fp32
+1. facts and basics: ``hardware`` (what is this machine), ``devices`` (what runs where: device,
+   dtypes, backend and skipped demos, decided from a hardware description), ``cpu`` (free cores, thread pools, fp32
    and bf16 speed measured now), ``procs`` (child processes that never outlive their caller),
    ``catalog`` (cited data tables in ``tables/*.json``), ``bench`` (timing, FLOP counting),
    ``data``, ``models``, ``train`` (the one training step, and a small loop).

@@ -3,6 +3,7 @@
     course doctor            hardware report and what the course will do on this machine
     course doctor --json     the same report as JSON (to compare machines)
     course catalog [--dtype bf16]   the cited accelerator table
+    course devices           what the course decides on each platform (device, dtypes, skipped demos)
 """
 from __future__ import annotations
 
@@ -45,6 +46,16 @@ def _catalog(args: argparse.Namespace) -> int:
     return 0
 
 
+def _devices(args: argparse.Namespace) -> int:
+    from .devices import current_plan, decision_table
+
+    print(decision_table())
+    print()
+    print("This machine")
+    print(current_plan().report())
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="course", description="Training on the hardware you have.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -54,6 +65,7 @@ def main(argv: list[str] | None = None) -> int:
     cat = sub.add_parser("catalog", help="the cited accelerator table")
     cat.add_argument("--dtype", default="bf16", help="which peak to show (fp32, tf32, bf16, fp16, fp8, int8)")
     cat.set_defaults(func=_catalog)
+    sub.add_parser("devices", help="what the course decides on each platform").set_defaults(func=_devices)
     args = parser.parse_args(argv)
     try:
         return args.func(args)

@@ -6,7 +6,6 @@ right now and how fast its arithmetic really runs is measured by ``course_lib.cp
 """
 from __future__ import annotations
 
-import importlib.util
 import os
 import platform
 import random
@@ -18,7 +17,7 @@ from pathlib import Path
 
 import torch
 
-from . import names, validate
+from . import devices, names, validate
 
 DEVICE_ENV_VAR = "COURSE_DEVICE"
 DEVICE_KINDS = names.DEVICE_KINDS
@@ -116,7 +115,8 @@ class HardwareInfo:
         if not self.accelerators:
             lines.append("Accelerators  : none (every demo runs on the CPU)")
         for a in self.accelerators:
-            mem = f"{a.memory_bytes / gib:.1f} GiB" if a.memory_bytes else "shared with system RAM"
+            mem = (f"{a.memory_bytes / gib:.1f} GiB" if a.memory_bytes else
+                   "shared with system RAM" if a.kind == "mps" else "memory size not reported")
             lines.append(f"Accelerator   : [{a.kind}:{a.index}] {a.name}, {mem}, {a.capability}")
         return "\n".join(lines)
 
@@ -224,28 +224,29 @@ def _cpu_info() -> CPUInfo:
                    usable_cores=usable, **cpu_capabilities(flags, platform.machine()))
 
 
-def _xla_available() -> bool:
-    return importlib.util.find_spec("torch_xla") is not None
+def _xla_memory_bytes(device) -> int | None:  # pragma: no cover - needs torch_xla
+    """A TPU core's memory from torch_xla (newer releases say bytes_limit, older ones kb_total)."""
+    try:
+        import torch_xla.core.xla_model as xm  # type: ignore[import-not-found]
+
+        info = xm.get_memory_info(device)
+    except Exception:  # noqa: BLE001 - a release without get_memory_info
+        return None
+    if "bytes_limit" in info:
+        return int(info["bytes_limit"])
+    return int(info["kb_total"]) * 1024 if "kb_total" in info else None
 
 
 def _accelerators() -> tuple[AcceleratorInfo, ...]:
-    found: list[AcceleratorInfo] = []
-    if torch.cuda.is_available():
-        for i in range(torch.cuda.device_count()):
-            p = torch.cuda.get_device_properties(i)
-            found.append(AcceleratorInfo("cuda", i, p.name, int(p.total_memory),
-                                         f"compute capability {p.major}.{p.minor}"))
-    if getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
+    facts = devices.DeviceFacts.here()
+    found = [AcceleratorInfo("cuda", i, g.name, g.memory_bytes, f"compute capability {g.capability[0]}."
+                             f"{g.capability[1]}") for i, g in enumerate(facts.gpus)]
+    if facts.mps:
         found.append(AcceleratorInfo("mps", 0, "Apple GPU (Metal)", None, "unified memory"))
-    if _xla_available():
-        try:
-            import torch_xla.core.xla_model as xm  # type: ignore[import-not-found]
-
-            dev = xm.xla_device()
-            kind = xm.xla_device_hw(dev)
-            found.append(AcceleratorInfo("xla", 0, f"{kind} via torch_xla", None, str(dev)))
-        except Exception:  # torch_xla installed but no TPU attached
-            pass
+    if facts.xla:  # pragma: no cover - needs torch_xla
+        dev = devices._xla_device()
+        found.append(AcceleratorInfo("xla", 0, f"TPU {facts.tpu_on_pci or ''} via torch_xla".replace("  ", " "),
+                                     _xla_memory_bytes(dev), str(dev)))
     return tuple(found)
 
 
@@ -298,16 +299,13 @@ def detect() -> HardwareInfo:
 def _kind_available(kind: str) -> bool:
     if kind == "cpu":
         return True
-    if kind == "cuda":
-        return torch.cuda.is_available()
-    if kind == "mps":
-        return getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available()
-    return _xla_available() and any(a.kind == "xla" for a in _accelerators())
+    facts = devices.DeviceFacts.here()
+    return {"cuda": bool(facts.gpus), "mps": facts.mps, "xla": facts.xla}[kind]
 
 
 def _device_count(kind: str) -> int:
     if kind == "cuda":
-        return torch.cuda.device_count()
+        return len(devices.DeviceFacts.here().gpus)
     return 1 if _kind_available(kind) else 0
 
 
@@ -358,20 +356,22 @@ def as_device(value: torch.device | str | None, name: str = "device") -> torch.d
 
 
 def pick_device(prefer: str | None = None) -> torch.device:
-    """The device every notebook uses: CUDA, then MPS, then XLA (TPU), then CPU.
+    """The device every notebook uses: CUDA, then MPS, then XLA (TPU), then CPU
+    (``devices.current_plan()`` decides, and says what else changes there).
 
     ``prefer`` (or the environment variable COURSE_DEVICE) forces one of 'cuda', 'cuda:N', 'mps',
-    'xla', 'cpu'; asking for one this machine lacks raises ValueError listing what it has.
+    'xla', 'cpu'; asking for one this machine lacks raises ValueError listing what it has. float32
+    matmuls on the chosen device are set to full float32 precision (``devices.apply``).
     """
     choice = prefer if prefer is not None else os.environ.get(DEVICE_ENV_VAR) or None
     if choice is not None:
         if not isinstance(choice, str):
             raise TypeError(f"prefer must be a str such as 'cpu', got {type(choice).__name__}")
-        return as_device(choice, "prefer" if prefer is not None else f"${DEVICE_ENV_VAR}")
-    for kind in ("cuda", "mps", "xla"):
-        if _kind_available(kind):
-            return as_device(kind)
-    return torch.device("cpu")
+        device = as_device(choice, "prefer" if prefer is not None else f"${DEVICE_ENV_VAR}")
+    else:
+        device = as_device(devices.current_plan().device)
+    devices.apply(device.type)
+    return device
 
 
 def synchronize(device: torch.device | str | None = None) -> None:

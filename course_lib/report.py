@@ -1,6 +1,7 @@
 """What the course will do on this machine, in words (notebook 00 and ``course doctor``)."""
 from __future__ import annotations
 
+from . import devices
 from .cpu import Plan
 from .cpu import plan as cpu_plan
 from .hardware import HardwareInfo, detect
@@ -15,32 +16,28 @@ GET_AN_ACCELERATOR = {
 }
 
 
-def plan(info: HardwareInfo | None = None, decided: Plan | None = None) -> list[tuple[str, str]]:
+def plan(info: HardwareInfo | None = None, decided: Plan | None = None,
+         device_plan: devices.DevicePlan | None = None) -> list[tuple[str, str]]:
     """(topic, what happens here) pairs describing how the demos adapt to this machine.
 
     ``decided`` is ``course_lib.cpu.profile().plan`` (free cores, measured bf16 speed); without it
-    the plan is made from the CPU's flags alone. A pure function of its inputs (notebook 00,
-    ``course doctor``; unit-tested with made-up machines).
+    the plan is made from the CPU's flags alone. ``device_plan`` is ``devices.current_plan()``
+    unless given (the device, dtypes, backend, skipped demos). A pure function of its inputs
+    (notebook 00, ``course doctor``; unit-tested with made-up machines).
     """
     info = info or detect()
     decided = decided or cpu_plan(info.cpu)
-    kinds = {a.kind for a in info.accelerators}
-    gpu = next((a for a in info.accelerators if a.kind == "cuda"), None)
-    n_gpus = sum(a.kind == "cuda" for a in info.accelerators)
+    dp = device_plan or devices.current_plan()
     cores = info.cpu.physical_cores
     busy = (f"; other programs keep {cores - decided.free_cores} busy, so PyTorch uses the {decided.free_cores} free "
             "one(s) and timings are noisier" if decided.busy else "")
     rows = [("CPU demos (matmul, roofline, threads, classical ML)",
              f"run on {decided.threads} PyTorch thread(s), {cores} physical core(s){busy}")]
-    if gpu:
-        rows.append(("GPU demos (CPU vs GPU step time, fp16 autocast, pinned copies, GPU memory)",
-                     f"use {gpu.name}"))
-    elif "mps" in kinds:
-        rows.append(("GPU demos", "use the Apple GPU through MPS; CUDA-only parts (pinned copies, NCCL) are skipped"))
-    elif "xla" in kinds:
-        rows.append(("TPU", "torch_xla is present: the device is XLA; CUDA-only parts are skipped"))
-    else:
+    if dp.kind == "cpu":
         rows.append(("GPU demos", "skipped with an explanation; the catalog shows what a GPU would do"))
+    else:
+        rows.append(("Accelerator demos", f"use {dp.device}: {dp.description}; float32 matmuls in {dp.fp32_matmul}, "
+                                          f"16-bit demos in {dp.half}" + (" with a GradScaler" if dp.grad_scaler else "")))
     ratio = f" (measured: {decided.bf16_ratio:.2g}x fp32's speed)" if decided.bf16_ratio is not None else ""
     rows.append(("Mixed precision on the CPU", {
         "native": f"bf16 has hardware support here{ratio}: bf16 demos run full size and show a speed-up",
@@ -54,20 +51,24 @@ def plan(info: HardwareInfo | None = None, decided: Plan | None = None) -> list[
         rows.append(("Threads and processes", "one physical core: thread-scaling and worker-process demos report "
                                               "what they measure instead of asserting a speed-up"))
     ram_gib = info.ram_bytes / 2**30
-    rows.append(("Memory demos", f"{ram_gib:.0f} GiB RAM; out-of-memory runs only inside a capped subprocess"))
-    if n_gpus >= 2:
-        rows.append(("Distributed demos", f"NCCL across {n_gpus} GPUs, gloo on the CPU as well"))
-    else:
-        rows.append(("Distributed demos", "2-4 local CPU processes talking over gloo on 127.0.0.1"
-                                          + (" (one core: slower, still correct)" if cores < 2 else "")))
+    rows.append(("Memory demos", f"{ram_gib:.0f} GiB RAM; out-of-memory runs only inside a capped subprocess"
+                 + ("" if dp.runs("memory_cap") else ", which this system cannot do: those demos are skipped")))
+    local = "2-4 local CPU processes talking over gloo on 127.0.0.1" + (" (one core: slower, still correct)"
+                                                                      if cores < 2 else "")
+    rows.append(("Distributed demos", local + (f"; NCCL across {dp.gpu_ranks} GPUs as well" if dp.gpu_ranks else "")))
+    if dp.kind != "cpu":  # on a CPU the "GPU demos" row above says it
+        rows += [("Skipped here", f"{devices.DEMOS[k]}: {why}") for k, why in dp.skipped.items() if k != "memory_cap"]
+    rows += [("Note", hint) for hint in dp.hints]
     if ram_gib < 4:
         rows.append(("Warning", "less than 4 GiB of RAM: close other programs; some demos shrink their sizes"))
-    rows.append(("Want an accelerator?", GET_AN_ACCELERATOR.get(info.platform, GET_AN_ACCELERATOR["local"])))
+    if dp.kind == "cpu":
+        rows.append(("Want an accelerator?", GET_AN_ACCELERATOR.get(info.platform, GET_AN_ACCELERATOR["local"])))
     return rows
 
 
-def plan_text(info: HardwareInfo | None = None, decided: Plan | None = None) -> str:
+def plan_text(info: HardwareInfo | None = None, decided: Plan | None = None,
+              device_plan: devices.DevicePlan | None = None) -> str:
     """``plan`` as aligned text."""
-    rows = plan(info, decided)
+    rows = plan(info, decided, device_plan)
     width = max(len(topic) for topic, _ in rows)
     return "\n".join(f"{topic:<{width}} : {text}" for topic, text in rows)
