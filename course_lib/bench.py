@@ -273,6 +273,22 @@ STREAM_KERNELS = {  # name: (arrays read + written per element, FLOPs per elemen
 }
 
 
+def copy_kernel(src: torch.Tensor, dst: torch.Tensor) -> Callable[[], object]:
+    """A function doing ``dst = src`` that really moves the bytes on every backend (notebooks 01, 03).
+
+    ``dst.copy_(src)`` does on a CPU, a CUDA GPU and MPS. XLA (TPU) records operations lazily and may
+    satisfy a copy by pointing ``dst`` at ``src``'s buffer, doing no work at all, which would make any
+    bandwidth look infinite; there the copy is a multiplication by a 1 sent to the device as data (a
+    value the compiler cannot see, so it cannot fold the multiplication away).
+    """
+    if not isinstance(src, torch.Tensor) or not isinstance(dst, torch.Tensor):
+        raise TypeError("src and dst must be tensors")
+    if src.device.type == "xla":
+        one = torch.ones((), dtype=src.dtype).to(src.device)
+        return lambda: torch.mul(src, one, out=dst)
+    return lambda: dst.copy_(src)
+
+
 def stream_bandwidth(n_bytes: int = 128 * 2**20, *, kernel: str = "copy", device: torch.device | str = "cpu",
                      min_run_time: float = 0.2) -> float:
     """Bytes/s of one STREAM kernel on arrays of ``n_bytes`` each, written into existing buffers.
@@ -286,7 +302,7 @@ def stream_bandwidth(n_bytes: int = 128 * 2**20, *, kernel: str = "copy", device
     n = validate.integer("n_bytes", n_bytes, minimum=1024) // 4
     device = as_device(device)
     a, b, c = (torch.full((n,), float(v), device=device) for v in (1, 2, 3))
-    ops = {"copy": lambda: c.copy_(a), "scale": lambda: torch.mul(c, 3.0, out=b),
+    ops = {"copy": copy_kernel(a, c), "scale": lambda: torch.mul(c, 3.0, out=b),
            "add": lambda: torch.add(a, b, out=c), "triad": lambda: torch.add(b, c, alpha=3.0, out=a)}
     t = time_fn(ops[kernel], label=kernel, device=device, min_run_time=min_run_time)
     return achieved_bandwidth(STREAM_KERNELS[kernel][0] * n * 4, t.seconds)

@@ -14,17 +14,13 @@ import torch.distributed as dist
 
 from .. import names, validate
 from ..bench import LOW_QUANTILE, quantile
+from ..hardware import synchronize
 from .launcher import rank_info
 
 __all__ = ["ALLREDUCE_SIZES", "allreduce_benchmark", "ring_all_reduce", "check_ring_against_library"]
 
 #: Message sizes for notebook 03's all-reduce sweep: 1 KB to 64 MB in steps of 4x.
 ALLREDUCE_SIZES: tuple[int, ...] = tuple(4**k * 1024 for k in range(9))
-
-
-def _sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
 
 
 def _bytes_written() -> int | None:
@@ -86,11 +82,11 @@ def allreduce_benchmark(sizes_bytes: list[int], repeats: int = 5, warmup: int = 
         order = [(i + rnd) % len(sizes) for i in range(len(sizes))]
         for i in order:
             dist.barrier()
-            _sync(device)
+            synchronize(device)
             written = _bytes_written()
             t = time.perf_counter()
             dist.all_reduce(tensors[i])
-            _sync(device)
+            synchronize(device)
             elapsed = time.perf_counter() - t
             if rnd >= warmup:
                 times[i, rnd - warmup] = elapsed
@@ -150,33 +146,31 @@ def ring_all_reduce(tensor: torch.Tensor) -> torch.Tensor:
     for step in range(world - 1):
         send_idx = (rank - step) % world
         recv_idx = (rank - step - 1) % world
-        n = chunks[recv_idx].numel()
-        req = None
-        if chunks[send_idx].numel() > 0:
-            # Post the send without blocking first: if every rank did a blocking send, all of them
-            # could wait for a receiver at once and deadlock (a cycle of waits around the ring).
-            req = dist.isend(chunks[send_idx], dst=right)
-        if n > 0:
-            incoming = scratch[:n]
-            dist.recv(incoming, src=left)  # partial sum of chunk recv_idx from the left
-            chunks[recv_idx] += incoming   # add our own contribution: one more rank is in the sum
-        if req is not None:
-            req.wait()  # the chunk we sent must not change before the send completes (it does not)
+        incoming = scratch[:chunks[recv_idx].numel()]
+        _exchange(chunks[send_idx], right, incoming, left)  # partial sum of chunk recv_idx from the left
+        chunks[recv_idx] += incoming  # add our own contribution: one more rank is in the sum
 
     # Now rank r owns the full sum of chunk (r + 1) % N.
     # Phase 2: all-gather. In step s rank r forwards chunk (r + 1 - s), a finished sum, and receives
     # finished chunk (r - s) straight into place (no addition: it overwrites the partial sum).
     for step in range(world - 1):
-        send_idx = (rank + 1 - step) % world
-        recv_idx = (rank - step) % world
-        req = None
-        if chunks[send_idx].numel() > 0:
-            req = dist.isend(chunks[send_idx], dst=right)
-        if chunks[recv_idx].numel() > 0:
-            dist.recv(chunks[recv_idx], src=left)
-        if req is not None:
-            req.wait()
+        _exchange(chunks[(rank + 1 - step) % world], right, chunks[(rank - step) % world], left)
     return result
+
+
+def _exchange(send: torch.Tensor, dst: int, recv: torch.Tensor, src: int) -> None:
+    """Send ``send`` to rank ``dst`` and receive into ``recv`` from rank ``src`` at the same time.
+
+    Both are posted together (``batch_isend_irecv``) and then waited for. Had every rank first made a
+    blocking send, all of them could wait for a receiver at once: a cycle of waits around the ring,
+    a deadlock. Posting the pair as one batch also lets NCCL, which needs the sends and receives of a
+    step grouped, run the same code as gloo. Empty chunks (a tensor with fewer elements than ranks)
+    are skipped.
+    """
+    ops = [dist.P2POp(op, t, peer) for op, t, peer in ((dist.isend, send, dst), (dist.irecv, recv, src))
+           if t.numel() > 0]
+    for request in dist.batch_isend_irecv(ops) if ops else ():
+        request.wait()
 
 
 def check_ring_against_library(sizes: list[int], seed: int = 0) -> list[dict]:

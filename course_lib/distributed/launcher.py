@@ -1,7 +1,8 @@
 """Launch a function on several local processes that talk through ``torch.distributed``.
 
 ``launch(fn, world_size, *args, **kwargs)`` starts ``world_size`` child processes, joins them
-into one process group (gloo on CPU, NCCL when there is one GPU per rank), runs
+into one process group (gloo between CPU processes unless ``backend="nccl"`` asks for one GPU per
+rank), runs
 ``fn(*args, **kwargs)`` on every rank and returns the per-rank return values in rank order::
 
     from course_lib import distributed
@@ -131,17 +132,15 @@ def _check_world_size(world_size: int) -> int:
     return world_size
 
 
-def _resolve_backend(backend: str | None, world_size: int) -> str:
+def _resolve_backend(backend: str, world_size: int) -> str:
     gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
-    if backend is None:
-        return "nccl" if gpus >= world_size and dist.is_nccl_available() else "gloo"
     if not isinstance(backend, str) or backend.strip().lower() not in BACKENDS:
-        raise ValueError(f"backend must be one of {BACKENDS} or None (automatic), got {backend!r}")
+        raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
     backend = backend.strip().lower()
     if backend == "nccl" and (gpus < world_size or not dist.is_nccl_available()):
         raise ValueError(f"backend='nccl' needs one CUDA GPU per rank and a PyTorch build with NCCL: "
                          f"world_size={world_size}, GPUs visible={gpus}, NCCL available="
-                         f"{dist.is_nccl_available()}. Use backend='gloo' (CPU) or backend=None.")
+                         f"{dist.is_nccl_available()}. Use backend='gloo' (CPU processes).")
     return backend
 
 
@@ -232,7 +231,7 @@ def last_launch_stats() -> dict[str, Any]:
     return dict(_LAST)
 
 
-def launch(fn: Callable[..., Any], world_size: int, *args: Any, backend: str | None = None,
+def launch(fn: Callable[..., Any], world_size: int, *args: Any, backend: str = "gloo",
            timeout: float = 60.0, threads_per_rank: int | None = None, startup_timeout: float | None = None,
            **kwargs: Any) -> list:
     """Run ``fn(*args, **kwargs)`` on ``world_size`` local processes; return each rank's value in rank
@@ -246,9 +245,10 @@ def launch(fn: Callable[..., Any], world_size: int, *args: Any, backend: str | N
             value must be picklable; return CPU tensors or plain values (CUDA tensors are moved to
             the CPU before they are sent back).
         world_size: number of processes, an int from 1 to :func:`max_world_size`.
-        backend: ``"gloo"`` (CPU), ``"nccl"`` (one CUDA GPU per rank; each rank calls
-            ``torch.cuda.set_device(rank)``) or None: NCCL when there are at least ``world_size``
-            GPUs, else gloo.
+        backend: ``"gloo"`` (the default: CPU processes, on any machine) or ``"nccl"`` (one CUDA GPU
+            per rank; each rank calls ``torch.cuda.set_device(rank)``). Never chosen behind your
+            back: a GPU machine runs the same gloo demo as a laptop unless you ask for NCCL
+            (``devices.current_plan().backend`` says whether this machine can).
         timeout: seconds ``fn`` may run (wall clock, counted once every rank has joined the process
             group); also the process group's collective timeout.
         threads_per_rank: ``torch.set_num_threads`` in each rank; default
