@@ -61,6 +61,14 @@ def autocast(precision: str, device: torch.device | str = "cpu"):
     return torch.autocast(as_device(device).type, dtype=names.torch_dtype(kind))
 
 
+def grad_scaler(precision: str, device: torch.device | str = "cpu") -> torch.amp.GradScaler | None:
+    """A ``torch.amp.GradScaler`` where ``precision`` needs loss scaling on ``device`` (fp16-mixed on a
+    CUDA GPU: fp16's narrow range flushes small gradients to zero), else None. fit, train_epoch and
+    make_step_fn use it, so fp16 training on a T4 scales its loss without being asked."""
+    dev = as_device(device)
+    return torch.amp.GradScaler(dev.type) if names.precision(precision) == "fp16-mixed" and dev.type == "cuda" else None
+
+
 def default_loss(out: torch.Tensor, target: torch.Tensor | None) -> torch.Tensor:
     """Cross-entropy for integer targets, mean squared error for float targets, the output's sum
     without a target (memory measurements that need a backward pass but no labels)."""
@@ -174,9 +182,11 @@ def train_epoch(model: nn.Module, loader: DataLoader, optimizer: torch.optim.Opt
 
     model.train()
     total_loss, correct, seen = 0.0, 0, 0
+    scaler = grad_scaler(precision, device if device is not None else next(model.parameters()).device)
     start = time.perf_counter()
     for batch in tqdm(loader, desc=desc, leave=False, disable=not progress):
-        loss, c, n = train_step(model, batch, optimizer, loss_fn, device, micro_batches, precision=precision)
+        loss, c, n = train_step(model, batch, optimizer, loss_fn, device, micro_batches, precision=precision,
+                                scaler=scaler)
         total_loss += loss * n
         correct += c
         seen += n
@@ -253,10 +263,11 @@ def make_step_fn(model: nn.Module, x: torch.Tensor, y: torch.Tensor | None, opti
     opt = make_optimizer(optimizer, params, lr)
     batch = (x.to(device), y.to(device) if y is not None else None)
     precision = names.precision(precision)
+    scaler = grad_scaler(precision, device)
     model.train()
 
     def step() -> float:
-        return train_step(model, batch, opt, loss_fn, device, micro_batches, precision=precision).loss
+        return train_step(model, batch, opt, loss_fn, device, micro_batches, precision=precision, scaler=scaler).loss
 
     return step
 

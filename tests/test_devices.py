@@ -138,3 +138,12 @@ def test_ring_uses_paired_sends_on_three_ranks():
 
     rows = distributed.launch(distributed.check_ring_against_library, 3, [1, 2, 1000, 2**12 + 1])[0]
     assert all(r["allclose"] for r in rows)
+
+
+def test_grad_scaler_only_where_fp16_needs_it():
+    from course_lib import train
+
+    assert train.grad_scaler("fp16-mixed", "cpu") is None and train.grad_scaler("bf16-mixed", "cpu") is None
+    assert train.grad_scaler("fp32") is None
+    with pytest.raises(ValueError):
+        train.grad_scaler("fp12")

@@ -20,7 +20,7 @@ from torch import nn
 from .. import names, validate
 from ..hardware import proc_status_bytes, reset_peak_rss
 from ..models import make_optimizer
-from ..train import autocast, default_loss, train_step
+from ..train import autocast, default_loss, grad_scaler, train_step
 from . import torch_internals as ti
 
 _MiB = 2**20
@@ -242,7 +242,7 @@ def measure_training_memory(model: nn.Module, example_input, target: torch.Tenso
     steps = validate.positive_int("steps", steps)
     device = params[0].device
     opt = make_optimizer(optimizer, params, foreach=foreach)
-    scaler = torch.amp.GradScaler(device.type) if precision == "fp16-mixed" and device.type == "cuda" else None
+    scaler = grad_scaler(precision, device)
     model.train()
 
     def run() -> None:
