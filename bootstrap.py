@@ -60,7 +60,7 @@ def setup() -> Path:
     if not _has_torch(python):
         index = os.environ.get("TORCH_INDEX_URL")
         _run(pip + [TORCH_PIN] + (["--index-url", index] if index else []))
-    _run(pip + ["-e", f"{ROOT}[test]"])
+    _run(pip + ["-e", f"{ROOT}[lab,test]"])
     STAMP.write_text(wanted)
     return python
 

@@ -3,6 +3,9 @@ from a lower layer, so the numbers are the same with or without widgets.
 
 Notebook 01: ``time_to_train_widget`` (over ``compute.time_to_train``).
 Notebook 02: ``memory_calculator_widget`` (over ``memory.large_model_memory``).
+
+ipywidgets is imported only when a widget is built, and is not a dependency of the course: the
+notebook runtime brings its own (7.x on Colab, 8.x locally via the ``lab`` extra); both work.
 """
 from __future__ import annotations
 
@@ -12,6 +15,17 @@ from . import names
 from .catalog import accelerators
 from .compute import format_duration, time_to_train
 from .memory import large_model_memory
+
+
+def _ipywidgets(text_twin: str):
+    """The ipywidgets module, or an ImportError that says how to get it and what to use meanwhile."""
+    try:
+        import ipywidgets
+    except ImportError as exc:
+        raise ImportError(f"This calculator needs ipywidgets: run `pip install ipywidgets` (in a notebook: "
+                          f"`%pip install ipywidgets`). Without it, course_lib.widgets.{text_twin}(...) gives "
+                          "the same numbers as text.") from exc
+    return ipywidgets
 
 
 def enable_colab_widgets() -> None:
@@ -37,7 +51,7 @@ def time_to_train_text(n_params: float, n_tokens: float, accelerator: str, dtype
 def time_to_train_widget(n_params: float = 124e6, n_tokens: float = 2.5e9, accelerator: str = "t4",
                          dtype: str = "fp16", utilization: float = 0.4, n_devices: int = 1):
     """Sliders for parameters, tokens, accelerator, dtype, utilisation and device count."""
-    import ipywidgets as w
+    w = _ipywidgets("time_to_train_text")
 
     enable_colab_widgets()
     chips = [a.key for a in accelerators()]
@@ -77,7 +91,7 @@ def memory_calculator_widget(n_params: float = 7e9, precision: str = "bf16-mixed
                              zero_stage: int = 0, data_parallel: int = 1, seq_len: int = 2048, batch: int = 1,
                              d_model: int = 4096, n_layers: int = 32, n_heads: int = 32):
     """Sliders for a transformer's size, precision, optimizer, ZeRO stage and batch (notebook 02)."""
-    import ipywidgets as w
+    w = _ipywidgets("memory_calculator_text")
 
     enable_colab_widgets()
     c = {

@@ -94,6 +94,16 @@ def test_time_to_train_widget_text_matches_formula():
     assert "FLOPs" in box.children[-1].value
 
 
+@pytest.mark.parametrize("widget, text_twin", [(widgets.time_to_train_widget, "time_to_train_text"),
+                                               (widgets.memory_calculator_widget, "memory_calculator_text")])
+def test_widget_without_ipywidgets_says_how_to_get_it(monkeypatch, widget, text_twin):
+    """ipywidgets is not a course dependency: without it, a widget says what to install and what to use instead."""
+    monkeypatch.setitem(sys.modules, "ipywidgets", None)  # `import ipywidgets` now raises ImportError
+    with pytest.raises(ImportError, match="pip install ipywidgets") as info:
+        widget()
+    assert f"course_lib.widgets.{text_twin}(" in str(info.value) and "same numbers" in str(info.value)
+
+
 def test_plan_mentions_every_topic():
     rows = dict(report.plan())
     assert any("CPU demos" in k for k in rows) and "Want an accelerator?" in rows
