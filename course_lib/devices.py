@@ -39,7 +39,7 @@ from pathlib import Path
 import torch
 
 __all__ = ["DEMOS", "GPU", "DeviceFacts", "DevicePlan", "plan", "apply", "current_plan", "EXAMPLES",
-           "decision_table", "tpu_generation"]
+           "EXAMPLE_CHIPS", "decision_table", "peaks_table", "tpu_generation"]
 
 #: Demos that need something not every machine has: key -> what it is.
 DEMOS = {
@@ -306,14 +306,35 @@ EXAMPLES: dict[str, DeviceFacts] = {
 
 
 def decision_table(examples: dict[str, DeviceFacts] | None = None) -> str:
-    """A Markdown table: platform -> device, 16-bit dtype, backend, skipped demos, hints."""
-    rows = ["| platform | device | float32 matmul | 16-bit / mixed precision | multi-GPU backend | skipped demos | hint |",
+    """A Markdown table: platform -> device, 16-bit dtype, backend, skipped demos, hints (their first
+    sentence)."""
+    rows = ["| platform | device | float32 matmul | 16-bit / mixed precision | distributed backends | skipped demos | hint |",
             "|---|---|---|---|---|---|---|"]
     for name, facts in (EXAMPLES if examples is None else examples).items():
         p = plan(facts)
-        hint = " ".join(p.hints)
+        hint = " ".join(h.split(". ")[0].rstrip(".") + "." for h in p.hints)  # first sentences
         rows.append(f"| {name} | {p.device} | {p.fp32_matmul} | {p.mixed_precision}"
                     f"{' + GradScaler' if p.grad_scaler else ''} | "
-                    f"{f'NCCL x {p.gpu_ranks}' if p.gpu_ranks else 'none: CPU processes, gloo'} | "
+                    f"gloo (CPU processes){f' + NCCL on {p.gpu_ranks} GPUs' if p.gpu_ranks else ''} | "
                     f"{', '.join(sorted(p.skipped)) or '-'} | {hint or '-'} |")
+    return "\n".join(rows)
+
+
+#: Which catalog chip each example platform has (for ``peaks_table``).
+EXAMPLE_CHIPS = {"Colab T4": "t4", "Colab / Workbench L4": "l4", "H100": "h100-sxm", "4 x A100": "a100-40gb",
+                 "TPU v5e (torch_xla)": "tpu-v5e"}
+
+
+def peaks_table() -> str:
+    """A Markdown table of what to expect on the example accelerators: the catalog's data-sheet peaks in
+    fp32 and in the 16-bit dtype the plan picks there (labelled as catalog figures, not measurements)."""
+    from .catalog import get_accelerator
+
+    rows = ["| platform | chip (catalog key) | fp32 TFLOP/s | 16-bit dtype the course uses | its TFLOP/s | memory GB "
+            "| memory GB/s |", "|---|---|---|---|---|---|---|"]
+    for name, key in EXAMPLE_CHIPS.items():
+        chip, half = get_accelerator(key), plan(EXAMPLES[name]).half
+        fp32 = chip.peak_tflops.get("fp32")
+        rows.append(f"| {name} | {chip.name} (`{key}`) | {f'{fp32:g}' if fp32 else '-'} | {half} | "
+                    f"{chip.peak_tflops[half]:g} | {chip.memory_gb:g} | {chip.memory_bandwidth_gbs:g} |")
     return "\n".join(rows)

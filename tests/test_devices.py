@@ -79,6 +79,7 @@ def test_bf16_follows_the_compute_capability():
 def test_decision_table_and_cli(capsys):
     table = devices.decision_table()
     assert table.count("\n") == len(EX) + 1 and "| Colab T4 | cuda:0 |" in table
+    assert "gloo (CPU processes) + NCCL on 4 GPUs" in table
     assert cli.main(["devices"]) == 0
     out = capsys.readouterr().out
     assert "TPU v5e, no torch_xla" in out and "This machine" in out
@@ -147,3 +148,13 @@ def test_grad_scaler_only_where_fp16_needs_it():
     assert train.grad_scaler("fp32") is None
     with pytest.raises(ValueError):
         train.grad_scaler("fp12")
+
+
+def test_the_gpu_and_tpu_page_shows_the_current_tables():
+    from pathlib import Path
+
+    page = (Path(__file__).resolve().parents[1] / "docs" / "gpu-and-tpu.md").read_text()
+    assert devices.decision_table() in page, "docs/gpu-and-tpu.md: paste the output of devices.decision_table()"
+    assert devices.peaks_table() in page, "docs/gpu-and-tpu.md: paste the output of devices.peaks_table()"
+    assert all(f"`{demo}`" in page for demo in devices.DEMOS)
+    assert set(devices.EXAMPLE_CHIPS) <= set(devices.EXAMPLES)
