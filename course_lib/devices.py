@@ -176,7 +176,7 @@ class DevicePlan:
                  f"float32       : {self.fp32_matmul}",
                  f"16-bit        : {self.half}; mixed precision {self.mixed_precision}"
                  + (" with a GradScaler" if self.grad_scaler else ""),
-                 f"Multi-GPU     : " + (f"NCCL on {self.gpu_ranks} GPUs" if self.gpu_ranks else
+                 "Multi-GPU     : " + (f"NCCL on {self.gpu_ranks} GPUs" if self.gpu_ranks else
                                        "none; multi-process demos are CPU processes over gloo")]
         lines += [f"Skipped       : {DEMOS[k]}: {why}" for k, why in self.skipped.items()]
         lines += [f"Note          : {h}" for h in self.hints]
@@ -209,9 +209,10 @@ def plan(facts: DeviceFacts) -> DevicePlan:
         half = "bf16" if gpu.native_bf16 else "fp16"
         fp32 = "full float32 (TF32 switched off)" if gpu.native_bf16 else "full float32 (no TF32 on this GPU)"
         if not gpu.native_bf16:
-            hints.append(f"{gpu.name} (compute capability {cc}) has fp16 tensor cores but no bf16 ones: mixed "
-                         "precision runs as fp16 with a GradScaler. torch.cuda.is_bf16_supported() may still say "
-                         "True, because bf16 runs emulated there, far slower.")
+            units = "fp16 tensor cores but no bf16 ones" if gpu.capability >= (7, 0) else "fast fp16 but no bf16"
+            hints.append(f"{gpu.name} (compute capability {cc}) has {units}: mixed precision runs as fp16 with a "
+                         "GradScaler. torch.cuda.is_bf16_supported() may still say True, because bf16 runs "
+                         "emulated there, far slower.")
     elif facts.mps:
         device = kind = "mps"
         description = "Apple GPU through Metal (MPS), memory shared with the CPU"

@@ -74,6 +74,9 @@ def test_bf16_follows_the_compute_capability():
         [False, False, False, True, True, True]
     p = devices.plan(DeviceFacts(gpus=(GPU("Tesla V100", (7, 0), 16 * 2**30),) * 2, nccl=False))
     assert p.half == "fp16" and p.gpu_ranks == 0 and "no NCCL" in p.skipped["nccl_allreduce"]
+    assert "fp16 tensor cores" in p.hints[0]
+    p100 = devices.plan(DeviceFacts(gpus=(GPU("Tesla P100-PCIE-16GB", (6, 0), 16 * 2**30),)))
+    assert p100.half == "fp16" and p100.grad_scaler and "tensor cores" not in p100.hints[0]
 
 
 def test_decision_table_and_cli(capsys):
