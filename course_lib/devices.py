@@ -170,6 +170,14 @@ class DevicePlan:
             raise ValueError(f"demo must be one of {sorted(DEMOS)}, got {demo!r}")
         return demo not in self.skipped
 
+    def check(self, demo: str) -> bool:
+        """``runs(demo)``, and where it does not, print ``Skipped: <the reason>`` for the learner: the
+        guard of every notebook cell that needs particular hardware (``if device_plan.check(...):``)."""
+        if self.runs(demo):
+            return True
+        print(f"Skipped: {self.skipped[demo]}")
+        return False
+
     def report(self) -> str:
         """The plan in words (notebook 00)."""
         lines = [f"Device        : {self.device} ({self.description})",

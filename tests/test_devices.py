@@ -88,6 +88,13 @@ def test_decision_table_and_cli(capsys):
     assert "TPU v5e, no torch_xla" in out and "This machine" in out
 
 
+def test_check_prints_the_reason(capsys):
+    p = devices.plan(EX["Colab T4"])
+    assert p.check("host_to_device") and capsys.readouterr().out == ""
+    assert not p.check("nccl_allreduce")
+    assert capsys.readouterr().out == f"Skipped: {p.skipped['nccl_allreduce']}\n"
+
+
 def test_bad_input():
     with pytest.raises(TypeError, match="DeviceFacts"):
         devices.plan("T4")

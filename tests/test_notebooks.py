@@ -159,3 +159,21 @@ def test_stated_run_times_agree_with_the_recorded_one(path):
     cell = re.search(r"\|\s*~?(\d+)(?:\s*[-–]\s*(\d+))?\s*s\s*\|", row)
     assert cell and (int(cell.group(1)), int(cell.group(2) or cell.group(1))) == (lo, hi), (
         f"README states {cell.group(0) if cell else 'no time'} for {path.name}, the notebook {lo}-{hi} s")
+
+
+def test_notebook_02_skips_cleanly_where_memory_cannot_be_capped():
+    """Notebook 02 as a Mac would run it: the device plan says memory caps are unsupported (macOS), so
+    every capped demo prints why it skips and every other cell still runs (nothing depends on a skipped one)."""
+    from nbclient import NotebookClient
+    from nbformat.v4 import new_code_cell
+
+    path = ROOT / "notebooks" / "02_memory.ipynb"
+    nb = _read(path)
+    first = next(i for i, c in enumerate(nb.cells) if c.cell_type == "code")
+    nb.cells.insert(first + 1, new_code_cell(
+        "import dataclasses\nfrom course_lib import devices\n_facts = devices.DeviceFacts.here()\n"
+        "devices._here = lambda: dataclasses.replace(_facts, system='Darwin', macos=(14, 5))"))
+    NotebookClient(nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}).execute()
+    guarded = [c for c in nb.cells if c.cell_type == "code" and 'device_plan.check("memory_cap")' in c.source]
+    outputs = ["".join(o.get("text", "") for o in c.outputs) for c in guarded]
+    assert len(guarded) == 7 and all(out.startswith("Skipped: capping a process's memory needs Linux") for out in outputs)
