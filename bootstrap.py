@@ -6,9 +6,13 @@
     python3 bootstrap.py timings    # execute every notebook, store outputs and run times
     python3 bootstrap.py exercises  # regenerate exercises/ from solutions/
     python3 bootstrap.py doctor     # print the hardware report
+    python3 bootstrap.py site       # build the course website into build/site/html, then check it in a browser
 
 Needs only Python 3.10+ (standard library). The environment lives in .venv/ next to this file;
-the second run reuses it and installs nothing unless pyproject.toml changed.
+the second run reuses it and installs nothing unless pyproject.toml changed. `test` and `site` also
+install the website tools (the `site` extra); the browser checks use the system's Chromium and the
+site build fetches the widget front end with npm: where either is missing those checks skip and say
+how to install it. In CI (the CI variable set) `test` installs them with apt-get.
 
 PyTorch: the pinned release TORCH_PIN is installed first, so pip never picks a different torch
 to satisfy the other packages. Set TORCH_INDEX_URL to choose the build, e.g. the CPU-only wheels
@@ -27,6 +31,7 @@ TORCH_PIN = "torch==2.13.0"
 ROOT = Path(__file__).resolve().parent
 VENV = ROOT / ".venv"
 STAMP = VENV / ".course-installed"
+FULL = "lab,test,site"  # the extras `test` and `site` need; `lab` and the rest need only lab,test
 
 
 def _venv_python() -> Path:
@@ -45,34 +50,54 @@ def _has_torch(python: Path) -> bool:
     return probe.returncode == 0
 
 
-def setup() -> Path:
-    """Create .venv (once) and install the course into it (when pyproject.toml changed)."""
+def _installed(wanted: str) -> bool:
+    return STAMP.exists() and wanted in STAMP.read_text().split()
+
+
+def setup(extras: str = "lab,test") -> Path:
+    """Create .venv (once) and install the course with `extras` into it (when pyproject.toml changed)."""
     if sys.version_info < (3, 10):
         sys.exit(f"The course needs Python 3.10 or newer; this is {sys.version.split()[0]}.")
     python = _venv_python()
     if not python.exists():
         print(f"Creating a virtual environment in {VENV}", flush=True)
         venv.EnvBuilder(with_pip=True).create(VENV)
-    wanted = hashlib.sha256((ROOT / "pyproject.toml").read_bytes() + TORCH_PIN.encode()).hexdigest()
-    if STAMP.exists() and STAMP.read_text().strip() == wanted and _has_torch(python):
+    digest = hashlib.sha256((ROOT / "pyproject.toml").read_bytes() + TORCH_PIN.encode()).hexdigest()
+    wanted = f"{digest}:{extras}"
+    if (_installed(wanted) or _installed(f"{digest}:{FULL}")) and _has_torch(python):
         return python
     pip = [python, "-m", "pip", "install", "--disable-pip-version-check"]
     if not _has_torch(python):
         index = os.environ.get("TORCH_INDEX_URL")
         _run(pip + [TORCH_PIN] + (["--index-url", index] if index else []))
-    _run(pip + ["-e", f"{ROOT}[lab,test]"])
+    _run(pip + ["-e", f"{ROOT}[{extras}]"])
     STAMP.write_text(wanted)
     return python
 
 
+def ci_system_packages() -> None:
+    """In CI only: install what the browser checks need from the system's packages when it is missing."""
+    import shutil
+
+    need = [pkg for pkg, exe in (("chromium", "chromium"), ("npm", "npm")) if not shutil.which(exe)]
+    if not os.environ.get("CI") or not need or not shutil.which("apt-get"):
+        return
+    sudo = [] if os.geteuid() == 0 else ["sudo", "-n"]
+    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+    _run(sudo + ["apt-get", "update", "-qq"], env=env)
+    _run(sudo + ["apt-get", "install", "-y", "-qq", "--no-install-recommends"] + need, env=env)
+
+
 def main(argv: list[str]) -> int:
-    tasks = ("lab", "test", "timings", "exercises", "doctor", "setup")
+    tasks = ("lab", "test", "timings", "exercises", "doctor", "setup", "site")
     if not argv or argv[0] not in tasks:
         print(__doc__)
         return 2
     task, rest = argv[0], argv[1:]
-    python = setup()
+    python = setup(FULL if task in ("test", "site", "setup") else "lab,test")
     os.chdir(ROOT)
+    if task == "test":
+        ci_system_packages()
     if task == "setup":
         return 0
     if task == "lab":
@@ -84,6 +109,11 @@ def main(argv: list[str]) -> int:
         cmd = [python, "-m", "pytest"] + rest
     elif task == "timings":
         cmd = [python, str(ROOT / "tools" / "run_notebooks.py")] + rest
+    elif task == "site":
+        built = subprocess.call([str(python), str(ROOT / "tools" / "build_site.py")] + rest)
+        if built != 0:
+            return built
+        cmd = [python, str(ROOT / "tools" / "check_site.py")]
     elif task == "exercises":
         cmd = [python, str(ROOT / "tools" / "make_exercises.py")] + rest
     else:

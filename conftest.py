@@ -36,3 +36,9 @@ def pytest_sessionstart(session):
     from course_lib import cpu
 
     cpu.profile()
+
+
+def pytest_collection_modifyitems(session, config, items):
+    """Browser tests (the website check, widgets in JupyterLab) run last, after the notebook tests,
+    so a notebook failure shows first and a slow browser start-up never hides it."""
+    items.sort(key=lambda item: item.get_closest_marker("browser") is not None)

@@ -1,0 +1,246 @@
+#!/usr/bin/env python3
+"""Build the course website from the stored, executed notebooks, without running them.
+
+    python3 bootstrap.py site              # or: make site
+    python tools/build_site.py [--out DIR]
+
+The landing page is the README (with the syllabus), then one page per module (notebooks/), one per
+exercise solution (solutions/) and the guides (docs/). Plots are the stored images; widgets render
+from the state saved in each notebook. Jupyter Book 1 (Sphinx + MyST-NB) does the rendering with
+execution switched off. The widget front end (require.js and @jupyter-widgets/html-manager) is
+fetched from the npm registry with `npm pack` at build time and served from the site itself, so a
+page loads nothing from another server except the "Open in Colab" badge.
+
+Output: build/site/html (open index.html, or serve it: python3 -m http.server -d build/site/html).
+A notebook stored without outputs, or with an error output, stops the build with its name and cell.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import subprocess
+import sys
+import tarfile
+import time
+from pathlib import Path
+
+import nbformat
+
+ROOT = Path(__file__).resolve().parents[1]
+OUT = ROOT / "build" / "site"
+TITLE = "Training ML models on the hardware you have"
+REPOSITORY = "https://github.com/hardware-aware-ml/train-on-your-hardware"
+# The widget front end the pages load, pinned; html-manager 1.x renders ipywidgets 8 state (and 7's).
+NPM_PACKAGES = {"requirejs": "2.3.8", "@jupyter-widgets/html-manager": "1.0.15"}
+NPM_INSTALL_HINT = "install Node.js with npm: `sudo apt-get install -y npm` (Debian/Ubuntu) or https://nodejs.org"
+NPM_TIMEOUT_S = 180
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+WIDGET_NOTE = (":::{note}\nThe calculator above is drawn from the state saved when this notebook ran, with the "
+               "default values. Moving its controls recomputes nothing here: that needs a running Python kernel. "
+               "Open the notebook in JupyterLab (`python3 bootstrap.py lab`) or with the *Open in Colab* badge "
+               "at the top, run the cells, and the result follows the controls.\n:::")
+
+
+# The widget manager finds its fonts next to its own module, which require.js would look for next to the page.
+WIDGETS_PATH_JS = """// Tell require.js that the widget manager's files are in _static/html-manager/, next to this script.
+(function () {
+  var here = document.currentScript.src.replace(/[^/]*$/, "");
+  require.config({paths: {"@jupyter-widgets/html-manager/dist": here + "html-manager"}});
+})();
+"""
+
+
+class SiteError(ValueError):
+    """The site cannot be built from what is stored (a message says which notebook, which cell, what to do)."""
+
+
+def stored_problems(path: Path) -> list[str]:
+    """Why a notebook cannot be published as stored: code cells never run, or error outputs (empty if fine)."""
+    nb = nbformat.read(path, as_version=4)
+    name = _rel(path)
+    problems = []
+    code = [(i, c) for i, c in enumerate(nb.cells, 1) if c.cell_type == "code" and c.source.strip()]
+    for i, cell in code:
+        first = cell.source.strip().splitlines()[0][:60]
+        errors = [o for o in cell.get("outputs", []) if o.get("output_type") == "error"]
+        if errors:
+            problems.append(f"{name}, cell {i} ({first!r}) has an error output: "
+                            f"{errors[0].get('ename', '?')}: {errors[0].get('evalue', '')}")
+        elif cell.get("execution_count") is None:
+            problems.append(f"{name}, cell {i} ({first!r}) was never run: it has no stored outputs")
+    return problems
+
+
+def check_stored(paths: list[Path]) -> None:
+    """Raise SiteError naming every notebook and cell that is not stored executed and error-free."""
+    problems = [p for path in paths for p in stored_problems(path)]
+    if problems:
+        raise SiteError("The site is built from the stored outputs, and these are missing or failed:\n  "
+                        + "\n  ".join(problems) + "\nRun the notebooks and store their outputs "
+                        "(`python3 bootstrap.py timings <notebook>`), fix any error, then build again.")
+
+
+def _rel(path: Path) -> str:
+    try:
+        return path.resolve().relative_to(ROOT).as_posix()
+    except ValueError:
+        return str(path)
+
+
+def npm_missing() -> str | None:
+    """Why the widget front end cannot be fetched here (with the install command), or None."""
+    return None if shutil.which("npm") else f"npm was not found: {NPM_INSTALL_HINT}"
+
+
+def fetch_frontend(cache: Path) -> dict[str, Path]:
+    """Unpack each pinned npm package (fetched once with `npm pack`, then kept in `cache`)."""
+    cache.mkdir(parents=True, exist_ok=True)
+    unpacked = {}
+    for name, version in NPM_PACKAGES.items():
+        tarball = cache / f"{name.lstrip('@').replace('/', '-')}-{version}.tgz"
+        if not tarball.exists():
+            why = npm_missing()
+            if why:
+                raise SiteError(f"The widget front end is fetched from the npm registry, but {why}")
+            try:
+                subprocess.run(["npm", "pack", f"{name}@{version}", "--pack-destination", str(cache)], check=True,
+                               capture_output=True, text=True, timeout=NPM_TIMEOUT_S)
+            except subprocess.TimeoutExpired as exc:
+                raise SiteError(f"`npm pack {name}@{version}` did not finish in {NPM_TIMEOUT_S} s: is the npm "
+                                "registry reachable from here?") from exc
+            except subprocess.CalledProcessError as exc:
+                raise SiteError(f"`npm pack {name}@{version}` failed:\n{exc.stderr.strip()}") from exc
+        target = cache / tarball.stem
+        if not target.exists():
+            with tarfile.open(tarball) as tar:
+                for member in tar.getmembers():  # a package is plain files under package/
+                    if not (member.isfile() or member.isdir()) or member.name.startswith("/") or ".." in member.name:
+                        raise SiteError(f"{tarball.name} holds an unexpected entry {member.name!r}")
+                tar.extractall(target)
+        unpacked[name] = target / "package"
+    return unpacked
+
+
+def stage_notebook(src: Path, dst: Path) -> int:
+    """Copy a notebook for the site, with a note under every widget; returns the number of widgets."""
+    nb = nbformat.read(src, as_version=4)
+    cells, widgets = [], 0
+    for cell in nb.cells:
+        cells.append(cell)
+        if cell.cell_type == "code" and any(WIDGET_VIEW in o.get("data", {}) for o in cell.get("outputs", [])):
+            cells.append(nbformat.v4.new_markdown_cell(WIDGET_NOTE))
+            widgets += 1
+    nb.cells = cells
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    nbformat.write(nb, dst)
+    return widgets
+
+
+def _title(path: Path) -> str:
+    nb = nbformat.read(path, as_version=4)
+    for cell in nb.cells:
+        if cell.cell_type == "markdown" and cell.source.startswith("# "):
+            return cell.source.splitlines()[0][2:].strip()
+    return path.stem
+
+
+def toc(notebooks: list[Path], solutions: list[Path], guides: list[Path]) -> str:
+    """Jupyter Book's table of contents: the README, then modules, solutions and guides."""
+    def part(caption: str, paths: list[Path]) -> list[str]:
+        return [f"  - caption: {caption}", "    chapters:"] + [
+            f"      - file: {_rel(p).rsplit('.', 1)[0]}" for p in paths]
+
+    return "\n".join(["format: jb-book", "root: index", "parts:", *part("Modules", notebooks),
+                      *part("Exercise solutions", solutions), *part("Guides", guides)]) + "\n"
+
+
+def config(widget_files: dict[str, dict[str, str]]) -> str:
+    """Jupyter Book's _config.yml: no execution, widget scripts from the site, no outside servers."""
+    cfg = {
+        "title": TITLE,
+        "author": "the course authors",
+        "only_build_toc_files": True,
+        "execute": {"execute_notebooks": "off"},
+        # no dollarmath: "$2.50/h" is a price, not an equation
+        "parse": {"myst_enable_extensions": ["colon_fence"]},
+        "repository": {"url": REPOSITORY, "branch": "main", "path_to_book": ""},
+        "launch_buttons": {"colab_url": "https://colab.research.google.com", "notebook_interface": "jupyterlab"},
+        "html": {"use_repository_button": True, "home_page_in_navbar": True},
+        "sphinx": {"config": {"html_static_path": ["_site_static"], "nb_ipywidgets_js": widget_files,
+                              "html_show_copyright": False,
+                              "html_context": {"default_mode": "light"}}},  # plots are drawn on white
+    }
+    return json.dumps(cfg, indent=1)  # YAML is a superset of JSON
+
+
+def _render(src: Path, html: Path, quiet: bool) -> None:
+    """Jupyter Book's Sphinx configuration, less thebe (live code from a public server, unused here), then Sphinx
+    with warnings as errors, so a broken cross-reference fails the build."""
+    jb = [sys.executable, "-c", "from jupyter_book.cli.main import main; main()", "config", "sphinx", str(src)]
+    sphinx = [sys.executable, "-m", "sphinx", "-b", "html", "-W", "-n", "--keep-going", str(src), str(html)]
+    for step, cmd in (("jupyter-book config", jb), ("sphinx-build", sphinx)):
+        done = subprocess.run(cmd + (["-q"] if quiet and step == "sphinx-build" else []), capture_output=True,
+                              text=True)
+        if done.returncode != 0:
+            raise SiteError(f"{step} failed (exit {done.returncode}):\n{done.stdout[-4000:]}\n{done.stderr[-4000:]}")
+        if step == "jupyter-book config":
+            with (src / "conf.py").open("a") as conf:
+                conf.write("\nextensions = [e for e in extensions if e not in ('sphinx_thebe', 'sphinx_comments')]\n")
+
+
+def build(out: Path = OUT, quiet: bool = True) -> dict:
+    """Stage, check and render the site into out/html; returns what was built (pages, images, size, seconds)."""
+    start = time.perf_counter()
+    notebooks = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+    solutions = sorted((ROOT / "solutions").glob("[0-9][0-9]_*.ipynb"))
+    guides = sorted((ROOT / "docs").glob("*.md"))
+    check_stored(notebooks + solutions)
+    packages = fetch_frontend(out / "npm")
+    src, html = out / "src", out / "html"
+    for stale in (src, html, out / "jb"):
+        shutil.rmtree(stale, ignore_errors=True)
+    static = src / "_site_static"
+    static.mkdir(parents=True)
+    shutil.copy(packages["requirejs"] / "require.js", static / "require.js")
+    shutil.copytree(packages["@jupyter-widgets/html-manager"] / "dist", static / "html-manager",
+                    ignore=shutil.ignore_patterns("*.map", "embed.js", "libembed-amd.js", "*.LICENSE.txt",
+                                                  "*.eot", "*.svg"))  # old browsers' font formats
+    (static / "widgets-path.js").write_text(WIDGETS_PATH_JS)
+    widget_files = {"require.js": {}, "widgets-path.js": {}, "html-manager/embed-amd.js": {}}
+    widgets = sum(stage_notebook(p, src / _rel(p)) for p in notebooks + solutions)
+    for guide in guides:
+        (src / "docs").mkdir(exist_ok=True)
+        shutil.copy(guide, src / "docs" / guide.name)
+    shutil.copy(ROOT / "README.md", src / "index.md")
+    (src / "_toc.yml").write_text(toc(notebooks, solutions, guides))
+    (src / "_config.yml").write_text(config(widget_files))
+    _render(src, out / "jb" / "_build" / "html", quiet)
+    shutil.move(str(out / "jb" / "_build" / "html"), html)
+    shutil.rmtree(out / "jb", ignore_errors=True)
+    pages = sorted(html.rglob("*.html"))
+    size = sum(f.stat().st_size for f in html.rglob("*") if f.is_file())
+    return {"html": html, "pages": len(pages), "modules": len(notebooks), "solutions": len(solutions),
+            "widgets": widgets, "images": len(list((html / "_images").glob("*"))), "bytes": size,
+            "seconds": time.perf_counter() - start}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=OUT, help=f"build folder (default {_rel(OUT)})")
+    parser.add_argument("--verbose", action="store_true", help="show Sphinx's output")
+    args = parser.parse_args(argv)
+    try:
+        site = build(args.out.resolve(), quiet=not args.verbose)
+    except SiteError as exc:
+        print(f"Site build failed: {exc}", file=sys.stderr)
+        return 1
+    print(f"Built {site['pages']} pages ({site['modules']} modules, {site['solutions']} solutions, "
+          f"{site['widgets']} widgets, {site['images']} images, {site['bytes'] / 2**20:.1f} MiB) "
+          f"in {site['seconds']:.1f} s: {site['html'] / 'index.html'}")
+    print(f"Serve it with: python3 -m http.server --bind 127.0.0.1 --directory {_rel(site['html'])}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
