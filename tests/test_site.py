@@ -154,3 +154,15 @@ def test_the_site_check_catches_a_broken_page(site, tmp_path):
     assert "undefinedFunction" in problems
     assert image.name in problems, "the deleted plot should be reported as not loading"
     assert str(tmp_path / "shots") in check_site.summary(report), "a failure names its screenshot"
+
+
+def test_notebooks_store_only_the_state_of_widgets_they_show():
+    """The site draws calculators from the saved state; progress bars' state is dropped when notebooks are stored."""
+    import run_notebooks
+
+    for path in PUBLISHED:
+        nb = nbformat.read(path, as_version=4)
+        before = dict(nb.metadata.get("widgets", {}).get(run_notebooks.WIDGET_STATE, {}).get("state", {}))
+        run_notebooks.keep_shown_widgets(nb)
+        after = nb.metadata.get("widgets", {}).get(run_notebooks.WIDGET_STATE, {}).get("state", {})
+        assert before == after, f"{path.name} stores state of widgets no output shows: run `bootstrap.py timings`"

@@ -45,6 +45,33 @@ def is_progress_bar(output: dict) -> bool:
     return bool(PROGRESS_BAR.search(text if isinstance(text, str) else "".join(text)))
 
 
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
+
+
+def keep_shown_widgets(nb: nbformat.NotebookNode) -> None:
+    """Keep only the saved state of widgets an output still shows (and the models they refer to): the
+    website draws widgets from it, and the progress bars' state would only bloat the notebook."""
+    saved = nb.metadata.get("widgets", {}).get(WIDGET_STATE)
+    if not saved:
+        return
+    state = saved.get("state", {})
+    todo = [o["data"][WIDGET_VIEW]["model_id"] for c in nb.cells if c.cell_type == "code"
+            for o in c.outputs if WIDGET_VIEW in o.get("data", {})]
+    keep: set[str] = set()
+    while todo:
+        model_id = todo.pop()
+        if model_id in keep or model_id not in state:
+            continue
+        keep.add(model_id)
+        refs = json.dumps(state[model_id].get("state", {}))
+        todo += re.findall(r"IPY_MODEL_([0-9a-f]+)", refs)
+    if keep:
+        saved["state"] = {k: v for k, v in state.items() if k in keep}
+    else:
+        del nb.metadata["widgets"]
+
+
 def run(path: Path) -> float:
     nb = nbformat.read(path, as_version=4)
     client = NotebookClient(nb, timeout=600, kernel_name="python3",
@@ -55,6 +82,7 @@ def run(path: Path) -> float:
     for cell in nb.cells:
         if cell.cell_type == "code":
             cell.outputs = [o for o in cell.outputs if not is_progress_bar(o)]
+    keep_shown_widgets(nb)
     nbformat.write(nb, path)
     return seconds
 
