@@ -11,7 +11,9 @@ import shutil
 import socket
 from pathlib import Path
 
-CANDIDATES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable", "chrome")
+CANDIDATES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable", "chrome",
+              "/Applications/Google Chrome.app/Contents/MacOS/Google Chrome",
+              "/Applications/Chromium.app/Contents/MacOS/Chromium")
 INSTALL_HINT = ("install Chromium and Playwright: `sudo apt-get install -y chromium` (Debian/Ubuntu; other systems: "
                 "any Chrome or Chromium, then set COURSE_CHROMIUM=/path/to/it) and `pip install playwright`")
 LAUNCH_TIMEOUT_MS = 60_000
@@ -23,7 +25,7 @@ def find_chromium() -> str | None:
     if chosen:
         return chosen if Path(chosen).is_file() and os.access(chosen, os.X_OK) else None
     for name in CANDIDATES:
-        found = shutil.which(name)
+        found = shutil.which(name) or (name if os.path.isabs(name) and os.access(name, os.X_OK) else None)
         if found:
             return found
     return None
