@@ -4,6 +4,7 @@ browser check skip, with the install command, where those are missing."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import sys
 from pathlib import Path
@@ -115,6 +116,10 @@ def test_the_site_has_a_page_per_module_solution_and_guide_with_every_plot(site)
     assert site["images"] == _stored("image/png"), "every stored plot should be one image of the site"
     assert site["widgets"] == _stored(build_site.WIDGET_VIEW)
     assert not list(html.rglob("*.ipynb_checkpoints")), "stray checkpoint folders in the site"
+    for page in html.rglob("*.html"):  # a link to a notebook becomes its page (the download button: its file)
+        local = [h for h in re.findall(r'href="([^"]+)"', page.read_text()) if "://" not in h and "_sources/" not in h]
+        assert not [h for h in local if ".ipynb" in h], f"{page.name} links to a notebook file, not its page"
+    assert 'href="01_processing_units.html"' in (html / "notebooks" / "00_setup.html").read_text()
 
 
 @pytest.mark.browser
