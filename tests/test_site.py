@@ -171,3 +171,19 @@ def test_notebooks_store_only_the_state_of_widgets_they_show():
         run_notebooks.keep_shown_widgets(nb)
         after = nb.metadata.get("widgets", {}).get(run_notebooks.WIDGET_STATE, {}).get("state", {})
         assert before == after, f"{path.name} stores state of widgets no output shows: run `bootstrap.py timings`"
+
+
+def test_only_ci_installs_the_browser_and_npm_with_apt_get(monkeypatch):
+    """A learner's machine never gets system packages installed; CI gets what is missing."""
+    sys.path.insert(0, str(ROOT))
+    import bootstrap
+
+    calls = []
+    monkeypatch.setattr(bootstrap, "_run", lambda cmd, **kwargs: calls.append(cmd))
+    monkeypatch.setattr(shutil, "which", lambda name: "/usr/bin/apt-get" if name == "apt-get" else None)
+    monkeypatch.delenv("CI", raising=False)
+    bootstrap.ci_system_packages()
+    assert calls == []
+    monkeypatch.setenv("CI", "true")
+    bootstrap.ci_system_packages()
+    assert calls[-1][-2:] == ["chromium", "npm"] and "apt-get" in calls[-1]
