@@ -4,12 +4,18 @@ from a lower layer, so the numbers are the same with or without widgets.
 Notebook 01: ``time_to_train_widget`` (over ``compute.time_to_train``).
 Notebook 02: ``memory_calculator_widget`` (over ``memory.large_model_memory``).
 
+Each ``<name>_widget`` shows ``<name>_text`` (same parameter names) and is built by ``_calculator``,
+which also marks the page: the box has the DOM classes ``course-calculator`` and
+``course-calculator-<name>``, each control ``course-param-<parameter>``, and the result line
+``course-result``, so a browser test can find every control and check the shown result.
+
 ipywidgets is imported only when a widget is built, and is not a dependency of the course: the
 notebook runtime brings its own (7.x on Colab, 8.x locally via the ``lab`` extra); both work.
 """
 from __future__ import annotations
 
 import sys
+from typing import Callable
 
 from . import names
 from .catalog import accelerators
@@ -36,6 +42,38 @@ def enable_colab_widgets() -> None:
         output.enable_custom_widget_manager()
 
 
+def _calculator(w, text: Callable[..., str], controls: dict):
+    """A box of ``controls`` (parameter name -> control) over a line showing ``text(**their values)``.
+
+    The line follows every change; a ValueError (e.g. a dtype this chip lacks) is shown in red.
+    """
+    enable_colab_widgets()
+    out = w.HTML()
+    out.add_class("course-result")
+
+    def update(_=None) -> None:
+        try:
+            out.value = text(**{name: control.value for name, control in controls.items()})
+        except ValueError as exc:
+            out.value = f"<span style='color:#b00'>{exc}</span>"
+
+    for name, control in controls.items():
+        control.add_class(f"course-param-{name}")
+        control.observe(update, names="value")
+    update()
+    box = w.VBox([*controls.values(), out])
+    box.add_class("course-calculator")
+    box.add_class(f"course-calculator-{text.__name__.removesuffix('_text')}")
+    return box
+
+
+def _log_slider(w, value: float, low: int, high: int, description: str):
+    """A slider over 10**low .. 10**high. ipywidgets 8 moves the value onto the slider's step as soon as the
+    slider is shown (124e6 would become 10**8.1), so there it has no step; 7.x keeps the value as given."""
+    step = None if int(w.__version__.split(".")[0]) >= 8 else 0.1
+    return w.FloatLogSlider(value=value, base=10, min=low, max=high, step=step, description=description)
+
+
 def time_to_train_text(n_params: float, n_tokens: float, accelerator: str, dtype: str, utilization: float,
                        n_devices: int) -> str:
     """The sentence the widget shows (a pure function, tested without widgets)."""
@@ -52,28 +90,15 @@ def time_to_train_widget(n_params: float = 124e6, n_tokens: float = 2.5e9, accel
                          dtype: str = "fp16", utilization: float = 0.4, n_devices: int = 1):
     """Sliders for parameters, tokens, accelerator, dtype, utilisation and device count."""
     w = _ipywidgets("time_to_train_text")
-
-    enable_colab_widgets()
-    chips = [a.key for a in accelerators()]
-    log_params = w.FloatLogSlider(value=n_params, base=10, min=6, max=12, description="parameters")
-    log_tokens = w.FloatLogSlider(value=n_tokens, base=10, min=6, max=13, description="tokens")
-    chip = w.Dropdown(options=chips, value=accelerator, description="accelerator")
-    kind = w.Dropdown(options=[d for d in names.DTYPES if d != "fp64"], value=names.dtype(dtype), description="dtype")
-    util = w.FloatSlider(value=utilization, min=0.05, max=1.0, step=0.05, description="utilisation")
-    devices = w.IntSlider(value=n_devices, min=1, max=1024, description="devices")
-    out = w.HTML()
-
-    def update(_=None) -> None:
-        try:
-            out.value = time_to_train_text(log_params.value, log_tokens.value, chip.value, kind.value,
-                                           util.value, devices.value)
-        except ValueError as exc:  # e.g. a dtype this chip lacks
-            out.value = f"<span style='color:#b00'>{exc}</span>"
-
-    for control in (log_params, log_tokens, chip, kind, util, devices):
-        control.observe(update, names="value")
-    update()
-    return w.VBox([log_params, log_tokens, chip, kind, util, devices, out])
+    chips, dtypes = [a.key for a in accelerators()], [d for d in names.DTYPES if d != "fp64"]
+    return _calculator(w, time_to_train_text, {
+        "n_params": _log_slider(w, n_params, 6, 12, "parameters"),
+        "n_tokens": _log_slider(w, n_tokens, 6, 13, "tokens"),
+        "accelerator": w.Dropdown(options=chips, value=accelerator, description="accelerator"),
+        "dtype": w.Dropdown(options=dtypes, value=names.dtype(dtype), description="dtype"),
+        "utilization": w.FloatSlider(value=utilization, min=0.05, max=1.0, step=0.05, description="utilisation"),
+        "n_devices": w.IntSlider(value=n_devices, min=1, max=1024, description="devices"),
+    })
 
 
 def memory_calculator_text(n_params: float, precision: str, optimizer: str, zero_stage: int, data_parallel: int,
@@ -92,10 +117,8 @@ def memory_calculator_widget(n_params: float = 7e9, precision: str = "bf16-mixed
                              d_model: int = 4096, n_layers: int = 32, n_heads: int = 32):
     """Sliders for a transformer's size, precision, optimizer, ZeRO stage and batch (notebook 02)."""
     w = _ipywidgets("memory_calculator_text")
-
-    enable_colab_widgets()
-    c = {
-        "n_params": w.FloatLogSlider(value=n_params, base=10, min=6, max=12, description="parameters"),
+    return _calculator(w, memory_calculator_text, {
+        "n_params": _log_slider(w, n_params, 6, 12, "parameters"),
         "precision": w.Dropdown(options=list(names.PRECISIONS), value=names.precision(precision), description="precision"),
         "optimizer": w.Dropdown(options=list(names.OPTIMIZERS), value=names.optimizer(optimizer), description="optimizer"),
         "zero_stage": w.IntSlider(value=zero_stage, min=0, max=3, description="ZeRO stage"),
@@ -105,16 +128,4 @@ def memory_calculator_widget(n_params: float = 7e9, precision: str = "bf16-mixed
         "d_model": w.IntSlider(value=d_model, min=256, max=16384, step=256, description="d_model"),
         "n_layers": w.IntSlider(value=n_layers, min=1, max=128, description="layers"),
         "n_heads": w.IntSlider(value=n_heads, min=1, max=128, description="heads"),
-    }
-    out = w.HTML()
-
-    def update(_=None) -> None:
-        try:
-            out.value = memory_calculator_text(**{k: v.value for k, v in c.items()})
-        except ValueError as exc:
-            out.value = f"<span style='color:#b00'>{exc}</span>"
-
-    for control in c.values():
-        control.observe(update, names="value")
-    update()
-    return w.VBox([*c.values(), out])
+    })

@@ -1,5 +1,6 @@
 """Layer 4: checks, plots, widgets, report, cli; and the layering rule itself."""
 import ast
+import inspect
 import subprocess
 import sys
 from pathlib import Path
@@ -102,6 +103,27 @@ def test_widget_without_ipywidgets_says_how_to_get_it(monkeypatch, widget, text_
     with pytest.raises(ImportError, match="pip install ipywidgets") as info:
         widget()
     assert f"course_lib.widgets.{text_twin}(" in str(info.value) and "same numbers" in str(info.value)
+
+
+WIDGETS = sorted(name.removesuffix("_widget") for name in dir(widgets) if name.endswith("_widget"))
+
+
+@pytest.mark.parametrize("name", WIDGETS)
+def test_every_widget_shows_its_text_twin(name):
+    """<name>_widget shows <name>_text: same parameters, and each control marked with the one it sets
+    (tests/test_widgets_browser.py finds them by these classes in a real browser)."""
+    widget, text = getattr(widgets, f"{name}_widget"), getattr(widgets, f"{name}_text", None)
+    assert text is not None, f"widgets.{name}_widget needs a pure twin widgets.{name}_text"
+    params = list(inspect.signature(widget).parameters)
+    assert params == list(inspect.signature(text).parameters), f"{name}_widget and {name}_text differ in parameters"
+    box = widget()
+    assert {"course-calculator", f"course-calculator-{name}"} <= set(box._dom_classes), "build it with _calculator"
+    *controls, result = box.children
+    marks = sorted(c for control in controls for c in control._dom_classes)
+    assert marks == sorted(f"course-param-{p}" for p in params), "each control marked with its parameter"
+    assert list(result._dom_classes) == ["course-result"]
+    defaults = {p: v.default for p, v in inspect.signature(widget).parameters.items()}
+    assert result.value == text(**defaults)
 
 
 def test_plan_mentions_every_topic():
