@@ -16,14 +16,14 @@ import contextlib
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import Any
 
 import torch
 from torch import nn
 from torch.utils.data import DataLoader, Dataset
 
 from . import names, validate
-from .hardware import as_device
+from .hardware import as_device, peak_rss_bytes, reset_peak_rss, synchronize
 from .models import OPTIMIZERS, make_optimizer  # noqa: F401  (re-exported: train.make_optimizer)
 
 PRECISIONS = names.PRECISIONS
@@ -79,13 +79,53 @@ def default_loss(out: torch.Tensor, target: torch.Tensor | None) -> torch.Tensor
     return nn.functional.cross_entropy(out, target)
 
 
-class StepResult(NamedTuple):
-    """What one ``train_step`` did: the batch's mean loss, correct predictions (classification),
-    and the number of examples. Unpacks like the tuple ``(loss, correct, examples)``."""
+@dataclass
+class StepResult:
+    """What one ``train_step`` did: the batch's mean loss, correct predictions (classification), the number
+    of examples, and the step's metrics. Unpacks like the tuple ``(loss, correct, examples)``.
+
+    ``seconds`` is the step's wall time (the device synchronised before and after when ``measure``);
+    ``peak_bytes`` the step's peak memory where ``measure`` was on: allocated bytes on a CUDA GPU, the
+    process's resident peak (VmHWM, Linux) on a CPU, None elsewhere; ``skipped`` is True when fp16 loss
+    scaling found an inf or NaN gradient and skipped the update; ``scale`` the loss scale used (fp16)."""
 
     loss: float
     correct: int
     examples: int
+    seconds: float = 0.0
+    peak_bytes: int | None = None
+    skipped: bool = False
+    scale: float | None = None
+
+    def __iter__(self):
+        return iter((self.loss, self.correct, self.examples))
+
+    @property
+    def examples_per_s(self) -> float:
+        """Throughput of this step (examples per second)."""
+        return self.examples / self.seconds if self.seconds > 0 else float("inf")
+
+
+FP16_ON_CPU = ("fp16 compute on a CPU is hundreds of times slower than fp32: CPUs have no fp16 arithmetic "
+               "units, so every fp16 operation converts its inputs and runs in a slow fallback (a step can "
+               "take minutes). Use precision='bf16-mixed' (the same 2 bytes per value, with fp32's range), or "
+               "a GPU for fp16. To see what fp16 does to gradients on a CPU, cast tensors to torch.float16 "
+               "(notebook 04).")
+
+
+def _reset_peak(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
+    elif device.type == "cpu":
+        reset_peak_rss()
+
+
+def _peak(device: torch.device) -> int | None:
+    if device.type == "cuda":
+        return int(torch.cuda.max_memory_allocated(device))
+    if device.type == "cpu":
+        return peak_rss_bytes()
+    return None
 
 
 def _split_batch(batch: Any) -> tuple[tuple[torch.Tensor, ...], torch.Tensor | None]:
@@ -107,7 +147,7 @@ def train_step(model: nn.Module, batch: Sequence[torch.Tensor | None] | torch.Te
                optimizer: torch.optim.Optimizer, loss_fn: Callable | None = None,
                device: torch.device | str | None = None, micro_batches: int = 1, *, precision: str = "fp32",
                scaler: torch.amp.GradScaler | None = None,
-               before_update: Callable[[nn.Module], None] | None = None) -> StepResult:
+               before_update: Callable[[nn.Module], None] | None = None, measure: bool = False) -> StepResult:
     """One update on one batch: forward, loss, backward, optimizer step. Every training in the course.
 
     ``batch`` is ``(inputs..., target)``: the last element is the target (None: the loss is the
@@ -121,7 +161,11 @@ def train_step(model: nn.Module, batch: Sequence[torch.Tensor | None] | torch.Te
       (BatchNorm differs: it normalises each slice with its own statistics). A DDP model
       synchronises gradients on the last slice only (``no_sync`` for the others).
     * ``precision``: "fp32", "bf16-mixed" or "fp16-mixed" (``torch.autocast``; weights, gradients and
-      optimizer state stay fp32). ``scaler``: a ``torch.amp.GradScaler`` for fp16 loss scaling.
+      optimizer state stay fp32). ``scaler``: a ``torch.amp.GradScaler`` for fp16 loss scaling (an inf
+      or NaN gradient then skips the update and lowers the scale: ``StepResult.skipped``). fp16-mixed on
+      a CPU raises a ValueError: it would run hundreds of times slower than fp32 (use bf16-mixed).
+    * ``measure``: synchronise the device around the step and record its peak memory
+      (``StepResult.seconds``, ``.peak_bytes``, ``.examples_per_s``; notebook 04's per-step metrics).
     * ``before_update(model)`` runs after the backward pass, before the optimizer step, on real
       (unscaled) gradients: clip, compress or inspect them there. After the update the gradients
       are released (set to None), so they do not occupy memory during the next forward pass.
@@ -138,6 +182,12 @@ def train_step(model: nn.Module, batch: Sequence[torch.Tensor | None] | torch.Te
         first = next(model.parameters(), None)
         device = first.device if first is not None else torch.device("cpu")
     device = as_device(device)
+    if precision == "fp16-mixed" and device.type == "cpu":
+        raise ValueError(FP16_ON_CPU)
+    if measure:
+        synchronize(device)
+        _reset_peak(device)
+    start = time.perf_counter()
     inputs, target = _split_batch(batch)
     inputs = tuple(t.to(device, non_blocking=True) for t in inputs)
     target = target.to(device, non_blocking=True) if target is not None else None
@@ -165,33 +215,50 @@ def train_step(model: nn.Module, batch: Sequence[torch.Tensor | None] | torch.Te
         if scaler is not None:
             scaler.unscale_(optimizer)
         before_update(model)
+    skipped, scale = False, None
     if scaler is not None:
+        scale = float(scaler.get_scale())
         scaler.step(optimizer)
         scaler.update()
+        skipped = float(scaler.get_scale()) < scale  # the scaler lowers its scale only after skipping a step
     else:
         optimizer.step()
     optimizer.zero_grad(set_to_none=True)  # gradients are not kept through the next forward pass
-    return StepResult(total_loss, correct, n)
+    if measure:
+        synchronize(device)
+    seconds = time.perf_counter() - start
+    return StepResult(total_loss, correct, n, seconds, _peak(device) if measure else None, skipped, scale)
 
 
 def train_epoch(model: nn.Module, loader: DataLoader, optimizer: torch.optim.Optimizer,
                 loss_fn: Callable | None = None, device: torch.device | str | None = None, progress: bool = True,
-                desc: str = "train", *, precision: str = "fp32", micro_batches: int = 1) -> dict:
-    """All batches of one epoch (``train_step`` each); returns mean loss, accuracy and seconds."""
+                desc: str = "train", *, precision: str = "fp32", micro_batches: int = 1,
+                measure: bool = False) -> dict:
+    """All batches of one epoch (``train_step`` each); returns mean loss, accuracy, seconds and
+    examples per second; with ``measure``, also ``steps``: every step's ``StepResult`` (loss, time,
+    throughput, peak memory) and the epoch's ``peak_bytes``."""
     from tqdm.auto import tqdm
 
     model.train()
     total_loss, correct, seen = 0.0, 0, 0
     scaler = grad_scaler(precision, device if device is not None else next(model.parameters()).device)
+    steps = []
     start = time.perf_counter()
     for batch in tqdm(loader, desc=desc, leave=False, disable=not progress):
-        loss, c, n = train_step(model, batch, optimizer, loss_fn, device, micro_batches, precision=precision,
-                                scaler=scaler)
-        total_loss += loss * n
-        correct += c
-        seen += n
-    return {"train_loss": total_loss / max(seen, 1), "train_acc": correct / max(seen, 1),
-            "seconds": time.perf_counter() - start}
+        result = train_step(model, batch, optimizer, loss_fn, device, micro_batches, precision=precision,
+                            scaler=scaler, measure=measure)
+        total_loss += result.loss * result.examples
+        correct += result.correct
+        seen += result.examples
+        if measure:
+            steps.append(result)
+    seconds = time.perf_counter() - start
+    row = {"train_loss": total_loss / max(seen, 1), "train_acc": correct / max(seen, 1), "seconds": seconds,
+           "examples_per_s": seen / seconds if seconds > 0 else float("inf")}
+    if measure:
+        peaks = [r.peak_bytes for r in steps if r.peak_bytes is not None]
+        row.update(steps=steps, peak_bytes=max(peaks) if peaks else None)
+    return row
 
 
 @torch.no_grad()
@@ -217,12 +284,13 @@ def fit(model: nn.Module, train_data: Dataset | DataLoader, *, epochs: int = 5, 
         optimizer: str | torch.optim.Optimizer = "adam", batch_size: int = 64,
         eval_data: Dataset | DataLoader | None = None, loss_fn: Callable | None = None,
         device: torch.device | str | None = None, progress: bool = True, seed: int = 0,
-        precision: str = "fp32", micro_batches: int = 1) -> History:
+        precision: str = "fp32", micro_batches: int = 1, measure: bool = False) -> History:
     """Train ``model`` for ``epochs`` epochs and return per-epoch metrics.
 
     ``optimizer`` is a name from OPTIMIZERS or a ready optimizer. ``device`` defaults to the
-    model's device. ``precision`` and ``micro_batches`` go to ``train_step``. Each epoch records
-    train loss/accuracy, seconds and, with ``eval_data``, test loss/accuracy.
+    model's device. ``precision``, ``micro_batches`` and ``measure`` go to ``train_step``. Each epoch
+    records train loss/accuracy, seconds, examples per second and, with ``eval_data``, test
+    loss/accuracy; with ``measure``, also every step's metrics (``steps``) and ``peak_bytes``.
     """
     if not isinstance(model, nn.Module):
         raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
@@ -240,7 +308,7 @@ def fit(model: nn.Module, train_data: Dataset | DataLoader, *, epochs: int = 5, 
 
     for epoch in tqdm(range(1, epochs + 1), desc="epochs", disable=not progress or epochs == 1):
         row = {"epoch": epoch, **train_epoch(model, loader, opt, loss_fn, device, progress=False,
-                                             precision=precision, micro_batches=micro_batches)}
+                                             precision=precision, micro_batches=micro_batches, measure=measure)}
         if eval_data is not None:
             metrics = evaluate(model, eval_data, device, loss_fn)
             row.update(test_loss=metrics["loss"], test_acc=metrics["acc"])

@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-from course_lib import data, models, train
+from course_lib import data, hardware, models, train
 
 
 def test_digits_split_and_shapes():
@@ -203,3 +203,43 @@ def test_wrong_kinds_of_input(call, error, match):
         return
     with pytest.raises(error, match=match):
         call()
+
+
+def test_train_step_measures_time_throughput_and_peak_memory():
+    torch.manual_seed(0)
+    m = models.MLP(8, 16, 3)
+    opt = train.make_optimizer("sgd", m.parameters(), lr=0.1)
+    batch = (torch.randn(32, 8), torch.randint(0, 3, (32,)))
+    r = train.train_step(m, batch, opt, measure=True)
+    assert r.seconds > 0 and r.examples_per_s == pytest.approx(32 / r.seconds)
+    if hardware.proc_status_bytes("VmHWM") is not None:  # Linux: the process's resident peak
+        assert r.peak_bytes >= hardware.current_rss_bytes() * 0.5
+    assert train.train_step(m, batch, opt).peak_bytes is None, "no memory reading unless asked"
+    loss, correct, n = r  # still unpacks as before
+    assert (loss, correct, n) == (r.loss, r.correct, r.examples)
+    row = train.train_epoch(m, torch.utils.data.DataLoader(torch.utils.data.TensorDataset(*batch), batch_size=8),
+                            opt, progress=False, measure=True)
+    assert len(row["steps"]) == 4 and row["examples_per_s"] > 0
+    assert row["peak_bytes"] == max((s.peak_bytes for s in row["steps"]), default=None)
+
+
+def test_fp16_compute_on_a_cpu_is_refused_with_the_reason_and_bf16_offered():
+    m = models.MLP(4, 8, 2)
+    with pytest.raises(ValueError, match="hundreds of times slower.*bf16-mixed"):
+        train.train_step(m, (torch.randn(8, 4), torch.randint(0, 2, (8,))), train.make_optimizer("sgd", m.parameters()),
+                         precision="fp16-mixed")
+
+
+def test_loss_scaling_skips_the_update_on_an_overflow_and_lowers_the_scale():
+    torch.manual_seed(0)
+    m = models.MLP(4, 8, 2)
+    opt = train.make_optimizer("sgd", m.parameters(), lr=0.1)
+    scaler = torch.amp.GradScaler("cpu", init_scale=2.0 ** 16)
+    batch = (torch.randn(8, 4), torch.randint(0, 2, (8,)))
+    before = [p.detach().clone() for p in m.parameters()]
+    huge = lambda out, y: out.float().sum() * 1e35  # noqa: E731 - times the scale 2**16: inf gradients
+    r = train.train_step(m, batch, opt, huge, scaler=scaler)
+    assert r.skipped and r.scale == 2.0 ** 16 and scaler.get_scale() == 2.0 ** 15
+    assert all(torch.equal(a, b) for a, b in zip(before, m.parameters())), "a skipped step changes nothing"
+    r = train.train_step(m, batch, opt, scaler=scaler)
+    assert not r.skipped and not all(torch.equal(a, b) for a, b in zip(before, m.parameters()))
