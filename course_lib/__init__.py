@@ -13,7 +13,8 @@ Modules, by layer (imports only go down this list; CONTRIBUTING.md maps every no
    ``memory`` (estimator, meters, checkpointing, formulas), ``memlimit`` (capped subprocess runs),
    ``streaming`` (data sets larger than memory), ``comm`` (communication cost models);
    to come: ``precision`` (number formats, module 04).
-3. doing the work: ``distributed`` (multi-process launcher, collectives written by hand); to come:
+3. doing the work: ``distributed`` (multi-process launcher, collectives written by hand, gradient
+   aggregation: compressed and local updates with the bytes they send); to come:
    ``compression`` (module 05), ``parallel`` (module 06), ``benchmark`` (module 07).
 4. presenting it: ``plots``, ``widgets``, ``checks`` (exercise checks), ``report``, ``cli``.
 

@@ -9,6 +9,9 @@
                   ``measure_data_parallel`` (its speed-up over one rank)
 ``demos``         small workers that show what ``launch`` does: ``demo_rank_sum``,
                   ``demo_raise_on_rank``, ``demo_sleep_on_rank``, ``demo_dataloader_sum``, ...
+``aggregation``   gradient aggregation on thin links (notebook 04): DDP hooks that count the bytes
+                  they send (fp16, PowerSGD, ``topk_hook`` with error feedback), local SGD,
+                  ``bytes_per_step`` (the formulas), ``compare_methods``, ``CollectiveCounter``
 ================  ============================================================================
 
 Scripts that call ``launch`` run unchanged under ``torchrun`` on one machine or many: inside a
