@@ -11,8 +11,9 @@ Modules, by layer (imports only go down this list; CONTRIBUTING.md maps every no
    ``data``, ``models``, ``train`` (the one training step, and a small loop).
 2. cost models and measurement: ``compute`` (roofline, training FLOPs, time to train),
    ``memory`` (estimator, meters, checkpointing, formulas), ``memlimit`` (capped subprocess runs),
-   ``streaming`` (data sets larger than memory), ``comm`` (communication cost models);
-   to come: ``precision`` (number formats, module 04).
+   ``streaming`` (data sets larger than memory), ``comm`` (communication cost models),
+   ``precision`` (number formats from ``torch.finfo``, gradient underflow and loss scaling, a guard
+   against compute dtypes that would run far slower than fp32; module 04).
 3. doing the work: ``distributed`` (multi-process launcher, collectives written by hand, gradient
    aggregation: compressed and local updates with the bytes they send); to come:
    ``compression`` (module 05), ``parallel`` (module 06), ``benchmark`` (module 07).
