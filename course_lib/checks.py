@@ -18,6 +18,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import torch
+
 
 class CheckFailed(AssertionError):
     """Your function returned a wrong answer (the message says which and why)."""
@@ -28,6 +30,12 @@ class ExerciseNotDone(CheckFailed):
 
 
 def _close(got: Any, expected: Any, rtol: float, atol: float) -> bool:
+    if expected is None:
+        return got is None
+    if isinstance(expected, torch.Tensor):  # same shape, every value close (NaN matches NaN)
+        return (isinstance(got, torch.Tensor) and got.shape == expected.shape
+                and bool(torch.allclose(got.detach().double().cpu(), expected.detach().double().cpu(),
+                                        rtol=rtol, atol=atol, equal_nan=True)))
     if isinstance(expected, (list, tuple)):
         return (isinstance(got, (list, tuple)) and len(got) == len(expected)
                 and all(_close(g, e, rtol, atol) for g, e in zip(got, expected)))
@@ -43,6 +51,24 @@ def _close(got: Any, expected: Any, rtol: float, atol: float) -> bool:
     return got == expected
 
 
+def _show(value: Any) -> str:
+    """``repr``, except that a tensor of more than 8 values shows its shape and first values, and a
+    model its class: a failing check's message stays a few lines long."""
+    if isinstance(value, torch.Tensor):
+        flat = value.detach().flatten().cpu()
+        if flat.numel() <= 8:
+            return repr(value.detach().cpu())
+        first = ", ".join(f"{float(v):.4g}" for v in flat[:4])
+        return f"tensor(shape {list(value.shape)}, {str(value.dtype).removeprefix('torch.')}: {first}, ...)"
+    if isinstance(value, torch.nn.Module):
+        return f"<{type(value).__name__} model>"
+    if isinstance(value, (list, tuple)) and any(isinstance(v, (torch.Tensor, torch.nn.Module, list, tuple))
+                                                 for v in value):
+        inner = ", ".join(_show(v) for v in value)
+        return f"[{inner}]" if isinstance(value, list) else f"({inner}{',' if len(value) == 1 else ''})"
+    return repr(value)
+
+
 def _call(fn: Callable, args: tuple, name: str, hint: str) -> Any:
     try:
         return fn(*args)
@@ -52,7 +78,7 @@ def _call(fn: Callable, args: tuple, name: str, hint: str) -> Any:
             + (f"\nHint: {hint}" if hint else "") + (f"\n({exc})" if str(exc) else "")
         ) from None
     except Exception as exc:
-        raise CheckFailed(f"{name}{args!r} raised {type(exc).__name__}: {exc}"
+        raise CheckFailed(f"{name}{_show(args)} raised {type(exc).__name__}: {exc}"
                           + (f"\nHint: {hint}" if hint else "")) from exc
 
 
@@ -96,7 +122,7 @@ def check_function(fn: Callable, cases: Sequence[tuple[tuple, Any]] = (), *, ref
         args, expected, explain = tuple(case[0]), case[1], (case[2] if len(case) == 3 else None)
         got = _call(fn, args, name, hint)
         if not _close(got, expected, rtol, atol):
-            raise CheckFailed(f"{name}{args!r}: expected {expected!r}, got {got!r}"
+            raise CheckFailed(f"{name}{_show(args)}: expected {_show(expected)}, got {_show(got)}"
                               + _explanation(explain, got, rtol, atol) + (f"\nHint: {hint}" if hint else ""))
         checked += 1
     if reference is not None:
@@ -106,7 +132,8 @@ def check_function(fn: Callable, cases: Sequence[tuple[tuple, Any]] = (), *, ref
             expected = reference(*args)
             got = _call(fn, args, name, hint)
             if not _close(got, expected, rtol, atol):
-                raise CheckFailed(f"{name}{args!r}: expected {expected!r} (from the reference), got {got!r}"
+                raise CheckFailed(f"{name}{_show(args)}: expected {_show(expected)} (from the reference), "
+                                  f"got {_show(got)}"
                                   + (f"\nHint: {hint}" if hint else ""))
             checked += 1
     if not quiet:
@@ -281,3 +308,45 @@ def score_guess(guess: float | None, measured: float, *, model: float | None = N
         if not isinstance(value, str):
             raise TypeError(f"{arg} must be a string, got {type(value).__name__}")
     return GuessScore(what=what, unit=unit, guess=g, measured=m, model=mo, model_name=model_name, name=name)
+
+
+# --- references that the library keeps inside stateful objects ------------------------------------
+# Exercise 04 asks for one step of two things the library runs as objects (torch's GradScaler, the
+# TopKCompressor). These run exactly one step of those objects, as a function of plain inputs, so a
+# check can compare the learner's function with them.
+
+def gradscaler_step(grads: Sequence[torch.Tensor], scale: float, good_steps: int,
+                    growth_interval: int) -> tuple[list[torch.Tensor] | None, float, int]:
+    """One step of ``torch.amp.GradScaler`` (growth 2, backoff 0.5) on the gradients ``grads`` of a loss
+    multiplied by ``scale``, after ``good_steps`` clean steps in a row. Exercise 04's reference.
+
+    Returns ``(unscaled gradients, or None when the step is skipped, new scale, new good_steps)``,
+    read off a real GradScaler (on the CPU) and an SGD step on parameters holding ``grads``.
+    """
+    params = [torch.nn.Parameter(torch.zeros_like(g, dtype=torch.float32)) for g in grads]
+    for p, g in zip(params, grads):
+        p.grad = g.detach().float().clone()
+    opt = torch.optim.SGD(params, lr=1.0)
+    scaler = torch.amp.GradScaler("cpu", growth_interval=growth_interval)
+    scaler.load_state_dict({"scale": float(scale), "growth_factor": 2.0, "backoff_factor": 0.5,
+                            "growth_interval": growth_interval, "_growth_tracker": good_steps})
+    scaler.scale(torch.zeros(()))  # the scaler creates its state on first use
+    scaler.unscale_(opt)
+    unscaled = [p.grad.clone() for p in params]
+    scaler.step(opt)
+    scaler.update()
+    new_scale = float(scaler.get_scale())
+    skipped = new_scale < scale  # it lowers the scale only when it skips
+    return (None if skipped else unscaled), new_scale, int(scaler.state_dict()["_growth_tracker"])
+
+
+def topk_step(grad: torch.Tensor, residual: torch.Tensor, ratio: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """One step of ``distributed.aggregation.TopKCompressor`` holding ``residual``: ``(sent, new residual)``,
+    ``sent`` as a dense tensor shaped like ``grad`` (zeros where nothing is sent). Exercise 04's reference."""
+    from .distributed.aggregation import TopKCompressor
+
+    compressor = TopKCompressor(ratio)
+    compressor.residuals[0] = residual.detach().flatten().clone()
+    values, indices = compressor.compress(grad.detach().flatten().clone(), 0)
+    sent = TopKCompressor.decompress(values, indices, grad.numel())
+    return sent.view_as(grad), compressor.residuals[0].view_as(grad)
