@@ -27,7 +27,8 @@ the size of every tensor this rank passes to ``dist.all_reduce`` (or its input t
 what crosses the wire: a ring all-reduce of ``n`` bytes sends ``2(p-1)/p * n`` bytes per rank, and
 an all-gather of ``n`` bytes per rank sends ``(p-1) * n`` (:func:`wire_factor`, the same factors as
 ``comm.busbw_factor``). On 2 ranks both factors are 1. Top-k's all-gather grows with the number of
-ranks, the all-reduce does not: sparse exchange pays for itself only while ``p * 2 * ratio < 1``.
+ranks, the all-reduce does not: top-k (8 bytes per kept entry) sends fewer wire bytes than an fp32
+all-reduce only while ``p * ratio < 1``, and fewer than an fp16 one only while ``2 * p * ratio < 1``.
 
 The worker :func:`train_with_aggregation` runs under ``course_lib.distributed.launch``;
 :func:`compare_methods` launches it and returns one row per method.
