@@ -35,6 +35,7 @@ import torch
 from torch import nn
 
 from . import devices, hardware, names, validate
+from .train import FP16_ON_CPU
 
 __all__ = ["FORMATS", "STORAGE_FORMATS", "COMPUTE_DTYPES", "NumberFormat", "CastResult", "EmulatedDtypeWarning",
            "format_name", "format_from_bits", "number_formats", "number_format", "format_table",
@@ -414,12 +415,8 @@ def check_compute_dtype(dtype: Any, device: torch.device | str = "cpu", *, cpu: 
     if kind == "cpu" and key != "fp32":
         info = cpu or _this_cpu()
         if key == "fp16" and not info.native_fp16:
-            raise ValueError(
-                f"fp16 compute on this CPU ({info.kind}) is hundreds of times slower than fp32: CPUs without "
-                "AVX-512 FP16 or Arm FP16 have no fp16 arithmetic units, so every fp16 operation converts its "
-                "inputs to fp32 and back in a slow fallback (a training step can take minutes). Use 'bf16' "
-                "(2 bytes too, with fp32's range) or a GPU for fp16; to see what fp16 does to values, cast them "
-                "(precision.underflow).")
+            raise ValueError(f"This CPU ({info.kind}) has no fp16 arithmetic units (AVX-512 FP16 or Arm FP16). "
+                             + FP16_ON_CPU)
         if key == "fp16":
             note = (f"This CPU ({info.kind}) has fp16 arithmetic, but PyTorch uses it in few kernels: "
                     "time fp16 against fp32 before relying on it.")

@@ -108,9 +108,9 @@ class StepResult:
 
 FP16_ON_CPU = ("fp16 compute on a CPU is hundreds of times slower than fp32: CPUs have no fp16 arithmetic "
                "units, so every fp16 operation converts its inputs and runs in a slow fallback (a step can "
-               "take minutes). Use precision='bf16-mixed' (the same 2 bytes per value, with fp32's range), or "
-               "a GPU for fp16. To see what fp16 does to gradients on a CPU, cast tensors to torch.float16 "
-               "(notebook 04).")
+               "take minutes). Use bf16 (precision='bf16-mixed': the same 2 bytes per value, with fp32's range), "
+               "or a GPU for fp16. To see what fp16 does to gradients on a CPU, cast tensors to torch.float16 "
+               "(precision.underflow, notebook 04).")
 
 
 def _reset_peak(device: torch.device) -> None:

@@ -174,19 +174,21 @@ def config(widget_files: dict[str, dict[str, str]]) -> str:
     return json.dumps(cfg, indent=1)  # YAML is a superset of JSON
 
 
+def _run(step: str, cmd: list[str]) -> None:
+    done = subprocess.run(cmd, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise SiteError(f"{step} failed (exit {done.returncode}):\n{done.stdout[-4000:]}\n{done.stderr[-4000:]}")
+
+
 def _render(src: Path, html: Path, quiet: bool) -> None:
     """Jupyter Book's Sphinx configuration, less thebe (live code from a public server, unused here), then Sphinx
     with warnings as errors, so a broken cross-reference fails the build."""
-    jb = [sys.executable, "-c", "from jupyter_book.cli.main import main; main()", "config", "sphinx", str(src)]
-    sphinx = [sys.executable, "-m", "sphinx", "-b", "html", "-W", "-n", "--keep-going", str(src), str(html)]
-    for step, cmd in (("jupyter-book config", jb), ("sphinx-build", sphinx)):
-        done = subprocess.run(cmd + (["-q"] if quiet and step == "sphinx-build" else []), capture_output=True,
-                              text=True)
-        if done.returncode != 0:
-            raise SiteError(f"{step} failed (exit {done.returncode}):\n{done.stdout[-4000:]}\n{done.stderr[-4000:]}")
-        if step == "jupyter-book config":
-            with (src / "conf.py").open("a") as conf:
-                conf.write("\nextensions = [e for e in extensions if e not in ('sphinx_thebe', 'sphinx_comments')]\n")
+    _run("jupyter-book config", [sys.executable, "-c", "from jupyter_book.cli.main import main; main()",
+                                 "config", "sphinx", str(src)])
+    with (src / "conf.py").open("a") as conf:
+        conf.write("\nextensions = [e for e in extensions if e not in ('sphinx_thebe', 'sphinx_comments')]\n")
+    _run("sphinx-build", [sys.executable, "-m", "sphinx", "-b", "html", "-W", "-n", "--keep-going"]
+         + (["-q"] if quiet else []) + [str(src), str(html)])
 
 
 def build(out: Path = OUT, quiet: bool = True) -> dict:
@@ -198,7 +200,7 @@ def build(out: Path = OUT, quiet: bool = True) -> dict:
     check_stored(notebooks + solutions)
     packages = fetch_frontend(out / "npm")
     src, html = out / "src", out / "html"
-    for stale in (src, html, out / "jb"):
+    for stale in (src, html):
         shutil.rmtree(stale, ignore_errors=True)
     static = src / "_site_static"
     static.mkdir(parents=True)
@@ -215,10 +217,8 @@ def build(out: Path = OUT, quiet: bool = True) -> dict:
     shutil.copy(ROOT / "README.md", src / "index.md")
     (src / "_toc.yml").write_text(toc(notebooks, solutions, guides))
     (src / "_config.yml").write_text(config(widget_files))
-    _render(src, out / "jb" / "_build" / "html", quiet)
-    shutil.move(str(out / "jb" / "_build" / "html"), html)
-    shutil.rmtree(out / "jb", ignore_errors=True)
-    pages = sorted(html.rglob("*.html"))
+    _render(src, html, quiet)
+    pages = [p for p in html.rglob("*.html") if "_static" not in p.relative_to(html).parts]
     size = sum(f.stat().st_size for f in html.rglob("*") if f.is_file())
     return {"html": html, "pages": len(pages), "modules": len(notebooks), "solutions": len(solutions),
             "widgets": widgets, "images": len(list((html / "_images").glob("*"))), "bytes": size,
