@@ -69,6 +69,16 @@ def grad_scaler(precision: str, device: torch.device | str = "cpu") -> torch.amp
     return torch.amp.GradScaler(dev.type) if names.precision(precision) == "fp16-mixed" and dev.type == "cuda" else None
 
 
+def call_loss(loss_fn: Callable, out: torch.Tensor, target: torch.Tensor | None,
+              inputs: tuple[torch.Tensor, ...]) -> torch.Tensor:
+    """``loss_fn(out, target)``, or ``loss_fn(out, target, inputs)`` for a loss whose ``wants_inputs``
+    attribute is true: a loss that looks at the batch's inputs too (knowledge distillation runs its
+    teacher on them; notebook 05.3)."""
+    if getattr(loss_fn, "wants_inputs", False):
+        return loss_fn(out, target, inputs)
+    return loss_fn(out, target)
+
+
 def default_loss(out: torch.Tensor, target: torch.Tensor | None) -> torch.Tensor:
     """Cross-entropy for integer targets, mean squared error for float targets, the output's sum
     without a target (memory measurements that need a backward pass but no labels)."""
@@ -152,7 +162,9 @@ def train_step(model: nn.Module, batch: Sequence[torch.Tensor | None] | torch.Te
 
     ``batch`` is ``(inputs..., target)``: the last element is the target (None: the loss is the
     output's sum), the others go to the model. ``loss_fn(output, target)`` defaults to
-    ``default_loss``. ``device`` defaults to the model's.
+    ``default_loss``; a loss with ``wants_inputs = True`` is called as ``loss_fn(output, target,
+    inputs)`` (``call_loss``: a distillation loss runs its teacher on the inputs). ``device``
+    defaults to the model's.
 
     * ``micro_batches > 1`` is gradient accumulation (notebook 02: memory): the batch is split into
       that many slices, each slice's loss is scaled by its share of the batch and back-propagated on
@@ -206,7 +218,7 @@ def train_step(model: nn.Module, batch: Sequence[torch.Tensor | None] | torch.Te
         with sync:
             with autocast(precision, device):
                 out = model(*xs)
-                loss = loss_fn(out, ys) * (len(xs[0]) / n)
+                loss = call_loss(loss_fn, out, ys, xs) * (len(xs[0]) / n)
             (scaler.scale(loss) if scaler is not None else loss).backward()
         total_loss += float(loss.detach())
         if ys is not None and out.dim() == 2 and ys.dim() == 1 and not ys.dtype.is_floating_point:
@@ -273,7 +285,7 @@ def evaluate(model: nn.Module, data: Dataset | DataLoader, device: torch.device 
     for x, y in loader:
         x, y = x.to(device), y.to(device)
         out = model(x)
-        total_loss += float(loss_fn(out, y)) * len(y)
+        total_loss += float(call_loss(loss_fn, out, y, (x,))) * len(y)
         if out.dim() == 2 and y.dim() == 1:
             correct += int((out.argmax(1) == y).sum())
         seen += len(y)

@@ -243,3 +243,25 @@ def test_loss_scaling_skips_the_update_on_an_overflow_and_lowers_the_scale():
     assert all(torch.equal(a, b) for a, b in zip(before, m.parameters())), "a skipped step changes nothing"
     r = train.train_step(m, batch, opt, scaler=scaler)
     assert not r.skipped and not all(torch.equal(a, b) for a, b in zip(before, m.parameters()))
+
+
+def test_a_loss_that_wants_the_inputs_gets_them():
+    """A loss with wants_inputs = True is called as loss_fn(out, target, inputs), per micro-batch, and by evaluate."""
+    seen = []
+
+    class LooksAtInputs:
+        wants_inputs = True
+
+        def __call__(self, out, target, inputs):
+            seen.append(len(inputs[0]))
+            assert len(inputs) == 1 and len(inputs[0]) == len(target) == len(out)
+            return torch.nn.functional.cross_entropy(out, target)
+
+    torch.manual_seed(0)
+    m = models.MLP()
+    x, y = torch.randn(12, 64), torch.randint(0, 10, (12,))
+    opt = train.make_optimizer("sgd", m.parameters(), lr=0.1)
+    train.train_step(m, (x, y), opt, LooksAtInputs(), micro_batches=3)
+    assert seen == [4, 4, 4]
+    train.evaluate(m, torch.utils.data.TensorDataset(x, y), loss_fn=LooksAtInputs(), batch_size=5)
+    assert seen[3:] == [5, 5, 2]
