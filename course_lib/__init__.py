@@ -15,8 +15,10 @@ Modules, by layer (imports only go down this list; CONTRIBUTING.md maps every no
    ``precision`` (number formats from ``torch.finfo``, gradient underflow and loss scaling, a guard
    against compute dtypes that would run far slower than fp32; module 04).
 3. doing the work: ``distributed`` (multi-process launcher, collectives written by hand, gradient
-   aggregation: compressed and local updates with the bytes they send); to come:
-   ``compression`` (module 05), ``parallel`` (module 06), ``benchmark`` (module 07).
+   aggregation: compressed and local updates with the bytes they send), ``compression`` (module 05:
+   ``size``, ``pruning``, ``quantization`` by hand and through torchao, ``distillation``, ``lowrank``,
+   efficient ``layers``, and ``compare``: every technique on one model); to come: ``parallel``
+   (module 06), ``benchmark`` (module 07).
 4. presenting it: ``plots``, ``widgets``, ``checks`` (exercise checks), ``report``, ``cli``.
 
 ``import course_lib`` stays light: it imports torch but not matplotlib or ipywidgets.

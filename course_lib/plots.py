@@ -109,3 +109,23 @@ def estimate_vs_measured(labels: Sequence[str], estimated: Sequence[float], meas
     ax.legend(fontsize=8, loc="lower right")
     fig.tight_layout()
     return fig, ax
+
+
+def tradeoff_chart(rows: Sequence, *, title: str, size_field: str = "file_bytes"):
+    """Every compressed variant as a point: size (KiB, log scale) against latency (ms), each point
+    labelled with its name and held-out accuracy (notebook 05.4). ``rows`` are ``compression.compare.Row``."""
+    rows = list(rows)
+    if not rows or not all(hasattr(r, a) for r in rows for a in ("name", size_field, "latency_s", "accuracy")):
+        raise ValueError(f"rows must be a non-empty list of compare.Row (name, {size_field}, latency_s, accuracy)")
+    fig, ax = new_figure(title, f"size ({size_field.replace('_bytes', '').replace('_', ' ')}, KiB)",
+                         "forward latency (ms)", logx=True)
+    accs = [r.accuracy for r in rows]
+    points = ax.scatter([getattr(r, size_field) / 2**10 for r in rows], [r.latency_s * 1e3 for r in rows], c=accs,
+                        cmap="viridis", s=60, edgecolors="k", vmin=min(accs) - 0.005, vmax=max(accs) + 0.005)
+    for r in rows:
+        ax.annotate(f"{r.name}\n{r.accuracy:.1%}", (getattr(r, size_field) / 2**10, r.latency_s * 1e3), fontsize=7,
+                    xytext=(5, 4), textcoords="offset points")
+    fig.colorbar(points, ax=ax, label="held-out accuracy")
+    ax.set_ylim(bottom=0)
+    fig.tight_layout()
+    return fig, ax

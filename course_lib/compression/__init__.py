@@ -12,6 +12,8 @@
 ``lowrank``       SVD factorisation of Linear layers at a rank or an energy fraction
 ``layers``        efficient layers: depthwise separable convolution, linear attention, and their
                   parameter, FLOP and byte counts
+``compare``       every technique on one trained model: size, latency, accuracy (``measure``), and
+                  which to reach for first under a memory, latency or bandwidth limit (``recommend``)
 ================  ============================================================================
 
 The parts load on first use (``compression.pruning`` imports ``pruning``), so importing the
@@ -22,7 +24,7 @@ from __future__ import annotations
 import importlib
 from types import ModuleType
 
-PARTS = ("size", "pruning", "quantization", "distillation", "lowrank", "layers")
+PARTS = ("size", "pruning", "quantization", "distillation", "lowrank", "layers", "compare")
 __all__ = list(PARTS)
 
 
