@@ -14,9 +14,13 @@ def _row(name, file_kib, latency_ms, acc, memory_kib=None, zipped_kib=None):
                        latency_ms / 1e3, acc)
 
 
+def _retrained(row):
+    return compare.Row(**{**row.__dict__, "retrained": True, "training_s": 1.0})
+
+
 ROWS = [_row("fp32", 400, 2.0, 0.97), _row("int8", 100, 3.0, 0.968, zipped_kib=90),
-        _row("structured", 200, 1.0, 0.962), _row("student", 20, 0.2, 0.90, zipped_kib=18),
-        _row("pruned 90%", 400, 2.0, 0.969, zipped_kib=60)]
+        _retrained(_row("structured", 200, 1.0, 0.962)), _retrained(_row("student", 20, 0.2, 0.90, zipped_kib=18)),
+        _retrained(_row("pruned 90%", 400, 2.0, 0.969, zipped_kib=60))]
 
 
 def test_recommend_picks_the_best_on_the_constraint_within_the_accuracy_budget():
@@ -26,6 +30,11 @@ def test_recommend_picks_the_best_on_the_constraint_within_the_accuracy_budget()
     assert compare.recommend(ROWS, "latency", max_accuracy_drop=0.1).name == "student"
     assert compare.recommend(ROWS, "Latency", max_accuracy_drop=0.0).name == "fp32"  # only the baseline is left
     assert compare.recommend(ROWS, "memory", baseline="structured", max_accuracy_drop=0.0).name == "int8"
+    assert compare.recommend(ROWS, "memory", max_accuracy_drop=0.1, post_training_only=True).name == "int8"
+    assert compare.recommend(ROWS, "latency", post_training_only=True).name == "fp32"  # int8 is slower here
+    near = [_row("fp32", 400, 2.0, 0.97), _row("slightly faster", 400, 1.8, 0.97)]
+    assert compare.recommend(near, "latency").name == "fp32"  # 10 % is within timing noise: keep the baseline
+    assert compare.recommend(near, "latency", min_gain=1.05).name == "slightly faster"
 
 
 def test_recommend_rejects_bad_input():
@@ -37,6 +46,10 @@ def test_recommend_rejects_bad_input():
         compare.recommend(ROWS, "memory", baseline="nope")
     with pytest.raises(ValueError, match="compare.Row"):
         compare.recommend([], "memory")
+    with pytest.raises(ValueError, match="min_gain"):
+        compare.recommend(ROWS, "memory", min_gain=0.5)
+    with pytest.raises(TypeError, match="post_training_only"):
+        compare.recommend(ROWS, "memory", post_training_only="yes")
 
 
 def test_measure_times_and_sizes_every_variant():
@@ -67,3 +80,26 @@ def test_tradeoff_chart_draws_one_labelled_point_per_variant():
     import matplotlib.pyplot as plt
 
     plt.close(fig)
+
+
+def test_build_variants_applies_every_technique_and_leaves_the_baseline_alone():
+    from course_lib.compression import quantization
+
+    split = data.load_digits()
+    torch.manual_seed(0)
+    base = models.MLP(hidden=[64, 64])
+    before = {k: v.clone() for k, v in base.state_dict().items()}
+    v = compare.build_variants(base, split, rank=8, student_hidden=8, finetune_epochs=1, student_epochs=1)
+    assert all(torch.equal(before[k], base.state_dict()[k]) for k in before)
+    names = list(v)
+    assert names[0] == "fp32 baseline" and not v[names[0]].retrained
+    assert {"90% pruned, fine-tuned", "50% units removed, fine-tuned", "rank 8, fine-tuned",
+            "student, 8 units, distilled"} <= set(names)
+    assert ("int8 dynamic (torchao)" in v) == (quantization.torchao_problem() is None)
+    assert all(v[n].retrained and v[n].training_s > 0 for n in names if "torchao" not in n and n != names[0])
+    from course_lib.compression import size
+
+    assert size.sparsity(v["90% pruned, fine-tuned"].model) == pytest.approx(0.9, abs=0.01)
+    assert v["50% units removed, fine-tuned"].model[0].out_features == 32
+    with pytest.raises(TypeError, match="baseline"):
+        compare.build_variants("model", split)
