@@ -1,0 +1,596 @@
+"""Quantization: fewer bits per weight, written by hand, then for real with torchao (notebook 05.2).
+
+**Fake quantization** (the lesson, written here by hand) maps each value to the nearest point of
+a grid of ``2**bits`` levels and back to a float, so its error can be measured on any model:
+
+* ``symmetric`` (the default, used for weights): integers ``q`` in ``[-(2**(bits-1) - 1),
+  2**(bits-1) - 1]`` (-127..127 for 8 bits: the code -128 is left unused so the grid is the same on
+  both sides), ``scale = max|x| / (2**(bits-1) - 1)``, ``zero_point = 0``, ``x ~ q * scale``;
+* ``affine`` (for one-sided tensors such as ReLU outputs): integers in ``[0, 2**bits - 1]``, the
+  range ``[min(x, 0), max(x, 0)]`` spread over all levels, ``scale = (hi - lo) / (2**bits - 1)``,
+  ``zero_point = round(-lo / scale)``, ``x ~ (q - zero_point) * scale``.
+
+``granularity="per_channel"`` computes one scale (and zero point) per slice along ``axis`` (axis 0
+of a Linear weight: one per output unit), ``per_tensor`` one for the whole tensor. Rounding is
+``torch.round`` (halves to even). A tensor or channel of zeros gets ``scale = 1`` and stays exactly
+zero (no division by zero). Rounding to a grid of step ``s`` makes an error spread evenly over
+``[-s/2, s/2]`` when the values cover many steps: its RMS is ``s / sqrt(12)`` (``predicted_rms``).
+
+**Quantization-aware training** (``FakeQuantLinear``, ``to_qat``): the forward pass uses
+fake-quantized weights (and optionally activations); the backward pass treats the rounding as the
+identity (the straight-through estimator), so ``train.fit`` trains the float weights the rounding
+will see. ``post_training_quantize`` rounds a trained model's weights once, for comparison.
+
+**Real int8** through torchao: ``int8_dynamic`` (int8 weights, activations quantized per call) and
+``int8_weight_only`` return quantized copies; ``torchao_problem`` says what to install when torchao
+is missing or too old; ``compile_timed`` compiles a model and reports compile time apart from the
+per-call time; ``latency`` times several models side by side (interleaved), batch size by batch size.
+"""
+from __future__ import annotations
+
+import contextlib
+import copy
+import importlib
+import importlib.metadata
+import io
+import logging
+import math
+import os
+import platform
+import re
+import time
+import warnings
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from types import ModuleType
+
+import torch
+from torch import nn
+
+from .. import bench, hardware, models, train, validate
+
+__all__ = ["SCHEMES", "GRANULARITIES", "MIN_BITS", "MAX_BITS", "qrange", "quantize", "dequantize", "fake_quantize",
+           "step_size", "predicted_rms", "QuantError", "quantization_error", "error_sweep", "row_errors",
+           "ste_fake_quantize",
+           "FakeQuantLinear", "to_qat", "post_training_quantize", "qat_vs_ptq", "TORCHAO_MIN_VERSION",
+           "torchao_problem", "int8_dynamic", "int8_weight_only", "Compiled", "compile_timed", "latency",
+           "int8_units", "INT8_EXPECTATIONS", "relu_activations", "dequantized_weights", "predicted_int8_bytes",
+           "rescale_units"]
+
+SCHEMES = ("symmetric", "affine")
+GRANULARITIES = ("per_tensor", "per_channel")
+MIN_BITS, MAX_BITS = 2, 16
+
+
+# fake quantization by hand (notebook 05.2, sections 1-2)
+
+def _check(x: torch.Tensor, bits: int, scheme: str, granularity: str, axis: int) -> tuple[int, str, str, int]:
+    if not isinstance(x, torch.Tensor):
+        raise TypeError(f"x must be a torch.Tensor, got {type(x).__name__}")
+    if not x.is_floating_point():
+        raise TypeError(f"x must hold floating-point values to quantize, got dtype {x.dtype}")
+    bits = validate.integer("bits", bits, minimum=MIN_BITS, maximum=MAX_BITS)
+    scheme = validate.choice("scheme", scheme, SCHEMES)
+    granularity = validate.choice("granularity", granularity, GRANULARITIES,
+                                  aliases={"per-tensor": "per_tensor", "per-channel": "per_channel"})
+    axis = validate.integer("axis", axis)
+    if granularity == "per_channel":
+        if x.dim() == 0:
+            raise ValueError("per_channel quantization needs a tensor with at least one dimension, got a scalar")
+        if not -x.dim() <= axis < x.dim():
+            raise ValueError(f"axis must be in [{-x.dim()}, {x.dim() - 1}] for a tensor of shape {tuple(x.shape)}, "
+                             f"got {axis}")
+        axis %= x.dim()
+    return bits, scheme, granularity, axis
+
+
+def qrange(bits: int, scheme: str = "symmetric") -> tuple[int, int]:
+    """The integers a ``bits``-bit code uses: symmetric ``(-(2**(bits-1) - 1), 2**(bits-1) - 1)``, affine
+    ``(0, 2**bits - 1)`` (notebook 05.2, section 1)."""
+    bits = validate.integer("bits", bits, minimum=MIN_BITS, maximum=MAX_BITS)
+    if validate.choice("scheme", scheme, SCHEMES) == "symmetric":
+        return -(2 ** (bits - 1) - 1), 2 ** (bits - 1) - 1
+    return 0, 2 ** bits - 1
+
+
+def _int_dtype(qmin: int, qmax: int) -> torch.dtype:
+    for dtype in (torch.int8, torch.uint8, torch.int16, torch.int32):
+        info = torch.iinfo(dtype)
+        if info.min <= qmin and qmax <= info.max:
+            return dtype
+    raise AssertionError("unreachable: 16 bits fit int32")
+
+
+def _reduce(x: torch.Tensor, fn: Callable, granularity: str, axis: int) -> torch.Tensor:
+    """min / max / amax over the whole tensor (a 0-dim result) or over all dims but ``axis`` (kept as 1s)."""
+    if granularity == "per_tensor":
+        return fn(x)
+    dims = [d for d in range(x.dim()) if d != axis]
+    return fn(x, dim=dims, keepdim=True) if dims else x.clone()
+
+
+def quantize(x: torch.Tensor, bits: int = 8, scheme: str = "symmetric", granularity: str = "per_tensor",
+             axis: int = 0) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``x`` as integers on a ``bits``-bit grid: returns ``(q, scale, zero_point)`` (notebook 05.2).
+
+    ``q`` has the smallest integer dtype that holds the range (int8 for symmetric 8 bits, uint8 for
+    affine 8 bits, int16 / int32 above). ``scale`` and ``zero_point`` are 0-dim tensors per tensor, or
+    shaped like ``x`` with 1s everywhere but ``axis`` per channel, so they broadcast against ``q``;
+    ``scale`` is float32 (float64 for a float64 ``x``), ``zero_point`` int32 (zeros when symmetric).
+    The conventions are in the module docstring; ``quantize(x, 8, "symmetric")`` is the reference of
+    the exercise in exercises/05_compression.ipynb.
+    """
+    bits, scheme, granularity, axis = _check(x, bits, scheme, granularity, axis)
+    qmin, qmax = qrange(bits, scheme)
+    xf = x.detach().to(torch.float64 if x.dtype == torch.float64 else torch.float32)
+    if scheme == "symmetric":
+        amax = _reduce(xf.abs(), torch.amax, granularity, axis)
+        scale = torch.where(amax > 0, amax / qmax, torch.ones_like(amax))
+        zero_point = torch.zeros_like(scale, dtype=torch.int32)
+        q = torch.clamp(torch.round(xf / scale), qmin, qmax)
+    else:
+        lo = torch.clamp(_reduce(xf, torch.amin, granularity, axis), max=0)  # the range always holds 0 exactly
+        hi = torch.clamp(_reduce(xf, torch.amax, granularity, axis), min=0)
+        scale = torch.where(hi > lo, (hi - lo) / (qmax - qmin), torch.ones_like(hi))
+        zero_point = torch.clamp(qmin - torch.round(lo / scale), qmin, qmax).to(torch.int32)
+        q = torch.clamp(torch.round(xf / scale) + zero_point, qmin, qmax)
+    return q.to(_int_dtype(qmin, qmax)), scale, zero_point
+
+
+def dequantize(q: torch.Tensor, scale: torch.Tensor | float, zero_point: torch.Tensor | int = 0) -> torch.Tensor:
+    """Back to floats: ``(q - zero_point) * scale`` (notebook 05.2)."""
+    if not isinstance(q, torch.Tensor):
+        raise TypeError(f"q must be a torch.Tensor of integers, got {type(q).__name__}")
+    if q.is_floating_point() or q.is_complex():
+        raise TypeError(f"q must hold integers (the output of quantize), got dtype {q.dtype}")
+    scale = torch.as_tensor(scale)
+    if not scale.is_floating_point():
+        raise TypeError(f"scale must be a float tensor or number, got dtype {scale.dtype}")
+    return (q.to(torch.int32) - torch.as_tensor(zero_point)).to(scale.dtype) * scale
+
+
+def fake_quantize(x: torch.Tensor, bits: int = 8, scheme: str = "symmetric", granularity: str = "per_tensor",
+                  axis: int = 0) -> torch.Tensor:
+    """The round trip ``dequantize(quantize(x))`` in ``x``'s dtype: the values a quantized model computes with."""
+    return dequantize(*quantize(x, bits, scheme, granularity, axis)).to(x.dtype)
+
+
+def step_size(x: torch.Tensor, bits: int = 8, scheme: str = "symmetric", granularity: str = "per_tensor",
+              axis: int = 0) -> torch.Tensor:
+    """The grid step (``scale``) each element of ``x`` is rounded with, broadcast to ``x``'s shape."""
+    return quantize(x, bits, scheme, granularity, axis)[1].expand_as(x)
+
+
+def predicted_rms(x: torch.Tensor, bits: int = 8, scheme: str = "symmetric", granularity: str = "per_tensor",
+                  axis: int = 0) -> float:
+    """RMS rounding error predicted from the step alone: ``sqrt(mean(step**2) / 12)`` (uniform rounding noise;
+    notebook 05.2, section 1). It holds when values spread over many steps; at 2-3 bits most values fall in a
+    few bins and the measurement leaves it."""
+    steps = step_size(x, bits, scheme, granularity, axis).double()
+    return math.sqrt(float((steps ** 2).mean()) / 12)
+
+
+@dataclass(frozen=True)
+class QuantError:
+    """How far ``fake_quantize(x)`` is from ``x``: RMS error, relative RMS error (error RMS / RMS of ``x``,
+    ``signal_rms``), SQNR in dB (signal power / error power), largest error, and the ``step / sqrt(12)``
+    prediction (``predicted_rms``, ``predicted_relative``)."""
+
+    bits: int
+    scheme: str
+    granularity: str
+    rms: float
+    relative: float
+    sqnr_db: float
+    max_abs: float
+    predicted_rms: float
+    signal_rms: float
+
+    @property
+    def predicted_relative(self) -> float:
+        return self.predicted_rms / self.signal_rms if self.signal_rms > 0 else 0.0
+
+    @property
+    def measured_over_predicted(self) -> float:
+        return self.rms / self.predicted_rms if self.predicted_rms > 0 else float("nan")
+
+
+def quantization_error(x: torch.Tensor, bits: int = 8, scheme: str = "symmetric", granularity: str = "per_tensor",
+                       axis: int = 0) -> QuantError:
+    """Measure the round trip's error on ``x`` next to its prediction (notebook 05.2, sections 1-2)."""
+    bits, scheme, granularity, axis = _check(x, bits, scheme, granularity, axis)
+    xd = x.detach().double()
+    err = fake_quantize(xd, bits, scheme, granularity, axis) - xd
+    signal, noise = float((xd ** 2).mean()), float((err ** 2).mean())
+    sqnr = 10 * math.log10(signal / noise) if noise > 0 and signal > 0 else (math.inf if signal > 0 else 0.0)
+    return QuantError(bits, scheme, granularity, rms=math.sqrt(noise),
+                      relative=math.sqrt(noise / signal) if signal > 0 else 0.0, sqnr_db=sqnr,
+                      max_abs=float(err.abs().max()) if err.numel() else 0.0,
+                      predicted_rms=predicted_rms(xd, bits, scheme, granularity, axis), signal_rms=math.sqrt(signal))
+
+
+def row_errors(w: torch.Tensor, bits: int = 8, scheme: str = "symmetric",
+               granularity: str = "per_tensor") -> tuple[torch.Tensor, torch.Tensor]:
+    """Per row of a weight matrix: the measured relative RMS error of the round trip and the predicted one
+    (``step / sqrt(12)`` / the row's RMS), as two 1-D tensors (notebook 05.2, section 2: small rows
+    drown in a per-tensor grid). Rows of zeros count as 0."""
+    if not isinstance(w, torch.Tensor) or w.dim() != 2:
+        raise ValueError(f"w must be a 2-D weight matrix, got {type(w).__name__} {getattr(w, 'shape', '')}")
+    wd = w.detach().double()
+    rms = wd.pow(2).mean(1).sqrt()
+    err = (fake_quantize(wd, bits, scheme, granularity, axis=0) - wd).pow(2).mean(1).sqrt()
+    predicted = step_size(wd, bits, scheme, granularity, axis=0)[:, 0] / math.sqrt(12)
+    safe = torch.where(rms > 0, rms, torch.ones_like(rms))
+    return torch.where(rms > 0, err / safe, 0.0), torch.where(rms > 0, predicted / safe, 0.0)
+
+
+def error_sweep(x: torch.Tensor, bits: Sequence[int] = tuple(range(MIN_BITS, MAX_BITS + 1)),
+                scheme: str = "symmetric", granularity: str = "per_tensor", axis: int = 0) -> list[QuantError]:
+    """``quantization_error`` at each bit width (notebook 05.2: error against bit width)."""
+    return [quantization_error(x, b, scheme, granularity, axis) for b in validate.int_list("bits", bits, minimum=1)]
+
+
+@torch.no_grad()
+def relu_activations(model: nn.Module, x: torch.Tensor) -> torch.Tensor:
+    """The output of ``model``'s first ReLU on ``x``: a one-sided tensor (notebook 05.2: symmetric vs affine)."""
+    seen: list[torch.Tensor] = []
+    relu = next((m for m in _model(model).modules() if isinstance(m, nn.ReLU)), None)
+    if relu is None:
+        raise ValueError("model has no nn.ReLU whose output could be read")
+    handle = relu.register_forward_hook(lambda _m, _i, out: seen.append(out.detach()))
+    try:
+        model.eval()(x)
+    finally:
+        handle.remove()
+    return seen[0]
+
+
+# quantization-aware training vs post-training quantization (notebook 05.2, section 3)
+
+def ste_fake_quantize(x: torch.Tensor, bits: int, scheme: str = "symmetric", granularity: str = "per_tensor",
+                      axis: int = 0) -> torch.Tensor:
+    """Fake quantization whose gradient is the identity (straight-through estimator): the forward value is
+    ``fake_quantize(x)``, the backward pass sends the gradient to ``x`` as if no rounding happened."""
+    return x + (fake_quantize(x, bits, scheme, granularity, axis) - x).detach()
+
+
+class FakeQuantLinear(nn.Linear):
+    """A Linear layer that computes with its weight fake-quantized to ``bits`` (symmetric, per channel by
+    default) and, with ``act_bits``, its input fake-quantized too (affine, per tensor): quantization-aware
+    training trains the float weights through the rounding (straight-through estimator)."""
+
+    def __init__(self, in_features: int, out_features: int, bias: bool = True, *, bits: int = 4,
+                 scheme: str = "symmetric", granularity: str = "per_channel", act_bits: int | None = None) -> None:
+        super().__init__(in_features, out_features, bias)
+        self.bits = validate.integer("bits", bits, minimum=MIN_BITS, maximum=MAX_BITS)
+        self.scheme = validate.choice("scheme", scheme, SCHEMES)
+        self.granularity = validate.choice("granularity", granularity, GRANULARITIES)
+        self.act_bits = validate.optional(validate.integer, "act_bits", act_bits, minimum=MIN_BITS, maximum=MAX_BITS)
+
+    @classmethod
+    def from_linear(cls, linear: nn.Linear, **settings) -> FakeQuantLinear:
+        """A FakeQuantLinear holding a copy of ``linear``'s weight and bias."""
+        if not isinstance(linear, nn.Linear):
+            raise TypeError(f"linear must be a torch.nn.Linear, got {type(linear).__name__}")
+        layer = cls(linear.in_features, linear.out_features, linear.bias is not None, **settings)
+        layer.to(device=linear.weight.device, dtype=linear.weight.dtype)
+        with torch.no_grad():
+            layer.weight.copy_(linear.weight)
+            if linear.bias is not None:
+                layer.bias.copy_(linear.bias)
+        return layer
+
+    def quantized_weight(self) -> torch.Tensor:
+        return ste_fake_quantize(self.weight, self.bits, self.scheme, self.granularity, axis=0)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.act_bits is not None:
+            x = ste_fake_quantize(x, self.act_bits, "affine", "per_tensor")
+        return nn.functional.linear(x, self.quantized_weight(), self.bias)
+
+    def extra_repr(self) -> str:
+        acts = f", act_bits={self.act_bits}" if self.act_bits is not None else ""
+        return f"{super().extra_repr()}, bits={self.bits}, {self.scheme}, {self.granularity}{acts}"
+
+
+def _model(model: nn.Module) -> nn.Module:
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
+    return model
+
+
+def to_qat(model: nn.Module, bits: int = 4, *, scheme: str = "symmetric", granularity: str = "per_channel",
+           act_bits: int | None = None) -> nn.Module:
+    """A deep copy of ``model`` with every ``nn.Linear`` replaced by a ``FakeQuantLinear`` (same weights):
+    train it with ``train.fit`` for quantization-aware training (notebook 05.2, section 3)."""
+    out = copy.deepcopy(_model(model))
+    settings = dict(bits=bits, scheme=scheme, granularity=granularity, act_bits=act_bits)
+    FakeQuantLinear(1, 1, **settings)  # checks the settings before any layer is replaced
+
+    def swap(parent: nn.Module) -> None:
+        for name, child in parent.named_children():
+            if isinstance(child, nn.Linear) and not isinstance(child, FakeQuantLinear):
+                setattr(parent, name, FakeQuantLinear.from_linear(child, **settings))
+            else:
+                swap(child)
+
+    swap(out)
+    return out
+
+
+@torch.no_grad()
+def post_training_quantize(model: nn.Module, bits: int = 8, *, scheme: str = "symmetric",
+                           granularity: str = "per_channel") -> nn.Module:
+    """A deep copy of a trained ``model`` whose Linear (and FakeQuantLinear) weights are rounded once to
+    ``bits`` (fake quantization; notebook 05.2, section 3). Biases stay in float, as in int8 kernels.
+    Applied to a model trained by ``to_qat`` with the same settings it gives the weights QAT computed with,
+    as plain ``nn.Linear`` layers."""
+    out = copy.deepcopy(_model(model))
+    for parent in list(out.modules()):
+        for name, child in parent.named_children():
+            if isinstance(child, nn.Linear):
+                plain = nn.Linear(child.in_features, child.out_features, child.bias is not None,
+                                  device=child.weight.device, dtype=child.weight.dtype)
+                plain.weight.copy_(fake_quantize(child.weight, bits, scheme, granularity, axis=0))
+                if child.bias is not None:
+                    plain.bias.copy_(child.bias)
+                setattr(parent, name, plain)
+    return out
+
+
+def qat_vs_ptq(split, bits: int = 2, seeds: Sequence[int] = (0, 1, 2), *, hidden: int | list[int] = 128,
+               epochs: int = 15, qat_epochs: int = 10, lr: float = 1e-2, qat_lr: float = 3e-3,
+               device: torch.device | str = "cpu") -> list[dict]:
+    """Per seed: train an fp32 MLP on ``split`` (``train.fit``), quantize its weights after training (PTQ), and
+    fine-tune a copy with fake-quantized weights (QAT, ``to_qat`` + ``train.fit``); held-out accuracy of each
+    (notebook 05.2, section 3). Returns one dict per seed: seed, fp32, ptq, qat."""
+    bits = validate.integer("bits", bits, minimum=MIN_BITS, maximum=MAX_BITS)
+    seeds = validate.int_list("seeds", seeds, minimum=0)
+    dev = hardware.as_device(device)
+    rows = []
+    for seed in seeds:
+        hardware.seed_everything(seed)
+        model = models.MLP(split.x_train.shape[1], hidden, split.n_classes).to(dev)
+        train.fit(model, split.train, epochs=epochs, lr=lr, optimizer="adam", progress=False, seed=seed)
+        qat = to_qat(model, bits)
+        train.fit(qat, split.train, epochs=qat_epochs, lr=qat_lr, optimizer="adam", progress=False, seed=seed)
+        rows.append({"seed": seed, **{name: train.evaluate(m, split.test, dev)["acc"] for name, m in
+                                      (("fp32", model), ("ptq", post_training_quantize(model, bits)),
+                                       ("qat", post_training_quantize(qat, bits)))}})
+    return rows
+
+
+# real int8 through torchao (notebook 05.2, section 4)
+
+TORCHAO_MIN_VERSION = (0, 10)
+_INSTALL = "pip install -U torchao  (its release must match your torch: see https://github.com/pytorch/ao#installation)"
+_QUIET_LOGGERS = ("torchao", "torch.utils._pytree")
+
+
+@contextlib.contextmanager
+def _quiet() -> Iterator[None]:
+    """Hold back what importing torchao prints: "Failed to load ... .so" (its optional CUDA kernels, through
+    logging), torch's pytree deprecation notice (logging) and any warning, so no notebook shows stderr."""
+    levels = {name: logging.getLogger(name).level for name in _QUIET_LOGGERS}
+    for name in _QUIET_LOGGERS:
+        logging.getLogger(name).setLevel(logging.ERROR)
+    try:
+        with warnings.catch_warnings(), contextlib.redirect_stderr(io.StringIO()):
+            warnings.simplefilter("ignore")
+            yield
+    finally:
+        for name, level in levels.items():
+            logging.getLogger(name).setLevel(level)
+
+
+def _version(text: str) -> tuple[int, ...]:
+    """'0.18.0+cpu' -> (0, 18, 0); '0.10.0.dev2025' -> (0, 10, 0)."""
+    return tuple(int(p) for p in re.findall(r"\d+", re.match(r"[\d.]*", text).group(0))[:3])
+
+
+_TORCHAO: list = []  # [module] once imported, [None, reason] when it cannot be used
+
+
+def _load_torchao() -> ModuleType | None:
+    if not _TORCHAO:
+        try:
+            found = importlib.metadata.version("torchao")
+        except importlib.metadata.PackageNotFoundError:
+            _TORCHAO.extend([None, f"torchao is not installed. To run the int8 cells: {_INSTALL}"])
+            return None
+        if _version(found) < TORCHAO_MIN_VERSION:
+            need = ".".join(map(str, TORCHAO_MIN_VERSION))
+            _TORCHAO.extend([None, f"torchao {found} is too old (int8 configs need torchao >= {need}): {_INSTALL}"])
+            return None
+        try:
+            with _quiet():
+                module = importlib.import_module("torchao.quantization")
+            for name in ("quantize_", "Int8DynamicActivationInt8WeightConfig", "Int8WeightOnlyConfig"):
+                getattr(module, name)
+        except Exception as exc:  # an import error, a torch it was not built for, a renamed API
+            _TORCHAO.extend([None, f"torchao {found} does not work with torch {torch.__version__} "
+                                   f"({type(exc).__name__}: {str(exc)[:200]}): {_INSTALL}"])
+            return None
+        _TORCHAO.append(module)
+    return _TORCHAO[0]
+
+
+def torchao_problem() -> str | None:
+    """None when torchao's int8 API is usable here; otherwise why not and what to install (notebook 05.2
+    prints it and skips the int8 cells). Importing torchao happens here, with its import noise held back."""
+    _load_torchao()
+    return _TORCHAO[1] if len(_TORCHAO) > 1 else None
+
+
+def _quantized_copy(model: nn.Module, config_name: str) -> nn.Module:
+    module = _load_torchao()
+    if module is None:
+        raise RuntimeError(_TORCHAO[1])
+    out = copy.deepcopy(_model(model)).eval()
+    with _quiet():
+        module.quantize_(out, getattr(module, config_name)())
+    return out
+
+
+def int8_dynamic(model: nn.Module) -> nn.Module:
+    """A copy of ``model`` with int8 weights and activations quantized to int8 on every call (torchao's
+    ``Int8DynamicActivationInt8WeightConfig``: per-row weight scales, per-token activation scales)."""
+    return _quantized_copy(model, "Int8DynamicActivationInt8WeightConfig")
+
+
+def int8_weight_only(model: nn.Module) -> nn.Module:
+    """A copy of ``model`` with int8 weights, dequantized inside the matrix product (torchao's
+    ``Int8WeightOnlyConfig``): saves memory and bandwidth, computes in float."""
+    return _quantized_copy(model, "Int8WeightOnlyConfig")
+
+
+@dataclass
+class Compiled:
+    """A ``torch.compile``d model and what compiling it cost: seconds of the first call per input shape
+    (compilation included) and of a second call (``call_s``, for comparison)."""
+
+    module: Callable
+    compile_s: dict[tuple[int, ...], float] = field(default_factory=dict)
+    call_s: dict[tuple[int, ...], float] = field(default_factory=dict)
+
+    @property
+    def total_compile_s(self) -> float:
+        return sum(self.compile_s.values())
+
+    def __call__(self, *args, **kwargs):
+        return self.module(*args, **kwargs)
+
+
+def compile_timed(model: nn.Module, example_inputs: Sequence[torch.Tensor], **compile_kwargs) -> Compiled:
+    """``torch.compile(model)`` and call it once per example input (one compilation per shape: ``dynamic=False``
+    unless given), timing the first call (compilation) apart from the second (notebook 05.2). Warnings the
+    compiler raises about torchao's tensor classes are held back."""
+    _model(model)
+    if not example_inputs or not all(isinstance(x, torch.Tensor) for x in example_inputs):
+        raise TypeError("example_inputs must be a non-empty list of tensors (one per input shape to compile for)")
+    compiled = Compiled(torch.compile(model, **{"dynamic": False, **compile_kwargs}))
+    for x in example_inputs:
+        shape = tuple(x.shape)
+        for record in (compiled.compile_s, compiled.call_s):
+            start = time.perf_counter()
+            with torch.no_grad(), _quiet():
+                compiled(x)
+            hardware.synchronize(x.device)
+            record[shape] = time.perf_counter() - start
+    return compiled
+
+
+def latency(models_by_name: Mapping[str, Callable], batch_sizes: Sequence[int], in_features: int, *,
+            device: torch.device | str = "cpu", rounds: int = 3, min_run_time: float = 0.05,
+            seed: int = 0) -> dict[int, dict[str, bench.Timing]]:
+    """Time one forward pass (no gradients) of each model on a batch of each size, interleaved (A B A B ...,
+    ``bench.compare_interleaved``) so drifts of the machine hit all alike (notebook 05.2, section 4)."""
+    if not isinstance(models_by_name, Mapping) or not models_by_name:
+        raise ValueError("models_by_name must be a non-empty mapping name -> model")
+    batch_sizes = validate.int_list("batch_sizes", batch_sizes)
+    in_features = validate.positive_int("in_features", in_features)
+    dev = hardware.as_device(device)
+    gen = torch.Generator().manual_seed(seed)
+    out = {}
+    for n in batch_sizes:
+        x = torch.randn(n, in_features, generator=gen).to(dev)
+
+        def forward(m: Callable) -> Callable[[], None]:
+            def run() -> None:
+                with torch.no_grad():
+                    m(x)
+            return run
+
+        out[n] = bench.compare_interleaved({k: forward(m) for k, m in models_by_name.items()}, rounds=rounds,
+                                           device=dev, min_run_time=min_run_time)
+    return out
+
+
+def dequantized_weights(model: nn.Module) -> list[torch.Tensor]:
+    """The float weights a quantized model computes with, one per Linear layer: torchao's int8 weights
+    dequantized (``Int8Tensor.dequantize()``), plain weights as they are (notebook 05.2 compares torchao's
+    rounding error with the hand-written one)."""
+    out = []
+    for layer in _model(model).modules():
+        if isinstance(layer, nn.Linear):
+            w = layer.weight
+            out.append((w.dequantize() if hasattr(w, "dequantize") and type(w) not in (torch.Tensor, nn.Parameter)
+                        else w).detach().float())
+    return out
+
+
+def predicted_int8_bytes(model: nn.Module) -> int:
+    """Bytes of ``model`` with int8 Linear weights, one fp32 scale and one int8 zero point per output row
+    (torchao's per-row int8 keeps a zero point even when it is 0), everything else in its own dtype: the size
+    notebook 05.2 predicts before quantizing."""
+    total = 0
+    for layer in _model(model).modules():
+        for name, p in layer.named_parameters(recurse=False):
+            if isinstance(layer, nn.Linear) and name == "weight":
+                total += p.numel() + 5 * p.shape[0]
+            else:
+                total += p.numel() * p.element_size()
+    return total
+
+
+@torch.no_grad()
+def rescale_units(model: nn.Sequential, factors: torch.Tensor, layer: int = 0) -> nn.Sequential:
+    """An equivalent copy of an MLP: hidden unit ``i`` after Linear number ``layer`` gets its incoming
+    weights and bias multiplied by ``factors[i]`` and its outgoing weights divided by it. ReLU(a x) =
+    a ReLU(x) for a > 0, so the outputs do not change, but the rows of that weight matrix now have very
+    different scales (notebook 05.2, section 2: why per-channel scales matter)."""
+    if not isinstance(model, nn.Sequential):
+        raise TypeError(f"model must be an nn.Sequential MLP (Linear, ReLU, ..., Linear), got {type(model).__name__}")
+    layer = validate.nonnegative_int("layer", layer)
+    positions = [i for i, m in enumerate(model) if isinstance(m, nn.Linear)]
+    if layer + 1 >= len(positions):
+        raise ValueError(f"layer must be below {len(positions) - 1} (a Linear layer followed by another), got {layer}")
+    first, second = positions[layer], positions[layer + 1]
+    between = list(model)[first + 1:second]
+    if not all(isinstance(m, (nn.ReLU, nn.Dropout, nn.Identity)) for m in between):
+        raise ValueError("the layers between must be ReLU (or Dropout): only then does rescaling keep the outputs")
+    if not isinstance(factors, torch.Tensor) or factors.shape != (model[first].out_features,):
+        raise ValueError(f"factors must be a tensor of shape ({model[first].out_features},), one per hidden unit")
+    if not bool((factors > 0).all()):
+        raise ValueError("factors must all be > 0 (a negative factor would flip ReLU's output)")
+    out = copy.deepcopy(model)
+    f = factors.to(out[first].weight)
+    out[first].weight.mul_(f[:, None])
+    if out[first].bias is not None:
+        out[first].bias.mul_(f)
+    out[second].weight.div_(f[None, :])
+    return out
+
+
+# int8 dot-product instructions, by their Linux / macOS flag names
+INT8_UNITS = {"amx_int8": "AMX INT8", "avx512_vnni": "AVX-512 VNNI", "avx512vnni": "AVX-512 VNNI",
+              "avx_vnni": "AVX-VNNI", "avxvnni": "AVX-VNNI"}
+_ONEDNN_BELOW_VNNI = ("SSE41", "AVX", "AVX2", "AVX512_CORE")
+INT8_EXPECTATIONS = {
+    "AMX INT8": "AMX tiles multiply int8 matrices many times faster than fp32: compiled int8 should win clearly.",
+    "AVX-512 VNNI": "VNNI does 4 int8 multiply-adds where AVX-512 does one fp32 FMA: compiled int8 should beat "
+                    "fp32 at large batches (about 4x on an AMD Zen 4 in our runs); eager pays per-call overhead.",
+    "AVX-VNNI": "256-bit int8 dot products: int8 may gain at large batches, less than with AVX-512 (not asserted).",
+    "none": "no int8 dot-product instructions: PyTorch's int8 matrix product has no fast kernel here, so int8 "
+            "saves memory but costs time.",
+    "unknown": "an int8 path this course has not measured (Arm, Apple): the notebook prints the result only.",
+}
+
+
+def int8_units(flags: set[str] | frozenset[str] | None = None, architecture: str | None = None) -> str:
+    """Which int8 dot-product instructions PyTorch's int8 kernels can use here (notebook 05.2, section 4):
+    "AMX INT8", "AVX-512 VNNI", "AVX-VNNI", "none" (an x86 CPU without them, or with oneDNN, which runs
+    PyTorch's int8 product, held below them by ``ONEDNN_MAX_CPU_ISA``) or "unknown" (Arm and others).
+    ``flags``: the CPU's flag names (default: this CPU's); ``INT8_EXPECTATIONS`` says what each means."""
+    if flags is None:
+        flags = hardware._cpu_model_and_flags()[1]  # raw flag names: avx_vnni is not among hardware's SIMD names
+    if not isinstance(flags, (set, frozenset)):
+        raise TypeError(f"flags must be a set of CPU flag names, got {type(flags).__name__}")
+    arch = (architecture or platform.machine()).lower()
+    if arch not in ("x86_64", "amd64", "i386", "i686", "x86"):
+        return "unknown"
+    found = [INT8_UNITS[f.lower()] for f in flags if f.lower() in INT8_UNITS]
+    onednn = (os.environ.get("ONEDNN_MAX_CPU_ISA") or os.environ.get("DNNL_MAX_CPU_ISA") or "").upper()
+    if onednn in _ONEDNN_BELOW_VNNI:  # oneDNN told to stay below the int8 instructions
+        return "none"
+    return next((name for name in ("AMX INT8", "AVX-512 VNNI", "AVX-VNNI") if name in found), "none")
