@@ -1,0 +1,123 @@
+"""Exercise 05's checks are real: plausible wrong answers fail them, with the explanation that fits.
+
+The solution notebook runs once in a kernel; then, for each wrong answer below, the function is
+redefined the wrong way and its check cell is run again. Every such check must raise CheckFailed
+(not pass, not ExerciseNotDone, not a traceback from the check itself), and where the check has an
+explanation for that mistake, the message must carry it.
+"""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import nbformat
+import pytest
+from nbclient import NotebookClient
+from nbformat.v4 import new_code_cell
+
+ROOT = Path(__file__).resolve().parents[1]
+SOLUTION = ROOT / "solutions" / "05_compression.ipynb"
+
+MASK = '''
+def magnitude_mask(weight, sparsity):
+    n_pruned = {count}
+    mask = torch.ones(weight.numel(), dtype=torch.bool)
+    mask[{order}[:n_pruned]] = False
+    return mask.reshape(weight.shape)
+'''
+MASK_RIGHT = dict(count="round(sparsity * weight.numel())", order="weight.abs().flatten().argsort()")
+QUANT = '''
+def quantize_symmetric(x, bits):
+    qmax = {qmax}
+    scale = {scale} / qmax
+    return {q}, scale
+'''
+QUANT_RIGHT = dict(qmax="2 ** (bits - 1) - 1", scale="x.abs().max().item()", q="torch.clamp(torch.round(x / scale), -qmax, qmax)")
+DISTILL = '''
+def distillation_loss(student_logits, teacher_logits, target, temperature, alpha):
+    soft = torch.nn.functional.kl_div({student}, {teacher}, reduction="{reduction}")
+    hard = torch.nn.functional.cross_entropy(student_logits, target)
+    return alpha * {t2} * soft + (1 - alpha) * hard
+'''
+DISTILL_RIGHT = dict(student="torch.log_softmax(student_logits / temperature, dim=1)",
+                     teacher="torch.softmax(teacher_logits / temperature, dim=1)", reduction="batchmean",
+                     t2="temperature**2")
+FACTORS = '''
+def low_rank_factors(weight, rank):
+    u, s, vh = torch.linalg.svd(weight, full_matrices=False)
+    return {first}, {second}
+'''
+FACTORS_RIGHT = dict(first="s[:rank, None] * vh[:rank]", second="u[:, :rank]")
+
+# (what the mistake is, the wrong code, a piece of the message the learner must see or None)
+WRONG = [
+    ("mask: signed values, not magnitudes", MASK.format(**{**MASK_RIGHT, "order": "weight.flatten().argsort()"}),
+     "large negative weight"),
+    ("mask: count rounded down", MASK.format(**{**MASK_RIGHT, "count": "int(sparsity * weight.numel())"}),
+     "round(1.5) is 2"),
+    ("mask: the largest pruned", MASK.format(**{**MASK_RIGHT, "order": "weight.abs().flatten().argsort(descending=True)"}),
+     None),
+    ("mask: True where pruned", MASK.format(**MASK_RIGHT).replace("torch.ones(", "torch.zeros(").replace("] = False", "] = True"),
+     None),
+    ("quantize: 2**(bits-1) levels", QUANT.format(**{**QUANT_RIGHT, "qmax": "2 ** (bits - 1)"}), "not -8 to 8"),
+    ("quantize: scale from the largest value", QUANT.format(**{**QUANT_RIGHT, "scale": "x.max().item()"}),
+     "largest magnitude"),
+    ("quantize: no clamp, no rounding", QUANT.format(**{**QUANT_RIGHT, "q": "x / scale"}), None),
+    ("quantize: truncated, not rounded", QUANT.format(**{**QUANT_RIGHT, "q": "torch.trunc(x / scale)"}), None),
+    ("distill: KL the other way round", DISTILL.format(**{**DISTILL_RIGHT,
+                                                          "student": "torch.log_softmax(teacher_logits / temperature, dim=1)",
+                                                          "teacher": "torch.softmax(student_logits / temperature, dim=1)"}),
+     "KL(student || teacher)"),
+    ("distill: no T squared", DISTILL.format(**{**DISTILL_RIGHT, "t2": "1"}), "T squared"),
+    ("distill: mean over entries", DISTILL.format(**{**DISTILL_RIGHT, "reduction": "mean"}), "batchmean"),
+    ("distill: probabilities as the input", DISTILL.format(**{**DISTILL_RIGHT,
+                                                              "student": "torch.softmax(student_logits / temperature, dim=1)"}),
+     None),
+    ("distill: teacher not softened", DISTILL.format(**{**DISTILL_RIGHT, "teacher": "torch.softmax(teacher_logits, dim=1)"}),
+     None),
+    ("factors: the smallest singular values", FACTORS.format(first="s[-rank:, None] * vh[-rank:]", second="u[:, -rank:]"),
+     "FIRST `rank`"),
+    ("factors: singular values left out", FACTORS.format(**{**FACTORS_RIGHT, "first": "vh[:rank]"}), None),
+    ("factors: shapes swapped", FACTORS.format(first="u[:, :rank].T", second="(s[:rank, None] * vh[:rank]).T"), None),
+]
+
+
+def _function_name(source: str) -> str:
+    return re.search(r"^def (\w+)\(", source, re.M).group(1)
+
+
+@pytest.fixture(scope="module")
+def wrong_runs():
+    """Run the solution, then each wrong answer followed by its check; {mistake: the check cell's outputs}."""
+    nb = nbformat.read(SOLUTION, as_version=4)
+    cells = [c for c in nb.cells if c.cell_type == "code" and "solution-only" not in c.metadata.get("tags", [])]
+    checks = {re.search(r"check_function\(\s*(\w+)", c.source).group(1): c.source
+              for c in cells if "check" in c.metadata.get("tags", [])}
+    checks["low_rank_factors"] = checks.pop("rank_r_product")  # checked through the function that calls it
+    run = [new_code_cell(c.source) for c in cells]
+    positions = {}
+    for mistake, code, _ in WRONG:
+        run.append(new_code_cell(code))
+        positions[mistake] = len(run)
+        run.append(new_code_cell(checks[_function_name(code)]))
+    nb.cells = run
+    NotebookClient(nb, timeout=300, kernel_name="python3", allow_errors=True,
+                   resources={"metadata": {"path": str(SOLUTION.parent)}}).execute()
+    solution_errors = [o for c in run[:len(cells)] for o in c.outputs if o.output_type == "error"]
+    assert not solution_errors, f"the solution itself failed: {solution_errors[0].evalue}"
+    return {mistake: nb.cells[i].outputs for mistake, i in positions.items()}
+
+
+def test_every_exercise_has_wrong_answers():
+    names = {_function_name(code) for _, code, _ in WRONG}
+    assert names == {"magnitude_mask", "quantize_symmetric", "distillation_loss", "low_rank_factors"}
+
+
+@pytest.mark.parametrize("mistake, code, message", WRONG, ids=[w[0] for w in WRONG])
+def test_plausible_wrong_answer_fails_its_check(wrong_runs, mistake, code, message):
+    errors = [o for o in wrong_runs[mistake] if o.output_type == "error"]
+    assert errors, f"the check passed a wrong answer ({mistake})"
+    assert errors[0].ename == "CheckFailed", f"{errors[0].ename}: {errors[0].evalue}"
+    assert "Hint:" in errors[0].evalue
+    if message:
+        assert message in errors[0].evalue, errors[0].evalue
