@@ -103,3 +103,21 @@ def test_build_variants_applies_every_technique_and_leaves_the_baseline_alone():
     assert v["50% units removed, fine-tuned"].model[0].out_features == 32
     with pytest.raises(TypeError, match="baseline"):
         compare.build_variants("model", split)
+
+
+def test_predicted_bytes_and_flops_match_what_is_measured_and_counted():
+    from course_lib import bench
+    from course_lib.compression import quantization, size
+
+    torch.manual_seed(0)
+    base = models.MLP(hidden=[128, 128])
+    x = torch.randn(32, 64)
+    variants = {"fp32": base, "half": models.MLP(hidden=[64, 64])}
+    if quantization.torchao_problem() is None:
+        variants["int8"] = quantization.int8_weight_only(base)
+    pred = compare.predict(variants, batch_size=32)
+    for name, model in variants.items():
+        assert pred[name].memory_bytes == size.memory_bytes(model), name
+    assert pred["fp32"].flops == bench.count_flops(base, x) and pred["half"].flops == bench.count_flops(variants["half"], x)
+    with pytest.raises(ValueError, match="batch_size"):
+        compare.predict(variants, batch_size=0)

@@ -20,7 +20,8 @@ from torch import nn
 from .. import bench, models, train, validate
 from . import distillation, lowrank, pruning, quantization, size
 
-__all__ = ["Variant", "Row", "CONSTRAINTS", "build_variants", "measure", "recommend", "format_rows"]
+__all__ = ["Variant", "Row", "Prediction", "CONSTRAINTS", "build_variants", "predict", "measure", "recommend",
+           "format_rows"]
 
 # constraint -> (Row field it minimises, what it means)
 CONSTRAINTS = {
@@ -63,8 +64,8 @@ def _timed_fit(model: nn.Module, split, epochs: int, lr: float, seed: int, **kwa
 
 
 def build_variants(baseline: nn.Module, split, *, sparsity: float = 0.9, unit_fraction: float = 0.5,
-                   rank: int = 32, student_hidden: int = 64, finetune_epochs: int = 3, student_epochs: int = 10,
-                   lr: float = 1e-3, student_lr: float = 3e-3, seed: int = 0) -> dict[str, Variant]:
+                   rank: int = 32, student_hidden: int = 64, finetune_epochs: int = 5, student_epochs: int = 20,
+                   lr: float = 3e-4, student_lr: float = 3e-3, seed: int = 0) -> dict[str, Variant]:
     """Every technique of module 05 applied to one trained ``baseline`` (an MLP; it is not changed):
     global magnitude pruning at ``sparsity`` then fine-tuning with the masks kept (05.1); ``unit_fraction``
     of the hidden units removed, then fine-tuning (05.1); hidden Linear layers at ``rank``, then
@@ -77,14 +78,15 @@ def build_variants(baseline: nn.Module, split, *, sparsity: float = 0.9, unit_fr
     finetune_epochs = validate.positive_int("finetune_epochs", finetune_epochs)
     student_epochs = validate.positive_int("student_epochs", student_epochs)
     baseline.eval()
+    device = next(baseline.parameters()).device
     out = {"fp32 baseline": Variant(baseline)}
     pruned, t = _timed_fit(pruning.prune_global(pruning.copy_model(baseline), sparsity), split, finetune_epochs, lr,
                            seed)
     out[f"{sparsity:.0%} pruned, fine-tuned"] = Variant(pruning.make_permanent(pruned), t, True)
-    shrunk, t = _timed_fit(pruning.remove_units(baseline, unit_fraction), split, finetune_epochs, lr, seed)
+    shrunk, t = _timed_fit(pruning.remove_units(baseline, unit_fraction).to(device), split, finetune_epochs, lr, seed)
     out[f"{unit_fraction:.0%} units removed, fine-tuned"] = Variant(shrunk, t, True)
     hidden = [name for name, m in baseline.named_modules() if isinstance(m, nn.Linear)][1:-1] or None
-    factored, t = _timed_fit(lowrank.factorize_model(baseline, hidden, rank=rank), split, finetune_epochs, lr, seed)
+    factored, t = _timed_fit(lowrank.factorize_model(baseline, hidden, rank=rank).to(device), split, finetune_epochs, lr, seed)
     out[f"rank {rank}, fine-tuned"] = Variant(factored, t, True)
     if quantization.torchao_problem() is None:
         out["int8 weights (torchao)"] = Variant(quantization.int8_weight_only(baseline))
@@ -92,11 +94,42 @@ def build_variants(baseline: nn.Module, split, *, sparsity: float = 0.9, unit_fr
     in_features = next(m for m in baseline.modules() if isinstance(m, nn.Linear)).in_features
     out_features = [m for m in baseline.modules() if isinstance(m, nn.Linear)][-1].out_features
     torch.manual_seed(seed)
-    student = models.MLP(in_features, student_hidden, out_features)
+    student = models.MLP(in_features, student_hidden, out_features).to(device)
     loss = distillation.DistillationLoss(baseline, temperature=4.0, alpha=0.5)
     student, t = _timed_fit(student, split, student_epochs, student_lr, seed, loss_fn=loss)
     out[f"student, {student_hidden} units, distilled"] = Variant(student, t, True)
     baseline.eval()
+    return out
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """What a variant should cost, by hand: ``memory_bytes`` (4 bytes per fp32 value; int8 weights 1 byte
+    each plus a scale and a zero point per row) and ``flops`` of a forward pass at the batch size
+    (2 x batch x in x out per Linear layer, zeros included: a dense kernel multiplies them too)."""
+
+    memory_bytes: int
+    flops: int
+
+
+def _is_quantized(t: torch.Tensor) -> bool:
+    return type(t) not in (torch.Tensor, nn.Parameter)
+
+
+def predict(variants: Mapping[str, nn.Module | Variant], batch_size: int = 256) -> dict[str, Prediction]:
+    """The analytic cost of each variant (notebook 05.4's predictions, before measuring)."""
+    batch_size = validate.positive_int("batch_size", batch_size)
+    out = {}
+    for name, v in variants.items():
+        model = v.model if isinstance(v, Variant) else v
+        if not isinstance(model, nn.Module):
+            raise TypeError(f"variants[{name!r}] must be a torch.nn.Module, got {type(model).__name__}")
+        linears = [m for m in model.modules() if isinstance(m, nn.Linear)]
+        if any(_is_quantized(m.weight) for m in linears):
+            nbytes = quantization.predicted_int8_bytes(model)
+        else:
+            nbytes = sum(p.numel() * p.element_size() for p in model.parameters())
+        out[name] = Prediction(nbytes, sum(2 * batch_size * m.in_features * m.out_features for m in linears))
     return out
 
 
