@@ -19,6 +19,7 @@ compares with ``memory.meters.measure_peak_memory``.
 """
 from __future__ import annotations
 
+import copy
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -261,19 +262,23 @@ def attention_sweep(lengths: Iterable[int], dim: int = 64, heads: int = 1, batch
 
     One module of each kind (same dimensions; inference, ``torch.no_grad``) runs on a random input of
     shape (batch, n, dim). Time: ``bench.compare_interleaved`` (softmax and linear alternate, low
-    quantile of the rounds). Memory: ``memory.meters.measure_peak_memory`` (live tensor bytes above the
-    input and weights; deterministic on a CPU). FLOPs and bytes come from the formulas.
+    quantile of the rounds). Memory: ``memory.meters.measure_peak_memory`` on a CPU copy (live tensor
+    bytes above the input and weights, counted exactly; a GPU's allocator would add rounding and
+    library workspaces). FLOPs and bytes come from the formulas.
     """
     lengths = validate.int_list("lengths", lengths)
     validate.positive_int("rounds", rounds)
     torch.manual_seed(validate.nonnegative_int("seed", seed))
     mods = {kind: make_attention(kind, dim, heads).to(device).eval() for kind in ATTENTION_KINDS}
+    cpu_mods = {kind: copy.deepcopy(m).cpu() for kind, m in mods.items()}
     out = []
     for n in lengths:
         x = torch.randn(batch, n, dim, device=device)
         calls = {kind: _no_grad_call(m, x) for kind, m in mods.items()}
         timed = bench.compare_interleaved(calls, rounds=rounds, device=device, min_run_time=min_run_time)
-        peak = {kind: measure_peak_memory(call, device=device).increment_bytes for kind, call in calls.items()}
+        x_cpu = x.cpu()  # memory is counted on the CPU: live tensors, exactly, whatever the device
+        peak = {kind: measure_peak_memory(_no_grad_call(cpu_mods[kind], x_cpu), device="cpu").increment_bytes
+                for kind in calls}
         out.append(AttentionPoint(n, timed["softmax"], timed["linear"], peak["softmax"], peak["linear"],
                                   *(attention_flops(k, n, dim, heads, batch) for k in ATTENTION_KINDS),
                                   *(attention_bytes(k, n, dim, heads, batch) for k in ATTENTION_KINDS)))
