@@ -209,10 +209,9 @@ def test_rescaled_units_keep_the_outputs_and_spread_the_rows():
     assert torch.allclose(r(x), m(x), atol=1e-5)
     rows = r[0].weight.abs().amax(1) / m[0].weight.abs().amax(1)
     assert torch.allclose(rows, factors, rtol=1e-5)
-    with pytest.raises(ValueError, match="> 0"):
-        Q.rescale_units(m, -factors)
-    with pytest.raises(ValueError, match="shape"):
-        Q.rescale_units(m, torch.ones(3))
+    for bad in (-factors, torch.ones(3)):
+        with pytest.raises(ValueError, match=r"shape \(16,\) of numbers > 0"):
+            Q.rescale_units(m, bad)
     with pytest.raises(ValueError, match="layer"):
         Q.rescale_units(m, factors, layer=1)
     with pytest.raises(TypeError, match="Sequential"):
@@ -230,7 +229,7 @@ def test_importing_torchao_prints_nothing():
     assert r.returncode == 0 and r.stderr == "", r.stderr
 
 
-def test_missing_or_old_torchao_says_what_to_install(monkeypatch):
+def test_missing_or_old_torchao_says_what_to_install(monkeypatch, capsys):
     import importlib.metadata
 
     def missing(name):
@@ -243,11 +242,13 @@ def test_missing_or_old_torchao_says_what_to_install(monkeypatch):
         assert words in problem and "pip install" in problem and "torchao" in problem
         with pytest.raises(RuntimeError, match="pip install"):
             Q.int8_dynamic(models.MLP())
+        assert Q.torchao_ready() is False and "Skipped" in capsys.readouterr().out
     assert Q._version("0.18.0+cpu") == (0, 18, 0) and Q._version("0.10.0.dev20250101") == (0, 10, 0)
 
 
 @needs_torchao
 def test_int8_copies_are_quarter_size_and_close_to_fp32():
+    assert Q.torchao_ready()
     torch.manual_seed(0)
     m = models.MLP(64, [256, 256], 10).eval()
     x = torch.randn(32, 64)
@@ -272,8 +273,12 @@ def test_compile_timed_and_latency_report_per_shape():
     x = torch.randn(2, 16)
     with torch.no_grad():
         assert torch.allclose(c(x), m(x), atol=1e-5)
-    out = Q.latency({"eager": m, "compiled": c}, [2], 16, rounds=1, min_run_time=0.01)
-    assert set(out) == {2} and set(out[2]) == {"eager", "compiled"} and out[2]["eager"].seconds > 0
+    out = Q.latency({"eager": m, "compiled": c}, [2, 3], 16, threads={2: 1}, rounds=1, min_run_time=0.01)
+    assert set(out) == {2, 3} and set(out[2]) == {"eager", "compiled"} and out[2]["eager"].seconds > 0
+    assert out[2]["eager"].num_threads == 1 and out[3]["eager"].num_threads == torch.get_num_threads()
+    before = torch.get_num_threads()
+    Q.compile_timed(m, [torch.randn(3, 16)], threads=1, backend="eager")
+    assert torch.get_num_threads() == before  # the thread count is restored
     with pytest.raises(TypeError, match="example_inputs"):
         Q.compile_timed(m, [])
     with pytest.raises(ValueError, match="batch_sizes"):
