@@ -33,6 +33,7 @@ _SIMD_FLAGS = {
     "avx512_bf16": "AVX-512 BF16",
     "avx512_fp16": "AVX-512 FP16",
     "avx512_vnni": "AVX-512 VNNI",
+    "avx_vnni": "AVX-VNNI",
     "amx_tile": "AMX",
     "amx_bf16": "AMX BF16",
     "amx_int8": "AMX INT8",
@@ -134,6 +135,12 @@ def _sysctl(name: str) -> str:
         return out.stdout.strip()
     except (OSError, subprocess.SubprocessError):
         return ""
+
+
+def cpu_flags() -> frozenset[str]:
+    """The CPU's raw feature flags as the OS reports them (``/proc/cpuinfo`` on Linux; empty where
+    unknown): for checks finer than ``simd`` names, such as int8 units (notebook 05.2)."""
+    return frozenset(_cpu_model_and_flags()[1])
 
 
 def _cpu_model_and_flags() -> tuple[str, set[str]]:

@@ -122,3 +122,10 @@ def test_cpu_peak_flops_is_cores_clock_and_lanes():
         hardware.cpu_peak_flops(2, -1, "AVX2")
     ghz = hardware.cpu_clock_ghz()
     assert ghz is None or 0.2 < ghz < 7
+
+
+def test_cpu_flags_are_the_raw_names_behind_the_simd_list():
+    flags = hardware.cpu_flags()
+    assert isinstance(flags, frozenset)
+    assert hardware.simd_features(set(flags)) == tuple(n for f, n in hardware._SIMD_FLAGS.items() if f in flags)
+    assert hardware.simd_features({"avx2", "avx_vnni"}) == ("AVX2", "AVX-VNNI")

@@ -580,7 +580,7 @@ def int8_units(flags: set[str] | frozenset[str] | None = None, architecture: str
     PyTorch's int8 product, held below them by ``ONEDNN_MAX_CPU_ISA``) or "unknown" (Arm and others).
     ``flags``: the CPU's flag names (default: this CPU's); ``INT8_EXPECTATIONS`` says what each means."""
     if flags is None:
-        flags = hardware._cpu_model_and_flags()[1]  # raw flag names: avx_vnni is not among hardware's SIMD names
+        flags = hardware.cpu_flags()
     if not isinstance(flags, (set, frozenset)):
         raise TypeError(f"flags must be a set of CPU flag names, got {type(flags).__name__}")
     arch = (architecture or platform.machine()).lower()
