@@ -7,13 +7,10 @@ explanation for that mistake, the message must carry it.
 """
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
-import nbformat
 import pytest
-from nbclient import NotebookClient
-from nbformat.v4 import new_code_cell
+from wrong_answers import assert_check_failed, function_name, run_wrong_answers
 
 ROOT = Path(__file__).resolve().parents[1]
 SOLUTION = ROOT / "solutions" / "05_compression.ipynb"
@@ -82,42 +79,17 @@ WRONG = [
 ]
 
 
-def _function_name(source: str) -> str:
-    return re.search(r"^def (\w+)\(", source, re.M).group(1)
-
-
 @pytest.fixture(scope="module")
 def wrong_runs():
     """Run the solution, then each wrong answer followed by its check; {mistake: the check cell's outputs}."""
-    nb = nbformat.read(SOLUTION, as_version=4)
-    cells = [c for c in nb.cells if c.cell_type == "code" and "solution-only" not in c.metadata.get("tags", [])]
-    checks = {re.search(r"check_function\(\s*(\w+)", c.source).group(1): c.source
-              for c in cells if "check" in c.metadata.get("tags", [])}
-    checks["low_rank_factors"] = checks.pop("rank_r_product")  # checked through the function that calls it
-    run = [new_code_cell(c.source) for c in cells]
-    positions = {}
-    for mistake, code, _ in WRONG:
-        run.append(new_code_cell(code))
-        positions[mistake] = len(run)
-        run.append(new_code_cell(checks[_function_name(code)]))
-    nb.cells = run
-    NotebookClient(nb, timeout=300, kernel_name="python3", allow_errors=True,
-                   resources={"metadata": {"path": str(SOLUTION.parent)}}).execute()
-    solution_errors = [o for c in run[:len(cells)] for o in c.outputs if o.output_type == "error"]
-    assert not solution_errors, f"the solution itself failed: {solution_errors[0].evalue}"
-    return {mistake: nb.cells[i].outputs for mistake, i in positions.items()}
+    return run_wrong_answers(SOLUTION, WRONG, checked_through={"low_rank_factors": "rank_r_product"})
 
 
 def test_every_exercise_has_wrong_answers():
-    names = {_function_name(code) for _, code, _ in WRONG}
+    names = {function_name(code) for _, code, _ in WRONG}
     assert names == {"magnitude_mask", "quantize_symmetric", "distillation_loss", "low_rank_factors"}
 
 
 @pytest.mark.parametrize("mistake, code, message", WRONG, ids=[w[0] for w in WRONG])
 def test_plausible_wrong_answer_fails_its_check(wrong_runs, mistake, code, message):
-    errors = [o for o in wrong_runs[mistake] if o.output_type == "error"]
-    assert errors, f"the check passed a wrong answer ({mistake})"
-    assert errors[0].ename == "CheckFailed", f"{errors[0].ename}: {errors[0].evalue}"
-    assert "Hint:" in errors[0].evalue
-    if message:
-        assert message in errors[0].evalue, errors[0].evalue
+    assert_check_failed(wrong_runs[mistake], mistake, message)

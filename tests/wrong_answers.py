@@ -1,0 +1,53 @@
+"""Shared machinery of the exercise tests (test_exercise_NN.py): run a solution notebook, then each
+plausible wrong answer followed by its check cell, and collect what each check said.
+
+A check cell is a code cell tagged "check" that calls ``checks.check_function(<function>, ...)``.
+"""
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import nbformat
+from nbclient import NotebookClient
+from nbformat.v4 import new_code_cell
+
+
+def function_name(source: str) -> str:
+    return re.search(r"^def (\w+)\(", source, re.M).group(1)
+
+
+def run_wrong_answers(solution: Path, wrong: Sequence[tuple[str, str, str | None]],
+                      checked_through: Mapping[str, str] | None = None) -> dict:
+    """{mistake: the outputs of its check cell} for each (mistake, wrong code, message) in ``wrong``.
+    ``checked_through`` maps a function the learner writes to the function its check cell calls,
+    where the check goes through a wrapper."""
+    nb = nbformat.read(solution, as_version=4)
+    cells = [c for c in nb.cells if c.cell_type == "code" and "solution-only" not in c.metadata.get("tags", [])]
+    checks = {re.search(r"check_function\(\s*(\w+)", c.source).group(1): c.source
+              for c in cells if "check" in c.metadata.get("tags", [])}
+    for written, wrapper in (checked_through or {}).items():
+        checks[written] = checks.pop(wrapper)
+    run = [new_code_cell(c.source) for c in cells]
+    positions = {}
+    for mistake, code, _ in wrong:
+        run.append(new_code_cell(code))
+        positions[mistake] = len(run)
+        run.append(new_code_cell(checks[function_name(code)]))
+    nb.cells = run
+    NotebookClient(nb, timeout=300, kernel_name="python3", allow_errors=True,
+                   resources={"metadata": {"path": str(solution.parent)}}).execute()
+    solution_errors = [o for c in run[:len(cells)] for o in c.outputs if o.output_type == "error"]
+    assert not solution_errors, f"the solution itself failed: {solution_errors[0].evalue}"
+    return {mistake: nb.cells[i].outputs for mistake, i in positions.items()}
+
+
+def assert_check_failed(outputs, mistake: str, message: str | None) -> None:
+    """The check raised CheckFailed with a hint, and the explanation ``message`` where one is expected."""
+    errors = [o for o in outputs if o.output_type == "error"]
+    assert errors, f"the check passed a wrong answer ({mistake})"
+    assert errors[0].ename == "CheckFailed", f"{errors[0].ename}: {errors[0].evalue}"
+    assert "Hint:" in errors[0].evalue
+    if message:
+        assert message in errors[0].evalue, errors[0].evalue
