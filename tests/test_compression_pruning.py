@@ -9,13 +9,7 @@ from torch import nn
 from torch.nn.utils import prune
 
 from course_lib import data, models, train
-from course_lib.compression import pruning
-
-try:  # the lead's part of the package; its tests live elsewhere, these only use it when it is there
-    from course_lib.compression import size
-except ImportError:  # pragma: no cover
-    size = None
-needs_size = pytest.mark.skipif(size is None, reason="course_lib.compression.size is not written yet")
+from course_lib.compression import pruning, size
 
 
 def _mlp(seed: int = 0, hidden=(32, 16)) -> models.MLP:
@@ -257,7 +251,6 @@ def test_useful_flops_and_csr_formula():
         pruning.useful_flops(model, 0)
 
 
-@needs_size
 def test_sizes_zeros_masks_shrunk_and_csr():
     dense = _mlp(hidden=(256, 256))
     masked = pruning.prune_unstructured(pruning.copy_model(dense), 0.5)
