@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from wrong_answers import assert_check_failed, function_name, run_wrong_answers
+from wrong_answers import function_name, wrong_answer_tests
 
 ROOT = Path(__file__).resolve().parents[1]
 SOLUTION = ROOT / "solutions" / "04_training_tricks.ipynb"
@@ -96,20 +96,13 @@ WRONG = [
 ]
 
 
-@pytest.fixture(scope="module")
-def wrong_runs():
-    """Run the solution, then each wrong answer followed by its check; {mistake: the check cell's outputs}."""
-    return run_wrong_answers(SOLUTION, WRONG)
+wrong_runs, test_plausible_wrong_answer_fails_its_check = wrong_answer_tests(SOLUTION, WRONG)
 
 
 def test_every_wrong_answer_has_a_check():
     names = {function_name(code) for _, code, _ in WRONG}
     assert names == {"accumulate_gradients", "loss_scale_step", "topk_with_feedback", "payload_bytes"}
 
-
-@pytest.mark.parametrize("mistake, code, message", WRONG, ids=[w[0] for w in WRONG])
-def test_plausible_wrong_answer_fails_its_check(wrong_runs, mistake, code, message):
-    assert_check_failed(wrong_runs[mistake], mistake, message)
 
 
 def test_checks_compare_tensors_and_show_them_briefly():

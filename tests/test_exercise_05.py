@@ -1,16 +1,10 @@
-"""Exercise 05's checks are real: plausible wrong answers fail them, with the explanation that fits.
-
-The solution notebook runs once in a kernel; then, for each wrong answer below, the function is
-redefined the wrong way and its check cell is run again. Every such check must raise CheckFailed
-(not pass, not ExerciseNotDone, not a traceback from the check itself), and where the check has an
-explanation for that mistake, the message must carry it.
-"""
+"""Exercise 05 (compression): each plausible wrong answer below must fail its check cell with a
+CheckFailed that carries the fitting explanation (the runner is tests/wrong_answers.py)."""
 from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
-from wrong_answers import assert_check_failed, function_name, run_wrong_answers
+from wrong_answers import function_name, wrong_answer_tests
 
 ROOT = Path(__file__).resolve().parents[1]
 SOLUTION = ROOT / "solutions" / "05_compression.ipynb"
@@ -79,17 +73,10 @@ WRONG = [
 ]
 
 
-@pytest.fixture(scope="module")
-def wrong_runs():
-    """Run the solution, then each wrong answer followed by its check; {mistake: the check cell's outputs}."""
-    return run_wrong_answers(SOLUTION, WRONG, checked_through={"low_rank_factors": "rank_r_product"})
+wrong_runs, test_plausible_wrong_answer_fails_its_check = wrong_answer_tests(
+    SOLUTION, WRONG, checked_through={"low_rank_factors": "rank_r_product"})
 
 
 def test_every_exercise_has_wrong_answers():
     names = {function_name(code) for _, code, _ in WRONG}
     assert names == {"magnitude_mask", "quantize_symmetric", "distillation_loss", "low_rank_factors"}
-
-
-@pytest.mark.parametrize("mistake, code, message", WRONG, ids=[w[0] for w in WRONG])
-def test_plausible_wrong_answer_fails_its_check(wrong_runs, mistake, code, message):
-    assert_check_failed(wrong_runs[mistake], mistake, message)

@@ -51,3 +51,20 @@ def assert_check_failed(outputs, mistake: str, message: str | None) -> None:
     assert "Hint:" in errors[0].evalue
     if message:
         assert message in errors[0].evalue, errors[0].evalue
+
+
+def wrong_answer_tests(solution: Path, wrong: Sequence[tuple[str, str, str | None]],
+                       checked_through: Mapping[str, str] | None = None):
+    """The module fixture and the parametrized test an exercise test file needs:
+    ``wrong_runs, test_plausible_wrong_answer_fails_its_check = wrong_answer_tests(SOLUTION, WRONG)``."""
+    import pytest
+
+    @pytest.fixture(scope="module")
+    def wrong_runs():
+        return run_wrong_answers(solution, wrong, checked_through)
+
+    @pytest.mark.parametrize("mistake, code, message", wrong, ids=[w[0] for w in wrong])
+    def test_plausible_wrong_answer_fails_its_check(wrong_runs, mistake, code, message):
+        assert_check_failed(wrong_runs[mistake], mistake, message)
+
+    return wrong_runs, test_plausible_wrong_answer_fails_its_check
