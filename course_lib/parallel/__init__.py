@@ -1,0 +1,43 @@
+"""Training on several processes or machines (module 06: notebooks 06.1-06.5).
+
+==================  ==========================================================================
+``data_parallel``   data parallelism with DDP and sharded data parallelism with ``fully_shard``
+                    (FSDP2): results equal to one process, throughput for 1/2/4 ranks against the
+                    interconnect module's model, memory per rank against the ZeRO formulas
+``pipeline``        model parallelism (layers on different ranks, activations sent between them)
+                    and pipeline parallelism with micro-batches (``torch.distributed.pipelining``,
+                    GPipe and 1F1B); the bubble ``(p - 1) / (m + p - 1)``, measured and predicted
+``tensor_parallel`` one layer split across ranks with DTensor
+``fault_tolerance`` atomic checkpoints (model, optimizer, RNG, data position), sharded ones with
+                    ``torch.distributed.checkpoint``, resuming on the same trajectory, process-group
+                    timeouts and retries
+``train_script``    the training script that runs unchanged under ``torchrun``: one machine or
+                    several, CPU or GPU, restarted after a failure
+``orchestration``   a training job's steps as a small dependency-ordered pipeline with retries and
+                    a record of what ran; the same job for Vertex AI and Kubeflow, as validated text
+``federated``       FedAvg over simulated clients (IID and non-IID), client sampling, bytes sent
+==================  ==========================================================================
+
+The parts load on first use (``parallel.pipeline`` imports ``pipeline``), so importing the package
+stays light; worker functions live in these modules so that spawned ranks can import them.
+"""
+from __future__ import annotations
+
+import importlib
+from types import ModuleType
+
+PARTS = ("data_parallel", "pipeline", "tensor_parallel", "fault_tolerance", "train_script", "orchestration",
+         "federated")
+__all__ = list(PARTS)
+
+
+def __getattr__(name: str) -> ModuleType:
+    if name in PARTS:
+        module = importlib.import_module(f".{name}", __name__)
+        globals()[name] = module
+        return module
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}; its parts are {', '.join(PARTS)}")
+
+
+def __dir__() -> list[str]:
+    return sorted(list(globals()) + list(PARTS))
