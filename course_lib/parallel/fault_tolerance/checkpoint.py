@@ -1,26 +1,5 @@
-"""Fault tolerance: checkpoints that survive a crash, resuming on the same trajectory, timeouts and
-retries (notebook 06.3; the training script of notebook 06.4 builds on it).
-
-    state = capture_state(model, optimizer, {"epoch": 0, "batch": 7, "seed": 0})
-    save_checkpoint(checkpoint_path("runs/ckpt", step=7), state, keep=3)
-    ...                                       # a crash, a restart, fresh objects
-    state = load_latest("runs/ckpt")          # None when there is no checkpoint yet
-    position = restore_state(state, model, optimizer)
-
-A checkpoint holds everything the next step depends on: the model's and the optimizer's state
-dicts, every random number generator (torch, numpy, Python's ``random``, CUDA where present) and the
-data position (epoch, batch, the shuffle seed: :class:`ShuffledBatches` then yields the same
-batches). Writes are atomic (a temporary file in the same directory, flushed and fsynced, then
-``os.replace``), so a process killed mid-write leaves the previous checkpoint as it was. Every file
-carries a SHA-256 digest of its content: a truncated *or* bit-flipped file is refused with
-:class:`CheckpointError` naming it, and :func:`load_latest` falls back to the previous good one.
-Everything loads with ``torch.load(weights_only=True)``: RNG states are stored as tensors and
-plain numbers, never as pickled numpy objects.
-
-Below the core: the worker functions of the notebook's demos (a writer killed mid-write, sharded
-checkpoints with ``torch.distributed.checkpoint`` on 2 ranks, a process-group timeout detecting a
-stuck peer), :func:`retry` with exponential back-off, and the cost model of checkpointing.
-"""
+"""Checkpoint files: what a checkpoint holds, atomic writes, digest-checked loads, falling back past
+corrupt files, the data position (notebook 06.3; notebook 06.4's training script uses them)."""
 from __future__ import annotations
 
 import hashlib
@@ -37,11 +16,11 @@ import numpy as np
 import torch
 from torch import nn
 
-from .. import validate
+from ... import validate
 
 __all__ = ["CheckpointError", "CheckpointWarning", "capture_state", "restore_state", "rng_state", "set_rng_state",
            "save_checkpoint", "load_checkpoint", "load_latest", "checkpoint_path", "list_checkpoints",
-           "prune_checkpoints", "ShuffledBatches", "FORMAT"]
+           "prune_checkpoints", "ShuffledBatches", "FORMAT", "naive_save"]
 
 FORMAT = "course_lib.checkpoint/1"
 _NAME = re.compile(r"^ckpt-(\d+)\.pt$")
@@ -343,3 +322,11 @@ class ShuffledBatches:
         for b in range(start, len(self)):
             sel = idx[b * self.batch_size:(b + 1) * self.batch_size]
             yield b, (self.x[sel], self.y[sel])
+
+
+def naive_save(path: str | os.PathLike, state: Mapping[str, Any]) -> Path:
+    """``torch.save`` straight onto ``path`` (same format as :func:`save_checkpoint`, no temporary file):
+    the unsafe way, for comparison. A kill mid-write leaves a truncated file. Notebook 06.3."""
+    path = _as_path("path", path)
+    torch.save({"format": FORMAT, "sha256": _digest(state), "state": state}, path)
+    return path

@@ -1,0 +1,241 @@
+"""The experiments of notebook 06.3: resuming in a fresh process, a checkpoint writer killed mid-write,
+sharded checkpoints with ``torch.distributed.checkpoint``, a stuck peer detected by a timeout."""
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import random
+
+import numpy as np
+import torch
+from torch import nn
+
+from ... import validate
+from .checkpoint import (CheckpointError, ShuffledBatches, _as_path, _directory, capture_state, checkpoint_path,
+                         load_checkpoint, load_latest, naive_save, restore_state, save_checkpoint)
+
+__all__ = ["training_run", "run_in_child", "killed_write_trial", "dcp_roundtrip", "load_dcp_unsharded",
+           "stuck_peer"]
+
+
+# ----------------------------------------------------------------------------------------------
+# resuming on the same trajectory (notebook 06.3, section "Resume")
+
+def training_run(steps: int, directory: str | os.PathLike | None = None, *, every: int = 0, keep: int = 3,
+                 resume: bool = False, stop_after: int | None = None, seed: int = 0, batch_size: int = 64,
+                 hidden: int = 64, dropout: float = 0.2, lr: float = 3e-3, threads: int = 1,
+                 data: tuple[torch.Tensor, torch.Tensor] | None = None) -> dict:
+    """Train an MLP with dropout on the digits for ``steps`` optimizer steps (``train.train_step``), shuffled
+    by :class:`ShuffledBatches`; checkpoint every ``every`` steps into ``directory``; with ``resume``, start
+    from :func:`load_latest`; ``stop_after`` ends the run early (a crash stand-in). Returns ``{"losses":
+    {step: loss}, "resumed_from": step or None, "skipped": [...]}``. Notebook 06.3 (resume); dropout and
+    shuffling make every generator and the data position matter. ``data``: ``(x, y)`` to train on instead
+    of the digits' training split (passing it to a child process spares it loading scikit-learn)."""
+    from ... import train
+    from ...data import load_digits
+    from ...models import MLP
+
+    steps = validate.positive_int("steps", steps)
+    every = validate.nonnegative_int("every", every)
+    if (every or resume) and directory is None:
+        raise ValueError("directory is needed to checkpoint (every > 0) or to resume")
+    torch.set_num_threads(validate.positive_int("threads", threads))
+    torch.manual_seed(seed)
+    np.random.seed(seed)
+    random.seed(seed)
+    if data is None:
+        split = load_digits(seed=0)
+        data = (split.x_train, split.y_train)
+    stream = ShuffledBatches(data[0], data[1], batch_size, seed)
+    model = MLP(stream.x.shape[1], hidden, 10, dropout=dropout)
+    optimizer = torch.optim.Adam(model.parameters(), lr=lr)
+    pos: dict[str, Any] = {"epoch": 0, "batch": 0, "step": 0, "seed": seed}
+    out: dict[str, Any] = {"losses": {}, "resumed_from": None, "skipped": []}
+    if resume:
+        state = load_latest(directory, report=out["skipped"].append)
+        if state is not None:
+            pos = restore_state(state, model, optimizer)
+            out["resumed_from"] = pos["step"]
+    while pos["step"] < steps:
+        if pos["batch"] >= len(stream):
+            pos.update(epoch=pos["epoch"] + 1, batch=0)
+        for b, batch in stream.batches(pos["epoch"], pos["batch"]):
+            result = train.train_step(model, batch, optimizer)
+            pos.update(batch=b + 1, step=pos["step"] + 1)
+            out["losses"][pos["step"]] = result.loss
+            if every and pos["step"] % every == 0:
+                save_checkpoint(checkpoint_path(directory, pos["step"]), capture_state(model, optimizer, pos),
+                                keep=keep)
+            if pos["step"] >= steps or pos["step"] == stop_after:
+                return out
+    return out
+
+
+def training_run_child(channel: Any, kwargs: dict) -> None:  # pragma: no cover - runs in a child process
+    """``training_run(**kwargs)`` in a fresh process (``procs.Children``); sends the result back."""
+    channel.send(training_run(**kwargs))
+
+
+def run_in_child(kwargs: Mapping[str, Any], timeout: float = 120.0) -> dict:
+    """:func:`training_run` in a new process (nothing carries over from this one but the files), via
+    ``procs.Children``. Notebook 06.3 (resume in a fresh process)."""
+    from ...procs import Children
+
+    with Children("course-train") as kids:
+        kids.start(training_run_child, dict(kwargs))
+        for event in _events_until(kids, timeout, "message"):
+            return event.value
+    raise RuntimeError("unreachable")
+
+
+def _events_until(kids: Any, timeout: float, kind: str) -> Iterator[Any]:
+    import time
+
+    deadline = time.monotonic() + validate.seconds("timeout", timeout)
+    while time.monotonic() < deadline:
+        for event in kids.events(min(0.5, max(0.0, deadline - time.monotonic()))):
+            if event.kind == kind:
+                yield event
+                return
+            if event.kind in ("error", "exit"):
+                raise RuntimeError(f"the child process failed ({event.kind}: {event.value}); its output:\n"
+                                   f"{kids.log_tail(event.index)}")
+    raise TimeoutError(f"the child process sent nothing within {timeout:g} s")
+
+
+# ----------------------------------------------------------------------------------------------
+# a write killed half-way (notebook 06.3, section "Atomic writes")
+
+def _writer_child(channel: Any, path: str, megabytes: float, atomic: bool) -> None:  # pragma: no cover - child
+    state = {"weights": torch.randn(int(megabytes * 2**20) // 4), "position": {"step": 2}}
+    save = save_checkpoint if atomic else naive_save
+    while True:  # overwrite the checkpoint again and again until the parent kills us
+        channel.send("writing")
+        save(path, state)
+
+
+def killed_write_trial(path: str | os.PathLike, megabytes: float, atomic: bool, kill_after: float,
+                       timeout: float = 60.0) -> dict:
+    """Write a good checkpoint (step 1) to ``path``; then a child process overwrites it with a
+    ``megabytes``-sized one (step 2) over and over, and is SIGKILLed ``kill_after`` seconds into a
+    write. Returns ``{"loadable", "step" (1 or 2, None if unloadable), "error"}``. Notebook 06.3."""
+    import time
+
+    from ...procs import Children
+
+    path = _as_path("path", path)
+    megabytes = validate.positive("megabytes", megabytes)
+    kill_after = validate.nonnegative("kill_after", kill_after)
+    save_checkpoint(path, {"weights": torch.zeros(4), "position": {"step": 1}})
+    with Children("course-ckpt-writer") as kids:
+        kids.start(_writer_child, str(path), megabytes, bool(atomic))
+        for _ in _events_until(kids, timeout, "message"):
+            pass
+        for _ in _events_until(kids, timeout, "message"):  # the second write: the server and pages are warm
+            pass
+        time.sleep(kill_after)
+    for tmp in path.parent.glob(f".{path.name}.*.tmp"):  # what the killed writer left behind
+        tmp.unlink(missing_ok=True)
+    try:
+        return {"loadable": True, "step": load_checkpoint(path)["position"]["step"], "error": None}
+    except CheckpointError as exc:
+        return {"loadable": False, "step": None, "error": str(exc)}
+
+
+# ----------------------------------------------------------------------------------------------
+# sharded checkpoints with torch.distributed.checkpoint (notebook 06.3, section "Sharded state")
+
+def _sharded_model(seed: int, hidden: int) -> tuple[nn.Module, torch.optim.Optimizer]:
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import fully_shard
+
+    from ...distributed import rank_info
+    from ...models import MLP
+
+    torch.manual_seed(seed)
+    model = MLP(64, [hidden, hidden], 10)
+    info = rank_info()
+    fully_shard(model, mesh=init_device_mesh(info["device"].type, (info["world_size"],)))
+    return model, torch.optim.Adam(model.parameters(), lr=1e-2)
+
+
+def dcp_roundtrip(directory: str, hidden: int = 256, steps: int = 3) -> dict:
+    """Run inside ``distributed.launch``: an FSDP2 (``fully_shard``) MLP trains ``steps`` steps; its model
+    and optimizer state is saved with ``torch.distributed.checkpoint`` (each rank writes its own shard),
+    loaded into a fresh, differently initialised sharded model, and compared. Returns per rank: bytes
+    of the local shards, whether every tensor came back equal, the next step's loss from the saved and
+    from the restored model, and the full model state (rank 0). Notebook 06.3 (sharded state)."""
+    import torch.distributed as dist
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.state_dict import (StateDictOptions, get_model_state_dict, get_state_dict,
+                                                         set_state_dict)
+
+    from ... import train
+
+    g = torch.Generator().manual_seed(1)
+    x, y = torch.randn(steps + 1, 32, 64, generator=g), torch.randint(0, 10, (steps + 1, 32), generator=g)
+    model, opt = _sharded_model(0, hidden)
+    device = next(model.parameters()).device
+    for s in range(steps):
+        train.train_step(model, (x[s], y[s]), opt, device=device)
+    msd, osd = get_state_dict(model, opt)
+    local = sum(t.to_local().numel() * t.element_size() for t in msd.values() if hasattr(t, "to_local"))
+    dcp.save({"model": msd, "optim": osd}, checkpoint_id=directory)
+    fresh, fresh_opt = _sharded_model(1, hidden)
+    train.train_step(fresh, (x[0], y[0]), fresh_opt, device=device)  # different state everywhere
+    msd2, osd2 = get_state_dict(fresh, fresh_opt)
+    target = {"model": msd2, "optim": osd2}
+    dcp.load(target, checkpoint_id=directory)
+    set_state_dict(fresh, fresh_opt, model_state_dict=target["model"], optim_state_dict=target["optim"])
+    full = get_model_state_dict(model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
+    full2 = get_model_state_dict(fresh, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
+    equal = all(torch.equal(full[k], full2[k]) for k in full) if dist.get_rank() == 0 else True
+    loss_a = train.train_step(model, (x[steps], y[steps]), opt, device=device).loss
+    loss_b = train.train_step(fresh, (x[steps], y[steps]), fresh_opt, device=device).loss
+    return {"rank": dist.get_rank(), "local_bytes": local, "equal": equal, "loss_saved": loss_a,
+            "loss_restored": loss_b, "full": full if dist.get_rank() == 0 else None}
+
+
+def load_dcp_unsharded(directory: str | os.PathLike, hidden: int = 256) -> dict[str, torch.Tensor]:
+    """Load the model part of a :func:`dcp_roundtrip` checkpoint into one ordinary process (no process
+    group): DCP reshards 2 ranks' files onto world size 1. Notebook 06.3."""
+    import torch.distributed.checkpoint as dcp
+
+    from ...models import MLP
+
+    directory = _directory(directory)
+    model = MLP(64, [hidden, hidden], 10)
+    target = {"model": model.state_dict()}
+    dcp.load(target, checkpoint_id=str(directory))
+    return target["model"]
+
+
+# ----------------------------------------------------------------------------------------------
+# a stuck peer, detected by a timeout (notebook 06.3, section "Timeouts")
+
+def stuck_peer(timeouts: list[float]) -> dict:
+    """Run inside ``distributed.launch`` with 2 ranks. For each timeout T, both ranks make a process
+    group with ``timeout=T``; rank 1 then never joins the all-reduce (it waits elsewhere, stuck), and
+    rank 0 measures how long its all-reduce takes to fail. Returns ``{T: (seconds, error type)}`` on
+    rank 0. Notebook 06.3 (process-group timeouts)."""
+    import time
+    from datetime import timedelta
+
+    import torch.distributed as dist
+
+    out = {}
+    for t in timeouts:
+        group = dist.new_group(timeout=timedelta(seconds=validate.seconds("timeout", t)))
+        dist.barrier()
+        if dist.get_rank() == 0:
+            start = time.perf_counter()
+            try:
+                dist.all_reduce(torch.ones(1), group=group)
+                error = None
+            except Exception as exc:  # noqa: BLE001 - the point: which error and when
+                error = type(exc).__name__
+            out[t] = (time.perf_counter() - start, error)
+        dist.barrier()  # rank 1 waits here the whole time: stuck, from rank 0's point of view
+    return out

@@ -1,0 +1,204 @@
+"""Robust communication and what redundancy and checkpoints cost (notebook 06.3, sections "Retries",
+"Redundancy" and "How often to checkpoint").
+
+* :func:`retry` calls a function again after a transient failure, waiting ``backoff * factor**i``
+  before retry ``i + 1``; :func:`retry_schedule` predicts when each attempt starts and
+  :func:`predicted_success_time` when a service that appears after a delay is first reached.
+* :func:`availability`: the chance that at least one of ``copies`` independent replicas survives.
+  :func:`save_replicated` writes one checkpoint to several places, :func:`load_first_good` reads the
+  first that loads.
+* :func:`write_cost_fit` fits ``seconds = fixed + bytes / bandwidth`` to measured checkpoint writes;
+  :func:`young_daly_interval` is the checkpoint interval that minimises the time lost,
+  ``sqrt(2 * write_time * MTBF)``, and :func:`lost_fraction` the fraction lost at any interval.
+"""
+from __future__ import annotations
+
+import math
+import os
+import socket
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from ... import validate
+from .checkpoint import CheckpointError, _as_path, load_checkpoint, save_checkpoint
+
+__all__ = ["retry", "retry_schedule", "predicted_success_time", "DelayedService", "connect", "availability",
+           "save_replicated", "load_first_good", "write_cost_fit", "young_daly_interval", "lost_fraction"]
+
+
+def _exception_types(retry_on: Any) -> tuple[type[BaseException], ...]:
+    kinds = retry_on if isinstance(retry_on, tuple) else (retry_on,)
+    if not kinds or not all(isinstance(k, type) and issubclass(k, BaseException) for k in kinds):
+        raise TypeError(f"retry_on must be an exception class or a tuple of them, got {retry_on!r}")
+    return kinds
+
+
+def retry(fn: Callable[[], Any], attempts: int = 5, backoff: float = 0.1, retry_on: Any = (OSError, TimeoutError),
+          *, factor: float = 2.0, on_retry: Callable[[int, BaseException, float], Any] | None = None,
+          sleep: Callable[[float], Any] = time.sleep) -> Any:
+    """``fn()``, called up to ``attempts`` times while it raises one of ``retry_on``; the wait before retry
+    ``i`` (1, 2, ...) is ``backoff * factor**(i - 1)``. Other exceptions, and the last failure, are
+    raised. ``on_retry(attempt, error, delay)`` is told about each failure. Notebook 06.3 (retries)."""
+    validate.function("fn", fn)
+    attempts = validate.positive_int("attempts", attempts)
+    backoff = validate.nonnegative("backoff", backoff)
+    factor = validate.number("factor", factor, minimum=1.0)
+    kinds = _exception_types(retry_on)
+    for i in range(attempts):
+        try:
+            return fn()
+        except kinds as exc:
+            if i == attempts - 1:
+                raise
+            delay = backoff * factor ** i
+            if on_retry is not None:
+                on_retry(i + 1, exc, delay)
+            sleep(delay)
+    raise AssertionError("unreachable")
+
+
+def retry_schedule(attempts: int, backoff: float, factor: float = 2.0, attempt_s: float = 0.0) -> list[float]:
+    """When each attempt starts (seconds after the first), if each failed attempt takes ``attempt_s``."""
+    attempts = validate.positive_int("attempts", attempts)
+    backoff = validate.nonnegative("backoff", backoff)
+    factor = validate.number("factor", factor, minimum=1.0)
+    attempt_s = validate.nonnegative("attempt_s", attempt_s)
+    starts, t = [], 0.0
+    for i in range(attempts):
+        starts.append(t)
+        t += attempt_s + backoff * factor ** i
+    return starts
+
+
+def predicted_success_time(appears_after: float, attempts: int, backoff: float, factor: float = 2.0,
+                           attempt_s: float = 0.0) -> float | None:
+    """The start of the first attempt at or after ``appears_after`` seconds (None: the retries run out
+    first): when a client with this schedule first reaches a service that comes up late."""
+    appears_after = validate.nonnegative("appears_after", appears_after)
+    return next((t for t in retry_schedule(attempts, backoff, factor, attempt_s) if t >= appears_after), None)
+
+
+class DelayedService:
+    """A TCP server on 127.0.0.1 that starts listening only ``delay`` seconds after :meth:`start`, as a
+    restarted rendezvous store or a parameter server would: until then connections are refused.
+    ``with DelayedService(1.0) as svc: connect(svc.port)``. Notebook 06.3 (retries)."""
+
+    def __init__(self, delay: float):
+        self.delay = validate.nonnegative("delay", delay)
+        probe = socket.socket()
+        probe.bind(("127.0.0.1", 0))  # the OS picks a free port; nobody listens on it until we do
+        self.port = probe.getsockname()[1]
+        probe.close()
+        self._server: socket.socket | None = None
+        self._stop = threading.Event()
+        self.started_at: float | None = None
+
+    def _run(self) -> None:
+        if self._stop.wait(self.delay):
+            return
+        server = socket.socket()
+        server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        server.bind(("127.0.0.1", self.port))
+        server.listen(8)
+        server.settimeout(0.1)
+        self._server = server
+        while not self._stop.is_set():
+            try:
+                conn, _ = server.accept()
+                conn.close()
+            except OSError:
+                continue
+
+    def start(self) -> DelayedService:
+        self.started_at = time.perf_counter()
+        self._thread = threading.Thread(target=self._run, daemon=True, name="course-delayed-service")
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(2.0)
+        if self._server is not None:
+            self._server.close()
+
+    def __enter__(self) -> DelayedService:
+        return self.start()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()
+
+
+def connect(port: int, timeout: float = 1.0) -> float:
+    """Open and close one TCP connection to 127.0.0.1:``port``; return when it succeeded
+    (``time.perf_counter()``). Raises ``ConnectionRefusedError`` (an OSError) while nobody listens."""
+    port = validate.integer("port", port, minimum=1, maximum=65535)
+    with socket.create_connection(("127.0.0.1", port), timeout=validate.seconds("timeout", timeout)):
+        return time.perf_counter()
+
+
+def availability(p_fail: float, copies: int) -> float:
+    """The chance that at least one of ``copies`` replicas survives when each fails independently with
+    probability ``p_fail``: ``1 - p_fail**copies``. Notebook 06.3 (redundancy)."""
+    p_fail = validate.fraction("p_fail", p_fail, allow_zero=True, allow_one=True)
+    return 1.0 - p_fail ** validate.positive_int("copies", copies)
+
+
+def _paths(paths: Any) -> list[Path]:
+    if isinstance(paths, (str, os.PathLike)) or not isinstance(paths, Sequence):
+        raise TypeError(f"paths must be a list of paths, got {type(paths).__name__}")
+    if not paths:
+        raise ValueError("paths must name at least one place")
+    return [_as_path("every entry of paths", p) for p in paths]
+
+
+def save_replicated(paths: Sequence[str | os.PathLike], state: Mapping[str, Any]) -> list[Path]:
+    """:func:`save_checkpoint` the same state to each path (different disks or machines in real life)."""
+    return [save_checkpoint(p, state) for p in _paths(paths)]
+
+
+def load_first_good(paths: Sequence[str | os.PathLike], report: Callable[[str], Any] | None = None) -> dict:
+    """The state of the first of ``paths`` that loads; each failure goes to ``report``. Raises
+    :class:`CheckpointError` (naming every file) when none loads. Notebook 06.3 (redundancy)."""
+    errors = []
+    for p in _paths(paths):
+        try:
+            state = load_checkpoint(p)
+            state["loaded_from"] = str(p)
+            return state
+        except (CheckpointError, OSError) as exc:
+            errors.append(str(exc))
+            if report is not None:
+                report(f"skipped: {exc}")
+    raise CheckpointError("no copy loads: " + "; ".join(errors), _paths(paths)[0])
+
+
+def write_cost_fit(nbytes: Sequence[float], seconds: Sequence[float]) -> tuple[float, float]:
+    """Least-squares ``seconds = fixed + nbytes / bandwidth``; returns ``(fixed_s, bandwidth_bytes_per_s)``.
+    Notebook 06.3 (the cost of a checkpoint)."""
+    if len(nbytes) != len(seconds) or len(nbytes) < 2:
+        raise ValueError("nbytes and seconds need the same length, at least 2")
+    n = len(nbytes)
+    mx, my = sum(nbytes) / n, sum(seconds) / n
+    sxx = sum((x - mx) ** 2 for x in nbytes)
+    if sxx == 0:
+        raise ValueError("nbytes must contain at least two different sizes")
+    slope = sum((x - mx) * (y - my) for x, y in zip(nbytes, seconds)) / sxx
+    if slope <= 0:
+        raise ValueError("the measured write time does not grow with size; measure larger checkpoints")
+    return my - slope * mx, 1.0 / slope
+
+
+def young_daly_interval(write_s: float, mtbf_s: float) -> float:
+    """Young's optimal time between checkpoints, ``sqrt(2 * write_s * mtbf_s)`` (first order; Daly's
+    refinement differs when the write time approaches the MTBF). Notebook 06.3."""
+    return math.sqrt(2 * validate.positive("write_s", write_s) * validate.positive("mtbf_s", mtbf_s))
+
+
+def lost_fraction(interval_s: float, write_s: float, mtbf_s: float) -> float:
+    """The fraction of time lost, to first order: writing (``write_s / interval_s``) plus work redone after a
+    failure (half an interval on average, once per MTBF: ``interval_s / (2 * mtbf_s)``). Notebook 06.3."""
+    interval_s = validate.positive("interval_s", interval_s)
+    return validate.nonnegative("write_s", write_s) / interval_s + interval_s / (2 * validate.positive("mtbf_s", mtbf_s))
