@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 from course_lib import checks, cli, compute, plots, report, widgets
 
@@ -305,3 +306,38 @@ def test_check_largest():
 
     with pytest.raises(checks.ExerciseNotDone, match="not written yet"):
         checks.check_largest(stub, fits, hint="search")
+
+
+def _checkpoint(model, optimizer, step):
+    return {"model": model.state_dict(), "optimizer": optimizer.state_dict(), "rng": torch.get_rng_state(), "step": step}
+
+
+def _resume(checkpoint, model, optimizer):
+    model.load_state_dict(checkpoint["model"])
+    optimizer.load_state_dict(checkpoint["optimizer"])
+    torch.set_rng_state(checkpoint["rng"])
+    return checkpoint["step"]
+
+
+def test_check_resume_passes_a_full_resume_and_leaves_the_callers_generator_alone():
+    torch.manual_seed(42)
+    expected = torch.rand(3)
+    torch.manual_seed(42)
+    assert checks.check_resume(_checkpoint, _resume, quiet=True) == 2
+    assert torch.equal(torch.rand(3), expected)
+
+
+def test_check_resume_names_what_is_missing_and_rejects_bad_setup():
+    def no_rng(checkpoint, model, optimizer):
+        model.load_state_dict(checkpoint["model"])
+        optimizer.load_state_dict(checkpoint["optimizer"])
+        return checkpoint["step"]
+
+    with pytest.raises(checks.CheckFailed, match="random number generator"):
+        checks.check_resume(_checkpoint, no_rng, hint="h")
+    with pytest.raises(checks.ExerciseNotDone, match="not written yet"):
+        checks.check_resume(_checkpoint, lambda c, m, o: (_ for _ in ()).throw(NotImplementedError()))
+    with pytest.raises(TypeError, match="functions you wrote"):
+        checks.check_resume(_checkpoint, None)
+    with pytest.raises(ValueError, match="stops"):
+        checks.check_resume(_checkpoint, _resume, stops=(0,))

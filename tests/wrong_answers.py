@@ -1,7 +1,8 @@
 """Shared machinery of the exercise tests (test_exercise_NN.py): run a solution notebook, then each
 plausible wrong answer followed by its check cell, and collect what each check said.
 
-A check cell is a code cell tagged "check" that calls ``checks.check_function(<function>, ...)``.
+A check cell is a code cell tagged "check" that calls ``checks.check_function(<function>, ...)`` (or
+``checks.check_resume(<function>, ...)``).
 """
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ def run_wrong_answers(solution: Path, wrong: Sequence[tuple[str, str, str | None
     where the check goes through a wrapper."""
     nb = nbformat.read(solution, as_version=4)
     cells = [c for c in nb.cells if c.cell_type == "code" and "solution-only" not in c.metadata.get("tags", [])]
-    checks = {re.search(r"check_function\(\s*(\w+)", c.source).group(1): c.source
+    checks = {re.search(r"check_(?:function|resume)\(\s*(\w+)", c.source).group(1): c.source
               for c in cells if "check" in c.metadata.get("tags", [])}
     for written, wrapper in (checked_through or {}).items():
         checks[written] = checks.pop(wrapper)
