@@ -1,0 +1,467 @@
+"""Orchestration: a training job's steps in dependency order, with retries and a record (notebook 06.4).
+
+    steps = digits_job(steps=30)                      # prepare data -> train -> evaluate -> export
+    record = run_pipeline(steps, "runs/job")          # runs what is missing, retries, writes run_record.json
+    record = run_pipeline(steps, "runs/job")          # again: every step's outputs exist, all skipped
+
+A :class:`Step` names the files it writes (``outputs``, relative to the work directory) and the steps it
+needs (``deps``). :func:`pipeline_order` checks the graph (unknown dependencies and cycles are a
+ValueError naming them) and orders it; :func:`run_pipeline` runs each step, retries a failing one with
+back-off, skips a step whose outputs are all there (unless a step it depends on ran again), and writes what
+happened to a JSON record: step, status, attempts, start and end times, outputs with their sizes, errors.
+
+The same job for managed orchestrators, as text that is checked but never submitted:
+:func:`vertex_custom_job` (a Vertex AI CustomJob: worker pools of machines running the training script
+under torchrun) with :func:`validate_vertex_job`, and :func:`kubeflow_pipeline` (a pipeline spec in the shape
+of Kubeflow Pipelines v2's compiled YAML) with :func:`validate_kubeflow_pipeline`. Inside the "train" step,
+torchrun's elastic agent is the orchestrator of the workers (``train_script.run_torchrun``).
+"""
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .. import validate
+
+__all__ = ["Step", "pipeline_order", "run_pipeline", "flaky", "TransientError", "digits_job", "vertex_custom_job",
+           "validate_vertex_job", "kubeflow_pipeline", "validate_kubeflow_pipeline", "to_yaml",
+           "torchrun_env_from_cluster_spec", "MACHINE_TYPES", "ACCELERATORS"]
+
+RECORD = "run_record.json"
+
+
+# ----------------------------------------------------------------------------------------------
+# the local pipeline
+
+@dataclass(frozen=True)
+class Step:
+    """One step: ``fn(workdir)`` writes ``outputs`` (paths relative to the work directory) after the steps
+    in ``deps`` have run; a failure is tried again up to ``retries`` times, waiting ``retry_delay`` seconds,
+    doubled each time."""
+
+    name: str
+    fn: Callable[[Path], Any]
+    outputs: tuple[str, ...]
+    deps: tuple[str, ...] = ()
+    retries: int = 0
+    retry_delay: float = 0.0
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not self.name:
+            raise TypeError(f"name must be a non-empty string, got {self.name!r}")
+        validate.function("fn", self.fn)
+        for field, value in (("outputs", self.outputs), ("deps", self.deps)):
+            if isinstance(value, str) or not all(isinstance(v, str) for v in value):
+                raise TypeError(f"{field} of step {self.name!r} must be a tuple of strings, got {value!r}")
+        if not self.outputs:
+            raise ValueError(f"step {self.name!r} must name at least one output file (how else to tell it is done?)")
+        validate.nonnegative_int("retries", self.retries)
+        validate.nonnegative("retry_delay", self.retry_delay)
+
+
+def pipeline_order(steps: Sequence[Step]) -> list[str]:
+    """The step names in an order that runs every dependency first (ties keep the given order).
+
+    ValueError for duplicate names, a dependency that is not a step, or a cycle (naming its steps)."""
+    if not isinstance(steps, Sequence) or not all(isinstance(s, Step) for s in steps):
+        raise TypeError("steps must be a list of Step")
+    names = [s.name for s in steps]
+    if len(set(names)) != len(names):
+        raise ValueError(f"step names must be unique, got {names}")
+    for s in steps:
+        unknown = [d for d in s.deps if d not in names]
+        if unknown:
+            raise ValueError(f"step {s.name!r} depends on {unknown}, which are not steps; the steps are {names}")
+    return _topological({s.name: list(s.deps) for s in steps})
+
+
+def _topological(graph: Mapping[str, Sequence[str]]) -> list[str]:
+    """Kahn's algorithm over ``{node: [nodes it depends on]}``; ValueError naming the nodes of a cycle."""
+    left = {n: set(d) for n, d in graph.items()}
+    order: list[str] = []
+    while left:
+        ready = [n for n in graph if n in left and not left[n]]
+        if not ready:
+            raise ValueError(f"the dependencies form a cycle among {sorted(left)}: each of them waits for another")
+        for n in ready:
+            order.append(n)
+            del left[n]
+        for deps in left.values():
+            deps.difference_update(ready)
+    return order
+
+
+class TransientError(ConnectionError):
+    """A failure that may pass when tried again (a network blip, a busy service): what retries are for."""
+
+
+class flaky:  # noqa: N801 - used like a function: flaky(fn, failures=1)
+    """``fn`` made to raise :class:`TransientError` on its first ``failures`` calls (a demo of retries)."""
+
+    def __init__(self, fn: Callable[[Path], Any], failures: int = 1) -> None:
+        self.fn = validate.function("fn", fn)
+        self.failures = validate.nonnegative_int("failures", failures)
+        self.calls = 0
+
+    def __call__(self, workdir: Path) -> Any:
+        self.calls += 1
+        if self.calls <= self.failures:
+            raise TransientError(f"transient failure {self.calls} of {self.failures} (made on purpose)")
+        return self.fn(workdir)
+
+
+def run_pipeline(steps: Sequence[Step], workdir: str | os.PathLike, *, force: Sequence[str] = (),
+                 record: str = RECORD, sleep: Callable[[float], Any] = time.sleep) -> list[dict]:
+    """Run the steps in dependency order in ``workdir``; return and write (``workdir/record``) one entry per
+    step: ``step``, ``status`` ("ran", "skipped": outputs already there, "failed", "blocked": a dependency
+    failed), ``attempts``, ``start``/``end`` (Unix times), ``seconds``, ``outputs`` ({path: bytes}) and
+    ``errors``. A step in ``force`` runs even when its outputs exist. Notebook 06.4."""
+    order = pipeline_order(steps)
+    by_name = {s.name: s for s in steps}
+    unknown = [f for f in force if f not in by_name]
+    if unknown:
+        raise ValueError(f"force names {unknown}, which are not steps; the steps are {order}")
+    workdir = Path(workdir)
+    workdir.mkdir(parents=True, exist_ok=True)
+    status: dict[str, str] = {}
+    entries = []
+    for name in order:
+        step = by_name[name]
+        paths = [workdir / o for o in step.outputs]
+        entry: dict[str, Any] = {"step": name, "deps": list(step.deps), "attempts": 0, "errors": [],
+                                 "start": time.time()}
+        if any(status[d] in ("failed", "blocked") for d in step.deps):
+            entry["status"] = "blocked"
+        elif (name not in force and all(p.exists() for p in paths)
+              and not any(status[d] == "ran" for d in step.deps)):
+            entry["status"] = "skipped"
+        else:
+            for attempt in range(1, step.retries + 2):
+                entry["attempts"] = attempt
+                try:
+                    step.fn(workdir)
+                    missing = [str(p) for p in paths if not p.exists()]
+                    if missing:
+                        raise RuntimeError(f"step {name!r} finished without writing {missing}")
+                    entry["status"] = "ran"
+                    break
+                except Exception as exc:  # noqa: BLE001 - recorded, retried, then reported as "failed"
+                    entry["errors"].append(f"attempt {attempt}: {type(exc).__name__}: {exc}")
+                    entry["status"] = "failed"
+                    if attempt <= step.retries:
+                        sleep(step.retry_delay * 2 ** (attempt - 1))
+        entry["end"] = time.time()
+        entry["seconds"] = entry["end"] - entry["start"]
+        entry["outputs"] = {o: (p.stat().st_size if p.is_file() else None) for o, p in zip(step.outputs, paths)
+                            if p.exists()}
+        status[name] = entry["status"]
+        entries.append(entry)
+    tmp = workdir / (record + ".tmp")
+    tmp.write_text(json.dumps(entries, indent=1))
+    os.replace(tmp, workdir / record)
+    return entries
+
+
+# ----------------------------------------------------------------------------------------------
+# the digits job: prepare data -> train -> evaluate -> export
+
+def _prepare(workdir: Path) -> None:
+    from .train_script import prepare_data
+
+    prepare_data(workdir / "data.pt")
+
+
+def _train_args(workdir: Path, steps: int, extra: Sequence[str]) -> list[str]:
+    return ["--run-dir", str(workdir / "run"), "--data", str(workdir / "data.pt"), "--steps", str(steps), *extra]
+
+
+@dataclass(frozen=True)
+class _Train:
+    steps: int
+    extra: tuple[str, ...]
+    nproc: int
+
+    def __call__(self, workdir: Path) -> None:
+        from . import train_script
+
+        args = _train_args(workdir, self.steps, self.extra)
+        if self.nproc == 1:
+            train_script.main(args)
+        else:  # torchrun's elastic agent runs the workers (and restarts them after a failure)
+            train_script.run_torchrun(args[2:], workdir / "run", nproc_per_node=self.nproc, max_restarts=2)
+
+
+@dataclass(frozen=True)
+class _Evaluate:
+    steps: int
+    hidden: int
+
+    def __call__(self, workdir: Path) -> None:
+        import torch
+
+        from ..train import evaluate
+        from . import fault_tolerance as ft
+        from .train_script import load_data, make_model
+
+        state = ft.load_checkpoint(ft.checkpoint_path(workdir / "run" / "checkpoints", self.steps))
+        model = make_model(self.hidden)
+        model.load_state_dict(state["model"])
+        d = load_data(workdir / "data.pt")
+        metrics = evaluate(model, torch.utils.data.TensorDataset(d["x_test"], d["y_test"]))
+        (workdir / "metrics.json").write_text(json.dumps({"steps": self.steps, **metrics}, indent=1))
+
+
+@dataclass(frozen=True)
+class _Export:
+    steps: int
+    hidden: int
+
+    def __call__(self, workdir: Path) -> None:
+        import torch
+
+        from . import fault_tolerance as ft
+
+        state = ft.load_checkpoint(ft.checkpoint_path(workdir / "run" / "checkpoints", self.steps))
+        tmp = workdir / "model.pt.tmp"
+        torch.save({"state_dict": state["model"], "hidden": self.hidden,
+                    "metrics": json.loads((workdir / "metrics.json").read_text())}, tmp)
+        os.replace(tmp, workdir / "model.pt")
+
+
+def digits_job(steps: int = 30, *, hidden: int = 256, nproc: int = 1, train_args: Sequence[str] = (),
+               retries: int = 2, export_failures: int = 0) -> list[Step]:
+    """The course's training job as four steps: ``prepare`` (data.pt), ``train`` (the training script, in
+    this process for ``nproc == 1``, else under torchrun), ``evaluate`` (metrics.json) and ``export``
+    (model.pt, weights only). ``export_failures`` makes the export fail that many times first, to show a
+    retry. Notebook 06.4."""
+    steps = validate.positive_int("steps", steps)
+    nproc = validate.positive_int("nproc", nproc)
+    extra = ("--hidden", str(validate.positive_int("hidden", hidden)), *train_args)
+    ck = f"run/checkpoints/ckpt-{steps:08d}.pt"
+    export: Callable[[Path], Any] = _Export(steps, hidden)
+    if export_failures:
+        export = flaky(export, export_failures)
+    return [Step("prepare", _prepare, ("data.pt",)),
+            Step("train", _Train(steps, tuple(extra), nproc), (ck,), deps=("prepare",), retries=retries),
+            Step("evaluate", _Evaluate(steps, hidden), ("metrics.json",), deps=("train",)),
+            Step("export", export, ("model.pt",), deps=("evaluate",), retries=retries, retry_delay=0.05)]
+
+
+# ----------------------------------------------------------------------------------------------
+# the same job for Vertex AI: a CustomJob spec
+
+# Machine types and the accelerators each accepts (Vertex AI documentation, "Configure compute resources
+# for custom training"; a selection, not every type). None: CPU only.
+MACHINE_TYPES: dict[str, tuple[str | None, tuple[int, ...]]] = {
+    **{f"n1-standard-{n}": ("N1", (1, 2, 4, 8)) for n in (4, 8, 16, 32, 64, 96)},
+    **{f"n1-highmem-{n}": ("N1", (1, 2, 4, 8)) for n in (2, 4, 8, 16, 32, 64, 96)},
+    **{f"e2-standard-{n}": (None, ()) for n in (4, 8, 16, 32)},
+    **{f"a2-highgpu-{g}g": ("NVIDIA_TESLA_A100", (g,)) for g in (1, 2, 4, 8)},
+    "a2-megagpu-16g": ("NVIDIA_TESLA_A100", (16,)),
+    **{f"a2-ultragpu-{g}g": ("NVIDIA_A100_80GB", (g,)) for g in (1, 2, 4, 8)},
+    "a3-highgpu-8g": ("NVIDIA_H100_80GB", (8,)),
+    "a3-megagpu-8g": ("NVIDIA_H100_MEGA_80GB", (8,)),
+    **{f"g2-standard-{n}": ("NVIDIA_L4", (g,)) for n, g in ((4, 1), (8, 1), (12, 1), (16, 1), (24, 2), (32, 1),
+                                                             (48, 4), (96, 8))},
+}
+N1_GPUS = ("NVIDIA_TESLA_T4", "NVIDIA_TESLA_V100", "NVIDIA_TESLA_P100", "NVIDIA_TESLA_P4")
+ACCELERATORS = tuple(sorted({*N1_GPUS, *(a for a, _ in MACHINE_TYPES.values() if a and a != "N1")}))
+_TORCHRUN_ON_VERTEX = ("torchrun --nnodes=${WORLD_SIZE:-1} --node-rank=${RANK:-0} --nproc-per-node={nproc} "
+                       "--master-addr=${MASTER_ADDR:-127.0.0.1} --master-port=${MASTER_PORT:-29500} --max-restarts=2 "
+                       "-m course_lib.parallel.train_script {args}")
+
+
+def vertex_custom_job(display_name: str, *, image_uri: str, script_args: Sequence[str], machine_type: str = "n1-standard-8",
+                      accelerator_type: str | None = None, accelerator_count: int = 0, replica_count: int = 1,
+                      output_uri: str | None = None) -> dict:
+    """A Vertex AI CustomJob body (REST shape) that runs the training script under torchrun on
+    ``replica_count`` machines: worker pool 0 is the primary replica (1 machine), pool 1 the other
+    ``replica_count - 1``; each machine runs one process per GPU (one process on a CPU machine). Checked
+    with :func:`validate_vertex_job` before it is returned; never submitted. Notebook 06.4."""
+    replica_count = validate.positive_int("replica_count", replica_count)
+    nproc = max(1, validate.nonnegative_int("accelerator_count", accelerator_count))
+    machine: dict[str, Any] = {"machineType": machine_type}
+    if accelerator_type is not None:
+        machine.update(acceleratorType=accelerator_type, acceleratorCount=accelerator_count)
+    command = _TORCHRUN_ON_VERTEX.replace("{nproc}", str(nproc)).replace("{args}", shlex.join(script_args))
+    pool = {"machineSpec": machine, "diskSpec": {"bootDiskType": "pd-ssd", "bootDiskSizeGb": 100},
+            "containerSpec": {"imageUri": image_uri, "command": ["sh", "-c", command]}}
+    pools = [{**pool, "replicaCount": 1}]
+    if replica_count > 1:
+        pools.append({**pool, "replicaCount": replica_count - 1})
+    job: dict[str, Any] = {"displayName": display_name, "jobSpec": {"workerPoolSpecs": pools}}
+    if output_uri is not None:
+        job["jobSpec"]["baseOutputDirectory"] = {"outputUriPrefix": output_uri}
+    validate_vertex_job(job)
+    return job
+
+
+def validate_vertex_job(job: Mapping[str, Any]) -> None:
+    """Check a CustomJob body; ValueError listing every problem (missing fields, the primary pool's
+    replicaCount, unknown machine or accelerator names with the valid ones, an accelerator the machine type
+    does not take, a container or Python package spec that is missing or incomplete). Notebook 06.4."""
+    problems: list[str] = []
+    if not isinstance(job, Mapping):
+        raise TypeError(f"job must be a dict, got {type(job).__name__}")
+    if not isinstance(job.get("displayName"), str) or not job.get("displayName"):
+        problems.append("displayName is missing")
+    pools = job.get("jobSpec", {}).get("workerPoolSpecs") if isinstance(job.get("jobSpec"), Mapping) else None
+    if not isinstance(pools, list) or not pools:
+        problems.append("jobSpec.workerPoolSpecs must be a non-empty list")
+        pools = []
+    if len(pools) > 4:
+        problems.append(f"at most 4 worker pools (primary, workers, parameter servers, evaluators), got {len(pools)}")
+    for i, pool in enumerate(pools):
+        where = f"workerPoolSpecs[{i}]"
+        if not isinstance(pool, Mapping):
+            problems.append(f"{where} must be a dict")
+            continue
+        count = pool.get("replicaCount")
+        if not isinstance(count, int) or count < 1 or (i == 0 and count != 1):
+            problems.append(f"{where}.replicaCount must be {'1 (the primary replica)' if i == 0 else 'a positive int'}, "
+                            f"got {count!r}")
+        spec = pool.get("machineSpec", {})
+        mtype, acc, n = spec.get("machineType"), spec.get("acceleratorType"), spec.get("acceleratorCount", 0)
+        if mtype not in MACHINE_TYPES:
+            problems.append(f"{where}.machineSpec.machineType {mtype!r} is not a known machine type; valid: "
+                            f"{', '.join(MACHINE_TYPES)}")
+        elif acc is not None:
+            family, counts = MACHINE_TYPES[mtype]
+            allowed = N1_GPUS if family == "N1" else (family,) if family else ()
+            if acc not in ACCELERATORS:
+                problems.append(f"{where}.machineSpec.acceleratorType {acc!r} is unknown; valid: {', '.join(ACCELERATORS)}")
+            elif acc not in allowed:
+                problems.append(f"{where}: {mtype} does not take {acc}; it takes {', '.join(allowed) or 'no accelerator'}")
+            elif n not in counts:
+                problems.append(f"{where}.machineSpec.acceleratorCount must be one of {counts} for {mtype}, got {n!r}")
+        containers = [k for k in ("containerSpec", "pythonPackageSpec") if k in pool]
+        if len(containers) != 1:
+            problems.append(f"{where} needs exactly one of containerSpec or pythonPackageSpec, got {containers}")
+        elif containers[0] == "containerSpec" and not pool["containerSpec"].get("imageUri"):
+            problems.append(f"{where}.containerSpec.imageUri is missing")
+        elif containers[0] == "pythonPackageSpec":
+            pkg = pool["pythonPackageSpec"]
+            for key in ("executorImageUri", "packageUris", "pythonModule"):
+                if not pkg.get(key):
+                    problems.append(f"{where}.pythonPackageSpec.{key} is missing")
+    if problems:
+        raise ValueError("invalid Vertex AI CustomJob:\n- " + "\n- ".join(problems))
+
+
+def torchrun_env_from_cluster_spec(cluster_spec: str | Mapping[str, Any]) -> dict[str, str]:
+    """MASTER_ADDR, MASTER_PORT, NNODES and NODE_RANK for torchrun from Vertex AI's ``CLUSTER_SPEC`` (what a
+    container of your own derives when nothing else sets them): the primary replica (workerpool0) is the
+    master, pool 1's replica i is node 1 + i. Notebook 06.4."""
+    spec = json.loads(cluster_spec) if isinstance(cluster_spec, str) else dict(cluster_spec)
+    try:
+        cluster, task = spec["cluster"], spec["task"]
+        primary = cluster["workerpool0"][0]
+        workers = cluster.get("workerpool1", [])
+        kind, index = task["type"], int(task["index"])
+    except (KeyError, IndexError, TypeError) as exc:
+        raise ValueError(f"cluster_spec needs cluster.workerpool0 and task.type/index, got {spec!r} ({exc})") from None
+    if kind not in ("workerpool0", "workerpool1"):
+        raise ValueError(f"task.type must be workerpool0 or workerpool1 for torchrun, got {kind!r}")
+    host, _, port = primary.rpartition(":")
+    return {"MASTER_ADDR": host, "MASTER_PORT": port, "NNODES": str(1 + len(workers)),
+            "NODE_RANK": str(0 if kind == "workerpool0" else 1 + index)}
+
+
+# ----------------------------------------------------------------------------------------------
+# the same job for Kubeflow Pipelines: a pipeline spec (YAML)
+
+def kubeflow_pipeline(steps: Sequence[Step], *, name: str, image: str, accelerator: str | None = None,
+                      gpus: int = 0) -> dict:
+    """A pipeline spec in the shape of Kubeflow Pipelines v2's compiled YAML: one task per step, its
+    ``dependentTasks`` from the step's deps, ``retryPolicy`` from its retries, one container executor per
+    step (``python -m course_lib.parallel.orchestration --step <name>``); the train step gets
+    ``accelerator`` x ``gpus``. Checked by :func:`validate_kubeflow_pipeline`; never submitted. Notebook 06.4."""
+    pipeline_order(steps)
+    tasks, components, executors = {}, {}, {}
+    for s in steps:
+        task: dict[str, Any] = {"taskInfo": {"name": s.name}, "componentRef": {"name": f"comp-{s.name}"}}
+        if s.deps:
+            task["dependentTasks"] = list(s.deps)
+        if s.retries:
+            task["retryPolicy"] = {"maxRetryCount": s.retries, "backoffDuration": f"{max(1, round(s.retry_delay))}s"}
+        tasks[s.name] = task
+        components[f"comp-{s.name}"] = {"executorLabel": f"exec-{s.name}"}
+        container: dict[str, Any] = {"image": image, "command": ["python", "-m", "course_lib.parallel.orchestration"],
+                                     "args": ["--step", s.name, "--workdir", "/gcs/pipeline-root/job"]}
+        if s.name == "train" and accelerator is not None:
+            container["resources"] = {"accelerator": {"type": accelerator, "count": str(gpus)}}
+        executors[f"exec-{s.name}"] = {"container": container}
+    spec = {"pipelineInfo": {"name": name}, "schemaVersion": "2.1.0", "root": {"dag": {"tasks": tasks}},
+            "components": components, "deploymentSpec": {"executors": executors}}
+    validate_kubeflow_pipeline(spec)
+    return spec
+
+
+def validate_kubeflow_pipeline(spec: Mapping[str, Any]) -> list[str]:
+    """Check a pipeline spec (a dict, or YAML text); return the task order. ValueError for a missing field,
+    a task whose component or executor does not exist, a dependency that is not a task, a cycle, or an
+    accelerator not in :data:`ACCELERATORS` (listing them). Notebook 06.4."""
+    if isinstance(spec, str):
+        import yaml
+
+        spec = yaml.safe_load(spec)
+    if not isinstance(spec, Mapping):
+        raise TypeError(f"spec must be a dict or YAML text, got {type(spec).__name__}")
+    for key in ("pipelineInfo", "root", "components", "deploymentSpec", "schemaVersion"):
+        if key not in spec:
+            raise ValueError(f"pipeline spec is missing {key!r}")
+    if not spec["pipelineInfo"].get("name"):
+        raise ValueError("pipelineInfo.name is missing")
+    tasks = spec["root"].get("dag", {}).get("tasks")
+    if not isinstance(tasks, Mapping) or not tasks:
+        raise ValueError("root.dag.tasks must name at least one task")
+    executors = spec["deploymentSpec"].get("executors", {})
+    graph = {}
+    for name, task in tasks.items():
+        comp = task.get("componentRef", {}).get("name")
+        if comp not in spec["components"]:
+            raise ValueError(f"task {name!r} refers to component {comp!r}, which is not in components")
+        label = spec["components"][comp].get("executorLabel")
+        container = executors.get(label, {}).get("container")
+        if not container or not container.get("image"):
+            raise ValueError(f"component {comp!r}: executor {label!r} is missing or has no container image")
+        acc = container.get("resources", {}).get("accelerator", {}).get("type")
+        if acc is not None and acc not in ACCELERATORS:
+            raise ValueError(f"task {name!r} asks for accelerator {acc!r}; valid: {', '.join(ACCELERATORS)}")
+        unknown = [d for d in task.get("dependentTasks", []) if d not in tasks]
+        if unknown:
+            raise ValueError(f"task {name!r} depends on {unknown}, which are not tasks; the tasks are {list(tasks)}")
+        graph[name] = list(task.get("dependentTasks", []))
+    return _topological(graph)
+
+
+def to_yaml(spec: Mapping[str, Any]) -> str:
+    """``spec`` as YAML text (PyYAML), keys in the order given."""
+    import yaml
+
+    return yaml.safe_dump(dict(spec), sort_keys=False, width=110)
+
+
+def _main(argv: Sequence[str] | None = None) -> None:
+    """Run one step of :func:`digits_job` (what each Kubeflow container runs)."""
+    import argparse
+
+    p = argparse.ArgumentParser(prog="python -m course_lib.parallel.orchestration",
+                                description="Run one step of the digits job (prepare, train, evaluate, export).")
+    p.add_argument("--step", required=True, choices=["prepare", "train", "evaluate", "export"])
+    p.add_argument("--workdir", required=True, help="storage every step sees (e.g. a mounted bucket)")
+    p.add_argument("--steps", type=int, default=30, help="training steps")
+    args = p.parse_args(argv)
+    step = {s.name: s for s in digits_job(args.steps)}[args.step]
+    Path(args.workdir).mkdir(parents=True, exist_ok=True)
+    step.fn(Path(args.workdir))
+
+
+if __name__ == "__main__":
+    _main()

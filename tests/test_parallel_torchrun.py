@@ -1,0 +1,252 @@
+"""The torchrun training script and the orchestration helpers (notebook 06.4).
+
+One multi-process test (a worker killed under torchrun, the job restarted and finished on the same curve):
+what no single process can show. Everything else runs in this process.
+"""
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+import yaml
+
+from course_lib import procs
+from course_lib.parallel import orchestration as orch
+from course_lib.parallel import train_script as ts
+
+
+@pytest.fixture(scope="module")
+def data_file(tmp_path_factory):
+    return ts.prepare_data(tmp_path_factory.mktemp("data") / "data.pt")
+
+
+def _script(data_file, steps, *extra):
+    return ["--data", str(data_file), "--steps", str(steps), "--checkpoint-every", "5", "--hidden", "32", *extra]
+
+
+def _args(data_file, run_dir, steps, *extra):
+    return ["--run-dir", str(run_dir), *_script(data_file, steps, *extra)]
+
+
+# ----------------------------------------------------------------------------------------------
+# the script
+
+def test_batches_depend_on_the_step_only_and_cover_an_epoch():
+    a = [ts.batch_indices(s, 100, 20, seed=3) for s in range(5)]
+    assert all(torch.equal(x, ts.batch_indices(s, 100, 20, seed=3)) for s, x in enumerate(a))
+    assert sorted(torch.cat(a).tolist()) == list(range(100))  # one epoch: every example once
+    assert not torch.equal(ts.batch_indices(5, 100, 20, seed=3), a[0])  # the next epoch is shuffled anew
+    with pytest.raises(ValueError, match="batch_size"):
+        ts.batch_indices(0, 10, 11, seed=0)
+    with pytest.raises(ValueError, match="step"):
+        ts.batch_indices(-1, 10, 5, seed=0)
+
+
+def test_bad_arguments_name_themselves(tmp_path):
+    with pytest.raises(ValueError, match="steps"):
+        ts.parse_args(["--run-dir", str(tmp_path), "--steps", "0"])
+    with pytest.raises(ValueError, match="timeout"):
+        ts.parse_args(["--run-dir", str(tmp_path), "--timeout", "-1"])
+    with pytest.raises(ValueError, match="does not exist"):
+        ts.load_data(tmp_path / "missing.pt")
+    with pytest.raises(ValueError, match="no log for rank 3"):
+        ts.read_log(tmp_path, 3)
+
+
+def test_a_resumed_run_continues_the_same_trajectory(data_file, tmp_path):
+    """10 steps, stop, start again to 20: the same 20 losses as one run of 20 (one process, no torchrun)."""
+    ts.main(_args(data_file, tmp_path / "full", 20))
+    ts.main(_args(data_file, tmp_path / "cut", 10))
+    summary = ts.main(_args(data_file, tmp_path / "cut", 20))
+    assert summary["resumed_from"] == 10 and summary["world_size"] == 1
+    assert ts.loss_curve(tmp_path / "cut") == ts.loss_curve(tmp_path / "full")
+    assert ts.redone_steps(tmp_path / "cut") == []
+    starts = [r for r in ts.read_log(tmp_path / "cut") if r.get("event") == "start"]
+    assert [r["resumed_from"] for r in starts] == [0, 10] and starts[0]["backend"] == "gloo"
+
+
+def test_loss_curve_keeps_the_latest_value_of_a_redone_step(tmp_path):
+    lines = [{"step": 0, "loss": 3.0, "attempt": 0}, {"step": 1, "loss": 2.0, "attempt": 0},
+             {"step": 1, "loss": 2.5, "attempt": 1}, {"step": 2, "loss": 1.0, "attempt": 1}]
+    (tmp_path / "rank0.jsonl").write_text("\n".join(json.dumps(x) for x in lines) + '\n{"step": 3, "lo')
+    assert ts.loss_curve(tmp_path) == [3.0, 2.5, 1.0]  # the line cut short by a kill is skipped
+    assert ts.redone_steps(tmp_path) == [1]
+
+
+def test_torchrun_arguments():
+    single = ts.torchrun_args(["--run-dir", "r"], nproc_per_node=2, max_restarts=2)
+    assert single[:3] == ["--standalone", "--nproc-per-node=2", "--max-restarts=2"]
+    assert single[-4:] == ["-m", "course_lib.parallel.train_script", "--run-dir", "r"]
+    multi = ts.torchrun_args([], nnodes=2, rdzv_endpoint="10.0.0.1:29400", is_host=False)
+    assert "--nnodes=2" in multi and "--rdzv-backend=c10d" in multi and "--rdzv-conf=join_timeout=60,is_host=0" in multi
+    with pytest.raises(ValueError, match="rdzv_endpoint"):
+        ts.torchrun_args([], nnodes=2)
+    with pytest.raises(TypeError, match="script_args"):
+        ts.torchrun_args("--run-dir r")
+    with pytest.raises(ValueError, match="kill_rank must be a rank"):
+        ts.run_torchrun([], "unused", nproc_per_node=2, kill_rank=2, kill_after_step=1)
+    with pytest.raises(ValueError, match="both"):
+        ts.run_torchrun([], "unused", kill_rank=1)
+
+
+def test_help_documents_the_multi_machine_commands(capsys):
+    with pytest.raises(SystemExit):
+        ts.parse_args(["--help"])
+    text = capsys.readouterr().out
+    for needle in ("--rdzv-endpoint", "firewall", "NCCL_SOCKET_IFNAME", "CLUSTER_SPEC", "MASTER_ADDR", "Vertex AI"):
+        assert needle in text
+
+
+def test_a_killed_worker_is_restarted_and_the_curve_is_unchanged(data_file, tmp_path):
+    """torchrun --standalone --nproc-per-node=2 --max-restarts=2; rank 1 gets SIGKILL after step 7."""
+    ts.main(_args(data_file, tmp_path / "one", 16))
+    result = ts.run_torchrun(_script(data_file, 16, "--step-delay", "0.05"), tmp_path / "killed", nproc_per_node=2, max_restarts=2, kill_rank=1, kill_after_step=7,
+                             timeout=240)
+    summary = ts.restart_summary(result)
+    assert result.attempts == 2 and result.kill["step"] >= 7, result.kill
+    assert summary["resumed_from"] in (5, 10) and 1 <= summary["redone"] <= 6, summary
+    one = ts.loss_curve(tmp_path / "one")
+    assert len(result.curve) == 16
+    assert max(abs(a - b) for a, b in zip(result.curve, one)) <= 1e-5 * max(one)
+    assert not procs.leftover_processes()
+
+
+# ----------------------------------------------------------------------------------------------
+# the pipeline
+
+def _writer(name):
+    def write(workdir):
+        (workdir / name).write_text(name)
+    write.__name__ = f"write_{name}"
+    return write
+
+
+def _steps(**over):
+    steps = {"a": orch.Step("a", _writer("a.txt"), ("a.txt",)),
+             "b": orch.Step("b", _writer("b.txt"), ("b.txt",), deps=("a",)),
+             "c": orch.Step("c", _writer("c.txt"), ("c.txt",), deps=("a",)),
+             "d": orch.Step("d", _writer("d.txt"), ("d.txt",), deps=("b", "c"))}
+    steps.update(over)
+    return list(steps.values())
+
+
+def test_order_puts_dependencies_first_and_refuses_bad_graphs():
+    assert orch.pipeline_order(_steps()[::-1]) == ["a", "c", "b", "d"]
+    with pytest.raises(ValueError, match="cycle among \\['a', 'b', 'c', 'd'\\]"):
+        orch.pipeline_order(_steps(a=orch.Step("a", _writer("a.txt"), ("a.txt",), deps=("d",))))
+    with pytest.raises(ValueError, match="depends on \\['z'\\], which are not steps"):
+        orch.pipeline_order(_steps(b=orch.Step("b", _writer("b.txt"), ("b.txt",), deps=("z",))))
+    with pytest.raises(ValueError, match="unique"):
+        orch.pipeline_order(_steps() + [orch.Step("a", _writer("x"), ("x",))])
+    with pytest.raises(ValueError, match="at least one output"):
+        orch.Step("a", _writer("a"), ())
+    with pytest.raises(TypeError, match="outputs"):
+        orch.Step("a", _writer("a"), "a.txt")
+
+
+def test_retries_skips_and_the_record(tmp_path):
+    flaky = orch.flaky(_writer("b.txt"), failures=2)
+    sleeps = []
+    steps = _steps(b=orch.Step("b", flaky, ("b.txt",), deps=("a",), retries=2, retry_delay=0.5))
+    first = orch.run_pipeline(steps, tmp_path, sleep=sleeps.append)
+    assert [e["status"] for e in first] == ["ran"] * 4 and first[1]["attempts"] == 3 and sleeps == [0.5, 1.0]
+    assert "TransientError" in first[1]["errors"][0] and first[1]["outputs"] == {"b.txt": 5}
+    assert json.loads((tmp_path / "run_record.json").read_text()) == first
+    assert [e["status"] for e in orch.run_pipeline(steps, tmp_path)] == ["skipped"] * 4
+    (tmp_path / "c.txt").unlink()  # c runs again, so d (which depends on it) does too; b does not
+    assert [e["status"] for e in orch.run_pipeline(steps, tmp_path)] == ["skipped", "skipped", "ran", "ran"]
+    assert [e["status"] for e in orch.run_pipeline(steps, tmp_path, force=["a"])] == ["ran"] * 4
+    with pytest.raises(ValueError, match="force"):
+        orch.run_pipeline(steps, tmp_path, force=["zz"])
+
+
+def test_a_step_that_keeps_failing_blocks_its_dependents(tmp_path):
+    steps = _steps(c=orch.Step("c", orch.flaky(_writer("c.txt"), failures=5), ("c.txt",), deps=("a",), retries=1))
+    record = {e["step"]: e for e in orch.run_pipeline(steps, tmp_path, sleep=lambda s: None)}
+    assert record["c"]["status"] == "failed" and record["c"]["attempts"] == 2 and len(record["c"]["errors"]) == 2
+    assert record["d"]["status"] == "blocked" and record["b"]["status"] == "ran"
+    missing = orch.Step("a", lambda workdir: None, ("never.txt",))
+    assert orch.run_pipeline([missing], tmp_path)[0]["errors"][0].endswith("without writing ['" +
+                                                                           str(tmp_path / "never.txt") + "']")
+
+
+def test_the_digits_job_runs_in_this_process(tmp_path):
+    record = orch.run_pipeline(orch.digits_job(5, hidden=16, export_failures=1), tmp_path)
+    assert [(e["step"], e["status"]) for e in record] == [("prepare", "ran"), ("train", "ran"), ("evaluate", "ran"),
+                                                          ("export", "ran")]
+    assert record[-1]["attempts"] == 2
+    metrics = json.loads((tmp_path / "metrics.json").read_text())
+    assert metrics["steps"] == 5 and 0.0 < metrics["acc"] <= 1.0
+    assert set(torch.load(tmp_path / "model.pt", weights_only=True)) == {"state_dict", "hidden", "metrics"}
+
+
+# ----------------------------------------------------------------------------------------------
+# the managed versions, as text
+
+def test_vertex_job_is_built_and_checked():
+    job = orch.vertex_custom_job("j", image_uri="img", script_args=["--run-dir", "/gcs/b/r"],
+                                 machine_type="a2-highgpu-4g", accelerator_type="NVIDIA_TESLA_A100",
+                                 accelerator_count=4, replica_count=3)
+    pools = job["jobSpec"]["workerPoolSpecs"]
+    assert [p["replicaCount"] for p in pools] == [1, 2]
+    assert "--nproc-per-node=4" in pools[0]["containerSpec"]["command"][-1]
+    cpu_only = orch.vertex_custom_job("j", image_uri="img", script_args=[])
+    assert len(cpu_only["jobSpec"]["workerPoolSpecs"]) == 1
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda j: j.pop("displayName"), "displayName"),
+    (lambda j: j["jobSpec"]["workerPoolSpecs"][0].update(replicaCount=2), "primary replica"),
+    (lambda j: j["jobSpec"]["workerPoolSpecs"][0]["machineSpec"].update(machineType="n9-huge"), "valid: n1-standard-4"),
+    (lambda j: j["jobSpec"]["workerPoolSpecs"][0]["machineSpec"].update(acceleratorType="NVIDIA_GTX_1080"),
+     "is unknown; valid: NVIDIA_A100_80GB"),
+    (lambda j: j["jobSpec"]["workerPoolSpecs"][0]["machineSpec"].update(acceleratorCount=3), "one of \\(1, 2, 4, 8\\)"),
+    (lambda j: j["jobSpec"]["workerPoolSpecs"][0].pop("containerSpec"), "exactly one of containerSpec"),
+    (lambda j: j["jobSpec"]["workerPoolSpecs"][0].update(
+        pythonPackageSpec={"executorImageUri": "x"}) or j["jobSpec"]["workerPoolSpecs"][0].pop("containerSpec"),
+     "pythonPackageSpec.packageUris is missing"),
+    (lambda j: j["jobSpec"].update(workerPoolSpecs=[]), "non-empty list"),
+])
+def test_vertex_job_problems_are_named(change, message):
+    job = orch.vertex_custom_job("j", image_uri="img", script_args=[], machine_type="n1-standard-8",
+                                 accelerator_type="NVIDIA_TESLA_T4", accelerator_count=1)
+    change(job)
+    with pytest.raises(ValueError, match=message):
+        orch.validate_vertex_job(job)
+
+
+def test_cluster_spec_gives_torchrun_its_place():
+    spec = {"cluster": {"workerpool0": ["m:2222"], "workerpool1": ["w0:2222", "w1:2222"]},
+            "task": {"type": "workerpool0", "index": 0}}
+    assert orch.torchrun_env_from_cluster_spec(spec) == {"MASTER_ADDR": "m", "MASTER_PORT": "2222", "NNODES": "3",
+                                                         "NODE_RANK": "0"}
+    spec["task"] = {"type": "workerpool1", "index": 0}
+    assert orch.torchrun_env_from_cluster_spec(json.dumps(spec))["NODE_RANK"] == "1"
+    with pytest.raises(ValueError, match="workerpool0"):
+        orch.torchrun_env_from_cluster_spec({"cluster": {}, "task": {"type": "workerpool0", "index": 0}})
+    spec["task"] = {"type": "workerpool2", "index": 0}
+    with pytest.raises(ValueError, match="task.type"):
+        orch.torchrun_env_from_cluster_spec(spec)
+
+
+def test_kubeflow_spec_round_trips_and_problems_are_named():
+    spec = orch.kubeflow_pipeline(orch.digits_job(5), name="p", image="img", accelerator="NVIDIA_L4", gpus=1)
+    text = orch.to_yaml(spec)
+    assert yaml.safe_load(text) == spec
+    assert orch.validate_kubeflow_pipeline(text) == ["prepare", "train", "evaluate", "export"]
+    assert spec["root"]["dag"]["tasks"]["train"]["retryPolicy"]["maxRetryCount"] == 2
+    cases = [(lambda s: s.pop("deploymentSpec"), "missing 'deploymentSpec'"),
+             (lambda s: s["components"].pop("comp-train"), "component 'comp-train'"),
+             (lambda s: s["root"]["dag"]["tasks"]["train"].update(dependentTasks=["nope"]), "not tasks"),
+             (lambda s: s["root"]["dag"]["tasks"]["prepare"].update(dependentTasks=["export"]), "cycle"),
+             (lambda s: s["deploymentSpec"]["executors"]["exec-train"]["container"]["resources"]["accelerator"]
+              .update(type="TPU_V9"), "valid: NVIDIA"),
+             (lambda s: s["deploymentSpec"]["executors"]["exec-export"]["container"].pop("image"), "no container image")]
+    for change, message in cases:
+        broken = yaml.safe_load(text)
+        change(broken)
+        with pytest.raises(ValueError, match=message):
+            orch.validate_kubeflow_pipeline(broken)
+    with pytest.raises(ValueError, match="cycle"):
+        orch.kubeflow_pipeline(_steps(a=orch.Step("a", _writer("a.txt"), ("a.txt",), deps=("d",))), name="p", image="i")
