@@ -201,6 +201,27 @@ def prune_checkpoints(directory: str | os.PathLike, keep: int) -> list[Path]:
     return old
 
 
+def _blob(state: Mapping[str, Any]) -> dict:
+    """What a checkpoint file stores: the state with its format and SHA-256 digest."""
+    return {"format": FORMAT, "sha256": _digest(state), "state": state}
+
+
+def _write_atomic(path: Path, blob: dict) -> None:
+    """Temporary file in the same directory, flush, fsync, ``os.replace``, fsync the directory."""
+    directory = path.parent if str(path.parent) else Path(".")
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            torch.save(blob, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    _fsync_directory(directory)
+
+
 def save_checkpoint(path: str | os.PathLike, state: Mapping[str, Any], *, keep: int | None = None) -> Path:
     """Write ``state`` to ``path`` atomically; return the path. Notebook 06.3 (atomic checkpoints).
 
@@ -218,17 +239,7 @@ def save_checkpoint(path: str | os.PathLike, state: Mapping[str, Any], *, keep: 
     directory = path.parent if str(path.parent) else Path(".")
     if not directory.is_dir():
         raise ValueError(f"the directory of path {str(path)!r} does not exist: create it first")
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            torch.save({"format": FORMAT, "sha256": _digest(state), "state": state}, f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    _fsync_directory(directory)
+    _write_atomic(path, _blob(state))
     if keep is not None:
         prune_checkpoints(directory, keep)
     return path
@@ -328,5 +339,5 @@ def naive_save(path: str | os.PathLike, state: Mapping[str, Any]) -> Path:
     """``torch.save`` straight onto ``path`` (same format as :func:`save_checkpoint`, no temporary file):
     the unsafe way, for comparison. A kill mid-write leaves a truncated file. Notebook 06.3."""
     path = _as_path("path", path)
-    torch.save({"format": FORMAT, "sha256": _digest(state), "state": state}, path)
+    torch.save(_blob(state), path)
     return path

@@ -3,18 +3,19 @@ sharded checkpoints with ``torch.distributed.checkpoint``, a stuck peer detected
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Mapping
-from typing import Any
-
 import random
+import warnings
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
 from torch import nn
 
 from ... import validate
-from .checkpoint import (CheckpointError, ShuffledBatches, _as_path, _directory, capture_state, checkpoint_path,
-                         load_checkpoint, load_latest, naive_save, restore_state, save_checkpoint)
+from .checkpoint import (CheckpointError, ShuffledBatches, _as_path, _blob, _directory, _write_atomic, capture_state,
+                         checkpoint_path, load_checkpoint, load_latest, restore_state, save_checkpoint)
 
 __all__ = ["training_run", "run_in_child", "killed_write_trial", "dcp_roundtrip", "load_dcp_unsharded",
            "stuck_peer"]
@@ -24,15 +25,17 @@ __all__ = ["training_run", "run_in_child", "killed_write_trial", "dcp_roundtrip"
 # resuming on the same trajectory (notebook 06.3, section "Resume")
 
 def training_run(steps: int, directory: str | os.PathLike | None = None, *, every: int = 0, keep: int = 3,
-                 resume: bool = False, stop_after: int | None = None, seed: int = 0, batch_size: int = 64,
-                 hidden: int = 64, dropout: float = 0.2, lr: float = 3e-3, threads: int = 1,
+                 resume: bool = False, stop_after: int | None = None, partial: bool = False, seed: int = 0,
+                 batch_size: int = 64, hidden: int = 64, dropout: float = 0.2, lr: float = 3e-3, threads: int = 1,
                  data: tuple[torch.Tensor, torch.Tensor] | None = None) -> dict:
     """Train an MLP with dropout on the digits for ``steps`` optimizer steps (``train.train_step``), shuffled
     by :class:`ShuffledBatches`; checkpoint every ``every`` steps into ``directory``; with ``resume``, start
     from :func:`load_latest`; ``stop_after`` ends the run early (a crash stand-in). Returns ``{"losses":
     {step: loss}, "resumed_from": step or None, "skipped": [...]}``. Notebook 06.3 (resume); dropout and
     shuffling make every generator and the data position matter. ``data``: ``(x, y)`` to train on instead
-    of the digits' training split (passing it to a child process spares it loading scikit-learn)."""
+    of the digits' training split (passing it to a child process spares it loading scikit-learn).
+    ``partial``: resume the way a checkpoint of weights and optimizer only would (the random generators
+    start afresh from another seed and the epoch starts again from its first batch), for comparison."""
     from ... import train
     from ...data import load_digits
     from ...models import MLP
@@ -41,6 +44,8 @@ def training_run(steps: int, directory: str | os.PathLike | None = None, *, ever
     every = validate.nonnegative_int("every", every)
     if (every or resume) and directory is None:
         raise ValueError("directory is needed to checkpoint (every > 0) or to resume")
+    if directory is not None:
+        _as_path("directory", directory).mkdir(parents=True, exist_ok=True)
     torch.set_num_threads(validate.positive_int("threads", threads))
     torch.manual_seed(seed)
     np.random.seed(seed)
@@ -58,6 +63,9 @@ def training_run(steps: int, directory: str | os.PathLike | None = None, *, ever
         if state is not None:
             pos = restore_state(state, model, optimizer)
             out["resumed_from"] = pos["step"]
+            if partial:
+                torch.manual_seed(seed + 1)
+                pos["batch"] = 0
     while pos["step"] < steps:
         if pos["batch"] >= len(stream):
             pos.update(epoch=pos["epoch"] + 1, batch=0)
@@ -109,39 +117,48 @@ def _events_until(kids: Any, timeout: float, kind: str) -> Iterator[Any]:
 # a write killed half-way (notebook 06.3, section "Atomic writes")
 
 def _writer_child(channel: Any, path: str, megabytes: float, atomic: bool) -> None:  # pragma: no cover - child
-    state = {"weights": torch.randn(int(megabytes * 2**20) // 4), "position": {"step": 2}}
-    save = save_checkpoint if atomic else naive_save
+    import time
+
+    blob = _blob({"weights": torch.randn(int(megabytes * 2**20) // 4), "position": {"step": 2}})
+    last = None
     while True:  # overwrite the checkpoint again and again until the parent kills us
-        channel.send("writing")
-        save(path, state)
+        channel.send(last)  # "a write starts now; the previous one took `last` seconds"
+        start = time.perf_counter()
+        if atomic:
+            _write_atomic(Path(path), blob)
+        else:
+            torch.save(blob, path)  # straight onto the final name
+        last = time.perf_counter() - start
 
 
-def killed_write_trial(path: str | os.PathLike, megabytes: float, atomic: bool, kill_after: float,
+def killed_write_trial(path: str | os.PathLike, megabytes: float, atomic: bool, kill_fraction: float,
                        timeout: float = 60.0) -> dict:
-    """Write a good checkpoint (step 1) to ``path``; then a child process overwrites it with a
-    ``megabytes``-sized one (step 2) over and over, and is SIGKILLed ``kill_after`` seconds into a
-    write. Returns ``{"loadable", "step" (1 or 2, None if unloadable), "error"}``. Notebook 06.3."""
+    """Write a good checkpoint (step 1) to ``path``; then a child process (``procs.Children``) overwrites it
+    with a ``megabytes``-sized one (step 2) over and over, atomically or straight onto ``path``, and is
+    SIGKILLed ``kill_fraction`` of a write's duration into its third write. Returns ``{"loadable", "step" (1
+    or 2; None if unloadable), "error", "write_s"}`` (``write_s``: the child's second write). Notebook 06.3."""
     import time
 
     from ...procs import Children
 
     path = _as_path("path", path)
     megabytes = validate.positive("megabytes", megabytes)
-    kill_after = validate.nonnegative("kill_after", kill_after)
+    kill_fraction = validate.number("kill_fraction", kill_fraction, minimum=0.0, maximum=1.0)
     save_checkpoint(path, {"weights": torch.zeros(4), "position": {"step": 1}})
     with Children("course-ckpt-writer") as kids:
         kids.start(_writer_child, str(path), megabytes, bool(atomic))
-        for _ in _events_until(kids, timeout, "message"):
-            pass
-        for _ in _events_until(kids, timeout, "message"):  # the second write: the server and pages are warm
-            pass
-        time.sleep(kill_after)
+        write_s = None
+        for _ in range(3):  # the third write starts: two have finished, the second on warm pages
+            for event in _events_until(kids, timeout, "message"):
+                write_s = event.value
+        time.sleep(kill_fraction * write_s)
     for tmp in path.parent.glob(f".{path.name}.*.tmp"):  # what the killed writer left behind
         tmp.unlink(missing_ok=True)
     try:
-        return {"loadable": True, "step": load_checkpoint(path)["position"]["step"], "error": None}
+        step = load_checkpoint(path)["position"]["step"]
+        return {"loadable": True, "step": step, "error": None, "write_s": write_s}
     except CheckpointError as exc:
-        return {"loadable": False, "step": None, "error": str(exc)}
+        return {"loadable": False, "step": None, "error": str(exc), "write_s": write_s}
 
 
 # ----------------------------------------------------------------------------------------------
@@ -208,7 +225,9 @@ def load_dcp_unsharded(directory: str | os.PathLike, hidden: int = 256) -> dict[
     directory = _directory(directory)
     model = MLP(64, [hidden, hidden], 10)
     target = {"model": model.state_dict()}
-    dcp.load(target, checkpoint_id=str(directory))
+    with warnings.catch_warnings():  # "assuming the intent is to load in a single process": it is
+        warnings.simplefilter("ignore", UserWarning)
+        dcp.load(target, checkpoint_id=str(directory), no_dist=True)
     return target["model"]
 
 

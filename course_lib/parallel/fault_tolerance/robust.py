@@ -26,7 +26,7 @@ from ... import validate
 from .checkpoint import CheckpointError, _as_path, load_checkpoint, save_checkpoint
 
 __all__ = ["retry", "retry_schedule", "predicted_success_time", "DelayedService", "connect", "availability",
-           "save_replicated", "load_first_good", "write_cost_fit", "young_daly_interval", "lost_fraction"]
+           "save_replicated", "load_first_good", "timed_save", "write_cost_fit", "young_daly_interval", "lost_fraction"]
 
 
 def _exception_types(retry_on: Any) -> tuple[type[BaseException], ...]:
@@ -173,6 +173,14 @@ def load_first_good(paths: Sequence[str | os.PathLike], report: Callable[[str], 
             if report is not None:
                 report(f"skipped: {exc}")
     raise CheckpointError("no copy loads: " + "; ".join(errors), _paths(paths)[0])
+
+
+def timed_save(path: str | os.PathLike, state: Mapping[str, Any]) -> float:
+    """Seconds one :func:`save_checkpoint` of ``state`` to ``path`` takes (digest, write, fsync, rename).
+    Notebook 06.3 (the cost of a checkpoint)."""
+    start = time.perf_counter()
+    save_checkpoint(path, state)
+    return time.perf_counter() - start
 
 
 def write_cost_fit(nbytes: Sequence[float], seconds: Sequence[float]) -> tuple[float, float]:
