@@ -397,7 +397,7 @@ def run_torchrun(script_args: list[str], run_dir: str | os.PathLike, *, nproc_pe
             if watch is not None and kill is None and watch.is_file():
                 for rec in read_log(run_dir, kill_rank):
                     if rec.get("attempt") == 0 and rec.get("step", -1) >= kill_after_step:
-                        os.kill(rec["pid"], signal.SIGKILL)
+                        os.kill(rec["pid"], getattr(signal, "SIGKILL", signal.SIGTERM))  # Windows: no SIGKILL
                         kill = {"pid": rec["pid"], "rank": kill_rank, "step": rec["step"],
                                 "seconds": time.monotonic() - t0, "time": time.time()}
                         break
