@@ -129,3 +129,45 @@ def tradeoff_chart(rows: Sequence, *, title: str, size_field: str = "file_bytes"
     ax.set_ylim(bottom=0)
     fig.tight_layout()
     return fig, ax
+
+
+def timeline_chart(timelines: Mapping[str, Sequence[Sequence[tuple[str, int, float, float]]]], *, title: str,
+                   unit: str = "ms", annotate: bool = True):
+    """Who computes when (notebook 06.2: pipeline schedules): one row of horizontal bars per rank, for each
+    timeline in ``timelines`` (name -> per rank a list of ``(pass, micro_batch, start_s, end_s)``, pass
+    ``"F"`` forward or ``"B"`` backward). Forward passes blue, backward orange, the micro-batch written on
+    bars wide enough; idle time is the pale gap between bars. Times are shifted so that each timeline
+    starts at 0, and shown in ``unit`` ("ms" or "s")."""
+    scale = {"ms": 1e3, "s": 1.0}
+    if unit not in scale:
+        raise ValueError(f"unit must be 'ms' or 's', got {unit!r}")
+    if not isinstance(timelines, Mapping) or not timelines:
+        raise ValueError("timelines must be a non-empty mapping: name -> per rank a list of (pass, micro_batch, "
+                         "start_s, end_s)")
+    rows = [(name, r, rank) for name, ranks in timelines.items() for r, rank in enumerate(ranks)]
+    if not rows or any(not rank for _, _, rank in rows):
+        raise ValueError("every rank needs at least one (pass, micro_batch, start_s, end_s) interval")
+    height = max(2.5, 0.45 * len(rows) + 1.4)
+    fig, ax = new_figure(title, f"time since the first pass ({unit})", "rank", figsize=(FIGSIZE[0], height))
+    colors = {"F": "tab:blue", "B": "tab:orange"}
+    labels = []
+    for y, (name, r, rank) in enumerate(rows):
+        t0 = min(iv[2] for rk in timelines[name] for iv in rk)
+        end = max(iv[3] for rk in timelines[name] for iv in rk)
+        ax.barh(y, (end - t0) * scale[unit], left=0, height=0.8, color="0.93", edgecolor="0.8")
+        for kind, micro, a, b in rank:
+            if kind not in colors:
+                raise ValueError(f"pass must be 'F' or 'B', got {kind!r}")
+            left, width = (a - t0) * scale[unit], (b - a) * scale[unit]
+            ax.barh(y, width, left=left, height=0.8, color=colors[kind], edgecolor="white", linewidth=0.5)
+            if annotate and width > 0.025 * (end - t0) * scale[unit]:
+                ax.text(left + width / 2, y, str(micro), ha="center", va="center", fontsize=7, color="white")
+        labels.append(f"{name}\nrank {r}")
+    ax.set_yticks(range(len(rows)), labels, fontsize=8)
+    ax.invert_yaxis()
+    ax.grid(True, axis="x", alpha=0.3)
+    ax.grid(False, axis="y")
+    handles = [plt.Rectangle((0, 0), 1, 1, color=c) for c in (colors["F"], colors["B"], "0.93")]
+    ax.legend(handles, ["forward", "backward", "idle"], fontsize=8, loc="lower right", ncol=3)
+    fig.tight_layout()
+    return fig, ax

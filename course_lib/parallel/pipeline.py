@@ -508,7 +508,9 @@ def median(values: Sequence[float]) -> float:
 def bubble_rows(measured: Sequence[Sequence[Timeline]]) -> list[dict[str, Any]]:
     """One row per setting of :func:`measure_schedules` (notebook 06.2, section 4): ``label``, ``kind``,
     ``stages``, ``micro_batches``, ``formula`` (:func:`bubble_fraction`), ``idle`` (the median measured idle
-    fraction over the repeats) with ``idle_min``/``idle_max``, ``span_s`` (median step time), ``simulated``
+    fraction over the repeats) with ``idle_min``/``idle_max``, ``span_s`` (median step time) and ``span_min``
+    (the shortest: another program on the machine can only add time, so the low end is the best estimate of
+    the undisturbed step, as in ``bench.compare_interleaved``), ``simulated``
     (the idle fraction :func:`simulate` predicts from the passes' measured median times, which holds any
     difference in speed between the ranks) and ``speed_ratio`` (slowest rank's pass time per layer over the
     fastest's)."""
@@ -524,6 +526,7 @@ def bubble_rows(measured: Sequence[Sequence[Timeline]]) -> list[dict[str, Any]]:
         rows.append({"label": first.label, "kind": kind, "stages": p, "micro_batches": m,
                      "formula": bubble_fraction(p, m), "idle": median(idles), "idle_min": min(idles),
                      "idle_max": max(idles), "span_s": median([t.span_s for t in reps]),
+                     "span_min": min(t.span_s for t in reps),
                      "simulated": simulate(kind, m, fwd, bwd).idle_fraction,
                      "speed_ratio": max(per_layer) / min(per_layer)})
     return rows
