@@ -378,26 +378,31 @@ def torchrun_env_from_cluster_spec(cluster_spec: str | Mapping[str, Any]) -> dic
 
 def kubeflow_pipeline(steps: Sequence[Step], *, name: str, image: str, accelerator: str | None = None,
                       gpus: int = 0) -> dict:
-    """A pipeline spec in the shape of Kubeflow Pipelines v2's compiled YAML: one task per step, its
+    """A pipeline spec in the shape of Kubeflow Pipelines v2's compiled YAML (the fields kfp 2.17's compiler
+    writes for container steps; kfp's own loader reads it): one task per step, its
     ``dependentTasks`` from the step's deps, ``retryPolicy`` from its retries, one container executor per
     step (``python -m course_lib.parallel.orchestration --step <name>``); the train step gets
     ``accelerator`` x ``gpus``. Checked by :func:`validate_kubeflow_pipeline`; never submitted. Notebook 06.4."""
     pipeline_order(steps)
     tasks, components, executors = {}, {}, {}
     for s in steps:
-        task: dict[str, Any] = {"taskInfo": {"name": s.name}, "componentRef": {"name": f"comp-{s.name}"}}
+        task: dict[str, Any] = {"taskInfo": {"name": s.name}, "componentRef": {"name": f"comp-{s.name}"},
+                                "cachingOptions": {"enableCache": True}}  # a finished step is not run again
         if s.deps:
             task["dependentTasks"] = list(s.deps)
         if s.retries:
-            task["retryPolicy"] = {"maxRetryCount": s.retries, "backoffDuration": f"{max(1, round(s.retry_delay))}s"}
+            task["retryPolicy"] = {"maxRetryCount": s.retries, "backoffDuration": f"{round(s.retry_delay)}s",
+                                   "backoffFactor": 2.0, "backoffMaxDuration": "3600s"}
         tasks[s.name] = task
         components[f"comp-{s.name}"] = {"executorLabel": f"exec-{s.name}"}
         container: dict[str, Any] = {"image": image, "command": ["python", "-m", "course_lib.parallel.orchestration"],
                                      "args": ["--step", s.name, "--workdir", "/gcs/pipeline-root/job"]}
         if s.name == "train" and accelerator is not None:
-            container["resources"] = {"accelerator": {"type": accelerator, "count": str(gpus)}}
+            container["resources"] = {"accelerator": {"type": accelerator, "count": str(gpus),
+                                                      "resourceType": accelerator, "resourceCount": str(gpus)}}
         executors[f"exec-{s.name}"] = {"container": container}
-    spec = {"pipelineInfo": {"name": name}, "schemaVersion": "2.1.0", "root": {"dag": {"tasks": tasks}},
+    spec = {"pipelineInfo": {"name": name}, "schemaVersion": "2.1.0", "sdkVersion": "kfp-2.17.3",
+            "root": {"dag": {"tasks": tasks}},
             "components": components, "deploymentSpec": {"executors": executors}}
     validate_kubeflow_pipeline(spec)
     return spec
