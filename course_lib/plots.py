@@ -147,7 +147,7 @@ def timeline_chart(timelines: Mapping[str, Sequence[Sequence[tuple[str, int, flo
     rows = [(name, r, rank) for name, ranks in timelines.items() for r, rank in enumerate(ranks)]
     if not rows or any(not rank for _, _, rank in rows):
         raise ValueError("every rank needs at least one (pass, micro_batch, start_s, end_s) interval")
-    height = max(2.5, 0.45 * len(rows) + 1.4)
+    height = max(2.5, 0.45 * len(rows) + 1.8)
     fig, ax = new_figure(title, f"time since the first pass ({unit})", "rank", figsize=(FIGSIZE[0], height))
     colors = {"F": "tab:blue", "B": "tab:orange"}
     labels = []
@@ -164,7 +164,7 @@ def timeline_chart(timelines: Mapping[str, Sequence[Sequence[tuple[str, int, flo
                 ax.text(left + width / 2, y, str(micro), ha="center", va="center", fontsize=7, color="white")
         labels.append(f"{name}\nrank {r}")
     ax.set_yticks(range(len(rows)), labels, fontsize=8)
-    ax.invert_yaxis()
+    ax.set_ylim(len(rows) + 0.4, -0.6)  # first timeline on top, a free strip at the bottom for the legend
     ax.grid(True, axis="x", alpha=0.3)
     ax.grid(False, axis="y")
     handles = [plt.Rectangle((0, 0), 1, 1, color=c) for c in (colors["F"], colors["B"], "0.93")]

@@ -21,7 +21,7 @@ from __future__ import annotations
 import copy
 import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -110,6 +110,10 @@ class Timeline:
     def idle_fraction(self) -> float:
         """Share of ``stages x span`` in which no rank computed: the bubble (and any waiting on links)."""
         return 1.0 - sum(self.busy_s()) / (self.stages * self.span_s)
+
+    def idle_per_rank(self) -> list[float]:
+        """Per rank, the share of the step it spent not computing (section 5: the fast stage waits)."""
+        return [1.0 - busy / self.span_s for busy in self.busy_s()]
 
     def max_in_flight(self) -> list[int]:
         """Per rank, the most micro-batches whose forward was done and backward not yet: the activations it holds."""

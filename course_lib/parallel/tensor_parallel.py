@@ -92,7 +92,8 @@ def tensor_parallel_step(dim: int, hidden: int, x: torch.Tensor, seed: int = 0) 
     def counts(mode: Any) -> dict[str, int]:
         return {str(getattr(op, "__name__", op)).split(".")[-1]: int(n) for op, n in mode.get_comm_counts().items()}
 
-    return {"rank": info["rank"], "output": out.detach().cpu(), "grads": grads, "input_grad": x.grad.detach().cpu(), "param_bytes": local_bytes,
+    return {"rank": info["rank"], "output": out.detach().cpu(), "grads": grads, "input_grad": x.grad.detach().cpu(),
+            "param_bytes": local_bytes,
             "local_shapes": shapes, "forward_comms": counts(fwd_mode), "backward_comms": counts(bwd_mode)}
 
 
