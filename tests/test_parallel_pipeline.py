@@ -80,6 +80,7 @@ def test_timeline_measures_idle_and_pass_times():
     t = pipeline.Timeline([[("F", 0, 10.0, 11.0), ("B", 0, 13.0, 15.0)], [("F", 0, 11.0, 12.0), ("B", 0, 12.0, 13.0)]])
     assert t.span_s == 5.0 and t.busy_s() == [3.0, 2.0]
     assert t.idle_fraction == pytest.approx(0.5)
+    assert t.idle_per_rank() == pytest.approx([0.4, 0.6])
     assert t.pass_times() == ([1.0, 1.0], [2.0, 1.0])
     assert t.shifted().start == 0.0
 
