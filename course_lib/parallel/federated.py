@@ -356,6 +356,7 @@ class FedResult:
     clients_per_round: int = 0
     model_bytes: int = 0
     wire: Wire = field(default_factory=Wire)
+    server: Server | None = None  # the server at the end (notebook 06.5 checks what it can reach)
 
     def rounds_to(self, target: float) -> int | None:
         """The first round (1-based) whose accuracy reached ``target``; None if none did."""
@@ -411,7 +412,7 @@ def run_fedavg(model_fn: Callable[[], nn.Module], clients: Sequence[Client], tes
         result.acc.append(_accuracy(evaluator, test))
         result.bytes_total.append(result.wire.total)
         result.examples.append(examples)
-    result.server = server  # type: ignore[attr-defined]  (kept for the notebook's reachability check)
+    result.server = server
     return result
 
 
