@@ -2,7 +2,7 @@
 
 A benchmark command, not a test (about 15-40 s a trial on 2 cores: every worker start imports torch)::
 
-    python tools/restart_trials.py                         # 20 trials, results appended to restart_trials.jsonl
+    python tools/restart_trials.py                         # 20 trials, appended to <tmp>/restart_trials.jsonl
     python tools/restart_trials.py --trials 5 --first 5    # trials 5-9 (run it in pieces, e.g. under flock)
     python tools/restart_trials.py --report                # summarise the results file only
 
@@ -95,7 +95,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--first", type=int, default=0, help="index of the first trial (to run the 20 in pieces)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--timeout", type=float, default=150.0, help="seconds before a trial counts as a hang")
-    p.add_argument("--out", default="restart_trials.jsonl", help="results, one JSON line per trial (appended)")
+    p.add_argument("--out", default=str(Path(tempfile.gettempdir()) / "restart_trials.jsonl"),
+                   help="results, one JSON line per trial (appended; default in the temporary directory)")
     p.add_argument("--report", action="store_true", help="only summarise --out")
     args = p.parse_args(argv)
     out = Path(args.out)
