@@ -105,3 +105,14 @@ def test_ddp_and_fully_shard_on_two_ranks_equal_one_process():
     assert sum(m["params"] for m in shards) == 4 * ref["n_params"]  # the shards tile the model
     assert all(m["total"] == dp.model_states_formula(ref["n_params"], 2, "fully_shard") for m in shards)
     assert run["speedup"] > 0 and run["examples_per_s"] > 0
+
+
+def test_speedup_model_with_measured_slowdowns():
+    c, g, bw = 0.05, 10e6, 1e9
+    assert dp.speedup_model(c, g, 2, bw, slowdowns=(1.0, 1.0)) == pytest.approx(comm.data_parallel_speedup(c, g, 2, bw))
+    comm4 = comm.allreduce_time(g, 4, 0.0, bw / 2)  # compute 2.5x slower than alone, 1.25x on the link's 2 ranks
+    assert dp.speedup_model(c, g, 4, bw, slowdowns=(2.5, 1.25)) == pytest.approx(4 * c / (2.5 * c + comm4))
+    with pytest.raises(ValueError, match="free_cores .* or slowdowns"):
+        dp.speedup_model(c, g, 2, bw)
+    with pytest.raises(TypeError, match="slowdowns"):
+        dp.speedup_model(c, g, 2, bw, slowdowns=[1.0, 1.0])

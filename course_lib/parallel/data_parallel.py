@@ -216,15 +216,19 @@ def _throughput(device: torch.device, rank: int, in_features: int, hidden: int, 
     batch = (torch.randn(batch_size, in_features, generator=g), torch.randint(0, 10, (batch_size,), generator=g))
     opt = train.make_optimizer("sgd", ddp.parameters(), lr=0.01)
     solo_opt = train.make_optimizer("sgd", solo.parameters(), lr=0.01)
-    step_s, solo_s = [], []
+    step_s, solo_s, together_s = [], [], []
     for _ in range(warmup + steps):
         dist.barrier()
         if rank == 0:
             solo_s.append(train.train_step(solo, batch, solo_opt, device=device, measure=True).seconds)
         dist.barrier()
+        with ddp.no_sync():  # every rank computes at once and nobody communicates: compute with shared cores
+            together_s.append(train.train_step(ddp, batch, opt, device=device, measure=True).seconds)
+        dist.barrier()
         step_s.append(train.train_step(ddp, batch, opt, device=device, measure=True).seconds)
     n_params = models.count_parameters(model)
-    return {"step_s": step_s[warmup:], "solo_s": solo_s[warmup:], "n_params": n_params, "grad_bytes": 4 * n_params}
+    return {"step_s": step_s[warmup:], "solo_s": solo_s[warmup:], "together_s": together_s[warmup:],
+            "n_params": n_params, "grad_bytes": 4 * n_params}
 
 
 def data_parallel_worker(batches: list[tuple[torch.Tensor, torch.Tensor]], hidden: int = 128, lr: float = 0.1,
@@ -262,7 +266,8 @@ def run_data_parallel(world_size: int, *, steps: int = 30, global_batch: int = 6
 
     Returns ``{"world_size", "backend", "launch_s", "ddp": {"losses", "params"}, "fully_shard": {...},
     "memory": {strategy: [per-rank {"params", "grads", "optimizer", "total"} bytes]}, "compute_s"
-    (one rank alone, low quantile), "step_s" (a DDP step: the slowest rank's low quantile),
+    (one rank alone, low quantile), "together_s" (a step on every rank at once with DDP's all-reduce switched
+    off by ``no_sync``: compute on shared cores), "step_s" (a DDP step: the slowest rank's low quantile),
     "speedup" (``world_size * compute_s / step_s``: examples per second against one process),
     "examples_per_s", "grad_bytes", "n_params", "link" (all-reduce rows or None)}``.
     Raises ValueError for a world size this machine cannot run, zero or negative steps, batch sizes
@@ -293,8 +298,9 @@ def run_data_parallel(world_size: int, *, steps: int = 30, global_batch: int = 6
         b = ranks[0]["bench"]
         compute = quantile(b["solo_s"], LOW_QUANTILE)
         step = max(quantile(r["bench"]["step_s"], LOW_QUANTILE) for r in ranks)
+        together = max(quantile(r["bench"]["together_s"], LOW_QUANTILE) for r in ranks)
         per_rank = (bench or {}).get("batch_size", DEFAULT_BENCH["batch_size"])
-        out.update(compute_s=compute, step_s=step, speedup=world_size * compute / step,
+        out.update(compute_s=compute, together_s=together, step_s=step, speedup=world_size * compute / step,
                    examples_per_s=world_size * per_rank / step, grad_bytes=b["grad_bytes"], n_params=b["n_params"])
     return out
 
@@ -302,7 +308,8 @@ def run_data_parallel(world_size: int, *, steps: int = 30, global_batch: int = 6
 # ---------------------------------------------------------------------------------------------- models
 
 def speedup_model(compute_s: float, grad_bytes: float, world_size: int, bandwidth: float, alpha: float = 0.0, *,
-                  free_cores: int, link_world_size: int = 2) -> float:
+                  free_cores: int | None = None, link_world_size: int = 2,
+                  slowdowns: tuple[float, float] | None = None) -> float:
     """Predicted speed-up of ``world_size`` data-parallel processes over one (weak scaling), on this machine.
     Notebook 06.1, section 2.
 
@@ -312,12 +319,26 @@ def speedup_model(compute_s: float, grad_bytes: float, world_size: int, bandwidt
     free_cores)`` times slower than alone, and its "link" (the cores copying the bytes) ``comm.core_sharing(
     world_size, link_world_size, free_cores)`` times slower than when it was fitted on ``link_world_size``
     ranks. ``bandwidth`` (bytes/s) and ``alpha`` (s) come from that fit.
+
+    ``slowdowns=(s_world, s_link)`` replaces the core-sharing prediction by measured slow-downs of compute
+    (a step on every rank at once / one rank alone) on ``world_size`` and on ``link_world_size`` ranks:
+    on a machine that other programs keep busy, "free cores" is a snapshot and the operating system
+    shares the cores out per process, so the measured slow-down is the better input. Give
+    ``free_cores`` or ``slowdowns``.
     """
     world_size = _check_world(world_size)
-    free_cores = validate.positive_int("free_cores", free_cores)
     link_world_size = validate.positive_int("link_world_size", link_world_size)
-    compute_share = comm.core_sharing(world_size, 1, free_cores)
-    link_share = comm.core_sharing(world_size, link_world_size, free_cores)
+    if slowdowns is None:
+        if free_cores is None:
+            raise ValueError("give free_cores (the core-sharing prediction) or slowdowns (measured)")
+        free_cores = validate.positive_int("free_cores", free_cores)
+        compute_share = comm.core_sharing(world_size, 1, free_cores)
+        link_share = comm.core_sharing(world_size, link_world_size, free_cores)
+    else:
+        if not isinstance(slowdowns, tuple) or len(slowdowns) != 2:
+            raise TypeError(f"slowdowns must be a (world_size, link_world_size) pair of numbers, got {slowdowns!r}")
+        compute_share = validate.number("slowdowns[0]", slowdowns[0], minimum=1e-9)
+        link_share = compute_share / validate.number("slowdowns[1]", slowdowns[1], minimum=1e-9)
     return comm.data_parallel_speedup(compute_s * compute_share, grad_bytes, world_size, bandwidth / link_share,
                                       alpha * link_share) / compute_share
 
