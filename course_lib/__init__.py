@@ -17,8 +17,9 @@ Modules, by layer (imports only go down this list; CONTRIBUTING.md maps every no
 3. doing the work: ``distributed`` (multi-process launcher, collectives written by hand, gradient
    aggregation: compressed and local updates with the bytes they send), ``compression`` (module 05:
    ``size``, ``pruning``, ``quantization`` by hand and through torchao, ``distillation``, ``lowrank``,
-   efficient ``layers``, and ``compare``: every technique on one model); to come: ``parallel``
-   (module 06), ``benchmark`` (module 07).
+   efficient ``layers``, and ``compare``: every technique on one model), ``parallel`` (module 06:
+   ``data_parallel``, ``pipeline``, ``tensor_parallel``, ``fault_tolerance``, the ``train_script`` for
+   ``torchrun``, ``orchestration``, ``federated``); to come: ``benchmark`` (module 07).
 4. presenting it: ``plots``, ``widgets``, ``checks`` (exercise checks), ``report``, ``cli``.
 
 ``import course_lib`` stays light: it imports torch but not matplotlib or ipywidgets.
