@@ -144,7 +144,7 @@ def test_cli_doctor_and_catalog(capsys):
     assert cli.main(["catalog", "--dtype", "fp99"]) == 2
 
 
-LAYER = {"validate": 0, "names": 0,
+LAYER = {"validate": 0, "names": 0, "lazy": 0,
          "hardware": 1, "devices": 1, "cpu": 1, "procs": 1, "catalog": 1, "bench": 1, "data": 1, "models": 1, "train": 1,
          "compute": 2, "memory": 2, "memlimit": 2, "streaming": 2, "comm": 2, "precision": 2,
          "distributed": 3, "compression": 3, "parallel": 3, "benchmark": 3,

@@ -21,20 +21,8 @@ package does not import torchao.
 """
 from __future__ import annotations
 
-import importlib
-from types import ModuleType
+from ..lazy import parts_loader
 
 PARTS = ("size", "pruning", "quantization", "distillation", "lowrank", "layers", "compare")
 __all__ = list(PARTS)
-
-
-def __getattr__(name: str) -> ModuleType:
-    if name in PARTS:
-        module = importlib.import_module(f".{name}", __name__)
-        globals()[name] = module
-        return module
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}; its parts are {', '.join(PARTS)}")
-
-
-def __dir__() -> list[str]:
-    return sorted(list(globals()) + list(PARTS))
+__getattr__, __dir__ = parts_loader(__name__, PARTS, globals())
