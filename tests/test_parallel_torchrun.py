@@ -6,6 +6,7 @@ what no single process can show. Everything else runs in this process.
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 import torch
@@ -219,10 +220,10 @@ def test_vertex_job_problems_are_named(change, message):
 def test_cluster_spec_gives_torchrun_its_place():
     spec = {"cluster": {"workerpool0": ["m:2222"], "workerpool1": ["w0:2222", "w1:2222"]},
             "task": {"type": "workerpool0", "index": 0}}
-    assert orch.torchrun_env_from_cluster_spec(spec) == {"MASTER_ADDR": "m", "MASTER_PORT": "2222", "NNODES": "3",
-                                                         "NODE_RANK": "0"}
+    assert orch.torchrun_env_from_cluster_spec(spec) == {"MASTER_ADDR": "m", "MASTER_PORT": "2222", "WORLD_SIZE": "3",
+                                                         "RANK": "0"}
     spec["task"] = {"type": "workerpool1", "index": 0}
-    assert orch.torchrun_env_from_cluster_spec(json.dumps(spec))["NODE_RANK"] == "1"
+    assert orch.torchrun_env_from_cluster_spec(json.dumps(spec))["RANK"] == "1"
     with pytest.raises(ValueError, match="workerpool0"):
         orch.torchrun_env_from_cluster_spec({"cluster": {}, "task": {"type": "workerpool0", "index": 0}})
     spec["task"] = {"type": "workerpool2", "index": 0}
@@ -250,3 +251,14 @@ def test_kubeflow_spec_round_trips_and_problems_are_named():
             orch.validate_kubeflow_pipeline(broken)
     with pytest.raises(ValueError, match="cycle"):
         orch.kubeflow_pipeline(_steps(a=orch.Step("a", _writer("a.txt"), ("a.txt",), deps=("d",))), name="p", image="i")
+
+
+def test_vertex_command_reads_the_variables_the_cluster_spec_helper_sets():
+    env = orch.torchrun_env_from_cluster_spec({"cluster": {"workerpool0": ["m:2222"], "workerpool1": ["w:2222"]},
+                                               "task": {"type": "workerpool1", "index": 0}})
+    job = orch.vertex_custom_job("j", image_uri="img", script_args=["--run-dir", "/gcs/b/r"], replica_count=2)
+    command = job["jobSpec"]["workerPoolSpecs"][1]["containerSpec"]["command"][-1]
+    read = set(re.findall(r"\$\{?([A-Z_]+)", command))
+    assert read and read == set(env), f"the command reads {sorted(read)}, the helper sets {sorted(env)}"
+    filled = re.sub(r"\$\{([A-Z_]+)(:-[^}]*)?\}", lambda m: env[m.group(1)], command)
+    assert "--nnodes=2 --node-rank=1 " in filled and "--master-addr=m --master-port=2222 " in filled, filled

@@ -355,9 +355,12 @@ def validate_vertex_job(job: Mapping[str, Any]) -> None:
 
 
 def torchrun_env_from_cluster_spec(cluster_spec: str | Mapping[str, Any]) -> dict[str, str]:
-    """MASTER_ADDR, MASTER_PORT, NNODES and NODE_RANK for torchrun from Vertex AI's ``CLUSTER_SPEC`` (what a
-    container of your own derives when nothing else sets them): the primary replica (workerpool0) is the
-    master, pool 1's replica i is node 1 + i. Notebook 06.4."""
+    """MASTER_ADDR, MASTER_PORT, WORLD_SIZE (machines) and RANK (this machine) from Vertex AI's
+    ``CLUSTER_SPEC``: the names Vertex AI's PyTorch containers set and the command of
+    :func:`vertex_custom_job` reads (``torchrun --nnodes=${WORLD_SIZE} --node-rank=${RANK} ...``), for a
+    container of your own to export before that command. The primary replica (workerpool0) is the master,
+    pool 1's replica i is machine 1 + i. (torchrun gives its workers their own per-process RANK and
+    WORLD_SIZE.) Notebook 06.4."""
     spec = json.loads(cluster_spec) if isinstance(cluster_spec, str) else dict(cluster_spec)
     try:
         cluster, task = spec["cluster"], spec["task"]
@@ -369,8 +372,8 @@ def torchrun_env_from_cluster_spec(cluster_spec: str | Mapping[str, Any]) -> dic
     if kind not in ("workerpool0", "workerpool1"):
         raise ValueError(f"task.type must be workerpool0 or workerpool1 for torchrun, got {kind!r}")
     host, _, port = primary.rpartition(":")
-    return {"MASTER_ADDR": host, "MASTER_PORT": port, "NNODES": str(1 + len(workers)),
-            "NODE_RANK": str(0 if kind == "workerpool0" else 1 + index)}
+    return {"MASTER_ADDR": host, "MASTER_PORT": port, "WORLD_SIZE": str(1 + len(workers)),
+            "RANK": str(0 if kind == "workerpool0" else 1 + index)}
 
 
 # ----------------------------------------------------------------------------------------------

@@ -37,7 +37,9 @@ machine). The container's command then is::
         --master-addr=$MASTER_ADDR --master-port=$MASTER_PORT -m course_lib.parallel.train_script \\
         --run-dir /gcs/<bucket>/runs/d
 
-(``parallel.orchestration.vertex_custom_job`` writes and checks such a job spec.)
+(``parallel.orchestration.vertex_custom_job`` writes and checks such a job spec; in a container of your own,
+``parallel.orchestration.torchrun_env_from_cluster_spec`` derives the same four variables from
+``CLUSTER_SPEC``: export them before the command.)
 
 Process groups get a timeout (``--timeout``, seconds), so a rank whose peer died fails instead of waiting
 forever. Each restart attempt of torchrun (``TORCHELASTIC_RESTART_COUNT``) joins through its own prefix of the
