@@ -224,6 +224,11 @@ def test_redundancy_and_cost_models(tmp_path):
     best = ft.young_daly_interval(2.0, 3600.0)
     assert best == pytest.approx(math.sqrt(2 * 2.0 * 3600))
     assert all(ft.lost_fraction(best * f, 2.0, 3600) > ft.lost_fraction(best, 2.0, 3600) for f in (0.9, 1.1))
+    simulated = {f: ft.simulate_lost_fraction(best * f, 2.0, 3600, failures=20_000, seed=1) for f in (0.25, 1, 4)}
+    assert min(simulated, key=simulated.get) == 1  # random failures: Young's interval loses least
+    assert simulated[1] == pytest.approx(ft.lost_fraction(best, 2.0, 3600), rel=0.15)
+    with pytest.raises(ValueError, match="failures"):
+        ft.simulate_lost_fraction(10.0, 1.0, 100.0, failures=0)
     with pytest.raises(ValueError, match="mtbf_s"):
         ft.young_daly_interval(1.0, 0)
     with pytest.raises(ValueError, match="p_fail"):

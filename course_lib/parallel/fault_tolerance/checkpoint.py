@@ -257,10 +257,9 @@ def load_checkpoint(path: str | os.PathLike, map_location: str | torch.device | 
     try:
         blob = torch.load(path, map_location=map_location, weights_only=True)
     except Exception as exc:  # noqa: BLE001 - every failure to read means the same: this file is unusable
-        first = (str(exc).strip().splitlines() or [""])[0][:160]
-        raise CheckpointError(f"checkpoint {str(path)!r} ({path.stat().st_size} bytes) cannot be read: it is "
-                              f"truncated or corrupted ({type(exc).__name__}: {first or 'end of file'})",
-                              path) from None
+        # torch's own message (kept as __cause__, shown in the traceback) varies with the torch version
+        raise CheckpointError(f"checkpoint {str(path)!r} cannot be read: it is truncated or corrupted",
+                              path) from exc
     if not isinstance(blob, dict) or blob.get("format") != FORMAT or "state" not in blob:
         raise CheckpointError(f"{str(path)!r} is not a checkpoint written by save_checkpoint (format "
                               f"{FORMAT!r})", path)

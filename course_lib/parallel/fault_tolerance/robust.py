@@ -26,7 +26,8 @@ from ... import validate
 from .checkpoint import CheckpointError, _as_path, load_checkpoint, save_checkpoint
 
 __all__ = ["retry", "retry_schedule", "predicted_success_time", "DelayedService", "connect", "availability",
-           "save_replicated", "load_first_good", "timed_save", "write_cost_fit", "young_daly_interval", "lost_fraction"]
+           "save_replicated", "load_first_good", "timed_save", "write_cost_fit", "young_daly_interval", "lost_fraction",
+           "simulate_lost_fraction"]
 
 
 def _exception_types(retry_on: Any) -> tuple[type[BaseException], ...]:
@@ -210,3 +211,22 @@ def lost_fraction(interval_s: float, write_s: float, mtbf_s: float) -> float:
     failure (half an interval on average, once per MTBF: ``interval_s / (2 * mtbf_s)``). Notebook 06.3."""
     interval_s = validate.positive("interval_s", interval_s)
     return validate.nonnegative("write_s", write_s) / interval_s + interval_s / (2 * validate.positive("mtbf_s", mtbf_s))
+
+
+def simulate_lost_fraction(interval_s: float, write_s: float, mtbf_s: float, failures: int = 100_000,
+                           seed: int = 0) -> float:
+    """The fraction of time lost, *simulated*: ``failures`` failures arrive at random (exponential gaps,
+    mean ``mtbf_s``, seeded); between two failures the job repeats ``interval_s`` of work then a
+    ``write_s`` checkpoint, and keeps only the intervals whose checkpoint finished. Lost = 1 - kept work
+    / elapsed time. Notebook 06.3 (section 8) compares it with :func:`lost_fraction` and Young's interval.
+    """
+    import torch  # local: the rest of this module needs no torch
+
+    interval_s = validate.positive("interval_s", interval_s)
+    write_s = validate.nonnegative("write_s", write_s)
+    mtbf_s = validate.positive("mtbf_s", mtbf_s)
+    failures = validate.positive_int("failures", failures)
+    gen = torch.Generator().manual_seed(int(seed))
+    gaps = torch.empty(failures, dtype=torch.float64).exponential_(1.0 / mtbf_s, generator=gen)
+    kept = torch.floor(gaps / (interval_s + write_s)) * interval_s
+    return float(1.0 - kept.sum() / gaps.sum())
