@@ -368,15 +368,34 @@ def library_pipeline_step(widths: Sequence[int], x: torch.Tensor, y: torch.Tenso
             "grads": _stage_grads(stage_mod, first)}
 
 
+def _one_cpu_per_physical_core(cpus: list[int]) -> list[int]:
+    """The first of ``cpus`` on each physical core: two hyperthreads of one core share its arithmetic
+    units, so ranks pinned to them would not run side by side at full speed (Colab's two logical CPUs
+    are one core). Where Linux does not say which core a CPU belongs to, every CPU counts as a core."""
+    seen: set[tuple[str, str]] = set()
+    out = []
+    for cpu in cpus:
+        topology = f"/sys/devices/system/cpu/cpu{cpu}/topology"
+        try:
+            with open(f"{topology}/physical_package_id") as f, open(f"{topology}/core_id") as g:
+                key = (f.read().strip(), g.read().strip())
+        except OSError:
+            key = ("cpu", str(cpu))
+        if key not in seen:
+            seen.add(key)
+            out.append(cpu)
+    return out
+
+
 def pin_to_core() -> int | None:
     """Pin this process (all its threads) to one core of its own, chosen by rank among the cores it
     may use; return the core, or None where that is not possible (macOS and Windows have no
-    ``os.sched_setaffinity``; fewer usable cores than ranks; GPU ranks, which need no pinning).
+    ``os.sched_setaffinity``; fewer usable physical cores than ranks; GPU ranks, which need no pinning).
     Notebook 06.2, section 4: pinned ranks repeat within a few percent."""
     info = rank_info()
     if info["device"].type != "cpu" or not hasattr(os, "sched_setaffinity"):
         return None
-    cores = sorted(os.sched_getaffinity(0))
+    cores = _one_cpu_per_physical_core(sorted(os.sched_getaffinity(0)))
     if len(cores) < info["world_size"]:
         return None
     core = cores[info["rank"]]
