@@ -28,5 +28,5 @@ from __future__ import annotations
 
 from .hardware import detect, pick_device, seed_everything
 
-__version__ = "0.4.0"
+__version__ = "0.5.0"
 __all__ = ["detect", "pick_device", "seed_everything", "__version__"]
