@@ -146,9 +146,9 @@ def test_cli_doctor_and_catalog(capsys):
 
 LAYER = {"validate": 0, "names": 0, "lazy": 0,
          "hardware": 1, "devices": 1, "cpu": 1, "procs": 1, "catalog": 1, "bench": 1, "data": 1, "models": 1, "train": 1,
-         "compute": 2, "memory": 2, "memlimit": 2, "streaming": 2, "comm": 2, "precision": 2,
+         "compute": 2, "memory": 2, "memlimit": 2, "streaming": 2, "comm": 2, "precision": 2, "cost": 2, "decision": 2,
          "distributed": 3, "compression": 3, "parallel": 3, "benchmark": 3,
-         "plots": 4, "widgets": 4, "checks": 4, "report": 4, "cli": 4}
+         "plots": 4, "widgets": 4, "checks": 4, "report": 4, "report_card": 4, "cli": 4}
 ROOT = Path(__file__).resolve().parents[1] / "course_lib"
 
 
