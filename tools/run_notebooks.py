@@ -3,6 +3,7 @@
 
     python tools/run_notebooks.py                 # all notebooks
     python tools/run_notebooks.py notebooks/01*   # some
+    python tools/run_notebooks.py --measure-only  # time them here (e.g. a GPU runtime), change no file
 
 Writes the outputs back into each notebook (so a code host shows them) and the measured
 durations into notebooks/timings.json, then prints the table. Fails if a notebook raises or
@@ -72,7 +73,7 @@ def keep_shown_widgets(nb: nbformat.NotebookNode) -> None:
         del nb.metadata["widgets"]
 
 
-def run(path: Path) -> float:
+def run(path: Path, store: bool = True) -> float:
     nb = nbformat.read(path, as_version=4)
     client = NotebookClient(nb, timeout=600, kernel_name="python3",
                             resources={"metadata": {"path": str(path.parent)}})
@@ -83,7 +84,8 @@ def run(path: Path) -> float:
         if cell.cell_type == "code":
             cell.outputs = [o for o in cell.outputs if not is_progress_bar(o)]
     keep_shown_widgets(nb)
-    nbformat.write(nb, path)
+    if store:
+        nbformat.write(nb, path)
     return seconds
 
 
@@ -93,29 +95,33 @@ def machine() -> str:
     from course_lib.hardware import detect
 
     info = detect()
-    return f"{info.cpu.model}, {psutil.cpu_count(logical=False)} cores, torch {info.torch_version}"
+    gpus = "".join(f", {a.name}" for a in info.accelerators)
+    return f"{info.cpu.model}, {psutil.cpu_count(logical=False)} cores{gpus}, torch {info.torch_version}"
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("paths", nargs="*", help="notebooks to run (default: notebooks/ and solutions/)")
+    parser.add_argument("--measure-only", action="store_true",
+                        help="print this run's times and change no file (an instructor timing a GPU runtime)")
     args = parser.parse_args(argv)
     paths = [Path(p).resolve() for p in args.paths] or sorted(
         list((ROOT / "notebooks").glob("*.ipynb")) + list((ROOT / "solutions").glob("*.ipynb")))
-    table = json.loads(TIMINGS.read_text()) if TIMINGS.exists() else {}
+    table = json.loads(TIMINGS.read_text()) if TIMINGS.exists() and not args.measure_only else {}
     where = machine()
     over = []
     for path in paths:
         rel = str(path.relative_to(ROOT))
         print(f"running {rel} ...", flush=True)
-        seconds = run(path)
+        seconds = run(path, store=not args.measure_only)
         nb = nbformat.read(path, as_version=4)
         table[rel] = {"seconds": round(seconds, 1), "code_hash": code_hash(nb), "machine": where,
                       "date": dt.date.today().isoformat()}
         if seconds > BUDGET_S:
             over.append(rel)
-    TIMINGS.write_text(json.dumps(dict(sorted(table.items())), indent=2) + "\n")
-    print(f"\n{'notebook':<45}{'seconds':>9}")
+    if not args.measure_only:
+        TIMINGS.write_text(json.dumps(dict(sorted(table.items())), indent=2) + "\n")
+    print(f"\n{where}\n{'notebook':<45}{'seconds':>9}")
     for rel, row in sorted(table.items()):
         print(f"{rel:<45}{row['seconds']:>9.1f}")
     if over:
