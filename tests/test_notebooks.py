@@ -146,19 +146,21 @@ RUN_TIME = re.compile(r"\*\*Expected run time:\*\*\s*(?:about\s*)?(\d+)(?:\s*[-�
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
 def test_stated_run_times_agree_with_the_recorded_one(path):
-    """The notebook's "Expected run time" and the README's table state a range that holds the recorded time."""
+    """The notebook's "Expected run time", the README's table and the instructor guide's state one range,
+    and it holds the recorded time."""
     rel = str(path.relative_to(ROOT))
     recorded = json.loads((ROOT / "notebooks" / "timings.json").read_text())[rel]["seconds"]
     m = RUN_TIME.search(_markdown(_read(path)))
     assert m, f"{rel}: no '**Expected run time:** N-M s' line"
     lo, hi = int(m.group(1)), int(m.group(2) or m.group(1))
     assert lo <= recorded <= hi, f"{rel}: states {lo}-{hi} s, recorded {recorded} s: update the line"
-    row = next((line for line in (ROOT / "README.md").read_text().splitlines() if f"notebooks/{path.name}" in line
-                and line.startswith("|")), None)
-    assert row, f"README has no table row for {path.name}"
-    cell = re.search(r"\|\s*~?(\d+)(?:\s*[-–]\s*(\d+))?\s*s\s*\|", row)
-    assert cell and (int(cell.group(1)), int(cell.group(2) or cell.group(1))) == (lo, hi), (
-        f"README states {cell.group(0) if cell else 'no time'} for {path.name}, the notebook {lo}-{hi} s")
+    for doc in ("README.md", "docs/instructor-guide.md"):
+        row = next((line for line in (ROOT / doc).read_text().splitlines() if f"notebooks/{path.name}" in line
+                    and line.startswith("|")), None)
+        assert row, f"{doc} has no table row for {path.name}"
+        cell = re.search(r"\|\s*~?(\d+)(?:\s*[-–]\s*(\d+))?\s*s\s*\|", row)
+        assert cell and (int(cell.group(1)), int(cell.group(2) or cell.group(1))) == (lo, hi), (
+            f"{doc} states {cell.group(0) if cell else 'no time'} for {path.name}, the notebook {lo}-{hi} s")
 
 
 def test_notebook_02_skips_cleanly_where_memory_cannot_be_capped():
