@@ -54,8 +54,14 @@ The rows are package data files, ``course_lib/tables/<table>.json``: ``{"table",
 "kinds", "rows": [...], "aliases": {other name: key}}``, every row with its ``source`` (URLs,
 separated by "; ") and ``source_date`` (YYYY-MM, when the numbers were checked). One loader,
 :func:`load_table`, reads and checks any of them against its schema (``SCHEMAS``): required
-fields, their types, known kinds, unique keys, aliases pointing at real keys. Module 07's price
-tables join them there. This module imports only the standard library.
+fields, their types, known kinds, unique keys, aliases pointing at real keys. This module imports
+only the standard library.
+
+A fourth table, of prices (``prices()``, ``get_price()``), serves notebooks 06.5 (what a training
+job costs) and 07.3 (choosing hardware), through ``course_lib.cost``: cloud on-demand and Spot
+prices per accelerator-hour, purchase prices of consumer, pro and data-centre cards (with and
+without ECC memory), electricity prices and PUE, grid carbon intensities, and USD per GB of
+memory and storage. Cloud rows name a key of the accelerator table; the tests check that they do.
 """
 from __future__ import annotations
 
@@ -74,7 +80,9 @@ DTYPES = names.DTYPES
 KINDS = ("gpu", "tpu")
 STORAGE_KINDS = ("disk", "memory", "network")
 LINK_KINDS = ("pcie", "nvlink", "infiniband", "ethernet", "tpu-ici", "memory")
-TABLES = ("accelerators", "storage", "links")
+PRICE_KINDS = ("cloud-on-demand", "cloud-spot", "purchase", "energy", "carbon", "storage")
+TIERS = ("consumer", "pro", "data-centre")
+TABLES = ("accelerators", "storage", "links", "prices")
 
 
 @dataclass(frozen=True)
@@ -172,6 +180,43 @@ class Link:
         return self.bandwidth_gbs * 1e9
 
 
+@dataclass(frozen=True)
+class Price:
+    """One row of the price table (``prices()``): a price, an energy or a carbon figure, with its source.
+
+    Notebooks 06.5 (what a training job costs) and 07.3 (choosing hardware). ``kind`` is one of
+    ``PRICE_KINDS``; ``value`` is in ``unit`` (USD per accelerator-hour, USD per card, USD per kWh,
+    a PUE ratio, g CO2 per kWh, USD per GB).
+    """
+
+    key: str  # short id, e.g. "gcp-t4", "gcp-t4-spot", "rtx-4090", "grid-world", "hdd"
+    name: str
+    kind: str  # one of PRICE_KINDS
+    value: float
+    unit: str  # e.g. "USD per GPU-hour", "USD per card", "g CO2e per kWh"
+    accelerator: str | None  # key of the accelerator table, where the row is about one of its chips
+    vendor: str | None  # who sells or rents it: "NVIDIA", "AMD", "Google Cloud"
+    tier: str | None  # "consumer" | "pro" | "data-centre" (cards and cloud chips), else None
+    memory_gb: float | None  # the card's memory (purchase rows), or the GB a storage row is derived from
+    ecc: bool | None  # purchase rows: error-correcting memory as shipped
+    power_w: float | None  # purchase rows: total board power (TDP), for the electricity of owning it
+    source: str  # URL(s), separated by "; "
+    source_date: str  # "YYYY-MM": when the figure was published or read
+    notes: str = ""
+
+    def __post_init__(self) -> None:
+        if self.kind not in PRICE_KINDS:
+            raise ValueError(f"{self.key}: kind={self.kind!r} is not one of {PRICE_KINDS}")
+        if self.tier is not None and self.tier not in TIERS:
+            raise ValueError(f"{self.key}: tier={self.tier!r} is not one of {TIERS} (or null)")
+        if self.value <= 0:
+            raise ValueError(f"{self.key}: value must be > 0, got {self.value!r}")
+        if self.kind in ("cloud-on-demand", "cloud-spot") and self.accelerator is None:
+            raise ValueError(f"{self.key}: a cloud row must name its accelerator (a key of the accelerator table)")
+        if self.kind == "purchase" and (self.memory_gb is None or self.ecc is None or self.power_w is None or self.tier is None):
+            raise ValueError(f"{self.key}: a purchase row needs tier, memory_gb, ecc and power_w")
+
+
 # --------------------------------------------------------------------------------------
 # Loading the tables
 # --------------------------------------------------------------------------------------
@@ -191,6 +236,11 @@ SCHEMAS: dict[str, tuple[type, tuple[str, ...], dict[str, tuple[type, ...]]]] = 
         "source": (str,), "source_date": (str,), "notes": (str,)}),
     "links": (Link, LINK_KINDS, {
         "key": (str,), "name": (str,), "kind": (str,), "bandwidth_gbs": _NUMBER, "latency_us": _OPTIONAL_NUMBER,
+        "source": (str,), "source_date": (str,), "notes": (str,)}),
+    "prices": (Price, PRICE_KINDS, {
+        "key": (str,), "name": (str,), "kind": (str,), "value": _NUMBER, "unit": (str,),
+        "accelerator": (str, type(None)), "vendor": (str, type(None)), "tier": (str, type(None)),
+        "memory_gb": _OPTIONAL_NUMBER, "ecc": (bool, type(None)), "power_w": _OPTIONAL_NUMBER,
         "source": (str,), "source_date": (str,), "notes": (str,)}),
 }
 
@@ -215,9 +265,9 @@ def _check_row(table: str, i: int, row: Any) -> None:
     if missing or extra:
         raise ValueError(f"{where} ({row.get('key')}): missing fields {missing}, unknown fields {extra}")
     for k, v in row.items():
-        if isinstance(v, bool) or not isinstance(v, schema[k]):
+        if (isinstance(v, bool) and bool not in schema[k]) or not isinstance(v, schema[k]):
             raise ValueError(f"{where} ({row['key']}): field {k} must be {[t.__name__ for t in schema[k]]}, got {v!r}")
-        if k in schema and isinstance(v, (int, float)) and not isinstance(v, bool) and v < 0:
+        if isinstance(v, (int, float)) and not isinstance(v, bool) and v < 0:
             raise ValueError(f"{where} ({row['key']}): field {k} must be >= 0, got {v!r}")
     if row["kind"] not in kinds:
         raise ValueError(f"{where} ({row['key']}): kind {row['kind']!r} is not one of {kinds}")
@@ -398,8 +448,37 @@ def link_rows() -> list[dict]:
              "latency_us": link.latency_us, "source": link.source} for link in links()]
 
 
+# --------------------------------------------------------------------------------------
+# Prices, energy and carbon (notebooks 06.5 and 07.3)
+# --------------------------------------------------------------------------------------
+
+
+def prices(kind: str | None = None) -> list[Price]:
+    """All price rows, or only those of one ``kind`` (one of ``PRICE_KINDS``).
+
+    Notebook 07.3 (choosing hardware) and ``course_lib.cost``. Raises ValueError for an unknown kind.
+    """
+    return _of_kind("prices", kind)
+
+
+def price_names() -> list[str]:
+    """The short keys of every price row, e.g. ["gcp-t4", ..., "hdd"] (notebook 07.3)."""
+    return list(load_table("prices").by_key)
+
+
+def get_price(name: str) -> Price:
+    """Look up one price row by key, name or alias; case, spaces and punctuation are ignored.
+
+    Notebook 07.3 (choosing hardware). "gcp-t4", "RTX 4090", "4090", "MI300X", "world", "US",
+    "HDD", "NVMe" all work. Raises TypeError if ``name`` is not a string, ValueError (listing the
+    keys) if nothing matches.
+    """
+    return _find("prices", name, "price row", "'RTX 4090', 'MI300X', 'world', 'US', 'HDD', 'NVMe'")
+
+
 __all__ = [
     "DTYPES", "KINDS", "STORAGE_KINDS", "LINK_KINDS", "TABLES", "SCHEMAS", "Accelerator", "StorageTier", "Link",
     "Table", "load_table", "parse_table", "normalize_name", "accelerators", "accelerator_names", "get_accelerator", "catalog_rows",
     "storage_tiers", "storage_names", "get_storage", "links", "link_names", "get_link", "link_rows",
+    "PRICE_KINDS", "TIERS", "Price", "prices", "price_names", "get_price",
 ]

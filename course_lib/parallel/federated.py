@@ -22,25 +22,22 @@ The parts, in the order notebook 06.5 uses them:
 * ``fedavg_allreduce_round``: one FedAvg round run for real as processes (``distributed.launch``),
   each rank a client and a weighted all-reduce as the averaging (section 3).
 * ``price_table()``, ``job_cost(...)``: a small cost model (chip-hours x price, kWh x electricity
-  price) from the cited table ``course_lib/tables/cloud_prices.json`` and the accelerator catalog
-  (section 4).
+  price) from the cited table ``course_lib/tables/prices.json`` and the accelerator catalog
+  (section 4); they live in ``course_lib.cost`` and are imported here.
 """
 from __future__ import annotations
 
 import io
-import json
 import math
-import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import lru_cache
-from importlib import resources
 from typing import Any
 
 import torch
 from torch import nn
 
-from .. import catalog, train, validate
+from .. import train, validate
+from ..cost import PRICE_KINDS, Price, job_cost, price_table
 
 SPLITS = ("iid", "shards", "dirichlet")
 
@@ -499,78 +496,8 @@ class _ModelFromState:
 # 4. What the heavyweight options cost: money and energy
 # --------------------------------------------------------------------------------------
 
-PRICE_KINDS = ("chip-hour", "energy")
-
-
-@dataclass(frozen=True)
-class Price:
-    """One row of ``tables/cloud_prices.json``: a list price or an energy figure, with its source."""
-
-    key: str
-    name: str
-    kind: str  # "chip-hour" | "energy"
-    value: float
-    unit: str
-    accelerator: str | None  # catalog key of the chip (chip-hour rows)
-    source: str
-    source_date: str
-    notes: str = ""
-
-
-@lru_cache(maxsize=None)
-def price_table() -> dict[str, Price]:
-    """The cited price and energy table, by key (notebook 06.5, section 4).
-
-    Read from ``course_lib/tables/cloud_prices.json`` and checked like the catalog's tables: every row
-    has an https source and a YYYY-MM ``source_date``; chip-hour rows name an accelerator of the catalog.
-    """
-    data = json.loads(resources.files("course_lib").joinpath("tables", "cloud_prices.json").read_text("utf-8"))
-    if data.get("table") != "cloud_prices" or tuple(data.get("kinds", ())) != PRICE_KINDS:
-        raise ValueError("tables/cloud_prices.json must hold {'table': 'cloud_prices', 'kinds': [...], 'rows': [...]}")
-    rows: dict[str, Price] = {}
-    for i, row in enumerate(data["rows"]):
-        p = Price(**row)
-        where = f"tables/cloud_prices.json row {i} ({p.key})"
-        if p.kind not in PRICE_KINDS or not isinstance(p.value, (int, float)) or p.value <= 0:
-            raise ValueError(f"{where}: kind must be one of {PRICE_KINDS} and value > 0, got {p.kind!r}, {p.value!r}")
-        if not re.fullmatch(r"\d{4}-(0[1-9]|1[0-2])", p.source_date) or not all(
-                s.strip().startswith("https://") for s in p.source.split(";")):
-            raise ValueError(f"{where}: needs https:// sources and a YYYY-MM source_date")
-        if p.kind == "chip-hour":
-            catalog.get_accelerator(p.accelerator or "")
-        if p.key in rows:
-            raise ValueError(f"{where}: duplicate key")
-        rows[p.key] = p
-    return rows
-
-
-def job_cost(flops: float, accelerator: str, *, chips: int = 8, utilization: float = 0.4, dtype: str = "bf16",
-             scaling_efficiency: float = 0.9) -> dict[str, Any]:
-    """Time, money and energy of a training job of ``flops`` FLOPs on ``chips`` chips (notebook 06.5, sec. 4).
-
-    ``hours = flops / (chips * peak * utilization * scaling_efficiency) / 3600`` with the catalog's dense
-    peak at ``dtype``; ``usd = chips * hours * price per chip-hour`` (the table's on-demand list price);
-    ``kwh = chips * hours * TDP * PUE / 1000`` (the catalog's TDP: an upper bound on the chip's own draw,
-    without the host, network and cooling beyond the PUE), ``None`` where the vendor publishes no TDP.
-    Raises ValueError for an accelerator without a price row, or out-of-range arguments.
-    """
-    flops = validate.positive("flops", flops)
-    chips = validate.positive_int("chips", chips)
-    utilization = validate.fraction("utilization", utilization, allow_one=True)
-    scaling_efficiency = validate.fraction("scaling_efficiency", scaling_efficiency, allow_one=True)
-    acc = catalog.get_accelerator(accelerator)
-    prices = price_table()
-    row = next((p for p in prices.values() if p.kind == "chip-hour" and p.accelerator == acc.key), None)
-    if row is None:
-        have = [p.accelerator for p in prices.values() if p.kind == "chip-hour"]
-        raise ValueError(f"no price for accelerator={accelerator!r} in tables/cloud_prices.json; priced: {have}")
-    hours = flops / (chips * acc.peak_flops(dtype) * utilization * scaling_efficiency) / 3600
-    pue = prices["pue-google"].value
-    kwh = None if acc.power_w is None else chips * hours * acc.power_w * pue / 1000
-    usd_kwh = prices["electricity-us-industrial"].value
-    return {"accelerator": acc.key, "chips": chips, "hours": hours, "chip_hours": chips * hours,
-            "usd": chips * hours * row.value, "usd_per_chip_hour": row.value, "kwh": kwh,
-            "energy_usd": None if kwh is None else kwh * usd_kwh}
+# The cost model (``price_table``, ``job_cost``, ``Price``) lives in ``course_lib.cost``, which notebook
+# 07.3 extends; it is imported at the top of this module so these names keep working here.
 
 
 __all__ = ["SPLITS", "fedavg", "split_clients", "classes_per_client", "state_bytes", "Wire", "Client", "Server",
