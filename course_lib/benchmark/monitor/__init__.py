@@ -1,0 +1,34 @@
+"""Watching a training run: where a step's time goes, what it uses, and its curves (notebook 07.2).
+
+Three parts: ``resources`` (sampling), ``profiler`` (traces, bottlenecks, scenarios), ``curves``
+(TensorBoard); everything is importable from ``course_lib.benchmark.monitor`` directly.
+
+* ``ResourceSampler``: a background thread that samples, every ``interval`` seconds, this process's
+  CPU use (% of one core, so two busy threads read about 200 %), every core's use, the process's
+  resident memory (RSS) and the system's used memory; on a CUDA device also
+  ``torch.cuda.memory_allocated`` and, where ``nvidia-smi`` exists, the GPU's utilisation.
+  ``plot_resources`` draws the samples of one or more runs.
+* ``profile_training_step``: a few training steps under ``torch.profiler.profile`` with the phases
+  labelled (``input``, ``forward``, ``communication`` by ``record_function``; ``backward`` and
+  ``optimizer`` from the labels PyTorch itself records), a Chrome trace written to a file, and the
+  time sorted into **compute** (matmul, convolution), **memory** (copies, elementwise ops,
+  reductions, allocation), **input** (the data loading region), **communication** (c10d, gloo and
+  NCCL collectives) and **overhead** (Python and framework time between operators); the largest
+  share is the bottleneck (``find_bottleneck``).
+* ``SCENARIOS`` / ``run_scenario``: training steps built so that their bottleneck is known in
+  advance (a slow input pipeline, a matmul-heavy MLP, a two-rank data-parallel step whose gradient
+  exchange dominates), so the classifier can be checked against the design.
+* ``tensorboard_log`` writes a short real run's loss, accuracy, throughput and resource use as
+  TensorBoard scalars; ``read_scalars`` reads them back; ``tensorboard_instructions`` says how to
+  open them (a terminal, Colab, Vertex AI Workbench).
+"""
+from __future__ import annotations
+
+from .curves import LoggedRun, read_scalars, tensorboard_instructions, tensorboard_log
+from .profiler import (CATEGORIES, LABELS, SCENARIOS, Scenario, StepProfile, communication_worker, find_bottleneck,
+                       op_category, profile_training_step, run_scenario)
+from .resources import MIB, ResourceSampler, Sample, data_dir, plot_resources
+
+__all__ = ["Sample", "ResourceSampler", "plot_resources", "data_dir", "MIB", "CATEGORIES", "LABELS", "op_category",
+           "StepProfile", "find_bottleneck", "profile_training_step", "Scenario", "SCENARIOS", "run_scenario",
+           "communication_worker", "tensorboard_log", "read_scalars", "tensorboard_instructions", "LoggedRun"]

@@ -1,0 +1,372 @@
+"""Where a training step's time goes: torch.profiler traces, the bottleneck, and steps built to have a
+known one (notebook 07.2)."""
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+from torch.profiler import ProfilerActivity, profile, record_function
+
+from ... import data, models, train, validate
+from ...hardware import seed_everything, synchronize
+from .resources import data_dir
+
+CATEGORIES = ("compute", "memory", "input", "communication", "overhead")
+LABELS = ("input", "forward", "backward", "optimizer", "communication")
+_COMM = re.compile(r"c10d|gloo|nccl|all_?reduce|all_?gather|reduce_scatter|broadcast|record_param_comms|barrier"
+                   r"|\bsend\b|\brecv\b", re.I)
+_COMPUTE = re.compile(r"mm\b|matmul|conv|gemm|linear|_scaled_dot_product|attention|einsum|bmm", re.I)
+
+
+def op_category(name: str) -> str:
+    """The category of one profiler event by its name (notebook 07.2, "Where a step's time goes"):
+    "communication" (c10d/gloo/NCCL ops, all-reduce), "compute" (matmul, addmm, bmm, convolution),
+    "memory" (every other ``aten::`` operator: copies, cat, elementwise, reductions, allocation) or
+    "overhead" (labels and Python-level events). The "input" category comes from the region an
+    event runs in, not from its name: see ``find_bottleneck``."""
+    if not isinstance(name, str):
+        raise TypeError(f"name must be a str (a profiler event's name), got {type(name).__name__}")
+    if _COMM.search(name):
+        return "communication"
+    if name.startswith("aten::") or name.startswith("cuda") or name.startswith("Memcpy") or "kernel" in name.lower():
+        return "compute" if _COMPUTE.search(name.split("::")[-1]) else "memory"
+    return "overhead"
+
+
+@dataclass
+class StepProfile:
+    """Where the profiled steps spent their time (seconds per category and per phase)."""
+
+    steps: int
+    wall_s: float                      # the profiled steps' wall time (input + step regions)
+    seconds: dict[str, float]          # per category, summing to wall_s
+    phases: dict[str, float]           # input, forward, backward, optimizer, communication
+    top_ops: list[tuple[str, str, float]]  # (name, category, seconds), largest first
+    trace_path: str | None = None
+    device: str = "cpu"
+    scenario: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def shares(self) -> dict[str, float]:
+        """Each category's fraction of the wall time."""
+        return {k: v / self.wall_s if self.wall_s > 0 else 0.0 for k, v in self.seconds.items()}
+
+    @property
+    def bottleneck(self) -> str:
+        """The category with the largest share of the time."""
+        return max(self.seconds, key=self.seconds.get)
+
+    def table(self) -> str:
+        """The categories as text, largest first, with the bottleneck marked."""
+        rows = [f"{'category':14} {'ms/step':>9} {'share':>7}"]
+        for k in sorted(self.seconds, key=self.seconds.get, reverse=True):
+            mark = "  <- bottleneck" if k == self.bottleneck else ""
+            rows.append(f"{k:14} {1e3 * self.seconds[k] / self.steps:9.2f} {self.shares[k]:7.1%}{mark}")
+        return "\n".join(rows)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "shares": self.shares, "bottleneck": self.bottleneck}
+
+
+def _time(evt, on_device: bool) -> float:
+    if on_device:
+        return getattr(evt, "self_device_time_total", getattr(evt, "self_cuda_time_total", 0.0)) / 1e6
+    return evt.self_cpu_time_total / 1e6
+
+
+def find_bottleneck(prof: profile, *, steps: int = 1, on_device: bool | None = None) -> StepProfile:
+    """Sort a finished profile's time into ``CATEGORIES`` and name the largest (notebook 07.2).
+
+    The wall time is the total of the top-level ``input`` and ``step`` regions. Everything inside an
+    ``input`` region counts as input (a slow transform's convolutions included: the training loop
+    waits for them); everything inside a ``communication`` region, and any collective elsewhere, as
+    communication. Other operators count by name (``op_category``), with their *self* time (time not
+    spent in a child operator), on the CPU; with ``on_device`` (a CUDA run) the kernels' device time is
+    used for compute and memory, because CPU-side operators only queue GPU work. Whatever the
+    operators do not cover (Python, the autograd engine, labels) is overhead.
+    """
+    events = list(prof.events())
+    if on_device is None:
+        on_device = any(getattr(e, "device_type", None) == torch.autograd.DeviceType.CUDA for e in events)
+    regions = [e for e in events if e.name in ("input", "step") and e.cpu_parent is None]
+    if not regions:
+        raise ValueError("the profile has no 'input' or 'step' region: record the steps with "
+                         "profile_training_step (or label them with record_function('step'))")
+    thread = regions[0].thread
+    wall = sum(e.cpu_time_total for e in regions) / 1e6
+    seconds = dict.fromkeys(CATEGORIES, 0.0)
+    phases = dict.fromkeys(LABELS, 0.0)
+    per_op: dict[tuple[str, str], float] = {}
+    for e in events:
+        if e.thread != thread or getattr(e, "device_type", torch.autograd.DeviceType.CPU) != torch.autograd.DeviceType.CPU:
+            continue
+        chain, parent = [e.name], e.cpu_parent
+        while parent is not None:
+            chain.append(parent.name)
+            parent = parent.cpu_parent
+        top = chain[-1]
+        if top not in ("input", "step"):
+            continue
+        if e.name in ("input", "communication") and e.name not in chain[1:]:
+            seconds[e.name] += e.cpu_time_total / 1e6
+            phases[e.name] += e.cpu_time_total / 1e6
+            continue
+        if e.name == "forward" and "forward" not in chain[1:]:
+            phases["forward"] += e.cpu_time_total / 1e6
+        elif e.name.startswith("autograd::engine::evaluate_function") and not any(
+                c.startswith("autograd::engine") for c in chain[1:]):
+            phases["backward"] += e.cpu_time_total / 1e6
+        elif e.name.startswith("Optimizer.") and not any(c.startswith("Optimizer.") for c in chain[1:]):
+            phases["optimizer"] += e.cpu_time_total / 1e6
+        if "input" in chain or "communication" in chain:
+            continue  # counted with its region
+        category = op_category(e.name)
+        if category in ("compute", "memory"):
+            t = _time(e, on_device)
+        elif category == "communication":
+            t = e.self_cpu_time_total / 1e6
+        else:
+            continue  # overhead is what is left over
+        seconds[category] += t
+        per_op[(e.name, category)] = per_op.get((e.name, category), 0.0) + t
+    seconds["overhead"] = max(0.0, wall - sum(v for k, v in seconds.items() if k != "overhead"))
+    if on_device:  # GPU kernels overlap the CPU: the total can exceed the CPU wall time
+        wall = max(wall, sum(seconds.values()))
+    top = sorted(((n, c, t) for (n, c), t in per_op.items()), key=lambda x: -x[2])[:8]
+    return StepProfile(steps, wall, seconds, phases, top, device="cuda" if on_device else "cpu")
+
+
+class _Labelled(nn.Module):
+    """The model with its forward pass inside ``record_function("forward")`` (same parameters)."""
+
+    def __init__(self, model: nn.Module) -> None:
+        super().__init__()
+        self.inner = model
+
+    def forward(self, *xs: torch.Tensor) -> torch.Tensor:
+        with record_function("forward"):
+            return self.inner(*xs)
+
+
+@contextlib.contextmanager
+def _quiet_fd2():
+    """Silence the C++ profiler's own start/stop lines on file descriptor 2 (they are not warnings)."""
+    try:
+        saved = os.dup(2)
+    except OSError:
+        yield
+        return
+    try:
+        with open(os.devnull, "w") as null:
+            os.dup2(null.fileno(), 2)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
+def profile_training_step(model: nn.Module, batches: Iterable, optimizer: torch.optim.Optimizer, *,
+                          steps: int = 3, warmup: int = 1, loss_fn: Callable | None = None,
+                          communicate: Callable[[nn.Module], None] | None = None,
+                          trace_dir: str | Path | None = None, trace_name: str = "step") -> StepProfile:
+    """Run ``warmup`` then ``steps`` training steps (``train.train_step``) under ``torch.profiler`` and
+    return where the time went (notebook 07.2, "Where a step's time goes").
+
+    Each step fetches its batch from ``batches`` (a DataLoader or any iterable of ``(x, y)``) inside
+    ``record_function("input")``, runs the forward pass inside ``"forward"``, and calls
+    ``communicate(model)`` (e.g. an all-reduce of the gradients) inside ``"communication"`` between
+    the backward pass and the optimizer step. The Chrome trace goes to ``trace_dir/<trace_name>.json``
+    (default: ``data_dir("traces")``): open it in https://ui.perfetto.dev or chrome://tracing.
+    """
+    steps = validate.positive_int("steps", steps)
+    warmup = validate.nonnegative_int("warmup", warmup)
+    if communicate is not None:
+        validate.function("communicate", communicate)
+    if not isinstance(trace_name, str) or not re.fullmatch(r"[\w.-]+", trace_name):
+        raise ValueError(f"trace_name must be a plain file name (letters, digits, _ . -), got {trace_name!r}")
+    params = next(model.parameters(), None)
+    if params is None:
+        raise ValueError("model has no parameters to train")
+    device = params.device
+    labelled = _Labelled(model)
+
+    def hook(m: nn.Module) -> None:
+        with record_function("communication"):
+            communicate(model)
+
+    it = iter(batches)
+
+    def one_step() -> None:
+        with record_function("input"):
+            try:
+                batch = next(it)
+            except StopIteration:
+                raise ValueError(f"batches ran out: it must yield at least warmup + steps = {warmup + steps} "
+                                 "batches") from None
+        with record_function("step"):
+            train.train_step(labelled, batch, optimizer, loss_fn, device,
+                             before_update=hook if communicate is not None else None)
+            synchronize(device)
+
+    for _ in range(warmup):
+        one_step()
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
+    prof = profile(activities=activities)
+    with _quiet_fd2():
+        prof.start()
+    try:
+        for _ in range(steps):
+            one_step()
+    finally:
+        with _quiet_fd2():
+            prof.stop()
+    result = find_bottleneck(prof, steps=steps, on_device=device.type == "cuda")
+    folder = Path(trace_dir) if trace_dir is not None else data_dir("traces")
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{trace_name}.json"
+    prof.export_chrome_trace(str(path))
+    result.trace_path = str(path)
+    return result
+
+
+# --------------------------------------------------------------------------- scenarios
+@dataclass(frozen=True)
+class Scenario:
+    """A training step built so that one category dominates (notebook 07.2)."""
+
+    name: str
+    designed: str   # the category the design makes the bottleneck
+    what: str       # how, in one sentence
+
+
+SCENARIOS = {s.name: s for s in (
+    Scenario("slow-input", "input", "every image runs a 5x5 blur `passes` times in the DataLoader (no workers); "
+             "the model is a small MLP, so the loop mostly waits for data"),
+    Scenario("big-matmuls", "compute", "an MLP 1024 -> 2048 -> 2048 -> 10 on batches of 256 already in memory: "
+             "about 10 GFLOP of matrix products per step"),
+    Scenario("tiny-batch-ddp", "communication", "two processes (gloo) each train an MLP 512 -> 2048 -> 2048 -> 10 "
+             "(5.3 M parameters) on batches of 4 and all-reduce its 21 MB of gradients every step"),
+)}
+
+
+def _random_batches(n: int, batch: int, features: int, classes: int, seed: int) -> list:
+    g = torch.Generator().manual_seed(seed)
+    return [(torch.randn(batch, features, generator=g), torch.randint(0, classes, (batch,), generator=g))
+            for _ in range(n)]
+
+
+def _time_items(ds: torch.utils.data.Dataset, n: int) -> float:
+    """Median seconds per item over ``n`` items, after one untimed item (the first call sets kernels up)."""
+    ds[0]
+    times = []
+    for i in range(n):
+        t0 = time.perf_counter()
+        ds[i % len(ds)]
+        times.append(time.perf_counter() - t0)
+    return sorted(times)[n // 2]
+
+
+def _bare_matmul_seconds(batch: int, widths: list[int], repeats: int = 3) -> float:
+    """Best time of the forward matrix products of one step, run alone (the compute model's rate)."""
+    g = torch.Generator().manual_seed(1)
+    mats = [(torch.randn(batch, a, generator=g), torch.randn(a, b, generator=g)) for a, b in zip(widths, widths[1:])]
+    best = float("inf")
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        for x, w in mats:
+            x @ w
+        best = min(best, time.perf_counter() - t0)
+    return best
+
+
+def _allreduce_grads(model: nn.Module) -> None:
+    import torch.distributed as dist
+
+    world = dist.get_world_size()
+    for p in model.parameters():
+        if p.grad is not None:
+            dist.all_reduce(p.grad)
+            p.grad.div_(world)
+
+
+def communication_worker(width: int = 2048, batch: int = 4, steps: int = 3, seed: int = 0,
+                         trace_dir: str | None = None) -> dict[str, Any]:
+    """One rank of the "tiny-batch-ddp" scenario, run by ``distributed.launch`` (notebook 07.2): data
+    parallelism by hand (every gradient all-reduced, then averaged) on a large MLP and a tiny batch.
+    Also times a bare all-reduce of the same gradients, for the prediction."""
+    import torch.distributed as dist
+
+    seed_everything(seed)
+    rank = dist.get_rank()
+    model = models.MLP(512, [width, width], 10)
+    opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+    batches = _random_batches(steps + 1, batch, 512, 10, seed + rank)
+    prof = profile_training_step(model, batches, opt, steps=steps, warmup=1, communicate=_allreduce_grads,
+                                 trace_dir=trace_dir, trace_name=f"tiny-batch-ddp-rank{rank}")
+    grads = [torch.ones_like(p) for p in model.parameters()]
+    best = float("inf")
+    for _ in range(3):
+        dist.barrier()
+        t0 = time.perf_counter()
+        for g in grads:
+            dist.all_reduce(g)
+        best = min(best, time.perf_counter() - t0)
+    prof.extra.update(allreduce_s=best, grad_bytes=sum(g.numel() * 4 for g in grads),
+                      params=models.count_parameters(model), world_size=dist.get_world_size(), batch=batch)
+    return prof.to_dict() | {"rank": rank}
+
+
+def _from_dict(d: dict[str, Any]) -> StepProfile:
+    keys = StepProfile.__dataclass_fields__
+    return StepProfile(**{k: v for k, v in d.items() if k in keys})
+
+
+def run_scenario(name: str, *, steps: int = 3, seed: int = 0, trace_dir: str | Path | None = None,
+                 passes: int = 5) -> StepProfile:
+    """Profile one of ``SCENARIOS`` (notebook 07.2, "Three steps with a known bottleneck").
+
+    Returns the ``StepProfile`` with ``scenario`` set and, in ``extra``, what a prediction needs:
+    "slow-input": ``item_s`` (one image through the transform, timed alone), ``batch``;
+    "big-matmuls": ``flops`` per step and ``matmul_s`` (the step's forward matrix products, timed
+    alone, best of 3); "tiny-batch-ddp": ``grad_bytes``, ``allreduce_s`` (a bare all-reduce of the
+    gradients, best of 3), ``params``, ``batch``, and rank 1's profile as ``other_rank``.
+    """
+    validate.choice("name", name, SCENARIOS)
+    steps = validate.positive_int("steps", steps)
+    passes = validate.positive_int("passes", passes)
+    seed_everything(seed)
+    trace_dir = str(trace_dir) if trace_dir is not None else str(data_dir("traces"))
+    if name == "slow-input":
+        ds = data.CostlyTransformDataset(n=16 * (steps + 1), size=32, passes=passes, seed=seed)
+        loader = torch.utils.data.DataLoader(ds, batch_size=16, shuffle=False)
+        model = models.MLP(32 * 32, 64, 10)
+        flat = ((x.flatten(1), y) for x, y in loader)
+        opt = torch.optim.SGD(model.parameters(), lr=0.01)
+        item_s = _time_items(ds, 8)
+        prof = profile_training_step(model, flat, opt, steps=steps, trace_dir=trace_dir, trace_name=name)
+        prof.extra.update(item_s=item_s, batch=16, passes=passes)
+    elif name == "big-matmuls":
+        widths, batch = [1024, 2048, 2048, 10], 256
+        model = models.MLP(widths[0], widths[1:-1], widths[-1])
+        opt = torch.optim.SGD(model.parameters(), lr=0.01)
+        batches = _random_batches(steps + 1, batch, widths[0], 10, seed)
+        weights = sum(a * b for a, b in zip(widths, widths[1:]))
+        prof = profile_training_step(model, batches, opt, steps=steps, trace_dir=trace_dir, trace_name=name)
+        prof.extra.update(flops=6 * weights * batch, matmul_s=_bare_matmul_seconds(batch, widths), batch=batch)
+    else:
+        from ...distributed import launch
+
+        ranks = launch(communication_worker, 2, steps=steps, seed=seed, trace_dir=trace_dir, timeout=120)
+        prof = _from_dict(ranks[0])
+        prof.extra["other_rank"] = ranks[1]
+    prof.scenario = name
+    return prof

@@ -1,0 +1,178 @@
+"""Resource use sampled during a run: CPU, memory, and GPU where present (notebook 07.2)."""
+from __future__ import annotations
+
+import shutil
+import subprocess
+import tempfile
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import psutil
+import torch
+
+from ... import validate
+from ...hardware import as_device
+
+MIB = 2 ** 20
+
+
+def data_dir(name: str = "monitor") -> Path:
+    """A folder under the system's temporary directory for notebook 07.2's traces and logs."""
+    path = Path(tempfile.gettempdir()) / "course-07-2" / name
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One reading: ``t`` seconds after the sampler started."""
+
+    t: float
+    process_cpu_percent: float          # this process, % of one core (2 busy threads: ~200)
+    core_percent: tuple[float, ...]     # every core of the machine, % busy (any program)
+    rss_bytes: int                      # this process's resident memory
+    system_used_bytes: int              # the whole machine's used memory
+    gpu_allocated_bytes: int | None = None  # torch.cuda.memory_allocated (CUDA only)
+    gpu_util_percent: float | None = None   # nvidia-smi utilization.gpu (CUDA with nvidia-smi only)
+
+
+class ResourceSampler:
+    """Sample CPU, memory and GPU use in a background thread while the ``with`` block runs.
+
+    Notebook 07.2, "Resource use during a run"::
+
+        with ResourceSampler(interval=0.1) as rs:
+            train.fit(...)
+        rs.summary()          # means, peaks, the RSS growth; GPU fields say why they are absent
+
+    CPU percentages come from ``psutil`` CPU-time counters between two samples: averages over each
+    interval, unaffected by other callers of ``psutil.cpu_percent``. The counters tick every 10 ms,
+    so a 0.1 s interval reads within about 10 % of the truth; ``summary()``'s mean is over the whole run.
+    """
+
+    def __init__(self, interval: float = 0.1, device: torch.device | str | None = None) -> None:
+        self.interval = validate.number("interval", interval, minimum=0.01, maximum=60)
+        self.device = as_device(device) if device is not None else torch.device("cpu")
+        self.samples: list[Sample] = []
+        self.gpu_why = self._gpu_why()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._proc = psutil.Process()
+        self._start: tuple = ()
+        self._end: tuple | None = None
+
+    def _gpu_why(self) -> str | None:
+        if self.device.type != "cuda":
+            return f"no GPU readings: the device is {self.device.type}, not CUDA"
+        if shutil.which("nvidia-smi") is None:
+            return "GPU memory from torch.cuda; no utilisation: nvidia-smi is not on PATH"
+        return None
+
+    def _gpu_util(self) -> float | None:
+        if self.gpu_why is not None:
+            return None
+        index = self.device.index if self.device.index is not None else torch.cuda.current_device()
+        try:
+            out = subprocess.run(["nvidia-smi", "--query-gpu=utilization.gpu", "--format=csv,noheader,nounits",
+                                  f"--id={index}"], capture_output=True, text=True, timeout=2).stdout
+            return float(out.strip().splitlines()[0])
+        except (OSError, subprocess.SubprocessError, ValueError, IndexError):
+            return None
+
+    def _counters(self) -> tuple[float, float, list[tuple[float, float]]]:
+        """(wall clock, this process's CPU seconds, [(busy, total) CPU seconds of every core])."""
+        cpu = self._proc.cpu_times()
+        cores = [(c.user + c.system + getattr(c, "nice", 0) + getattr(c, "irq", 0) + getattr(c, "softirq", 0),
+                  sum(c)) for c in psutil.cpu_times(percpu=True)]
+        return time.perf_counter(), cpu.user + cpu.system, cores
+
+    def _sample(self, prev: tuple, now: tuple) -> Sample:
+        core_pct = tuple(100.0 * max(0.0, b - b0) / max(tot - tot0, 1e-9) for (b, tot), (b0, tot0) in zip(now[2], prev[2]))
+        gpu_alloc = torch.cuda.memory_allocated(self.device) if self.device.type == "cuda" else None
+        return Sample(now[0] - self._start[0], 100.0 * (now[1] - prev[1]) / max(now[0] - prev[0], 1e-9), core_pct,
+                      self._proc.memory_info().rss, psutil.virtual_memory().used, gpu_alloc, self._gpu_util())
+
+    def _run(self) -> None:
+        prev = self._start
+        while not self._stop.wait(self.interval):
+            now = self._counters()
+            self.samples.append(self._sample(prev, now))
+            prev = now
+        self._end = self._counters()
+        self.samples.append(self._sample(prev, self._end))  # the last, partial interval
+
+    def __enter__(self) -> ResourceSampler:
+        self._start, self._end = self._counters(), None  # the baseline is read before the measured work starts
+        self.samples = [Sample(0.0, 0.0, tuple(0.0 for _ in self._start[2]), self._proc.memory_info().rss,
+                               psutil.virtual_memory().used,
+                               torch.cuda.memory_allocated(self.device) if self.device.type == "cuda" else None)]
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._run, name="course-resource-sampler", daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+
+    def series(self, field_name: str) -> list:
+        """One field of every sample, e.g. ``series("rss_bytes")``."""
+        names = [f for f in Sample.__dataclass_fields__]
+        validate.choice("field_name", field_name, names)
+        return [getattr(s, field_name) for s in self.samples]
+
+    def summary(self) -> dict[str, Any]:
+        """Duration, mean and peak CPU use, RSS at start, peak and end (and its growth), system memory;
+        GPU memory and utilisation, or ``gpu`` saying why they are absent."""
+        if len(self.samples) < 2 or self._end is None:
+            raise ValueError("no samples yet: use the sampler as `with ResourceSampler() as rs: ...` around a run")
+        s = self.samples[1:]  # the first reading is the baseline, with no CPU interval behind it
+        wall = self._end[0] - self._start[0]
+        rss = [x.rss_bytes for x in self.samples]
+        out = {"seconds": wall, "samples": len(self.samples),
+               "process_cpu_mean_percent": 100.0 * (self._end[1] - self._start[1]) / max(wall, 1e-9),
+               "process_cpu_max_percent": max(x.process_cpu_percent for x in s),
+               "machine_cpu_mean_percent": 100.0 * sum(b - b0 for (b, _), (b0, _) in zip(self._end[2], self._start[2]))
+               / max(sum(t - t0 for (_, t), (_, t0) in zip(self._end[2], self._start[2])), 1e-9),
+               "rss_start_bytes": rss[0], "rss_peak_bytes": max(rss), "rss_end_bytes": rss[-1],
+               "rss_growth_bytes": max(rss) - rss[0],
+               "system_used_peak_bytes": max(x.system_used_bytes for x in self.samples),
+               "gpu": self.gpu_why or "GPU memory from torch.cuda, utilisation from nvidia-smi"}
+        if self.device.type == "cuda":
+            out["gpu_allocated_peak_bytes"] = max(x.gpu_allocated_bytes or 0 for x in self.samples)
+            utils = [x.gpu_util_percent for x in s if x.gpu_util_percent is not None]
+            out["gpu_util_mean_percent"] = sum(utils) / len(utils) if utils else None
+        return out
+
+
+def plot_resources(runs: Mapping[str, ResourceSampler], *, title: str = "Resource use during training"):
+    """CPU use (% of one core) and resident memory (MiB) against time for each labelled run, side by
+    side (notebook 07.2); a third panel shows GPU memory when a run sampled one. Returns (fig, axes)."""
+    if not isinstance(runs, Mapping) or not runs:
+        raise ValueError("runs must be a non-empty mapping of label -> ResourceSampler")
+    import matplotlib.pyplot as plt  # only when plotting: training scripts never import matplotlib
+
+    gpu = any(r.device.type == "cuda" for r in runs.values())
+    fig, axes = plt.subplots(1, 3 if gpu else 2, figsize=(10.0 if gpu else 8.0, 3.4), dpi=90)
+    for label, r in runs.items():
+        t = r.series("t")
+        axes[0].plot(t[1:], r.series("process_cpu_percent")[1:], "o-", ms=3, label=label)
+        axes[1].plot(t, [b / MIB for b in r.series("rss_bytes")], "o-", ms=3, label=label)
+        if gpu:
+            axes[2].plot(t, [(b or 0) / MIB for b in r.series("gpu_allocated_bytes")], "o-", ms=3, label=label)
+    labels = [("CPU use of this process", "% of one core"), ("Resident memory (RSS)", "MiB")]
+    labels += [("GPU memory allocated", "MiB")] if gpu else []
+    for ax, (what, unit) in zip(axes, labels):
+        ax.set_title(what, fontsize=10)
+        ax.set_xlabel("time since start (s)")
+        ax.set_ylabel(unit)
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.suptitle(title, fontsize=11)
+    fig.tight_layout()
+    return fig, axes

@@ -1,0 +1,154 @@
+"""course_lib.benchmark.monitor (notebook 07.2): resource sampling, the profiler's bottleneck, TensorBoard."""
+import json
+import time
+
+import pytest
+import torch
+
+from course_lib import models
+from course_lib.benchmark import monitor
+
+
+@pytest.mark.parametrize("name, category", [
+    ("aten::mm", "compute"), ("aten::addmm", "compute"), ("aten::bmm", "compute"), ("aten::mkldnn_convolution", "compute"),
+    ("aten::convolution_backward", "compute"), ("aten::copy_", "memory"), ("aten::cat", "memory"),
+    ("aten::add_", "memory"), ("aten::empty", "memory"), ("aten::threshold_backward", "memory"),
+    ("c10d::allreduce_", "communication"), ("gloo:all_reduce", "communication"), ("nccl:all_reduce", "communication"),
+    ("record_param_comms", "communication"), ("Optimizer.step#SGD.step", "overhead"),
+    ("autograd::engine::evaluate_function: AddmmBackward0", "overhead"), ("forward", "overhead")])
+def test_op_category(name, category):
+    assert monitor.op_category(name) == category
+
+
+def test_op_category_rejects_non_strings():
+    with pytest.raises(TypeError, match="name must be a str"):
+        monitor.op_category(3)
+
+
+def test_sampler_sees_busy_cpu_and_memory_growth():
+    with monitor.ResourceSampler(interval=0.05) as rs:
+        end = time.perf_counter() + 0.3
+        while time.perf_counter() < end:  # one busy thread
+            pass
+        block = torch.ones(64 * 2 ** 20 // 4)  # 64 MiB, written, so resident
+        time.sleep(0.12)
+    s = rs.summary()
+    assert s["samples"] >= 4 and len(rs.series("rss_bytes")) == s["samples"]
+    assert s["process_cpu_mean_percent"] > 20, s  # a busy Python thread, even on a loaded machine
+    assert s["rss_growth_bytes"] >= 40 * 2 ** 20, s
+    assert "not CUDA" in s["gpu"] and rs.samples[-1].gpu_allocated_bytes is None
+    assert all(0 <= c <= 100.0001 for x in rs.samples for c in x.core_percent)
+    del block
+
+
+def test_sampler_bad_input():
+    with pytest.raises(ValueError, match="interval"):
+        monitor.ResourceSampler(interval=0)
+    with pytest.raises(TypeError, match="interval"):
+        monitor.ResourceSampler(interval="fast")
+    with pytest.raises(ValueError, match="no samples yet"):
+        monitor.ResourceSampler().summary()
+    with pytest.raises(ValueError, match="field_name"):
+        monitor.ResourceSampler().series("watts")
+
+
+def test_plot_resources_labels_axes():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    with monitor.ResourceSampler(interval=0.02) as rs:
+        time.sleep(0.06)
+    fig, axes = monitor.plot_resources({"idle": rs}, title="idle")
+    assert [a.get_ylabel() for a in axes] == ["% of one core", "MiB"]
+    assert all("(s)" in a.get_xlabel() for a in axes)
+    with pytest.raises(ValueError, match="runs"):
+        monitor.plot_resources({})
+    matplotlib.pyplot.close("all")
+
+
+def _batches(n, batch=32, features=16):
+    g = torch.Generator().manual_seed(0)
+    return [(torch.randn(batch, features, generator=g), torch.randint(0, 4, (batch,), generator=g)) for _ in range(n)]
+
+
+def test_profile_labels_every_phase_and_writes_a_trace(tmp_path):
+    model = models.MLP(16, 32, 4)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    calls = []
+
+    def communicate(m):  # stands in for an all-reduce
+        calls.append(1)
+        for p in m.parameters():
+            p.grad.mul_(1.0)
+
+    prof = monitor.profile_training_step(model, _batches(3), opt, steps=2, warmup=1, communicate=communicate,
+                                         trace_dir=tmp_path, trace_name="t")
+    assert len(calls) == 3 and prof.steps == 2
+    names = {e.get("name") for e in json.loads((tmp_path / "t.json").read_text())["traceEvents"]}
+    assert {"input", "step", "forward", "communication"} <= names
+    assert any(n.startswith("Optimizer.step#SGD") for n in names if n)
+    assert sum(prof.seconds.values()) == pytest.approx(prof.wall_s, rel=1e-6)
+    assert set(prof.seconds) == set(monitor.CATEGORIES) and set(prof.phases) == set(monitor.LABELS)
+    assert prof.seconds["communication"] > 0 and prof.phases["backward"] > 0 and prof.phases["optimizer"] > 0
+    assert prof.bottleneck in monitor.CATEGORIES and "<- bottleneck" in prof.table()
+
+
+def test_profile_bad_input(tmp_path):
+    model = models.MLP(16, 8, 4)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    with pytest.raises(ValueError, match="ran out"):
+        monitor.profile_training_step(model, _batches(2), opt, steps=2, warmup=1, trace_dir=tmp_path)
+    with pytest.raises(ValueError, match="steps"):
+        monitor.profile_training_step(model, _batches(2), opt, steps=0)
+    with pytest.raises(ValueError, match="trace_name"):
+        monitor.profile_training_step(model, _batches(2), opt, trace_name="../x")
+    with pytest.raises(TypeError, match="communicate"):
+        monitor.profile_training_step(model, _batches(2), opt, communicate=3)
+    with torch.profiler.profile() as p:
+        torch.ones(2) + 1
+    with pytest.raises(ValueError, match="no 'input' or 'step' region"):
+        monitor.find_bottleneck(p)
+
+
+@pytest.mark.parametrize("name", ["slow-input", "big-matmuls"])
+def test_single_process_scenarios_find_their_designed_bottleneck(name, tmp_path):
+    prof = monitor.run_scenario(name, steps=2, trace_dir=tmp_path)
+    assert prof.bottleneck == monitor.SCENARIOS[name].designed, prof.table()
+    assert (tmp_path / f"{name}.json").exists()
+
+
+def test_communication_scenario_finds_communication(tmp_path):
+    prof = monitor.run_scenario("tiny-batch-ddp", steps=2, trace_dir=tmp_path)
+    assert prof.bottleneck == "communication", prof.table()
+    assert prof.extra["grad_bytes"] == 4 * prof.extra["params"] and prof.extra["world_size"] == 2
+    assert prof.extra["other_rank"]["bottleneck"] == "communication"
+    assert (tmp_path / "tiny-batch-ddp-rank0.json").exists()
+
+
+def test_run_scenario_bad_name():
+    with pytest.raises(ValueError, match="slow-input"):
+        monitor.run_scenario("gpu-starved")
+
+
+def test_tensorboard_round_trip(tmp_path):
+    run = monitor.tensorboard_log(tmp_path, epochs=2)
+    back = monitor.read_scalars(run.run_dir)
+    assert set(back) == set(run.scalars) >= {"train/loss", "test/accuracy", "speed/examples_per_s",
+                                              "resources/cpu_percent", "resources/rss_mib"}
+    for tag, points in run.scalars.items():
+        assert [s for s, _ in back[tag]] == [s for s, _ in points]
+        assert [v for _, v in back[tag]] == pytest.approx([v for _, v in points], rel=1e-6)  # stored as float32
+    assert len(run.scalars["train/loss"]) == run.steps and len(run.scalars["test/accuracy"]) == 2
+    again = monitor.tensorboard_log(tmp_path, epochs=1)  # the folder holds the latest run only
+    assert len(monitor.read_scalars(again.run_dir)["test/accuracy"]) == 1
+    text = monitor.tensorboard_instructions(tmp_path)
+    assert f"tensorboard --logdir {tmp_path}" in text and "%load_ext tensorboard" in text
+
+
+def test_tensorboard_bad_input(tmp_path):
+    with pytest.raises(ValueError, match="run_name"):
+        monitor.tensorboard_log(tmp_path, run_name="a/b")
+    with pytest.raises(ValueError, match="epochs"):
+        monitor.tensorboard_log(tmp_path, epochs=0)
+    with pytest.raises(ValueError, match="event files"):
+        monitor.read_scalars(tmp_path)
