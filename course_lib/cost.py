@@ -109,16 +109,18 @@ def purchase_price(card: str) -> float:
     return float(_card(card).value)
 
 
-def _figure(name: str, value: float | str, kind: str, named: dict[str, str] | None = None) -> tuple[float, str]:
-    """A number passed as is, or a price-table row (key, alias or a name of ``named``) of ``kind``."""
+def _figure(name: str, value: float | str, kind: str, unit: str,
+            named: dict[str, str] | None = None) -> tuple[float, str]:
+    """A number passed as is, or a price-table row (key, alias or a name of ``named``) of ``kind`` in ``unit``."""
     if isinstance(value, str):
         key = (named or {}).get(value.strip().lower(), value)
-        valid = sorted(set(named or ()) | {p.key for p in catalog.prices(kind)})
+        fits = [p.key for p in catalog.prices(kind) if p.unit.startswith(unit)]
+        valid = sorted(set(named or ()) | set(fits))
         try:
             row = catalog.get_price(key)
         except ValueError:
             row = None
-        if row is None or row.kind != kind:
+        if row is None or row.key not in fits:
             raise ValueError(f"{name}={value!r} is not known; accepted values are {valid} or a number")
         return float(row.value), row.key
     return validate.positive(name, value), "given"
@@ -151,8 +153,8 @@ def owned_vs_cloud(card: str, *, hours_per_month: float, months: float, cloud: s
     resale = validate.number("resale_fraction", resale_fraction, minimum=0, maximum=1, open_high=True)
     host_usd = validate.nonnegative("host_usd", host_usd)
     host_w = validate.nonnegative("host_w", host_w)
-    usd_kwh, usd_kwh_row = _figure("electricity", electricity, "energy", ELECTRICITY)
-    pue_value, pue_row = _figure("pue", pue, "energy")
+    usd_kwh, usd_kwh_row = _figure("electricity", electricity, "energy", "USD per kWh", ELECTRICITY)
+    pue_value, pue_row = _figure("pue", pue, "energy", "facility energy")
     if cloud is None:
         if row.accelerator is None or _cloud_row(row.accelerator, spot) is None:
             raise ValueError(f"card={card!r} is not rented in tables/prices.json; pass cloud= one of "
@@ -194,8 +196,8 @@ def training_footprint(flops: float, accelerator: str, *, chips: int = 1, utiliz
     chips = validate.positive_int("chips", chips)
     utilization = validate.fraction("utilization", utilization, allow_one=True)
     scaling_efficiency = validate.fraction("scaling_efficiency", scaling_efficiency, allow_one=True)
-    g_per_kwh, grid_row = _figure("grid", grid, "carbon", GRIDS)
-    pue_value, _ = _figure("pue", pue, "energy")
+    g_per_kwh, grid_row = _figure("grid", grid, "carbon", "g CO2", GRIDS)
+    pue_value, _ = _figure("pue", pue, "energy", "facility energy")
     acc = catalog.get_accelerator(accelerator)
     hours = flops / (chips * acc.peak_flops(dtype) * utilization * scaling_efficiency) / 3600
     price = _cloud_row(acc.key, spot)

@@ -177,6 +177,8 @@ def test_owned_vs_cloud_lifetime_resale_and_never():
     ({"hours_per_month": 100, "months": 12, "host_usd": -5}, ValueError, "host_usd"),
     ({"hours_per_month": 100, "months": 12, "electricity": "solar"}, ValueError, "electricity='solar'"),
     ({"hours_per_month": 100, "months": 12, "pue": 0}, ValueError, "pue"),
+    ({"hours_per_month": 100, "months": 12, "pue": "electricity-us-industrial"}, ValueError, "pue='electricity"),
+    ({"hours_per_month": 100, "months": 12, "electricity": "pue-google"}, ValueError, "accepted values are .*'commercial'"),
     ({"hours_per_month": "100", "months": 12}, TypeError, "hours_per_month"),
 ])
 def test_owned_vs_cloud_bad_numbers(kwargs, exc, match):

@@ -43,6 +43,9 @@ def broken(table: str, change) -> str:
     ("accelerators", lambda d: d["rows"][0].update(pod_chips="8"), "pod_chips must be"),
     ("accelerators", lambda d: d["rows"][0].update(pod_chips=0), "pod_chips must be"),
     ("accelerators", lambda d: d["rows"][0].pop("pod_chips"), "missing fields.*pod_chips"),
+    ("accelerators", lambda d: d["rows"][0].update(year=True), "year must be"),  # a bool is not a number
+    ("prices", lambda d: d["rows"][0].update(ecc="yes"), "ecc must be"),
+    ("prices", lambda d: d["rows"][0].update(value=-1), "value must be >= 0"),
     ("storage", lambda d: d["rows"].append(d["rows"][0]), "unique"),
     ("storage", lambda d: d["aliases"].update(floppy="floppy-3.5"), "alias 'floppy'"),
     ("links", lambda d: d.update(rows=[]), "at least one row"),
