@@ -129,3 +129,45 @@ def memory_calculator_widget(n_params: float = 7e9, precision: str = "bf16-mixed
         "n_layers": w.IntSlider(value=n_layers, min=1, max=128, description="layers"),
         "n_heads": w.IntSlider(value=n_heads, min=1, max=128, description="heads"),
     })
+
+
+def decision_guide_text(n_params: float, n_samples: float, tokens_per_sample: float, epochs: int, framework: str,
+                        budget_usd: float | None, deadline_hours: float | None, privacy: str, energy: str,
+                        precision: str, optimizer: str) -> str:
+    """The recommendation the decision guide shows (a pure function over ``decision.recommend``; notebook 07.3)."""
+    from .decision import recommend
+
+    rec = recommend(n_params, n_samples, tokens_per_sample=tokens_per_sample, epochs=epochs, framework=framework,
+                    budget_usd=budget_usd, deadline_hours=deadline_hours, privacy=privacy, energy=energy,
+                    precision=precision, optimizer=optimizer)
+    methods = "; ".join(m.split(":")[0] for m in rec.methods)
+    return f"{rec.headline()}. Methods, lightest first: {methods}."
+
+
+def decision_guide_widget(n_params: float = 124e6, n_samples: float = 2.5e9, tokens_per_sample: float = 1.0,
+                          epochs: int = 1, framework: str = "pytorch", budget_usd: float = 1000.0,
+                          deadline_hours: float = 168.0, privacy: str = "none", energy: str = "any",
+                          precision: str = "bf16-mixed", optimizer: str = "adam"):
+    """Sliders and menus for a training job and its constraints, over ``decision.recommend`` (notebook 07.3).
+
+    Sizes, budget (USD) and deadline (hours) are on log scales; a very large budget or deadline means
+    no limit (``decision_guide_text`` also takes None for them).
+    """
+    from .decision import ENERGY, FRAMEWORKS, PRIVACY
+
+    w = _ipywidgets("decision_guide_text")
+    return _calculator(w, decision_guide_text, {
+        "n_params": _log_slider(w, n_params, 4, 12, "parameters"),
+        "n_samples": _log_slider(w, n_samples, 2, 13, "samples"),
+        "tokens_per_sample": _log_slider(w, tokens_per_sample, 0, 5, "tokens/sample"),
+        "epochs": w.IntSlider(value=epochs, min=1, max=100, description="epochs"),
+        "framework": w.Dropdown(options=list(FRAMEWORKS), value=framework, description="framework"),
+        "budget_usd": _log_slider(w, budget_usd, 0, 8, "budget (USD)"),
+        "deadline_hours": _log_slider(w, deadline_hours, -2, 5, "deadline (h)"),
+        "privacy": w.Dropdown(options=list(PRIVACY), value=privacy, description="privacy"),
+        "energy": w.Dropdown(options=list(ENERGY), value=energy, description="energy"),
+        "precision": w.Dropdown(options=list(names.PRECISIONS), value=names.precision(precision),
+                                description="precision"),
+        "optimizer": w.Dropdown(options=list(names.OPTIMIZERS), value=names.optimizer(optimizer),
+                                description="optimizer"),
+    })

@@ -1,0 +1,621 @@
+"""The decision guide: from a training job and its constraints to the hardware to run it on (notebook 07.3).
+
+``recommend(n_params, n_samples, ...)`` is a pure function. It prices every candidate (this kind of
+machine's CPU as the baseline, each catalog accelerator rented in the cloud or bought, on 1, 2, 4, ...
+devices) with the estimators of the earlier modules, then picks one:
+
+* **memory** per device: the model states of ``memory.model_states_bytes`` (weights, gradients and
+  optimizer state, the ZeRO paper's bytes per parameter), sharded with the lowest ZeRO stage that
+  fits when one device cannot hold them (ZeRO-1/2, FSDP's full sharding = stage 3). Without an
+  activation estimate the states may fill 80 % of the device, the rule of
+  ``memory.largest_model_that_fits``; with ``activation_bytes`` (e.g. from
+  ``memory.transformer_activation_bytes``) states plus activations must leave 10 % spare, the rule
+  of notebook 02's memory calculator (``memory.large_model_memory``).
+* **time**: training FLOPs (``compute.training_flops``: 6 x parameters x tokens, or FLOPs per sample
+  x samples x epochs) over devices x dense peak at the compute dtype x utilisation x scaling
+  efficiency, the last from the ring all-reduce model of notebook 03 (``comm.data_parallel_speedup``
+  with a fixed micro-batch per device and no overlap, so a pessimistic bound).
+* **cost, energy, CO2**: ``cost.training_footprint`` (on-demand cloud price per device-hour, billed for
+  at least a minute; the chips' power and PUE; grid intensity); bought cards cost their purchase
+  price plus electricity; the CPU you already have only its electricity. Spot prices are named in the
+  reasons as an option for jobs that checkpoint.
+* **the choice**: the cheapest option that fits memory, the deadline and the budget and that the
+  privacy rule allows ("regulated": data may not leave the premises, so only hardware you own); with
+  ``energy="low"`` the one with the lowest kWh instead. Lightweight methods come first in
+  ``methods``; more devices only when the deadline needs them. Nothing feasible: the
+  recommendation says the smallest change (deadline, budget) that makes one feasible.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+
+from . import catalog, comm, cost, names, validate
+from .memory.formulas import largest_model_that_fits, model_states_bytes
+
+__all__ = ["FRAMEWORKS", "PRIVACY", "ENERGY", "STATES_FRACTION", "TOTAL_FRACTION", "MICRO_BATCH", "DEVICE_COUNTS",
+           "CPU_GFLOPS", "CPU_MEMORY_GB", "CPU_WATTS", "Option", "Recommendation", "recommend"]
+
+FRAMEWORKS = ("pytorch", "tensorflow", "jax")
+PRIVACY = ("none", "sensitive", "regulated")
+ENERGY = ("any", "low")
+
+#: Share of a device's memory the model states may use when no activation estimate is given: the
+#: 20 % kept for activations, the framework and fragmentation of ``memory.largest_model_that_fits``.
+STATES_FRACTION = 0.8
+#: Share states + activations may use when ``activation_bytes`` is given (notebook 02's calculator).
+TOTAL_FRACTION = 0.9
+#: Work per device per step in the scaling model (one step's compute against its all-reduce): 32 samples,
+#: and for jobs counted in tokens at least ``STEP_TOKENS`` tokens (e.g. 16 sequences of 2,048).
+MICRO_BATCH, STEP_TOKENS = 32, 32_768
+#: Gradient accumulation steps tried when a batch's activations do not fit (the batch split into k micro-batches).
+ACCUMULATION = (1, 2, 4, 8, 16, 32, 64)
+#: Device counts tried: PCIe cards up to one server (8), NVLink GPUs beyond it over InfiniBand NDR,
+#: TPUs up to their pod; bought hardware up to one 8-card server.
+DEVICE_COUNTS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
+_OWNED_MAX = 8
+#: Compute Engine bills vCPUs, GPUs and memory per second after a one-minute minimum (its billing model,
+#: https://cloud.google.com/compute/vm-instance-pricing, as published; not re-checked): a tiny job pays a minute.
+CLOUD_MIN_HOURS = 1 / 60
+#: The CPU baseline, a 2-core cloud VM like Colab's free runtime: ~100 GFLOP/s fp32 (the 2-thread
+#: matmul rate measured on such machines, notebook 00), ~12 GB RAM, ~30 W for its share of a server
+#: (an assumption: pass your own numbers, e.g. ``course benchmark``'s matmul_gflops).
+CPU_GFLOPS, CPU_MEMORY_GB, CPU_WATTS = 100.0, 12.0, 30.0
+_LORA_FRACTION = 0.01  # LoRA adapters: ~0.01-1 % of the weights (Hu et al. 2021); 1 % is the generous end
+
+_WHERE = {"cpu": "this machine", "cloud": "cloud, on demand", "owned": "bought"}
+
+
+@dataclass(frozen=True)
+class Option:
+    """One candidate of ``recommend``: a hardware, where it runs, how many devices, and its estimates."""
+
+    hardware: str  # catalog key, or "cpu"
+    name: str
+    where: str  # "cpu" (this machine) | "cloud" | "owned"
+    devices: int
+    strategy: str  # "single" | "ddp" | "fsdp"
+    zero_stage: int  # 0 (full replica) .. 3 (FSDP's full sharding)
+    accumulation: int  # micro-batches per batch (gradient accumulation), 1 = none
+    dtype: str  # compute dtype of the peak used
+    memory_bytes: int  # per device: model states (+ activations when given)
+    device_bytes: float  # the device's memory (vendor GB x 1e9)
+    fits: bool
+    efficiency: float  # scaling efficiency (speed-up / devices), 1 for one device
+    hours: float
+    usd: float | None  # None: no price in the table
+    kwh: float | None  # None: the vendor publishes no power figure
+    co2_kg: float | None
+    usd_per_hour: float | None  # per device (cloud), or None
+    notes: tuple[str, ...] = ()
+    feasible: bool = False
+    why_not: str = ""
+
+    def row(self) -> dict:
+        """A flat dict for a table (``pandas.DataFrame(rec.table())``)."""
+        return {"hardware": self.hardware, "name": self.name, "where": _WHERE[self.where], "devices": self.devices,
+                "strategy": self.strategy, "zero_stage": self.zero_stage, "accumulation": self.accumulation,
+                "dtype": self.dtype,
+                "memory_gb": round(self.memory_bytes / 1e9, 3), "device_gb": round(self.device_bytes / 1e9, 1),
+                "fits": self.fits, "hours": _sig(self.hours), "usd": _sig(self.usd), "kwh": _sig(self.kwh),
+                "co2_kg": _sig(self.co2_kg), "feasible": self.feasible, "why_not": self.why_not}
+
+
+@dataclass(frozen=True)
+class Recommendation:
+    """What ``recommend`` advises, with its numbers, its reasons and the table it chose from."""
+
+    hardware: str  # catalog key, "cpu", or "none" when no configuration holds the model
+    name: str
+    where: str  # "cpu" | "cloud" | "owned" | "none"
+    devices: int
+    strategy: str  # "single" | "ddp" | "fsdp"
+    zero_stage: int
+    accumulation: int  # micro-batches per batch (gradient accumulation), 1 = none
+    dtype: str
+    methods: tuple[str, ...]  # lightweight methods first, each "name: what it does, with numbers"
+    memory_bytes: int  # per device, = memory.model_states_bytes (+ activation_bytes)
+    hours: float | None
+    usd: float | None
+    kwh: float | None
+    co2_kg: float | None
+    reasons: tuple[str, ...]
+    options: tuple[Option, ...] = field(repr=False)
+    feasible: bool = True  # False: no option met every constraint; ``relax`` says what to change
+    relax: str = ""
+
+    def headline(self) -> str:
+        """One line: the choice and its time, cost and energy."""
+        if self.hardware == "none":
+            return "No configuration holds the model: " + self.relax
+        what = f"{self.devices} x {self.name} ({_WHERE[self.where]}, {_STRATEGY[self.strategy](self.zero_stage)})"
+        est = f"{_hours(self.hours)}, {_money(self.usd)}, {_num(self.kwh, 'kWh')}, {_num(self.co2_kg, 'kg CO2')}"
+        head = f"{what}: {est}; {self.memory_bytes / 1e9:.3g} GB per device"
+        return head if self.feasible else f"Nothing meets every constraint. {self.relax} Then: {head}"
+
+    def table(self, best_per_hardware: bool = True) -> list[dict]:
+        """The options as rows; by default only the best device count of each hardware and place."""
+        rows = list(self.options)
+        if best_per_hardware:
+            best: dict[tuple[str, str], Option] = {}
+            for o in rows:
+                k = (o.hardware, o.where)
+                if k not in best or _rank(o, "any") < _rank(best[k], "any"):
+                    best[k] = o
+            rows = list(best.values())
+        return [o.row() for o in rows]
+
+    def __str__(self) -> str:
+        return "\n".join([self.headline(), "Methods, lightest first:", *(f"  - {m}" for m in self.methods),
+                          "Why:", *(f"  - {r}" for r in self.reasons)])
+
+
+_STRATEGY = {"single": lambda s: "one device", "ddp": lambda s: "data parallel (DDP)",
+             "fsdp": lambda s: f"sharded: ZeRO stage {s}" + (" = FSDP" if s == 3 else "")}
+
+
+def _sig(x: float | None) -> float | None:
+    return None if x is None else float(f"{x:.3g}")
+
+
+def _hours(h: float | None) -> str:
+    if h is None:
+        return "time unknown"
+    return f"{h:.3g} h" if h < 48 else f"{h:.3g} h ({h / 24:.3g} days)"
+
+
+def _money(usd: float | None) -> str:
+    return "no price" if usd is None else f"{usd:,.3g} USD" if usd < 1000 else f"{usd:,.0f} USD"
+
+
+def _num(x: float | None, unit: str) -> str:
+    return f"{unit} unknown" if x is None else f"{x:.3g} {unit}"
+
+
+def _rank(o: Option, energy: str) -> tuple:
+    inf = math.inf
+    usd = inf if o.usd is None else o.usd
+    if energy == "low":
+        return (inf if o.kwh is None else o.kwh, usd, o.hours, o.devices)
+    return (usd, o.hours, o.devices)
+
+
+# ----------------------------------------------------------------------------- the candidates
+
+@dataclass(frozen=True)
+class _Job:
+    n_params: int
+    flops: float
+    step_flops: float  # one device's work per step
+    precision: str
+    optimizer: str
+    activation_bytes: int | None
+    utilization: float
+    grid: str
+
+
+def _fits(states: int, activations: int | None, device_bytes: float) -> bool:
+    if activations is None:
+        return states <= STATES_FRACTION * device_bytes
+    return states + activations <= TOTAL_FRACTION * device_bytes
+
+
+def _layout(job: _Job, devices: int, device_bytes: float) -> tuple[int, int, int, bool]:
+    """(ZeRO stage, gradient accumulation steps, bytes per device, fits): the lowest stage, then the fewest
+    micro-batches, that fit; else the most sharded layout (stage 3, or 0 on one device) as it is."""
+    stages = (0,) if devices == 1 else (0, 1, 2, 3)
+    acts = job.activation_bytes
+    for stage in stages:
+        states = model_states_bytes(job.n_params, job.precision, job.optimizer, stage, devices)
+        for k in ACCUMULATION if acts else (1,):
+            part = None if acts is None else -(-acts // k)
+            if _fits(states, part, device_bytes):
+                return stage, k, states + (part or 0), True
+    return stage, 1, states + (acts or 0), False
+
+
+def _dtype(chip: catalog.Accelerator, precision: str) -> tuple[str, str]:
+    """The compute dtype of ``precision`` on ``chip`` and a note where the chip lacks it."""
+    want = names.precision_dtype(precision) or "fp32"
+    for d in {"bf16": ("bf16", "fp16"), "fp16": ("fp16", "bf16"), "fp32": ("fp32", "bf16")}[want]:
+        if d in chip.peak_tflops:
+            if d == want:
+                return d, ""
+            if want == "fp32":
+                return d, f"{chip.name} has no fp32 peak in the catalog: XLA computes fp32 matmuls in bf16 passes"
+            return d, (f"{chip.name} has no {want} tensor cores: use {d}-mixed" +
+                       (" with a GradScaler (notebook 04)" if d == "fp16" else ""))
+    raise ValueError(f"{chip.name} has no 16- or 32-bit peak in the catalog")  # pragma: no cover - catalog checks
+
+
+def _link_gbs(chip: catalog.Accelerator, devices: int) -> float:
+    """Per-direction GB/s of the slowest link a ring over ``devices`` crosses."""
+    if devices <= max(chip.pod_chips, 8 if chip.pod_chips == 1 else 1):
+        return chip.interconnect_gbs  # NVLink / ICI inside the pod; PCIe between the cards of one server
+    return min(chip.interconnect_gbs, catalog.get_link("ib-ndr").bandwidth_gbs)  # across servers
+
+
+def _efficiency(job: _Job, chip: catalog.Accelerator, devices: int, peak: float, stage: int) -> float:
+    if devices == 1:
+        return 1.0
+    step_s = job.step_flops / (peak * job.utilization)
+    grad = job.n_params * (4 if job.precision == "fp32" else 2) * (1.5 if stage == 3 else 1.0)  # ZeRO-3: 3 vs 2 passes
+    return comm.data_parallel_speedup(step_s, grad, devices, _link_gbs(chip, devices) * 1e9) / devices
+
+
+def _framework_notes(chip: catalog.Accelerator, framework: str) -> tuple[str, ...]:
+    notes = []
+    if chip.kind == "tpu" and framework == "pytorch":
+        notes.append("TPUs run PyTorch only through PyTorch/XLA (torch_xla); JAX and TensorFlow target them natively")
+    if chip.vendor.upper() == "AMD":
+        notes.append("AMD GPUs need the ROCm builds of PyTorch, TensorFlow or JAX (not the CUDA ones)")
+    return tuple(notes)
+
+
+def _chip_options(job: _Job, chip: catalog.Accelerator, framework: str, owned_usd: float | None) -> list[Option]:
+    dtype, dtype_note = _dtype(chip, job.precision)
+    peak = chip.peak_flops(dtype)
+    try:
+        hourly = cost.cloud_hourly(chip.key)
+    except ValueError:
+        hourly = None
+    cap = min(DEVICE_COUNTS[-1], chip.pod_chips if chip.kind == "tpu" else DEVICE_COUNTS[-1] if chip.pod_chips > 1
+              else 8)
+    notes = tuple(n for n in (dtype_note, *_framework_notes(chip, framework)) if n)
+    out = []
+    for where, usd_each in (("cloud", hourly), ("owned", owned_usd)):
+        if where == "owned" and owned_usd is None:
+            continue
+        for n in DEVICE_COUNTS:
+            if n > (cap if where == "cloud" else min(cap, _OWNED_MAX)):
+                break
+            stage, k, mem, fits = _layout(job, n, chip.memory_gb * 1e9)
+            eff = _efficiency(job, chip, n, peak, stage)
+            fp = cost.training_footprint(job.flops, chip.key, chips=n, utilization=job.utilization, dtype=dtype,
+                                         grid=job.grid, scaling_efficiency=eff,
+                                         pue="pue-google" if where == "cloud" else OWNED_PUE_ROW)
+            hours, kwh, co2 = fp["hours"], fp.get("kwh"), fp.get("co2_kg")
+            if where == "cloud":  # billed for at least a minute per device
+                usd = None if hourly is None else n * max(hours, CLOUD_MIN_HOURS) * hourly
+            else:
+                usd = n * owned_usd + (kwh or 0.0) * _electricity_usd()
+            strategy = "single" if n == 1 else "ddp" if stage == 0 else "fsdp"
+            out.append(Option(chip.key, chip.name, where, n, strategy, stage, k, dtype, mem, chip.memory_gb * 1e9, fits,
+                              eff, hours, usd, kwh, co2, hourly if where == "cloud" else None, notes))
+    return out
+
+
+#: Hardware you run yourself: the US commercial tariff (a business, a hospital, a lab) and an average
+#: server room's PUE; the cloud's rows use the provider's PUE and its price includes electricity.
+ELECTRICITY_ROW, OWNED_PUE_ROW = cost.ELECTRICITY["commercial"], "pue-industry-average"
+
+
+def _electricity_usd() -> float:
+    """USD per kWh for hardware you run yourself (the price table's ``ELECTRICITY_ROW``)."""
+    return catalog.get_price(ELECTRICITY_ROW).value
+
+
+def _cpu_option(job: _Job, gflops: float, memory_gb: float, watts: float) -> Option:
+    stage, k, mem, fits = _layout(job, 1, memory_gb * 1e9)
+    hours = job.flops / (gflops * 1e9 * job.utilization) / 3600
+    kwh = hours * watts / 1000
+    return Option("cpu", "this machine's CPU", "cpu", 1, "single", 0, k, "fp32", mem, memory_gb * 1e9, fits, 1.0,
+                  hours, kwh * _electricity_usd(), kwh, kwh * catalog.get_price(cost.GRIDS[job.grid]).value / 1000, None,
+                  (f"CPU baseline at {gflops:g} GFLOP/s fp32 and {watts:g} W (assumed; pass your own)",))
+
+
+# ----------------------------------------------------------------------------- checks and the choice
+
+def _why_not(o: Option, job: _Job, privacy: str, budget: float | None, deadline: float | None) -> str:
+    """Why an option is out ('' if it is feasible)."""
+    if not o.fits:
+        room = STATES_FRACTION if job.activation_bytes is None else TOTAL_FRACTION
+        return f"needs {o.memory_bytes / 1e9:.3g} GB per device, more than {room:.0%} of {o.device_bytes / 1e9:.3g} GB"
+    if privacy == "regulated" and o.where == "cloud":
+        return "regulated data may not leave the premises"
+    if o.usd is None:
+        return "no price in the table"
+    if deadline is not None and o.hours > deadline:
+        return f"{o.hours:.3g} h is past the {deadline:g} h deadline"
+    if budget is not None and o.usd > budget:
+        return f"{o.usd:,.0f} USD is over the {budget:,.0f} USD budget"
+    return ""
+
+
+def _relax(pool: list[Option], budget: float | None, deadline: float | None,
+           energy: str) -> tuple[Option | None, str]:
+    """The option the smallest change of deadline or budget makes feasible, and that change in words."""
+    if not pool:
+        return None, ""
+    changes = []
+    if deadline is not None:
+        ok = [o for o in pool if budget is None or o.usd <= budget]
+        if ok:
+            o = min(ok, key=lambda o: (o.hours, _rank(o, energy)))
+            changes.append((o.hours / deadline, o, f"allow {o.hours:.3g} h instead of {deadline:g} h"))
+    if budget is not None:
+        ok = [o for o in pool if deadline is None or o.hours <= deadline]
+        if ok:
+            o = min(ok, key=lambda o: (o.usd, o.hours))
+            changes.append((o.usd / budget, o, f"raise the budget from {budget:,.0f} to {o.usd:,.0f} USD"))
+    if not changes:  # neither alone is enough: change both, by the smallest factor
+        o = min(pool, key=lambda o: max(o.hours / deadline, o.usd / budget))
+        changes.append((0, o, f"allow {o.hours:.3g} h instead of {deadline:g} h and {o.usd:,.0f} USD instead of "
+                              f"{budget:,.0f} USD"))
+    _, o, text = min(changes, key=lambda c: c[0])
+    return o, f"Smallest change: {text} ({o.devices} x {o.name}, {_WHERE[o.where]})."
+
+
+# ----------------------------------------------------------------------------- methods and reasons
+
+def _gb(x: float) -> str:
+    return f"{x / 1e9:.3g} GB"
+
+
+def _methods(o: Option, job: _Job, single: list[Option]) -> list[str]:
+    """Lightweight methods first, each with its numbers; ``single`` holds the one-device options."""
+    out = []
+    chip = None if o.hardware in ("cpu", "none") else catalog.get_accelerator(o.hardware)
+    if chip is None:
+        out.append("fp32 on the CPU: bf16 autocast pays only on CPUs with AMX or avx512_bf16 (notebook 04; "
+                   "cpu.profile() measures it), and costs no model-state memory either way")
+    else:
+        half = o.dtype if o.dtype in ("bf16", "fp16") else next(d for d in ("bf16", "fp16") if d in chip.peak_tflops)
+        p16, p32 = chip.peak_tflops[half], chip.peak_tflops.get("fp32")
+        speed = f"{p16:g} TFLOP/s against {p32:g} in fp32 ({p16 / p32:.3g}x)" if p32 else f"{p16:g} TFLOP/s"
+        chosen = "as chosen" if job.precision != "fp32" else f"instead of fp32: about {o.hours * p32 / p16:.3g} h" \
+            if p32 and o.dtype == "fp32" else "as the chip computes"
+        out.append(f"{half} mixed precision ({chosen}): {chip.name} runs {half} at {speed}; activations take half "
+                   f"the bytes; model states stay {_bpp(job)} B per parameter with {job.optimizer} "
+                   f"(memory.model_states_bytes)" + (" ; fp16 needs a GradScaler (notebook 04)" if half == "fp16" else ""))
+    usable = (TOTAL_FRACTION if job.activation_bytes is not None else STATES_FRACTION) * o.device_bytes
+    states = o.memory_bytes - (0 if job.activation_bytes is None else -(-job.activation_bytes // o.accumulation))
+    free = (TOTAL_FRACTION if job.activation_bytes is not None else 1) * o.device_bytes - states
+    if job.activation_bytes is None:
+        out.append(f"gradient accumulation: the batch's activations must fit in the {_gb(max(free, 0))} left next to "
+                   f"the {_gb(states)} of model states; if they do not, split the batch into micro-batches and "
+                   "accumulate their gradients (same update, notebook 04)")
+    elif o.accumulation > 1:
+        out.append(f"gradient accumulation over {o.accumulation} micro-batches: the batch's activations "
+                   f"({_gb(job.activation_bytes)}) do not fit in the {_gb(free)} left, a micro-batch's "
+                   f"({_gb(-(-job.activation_bytes // o.accumulation))}) does; same update (notebook 04)")
+    else:
+        out.append(f"gradient accumulation: not needed, the batch's activations ({_gb(job.activation_bytes)}) fit in "
+                   f"the {_gb(free)} left next to the model states")
+    if job.activation_bytes is None or o.accumulation > 1:
+        out.append(f"activation checkpointing: keep only each block's input and recompute the rest in the backward "
+                   f"pass (notebook 02): activations shrink several-fold for one more forward pass, about 1/3 more "
+                   f"compute ({o.hours * 4 / 3:.3g} h instead of {o.hours:.3g} h)")
+    states1 = model_states_bytes(job.n_params, job.precision, job.optimizer)
+    if o.zero_stage > 0 or states > 0.5 * usable:
+        out.extend(_savers(job, states1))
+    if o.devices > 1:
+        one = next((x for x in single if x.hardware == o.hardware and x.where == o.where), None)
+        if o.zero_stage > 0:
+            out.append(f"sharding (ZeRO stage {o.zero_stage}{', i.e. FSDP fully_shard' if o.zero_stage == 3 else ''}) "
+                       f"over {o.devices} devices: model states {_gb(states)} per device instead of {_gb(states1)} on "
+                       f"one (memory.model_states_bytes), at {o.efficiency:.0%} scaling efficiency")
+        else:
+            out.append(f"data parallel (DDP) over {o.devices} devices, for the deadline: {o.hours:.3g} h instead of "
+                       f"{one.hours:.3g} h on one, at {o.efficiency:.0%} scaling efficiency (ring all-reduce of the "
+                       f"gradients after each step, notebook 03)" if one else
+                       f"data parallel (DDP) over {o.devices} devices, at {o.efficiency:.0%} scaling efficiency")
+    return out
+
+
+def _bpp(job: _Job) -> int:
+    return model_states_bytes(1, job.precision, job.optimizer)
+
+
+def _savers(job: _Job, states1: int) -> list[str]:
+    """8-bit optimizer, LoRA and 4-bit quantization, with the model-state bytes each would leave."""
+    buffers = names.OPTIMIZER_STATE_BUFFERS[job.optimizer]
+    n = job.n_params
+    out = []
+    if buffers:
+        eight = states1 - 3 * buffers * n  # each fp32 state (4 B) kept in 1 B
+        out.append(f"8-bit optimizer states (bitsandbytes' {'Adam' if buffers == 2 else 'SGD'}8bit, Dettmers et al. "
+                   f"2022): model states {_gb(states1)} -> {_gb(eight)}")
+    lora = 2 * n + model_states_bytes(int(n * _LORA_FRACTION), job.precision, job.optimizer)
+    qlora = n // 2 + model_states_bytes(int(n * _LORA_FRACTION), job.precision, job.optimizer)
+    fit = _smallest_holding(lora)
+    out.append(f"for fine-tuning, LoRA (Hu et al. 2021): frozen 16-bit weights plus adapters of about "
+               f"{_LORA_FRACTION:.0%} of the parameters trained with {job.optimizer}: {_gb(states1)} -> {_gb(lora)}"
+               + (f", which fits one {fit}" if fit else ""))
+    fit = _smallest_holding(qlora)
+    out.append(f"4-bit quantized frozen weights under the adapters (QLoRA, Dettmers et al. 2023): {_gb(qlora)}"
+               + (f", which fits one {fit}" if fit else ""))
+    return out
+
+
+def _smallest_holding(nbytes: float) -> str:
+    """The catalog accelerator with the least memory that holds ``nbytes`` in STATES_FRACTION of it."""
+    chips = [a for a in catalog.accelerators() if nbytes <= STATES_FRACTION * a.memory_gb * 1e9]
+    if not chips:
+        return ""
+    a = min(chips, key=lambda a: (a.memory_gb, a.year))
+    return f"{a.name} ({a.memory_gb:g} GB)"
+
+
+def _reasons(o: Option, job: _Job, work: str, chosen_from: str, privacy: str, budget: float | None,
+             deadline: float | None, feasible: list[Option]) -> list[str]:
+    out = [work]
+    states = model_states_bytes(job.n_params, job.precision, job.optimizer, o.zero_stage, o.devices)
+    on = "on each device" if o.devices > 1 else "on the device"
+    fit_rule = (f"{STATES_FRACTION:.0%} of it may hold them, 20 % kept for activations and the framework "
+                f"(memory.largest_model_that_fits: at most "
+                f"{largest_model_that_fits(o.device_bytes, job.precision, job.optimizer):.3g} parameters on one)"
+                if job.activation_bytes is None else
+                f"states plus activations ({_gb(job.activation_bytes)} per batch"
+                + (f", {_gb(-(-job.activation_bytes // o.accumulation))} per micro-batch" if o.accumulation > 1 else "")
+                + f") may use {TOTAL_FRACTION:.0%} of it")
+    out.append(f"Model states with {job.precision} and {job.optimizer}: {_bpp(job)} B per parameter, {_gb(states)} "
+               f"{on}" + (f" (ZeRO stage {o.zero_stage} over {o.devices})" if o.zero_stage else "") +
+               f" (memory.model_states_bytes); {o.name} has {_gb(o.device_bytes)}: {fit_rule}.")
+    if o.hardware == "cpu":
+        out.append(f"On this machine's CPU at {job.utilization:.0%} of {o.notes[0].split(' at ')[1].split(' fp32')[0]} "
+                   f"fp32: {_hours(o.hours)}.")
+    else:
+        chip = catalog.get_accelerator(o.hardware)
+        scale = f" at {o.efficiency:.0%} scaling efficiency (comm.data_parallel_speedup)" if o.devices > 1 else ""
+        out.append(f"On {o.devices} x {o.name} at {job.utilization:.0%} of {chip.peak_tflops[o.dtype]:g} TFLOP/s "
+                   f"({o.dtype}){scale}: {_hours(o.hours)}.")
+    if o.where == "cloud":
+        line = f"Cloud on demand at {o.usd_per_hour:g} USD per device-hour: {_money(o.usd)}"
+        try:
+            spot = cost.cloud_hourly(o.hardware, spot=True) * o.devices * o.hours
+            line += (f"; on Spot (preemptible) capacity about {_money(spot)}, if the job checkpoints and resumes "
+                     f"(notebook 06.3)")
+        except ValueError:
+            pass
+        out.append(line + ".")
+    elif o.where == "owned":
+        each = o.usd - (o.kwh or 0) * _electricity_usd()
+        out.append(f"Bought: {o.devices} x {each / o.devices:,.0f} USD plus {_num(o.kwh, 'kWh')} at "
+                   f"{_electricity_usd():g} USD/kWh = {_money(o.usd)}, all charged to this one job "
+                   f"(cost.owned_vs_cloud spreads a purchase over a project's months).")
+    else:
+        out.append(f"On a machine you already have only electricity counts: {_num(o.kwh, 'kWh')} at "
+                   f"{_electricity_usd():g} USD/kWh = {_money(o.usd)}.")
+    g = catalog.get_price(cost.GRIDS[job.grid]).value
+    out.append(f"Energy {_num(o.kwh, 'kWh')} (power x hours x PUE) and {_num(o.co2_kg, 'kg CO2')} at the "
+               f"{job.grid} grid's {g:g} g CO2 per kWh.")
+    out.append(chosen_from)
+    if deadline is not None:
+        out.append(f"Deadline {deadline:g} h: " + (f"met with {deadline - o.hours:.3g} h to spare." if o.hours <= deadline
+                                                   else f"missed: {o.hours:.3g} h."))
+    if budget is not None and o.usd is not None:
+        out.append(f"Budget {budget:,.0f} USD: " + (f"{budget - o.usd:,.0f} USD left." if o.usd <= budget
+                                                      else f"exceeded: {_money(o.usd)}."))
+    if privacy == "sensitive":
+        out.append("Sensitive data (e.g. finance): renting is allowed with encryption at rest and in transit, a region "
+                   "you choose and tight access control; bought hardware is in the table too.")
+    elif privacy == "regulated":
+        out.append("Regulated data (e.g. healthcare): the data may not leave the premises, so cloud rental is left "
+                   "out and only this machine or hardware you buy counts.")
+        cheap = [p for p in catalog.prices("purchase") if p.accelerator is None]
+        if cheap:
+            out.append("Cheaper cards in the price table have no row in the accelerator catalog, so their time is not "
+                       "estimated here: " + "; ".join(
+                           f"{p.name} {p.memory_gb:g} GB, {p.value:,.0f} USD, {'ECC' if p.ecc else 'no ECC'}"
+                           + (", needs ROCm" if (p.vendor or "").upper() == "AMD" else "") for p in cheap) + ".")
+    out.extend(f"{n}." for n in o.notes if o.hardware != "cpu")
+    if o.notes and "PyTorch/XLA" in " ".join(o.notes):
+        cuda = [x for x in feasible if x.hardware == "cpu" or catalog.get_accelerator(x.hardware).kind != "tpu"]
+        if cuda:
+            c = min(cuda, key=lambda x: _rank(x, "any"))
+            out.append(f"Without PyTorch/XLA the cheapest is {c.devices} x {c.name} ({_WHERE[c.where]}): "
+                       f"{_money(c.usd)} in {_hours(c.hours)}.")
+    return out
+
+
+def recommend(n_params: float, n_samples: float, *, tokens_per_sample: float = 1.0, epochs: float = 1,
+              flops_per_sample: float | None = None, framework: str = "pytorch", budget_usd: float | None = None,
+              deadline_hours: float | None = None, privacy: str = "none", energy: str = "any",
+              precision: str = "bf16-mixed", optimizer: str = "adam", activation_bytes: float | None = None,
+              utilization: float = 0.4, grid: str = "world", cpu_gflops: float = CPU_GFLOPS,
+              cpu_memory_gb: float = CPU_MEMORY_GB, cpu_watts: float = CPU_WATTS) -> Recommendation:
+    """The hardware to train on, with its memory, time, cost and energy estimates and the reasons.
+
+    Notebook 07.3 (choosing hardware: the decision guide) and exercise 07. A pure function of:
+
+    * the job: ``n_params`` parameters; ``n_samples`` training examples of ``tokens_per_sample``
+      tokens each (1, the default, makes ``n_samples`` a token count), ``epochs`` passes; training
+      FLOPs 6 x parameters x tokens (``compute.training_flops``), or ``flops_per_sample`` (forward and
+      backward of one example, e.g. 3 x the forward FLOPs of a CNN) x samples x epochs;
+      ``activation_bytes``: activations of one batch per device (e.g.
+      ``memory.transformer_activation_bytes``), or None to keep 20 % of the memory for them;
+    * the setting: ``framework`` (one of ``FRAMEWORKS``), ``budget_usd`` and ``deadline_hours`` (None:
+      no limit), ``privacy`` (``PRIVACY``: "none"; "sensitive", e.g. finance; "regulated", e.g.
+      healthcare: the data may not leave the premises), ``energy`` ("any", or "low": the feasible option
+      with the fewest kWh), ``precision`` and ``optimizer`` (``names.PRECISIONS``, ``names.OPTIMIZERS``);
+    * the estimate's assumptions: ``utilization`` (model FLOPs utilisation, 0.4), ``grid`` (a name of
+      ``cost.GRIDS``), and this machine's CPU (``cpu_gflops`` fp32, ``cpu_memory_gb``, ``cpu_watts``).
+
+    Returns a ``Recommendation``; when nothing meets every constraint, ``feasible`` is False and
+    ``relax`` says the smallest change that makes an option feasible (the recommendation is then that
+    option). Raises ValueError (TypeError for the wrong kind of value) naming the argument and what it
+    accepts.
+    """
+    n = validate.positive("n_params", n_params)
+    samples = validate.positive("n_samples", n_samples)
+    tps = validate.positive("tokens_per_sample", tokens_per_sample)
+    epochs = validate.positive("epochs", epochs)
+    fps = validate.optional(validate.positive, "flops_per_sample", flops_per_sample)
+    framework = validate.choice("framework", framework, FRAMEWORKS, aliases={"torch": "pytorch", "tf": "tensorflow"})
+    budget = validate.optional(validate.positive, "budget_usd", budget_usd)
+    deadline = validate.optional(validate.positive, "deadline_hours", deadline_hours)
+    privacy = validate.choice("privacy", privacy, PRIVACY,
+                              aliases={"finance": "sensitive", "healthcare": "regulated", "public": "none"})
+    energy = validate.choice("energy", energy, ENERGY)
+    precision, optimizer = names.precision(precision), names.optimizer(optimizer)
+    acts = validate.optional(validate.nonnegative, "activation_bytes", activation_bytes)
+    utilization = validate.fraction("utilization", utilization, allow_one=True)
+    grid = validate.choice("grid", grid, tuple(cost.GRIDS))
+    cpu = [validate.positive(k, v) for k, v in
+           (("cpu_gflops", cpu_gflops), ("cpu_memory_gb", cpu_memory_gb), ("cpu_watts", cpu_watts))]
+
+    tokens = samples * tps * epochs
+    per_sample = fps if fps is not None else 6.0 * n * tps
+    flops = per_sample * samples * epochs
+    work = (f"Training does {flops:.3g} FLOPs: 6 x {n:.3g} parameters x {tokens:.3g} tokens"
+            + (f" ({samples:.3g} samples x {tps:g} tokens x {epochs:g} epochs)." if tps != 1 or epochs != 1 else ".")
+            if fps is None else
+            f"Training does {flops:.3g} FLOPs: {fps:.3g} FLOPs per sample x {samples:.3g} samples x {epochs:g} epochs.")
+    step = MICRO_BATCH * fps if fps is not None else 6.0 * n * max(MICRO_BATCH * tps, STEP_TOKENS)
+    job = _Job(int(n), flops, step, precision, optimizer, None if acts is None else int(acts), utilization, grid)
+
+    owned = {p.accelerator: p.value for p in catalog.prices("purchase") if p.accelerator}
+    options = [_cpu_option(job, *cpu)]
+    for chip in catalog.accelerators():
+        options.extend(_chip_options(job, chip, framework, owned.get(chip.key)))
+    options = [replace(o, why_not=w, feasible=not w) for o in options
+               for w in (_why_not(o, job, privacy, budget, deadline),)]
+    feasible = [o for o in options if o.feasible]
+    single = [o for o in options if o.devices == 1]
+    relax = ""
+    if feasible:
+        best = min(feasible, key=lambda o: _rank(o, energy))
+        if energy == "any":  # more devices only when they pay: within 2 % of the cheapest, the fewest
+            best = min((o for o in feasible if (o.hardware, o.where) == (best.hardware, best.where)
+                        and o.usd <= 1.02 * best.usd), key=lambda o: (o.devices, o.usd))
+        if energy == "low":
+            cheapest = min(feasible, key=lambda o: _rank(o, "any"))
+            chosen_from = (f"Lowest energy of {len(feasible)} feasible options (of {len(options)} priced and "
+                           f"sized); the cheapest, {cheapest.devices} x {cheapest.name} ({_WHERE[cheapest.where]}), "
+                           f"would cost {_money(cheapest.usd)} and use {_num(cheapest.kwh, 'kWh')}.")
+        else:
+            rest = sorted((o for o in feasible if (o.hardware, o.where) != (best.hardware, best.where)),
+                          key=lambda o: _rank(o, energy))
+            chosen_from = (f"Cheapest of {len(feasible)} feasible options (of {len(options)})"
+                           + (f"; next: {rest[0].devices} x {rest[0].name} ({_WHERE[rest[0].where]}), "
+                              f"{_money(rest[0].usd)} in {rest[0].hours:.3g} h." if rest else "."))
+    else:
+        pool = [o for o in options if o.fits and o.usd is not None and not (privacy == "regulated" and o.where == "cloud")]
+        best, relax = _relax(pool, budget, deadline, energy)
+        chosen_from = "No option meets every constraint. " + relax
+        if best is None:
+            return _nothing_fits(job, options, work, privacy)
+    methods = _methods(best, job, single)
+    reasons = _reasons(best, job, work, chosen_from, privacy, budget, deadline, feasible)
+    if privacy == "regulated":
+        cloud = [o for o in options if o.where == "cloud" and o.fits and o.usd is not None
+                 and (deadline is None or o.hours <= deadline) and (budget is None or o.usd <= budget)]
+        if cloud and (not feasible or min(cloud, key=lambda o: _rank(o, energy)).usd < best.usd):
+            c = min(cloud, key=lambda o: _rank(o, energy))
+            reasons.append(f"Only if the rules let the data leave (e.g. de-identified): {c.devices} x {c.name} in the "
+                           f"cloud would take {c.hours:.3g} h for {_money(c.usd)}.")
+    return Recommendation(best.hardware, best.name, best.where, best.devices, best.strategy, best.zero_stage,
+                          best.accumulation, best.dtype, tuple(methods), best.memory_bytes, best.hours, best.usd,
+                          best.kwh, best.co2_kg, tuple(reasons), tuple(options), bool(feasible), relax)
+
+
+def _nothing_fits(job: _Job, options: list[Option], work: str, privacy: str) -> Recommendation:
+    states1 = model_states_bytes(job.n_params, job.precision, job.optimizer)
+    where = "hardware you own (one server of up to 8 cards)" if privacy == "regulated" else "any catalog configuration"
+    relax = (f"the model states ({_gb(states1)} on one device) do not fit on {where}: train fewer parameters "
+             f"(LoRA, 8-bit optimizer states, 4-bit weights, see methods)"
+             + (", or let the data leave the premises" if privacy == "regulated" and
+                any(o.fits for o in options if o.where == "cloud") else "") + ".")
+    return Recommendation("none", "none", "none", 0, "single", 0, 1, "-", tuple(_savers(job, states1)), states1,
+                          None, None, None, None, (work, relax[0].upper() + relax[1:]), tuple(options), False, relax)
