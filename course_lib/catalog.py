@@ -213,7 +213,7 @@ class Price:
             raise ValueError(f"{self.key}: value must be > 0, got {self.value!r}")
         if self.kind in ("cloud-on-demand", "cloud-spot") and self.accelerator is None:
             raise ValueError(f"{self.key}: a cloud row must name its accelerator (a key of the accelerator table)")
-        if self.kind == "purchase" and (self.memory_gb is None or self.ecc is None or self.power_w is None or self.tier is None):
+        if self.kind == "purchase" and None in (self.memory_gb, self.ecc, self.power_w, self.tier):
             raise ValueError(f"{self.key}: a purchase row needs tier, memory_gb, ecc and power_w")
 
 

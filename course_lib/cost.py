@@ -218,7 +218,9 @@ def training_footprint(flops: float, accelerator: str, *, chips: int = 1, utiliz
 def footprint_table(flops: float, *, chips: int = 1, utilization: float = 0.4, dtype: str = "bf16",
                     fallback_dtype: str = "fp16", spot: bool = False, grid: float | str = "world",
                     pue: float | str = "pue-google", scaling_efficiency: float = 1.0) -> list[dict[str, Any]]:
-    """``training_footprint`` for every catalog accelerator, in catalog order (notebook 07.3, "Time, cost, energy and CO2").
+    """``training_footprint`` for every catalog accelerator, in catalog order.
+
+    Notebook 07.3, "Time, cost, energy and CO2".
 
     A chip without a peak at ``dtype`` (T4, V100 and P100 have no bf16) runs at ``fallback_dtype``,
     and its ``note`` says so; rows without a price or a TDP say so in ``note`` too.
@@ -235,7 +237,9 @@ def footprint_table(flops: float, *, chips: int = 1, utilization: float = 0.4, d
 
 
 def storage_ladder() -> list[dict[str, Any]]:
-    """USD per GB of each memory and storage tier, dearest first, against HDD (notebook 07.3, "The memory and storage ladder").
+    """USD per GB of each memory and storage tier, dearest first, against HDD.
+
+    Notebook 07.3, "The memory and storage ladder".
 
     Each row: ``key``, ``name``, ``usd_per_gb``, ``usd_per_tb``, ``vs_hdd`` (how many times a GB of
     hard disk), ``read_gbs`` (the tier's sequential read, or memory bandwidth, from the storage table or

@@ -35,8 +35,8 @@ def test_every_row_is_cited_dated_and_explained(p: Price):
 
 def test_unverified_prices_say_so():
     for p in ROWS:
-        if p.kind in ("cloud-on-demand", "cloud-spot", "purchase") or (p.kind == "storage" and p.key != "vram-gddr6"):
-            assert "not re-checked" in p.notes.lower() or "estimate" in p.notes.lower() or "derived" in p.notes.lower(), p.key
+        if p.kind in ("cloud-on-demand", "cloud-spot", "purchase", "storage"):
+            assert any(w in p.notes.lower() for w in ("not re-checked", "estimate", "derived")), p.key
 
 
 def test_cloud_rows_name_catalog_accelerators_and_spot_is_cheaper():
@@ -178,7 +178,7 @@ def test_owned_vs_cloud_lifetime_resale_and_never():
     ({"hours_per_month": 100, "months": 12, "electricity": "solar"}, ValueError, "electricity='solar'"),
     ({"hours_per_month": 100, "months": 12, "pue": 0}, ValueError, "pue"),
     ({"hours_per_month": 100, "months": 12, "pue": "electricity-us-industrial"}, ValueError, "pue='electricity"),
-    ({"hours_per_month": 100, "months": 12, "electricity": "pue-google"}, ValueError, "accepted values are .*'commercial'"),
+    ({"hours_per_month": 100, "months": 12, "electricity": "pue-google"}, ValueError, "accepted values .*'commercial'"),
     ({"hours_per_month": "100", "months": 12}, TypeError, "hours_per_month"),
 ])
 def test_owned_vs_cloud_bad_numbers(kwargs, exc, match):
@@ -249,7 +249,8 @@ def test_raid_by_hand():
     assert (r6["usable_tb"], r6["raw_tb"], r6["failures_tolerated"], r6["write_penalty"]) == (40, 60, 2, 6)
     assert r6["usd"] == pytest.approx(60 * 15) and r6["usd_per_usable_tb"] == pytest.approx(60 * 15 / 40)
     r10 = cost.raid("RAID 10", 6, 10, usd_per_tb=20)
-    assert (r10["level"], r10["usable_tb"], r10["failures_tolerated"], r10["failures_best_case"]) == ("raid10", 30, 1, 3)
+    assert (r10["level"], r10["usable_tb"]) == ("raid10", 30)
+    assert (r10["failures_tolerated"], r10["failures_best_case"]) == (1, 3)
     assert r10["write_penalty"] == 2 and r10["usd_per_usable_tb"] == pytest.approx(40)
     assert cost.raid("raid6", 12, 20)["efficiency"] == pytest.approx(10 / 12)
 
