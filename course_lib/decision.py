@@ -382,7 +382,7 @@ def _methods(o: Option, job: _Job, single: list[Option]) -> list[str]:
     else:
         out.append(f"gradient accumulation: not needed, the batch's activations ({_gb(job.activation_bytes)}) fit in "
                    f"the {_gb(free)} left next to the model states")
-    if job.activation_bytes is None or o.accumulation > 1:
+    if o.accumulation > 1 or (job.activation_bytes is None and states > 0.5 * usable):
         out.append(f"activation checkpointing: keep only each block's input and recompute the rest in the backward "
                    f"pass (notebook 02): activations shrink several-fold for one more forward pass, about 1/3 more "
                    f"compute ({o.hours * 4 / 3:.3g} h instead of {o.hours:.3g} h)")

@@ -156,7 +156,7 @@ def decision_guide_widget(n_params: float = 124e6, n_samples: float = 2.5e9, tok
     from .decision import ENERGY, FRAMEWORKS, PRIVACY
 
     w = _ipywidgets("decision_guide_text")
-    return _calculator(w, decision_guide_text, {
+    controls = {
         "n_params": _log_slider(w, n_params, 4, 12, "parameters"),
         "n_samples": _log_slider(w, n_samples, 2, 13, "samples"),
         "tokens_per_sample": _log_slider(w, tokens_per_sample, 0, 5, "tokens/sample"),
@@ -170,4 +170,7 @@ def decision_guide_widget(n_params: float = 124e6, n_samples: float = 2.5e9, tok
                                 description="precision"),
         "optimizer": w.Dropdown(options=list(names.OPTIMIZERS), value=names.optimizer(optimizer),
                                 description="optimizer"),
-    })
+    }
+    for control in controls.values():
+        control.style.description_width = "100px"  # room for "tokens/sample" and "budget (USD)"
+    return _calculator(w, decision_guide_text, controls)
