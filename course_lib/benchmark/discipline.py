@@ -1,0 +1,286 @@
+"""Benchmarking discipline, shown by measurement (notebook 07.1, "What goes wrong when you time carelessly").
+
+Each function measures one mistake next to the careful way and returns plain numbers that a
+notebook can print, plot and assert on; each takes a few seconds on 2 cores.
+
+=====================  ==========================================================================
+``warmup_effect``      the first training step in a fresh process against the median of the
+                       warmed-up steps after it (thread pools, kernel choice, lazily made optimizer
+                       state, memory from the operating system; on a GPU also the CUDA context)
+``sync_effect``        timing work that runs asynchronously without waiting for it: on a GPU a
+                       matmul timed without ``torch.cuda.synchronize``; on a CPU the same mistake with
+                       work handed to a background thread (a future), timed without ``.result()``
+``repeats_effect``     single measurements against medians of repeated ones: how far two of each
+                       can disagree
+``busy_effect``        the same matmul on an idle machine and while another process keeps a core
+                       busy, measured interleaved (idle, busy, idle, busy, ...)
+=====================  ==========================================================================
+"""
+from __future__ import annotations
+
+import statistics
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+import torch
+
+from .. import bench, validate
+from ..hardware import as_device, synchronize
+from ..procs import Children
+
+__all__ = ["WarmupEffect", "SyncEffect", "RepeatsEffect", "BusyEffect", "warmup_effect", "sync_effect",
+           "repeats_effect", "busy_effect", "spin"]
+
+
+def _ratio(values: list[float]) -> float:
+    return max(values) / min(values) if min(values) > 0 else float("inf")
+
+
+# ----------------------------------------------------------------------------------------------
+# warm-up
+
+@dataclass(frozen=True)
+class WarmupEffect:
+    """``first_s``: the first step in a fresh process; ``warm_s``: the median of the steps after the
+    first ``skip``; ``ratio`` = first / warm; ``times``: every step, in order."""
+
+    first_s: float
+    warm_s: float
+    ratio: float
+    times: list[float]
+    device: str
+
+
+def _steps_in_fresh_process(channel, device: str, width: int, batch: int, steps: int) -> None:
+    """Runs in a child: build a model and Adam, time ``steps`` training steps, send the times."""
+    from ..models import MLP
+    from ..train import train_step
+
+    dev = torch.device(device)
+    torch.manual_seed(0)
+    model = MLP(64, [width, width], 10).to(dev)
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    xy = (torch.randn(batch, 64, device=dev), torch.randint(0, 10, (batch,), device=dev))
+    times = []
+    for _ in range(steps):
+        synchronize(dev)
+        t = time.perf_counter()
+        train_step(model, xy, opt, device=dev)
+        synchronize(dev)
+        times.append(time.perf_counter() - t)
+    channel.send(times)
+
+
+def warmup_effect(device: torch.device | str | None = None, *, steps: int = 30, skip: int = 5,
+                  width: int = 512, batch: int = 256, timeout: float = 60.0) -> WarmupEffect:
+    """Time every training step of a fresh process: the first one against the warmed-up median.
+
+    The steps run in a new child process (forked from a server that has imported torch but run
+    nothing), so the first step pays what a first step pays in a fresh script or kernel: thread
+    pools started, kernels chosen, Adam's state allocated, memory taken from the operating system,
+    and on a GPU the CUDA context. Notebook 07.1, "Warm-up".
+    """
+    dev = as_device(device)
+    steps = validate.integer("steps", steps, minimum=3)
+    skip = validate.integer("skip", skip, minimum=1, maximum=steps - 2)
+    validate.positive_int("width", width)
+    validate.positive_int("batch", batch)
+    validate.seconds("timeout", timeout)
+    times = None
+    with Children("course-warmup") as kids:
+        kids.start(_steps_in_fresh_process, str(dev), width, batch, steps)
+        deadline = time.monotonic() + timeout
+        while times is None and time.monotonic() < deadline:
+            for event in kids.events(deadline - time.monotonic()):
+                if event.kind == "message":
+                    times = event.value
+                elif event.kind == "error":
+                    raise RuntimeError(f"the warm-up child failed: {event.value[1]}")
+                elif event.kind == "exit" and times is None:
+                    raise RuntimeError(f"the warm-up child exited with code {event.value}: {kids.log_tail(0)}")
+    if times is None:
+        raise TimeoutError(f"the warm-up child did not finish within timeout={timeout:g} s")
+    warm = statistics.median(times[skip:])
+    return WarmupEffect(times[0], warm, times[0] / warm, times, str(dev))
+
+
+# ----------------------------------------------------------------------------------------------
+# synchronisation
+
+@dataclass(frozen=True)
+class SyncEffect:
+    """``no_wait_s``: the clock read right after launching the work; ``wait_s``: after waiting for it
+    (medians over ``repeats``); ``ratio`` = wait / no_wait; ``how``: what was launched, and how."""
+
+    no_wait_s: float
+    wait_s: float
+    ratio: float
+    repeats: int
+    how: str
+    device: str
+
+
+def sync_effect(device: torch.device | str | None = None, *, n: int = 1024, matmuls: int = 8,
+                repeats: int = 7) -> SyncEffect:
+    """Time ``matmuls`` n x n products without waiting for them to finish, then waiting. Notebook 07.1,
+    "Synchronisation".
+
+    On a CUDA GPU, kernels are queued and the CPU returns at once: without ``torch.cuda.synchronize()``
+    the clock measures the queueing. A CPU runs its operations to the end before returning, so the
+    same mistake is shown with the work handed to a background thread (a ``concurrent.futures``
+    future, as a data loader or an asynchronous step would), timed without and with ``.result()``.
+    """
+    dev = as_device(device)
+    n = validate.positive_int("n", n)
+    matmuls = validate.positive_int("matmuls", matmuls)
+    repeats = validate.positive_int("repeats", repeats)
+    a = torch.randn(n, n, device=dev)
+    b = torch.randn(n, n, device=dev)
+    c = torch.empty(n, n, device=dev)
+
+    def work() -> None:
+        for _ in range(matmuls):
+            torch.mm(a, b, out=c)
+
+    no_wait, wait = [], []
+    if dev.type in ("cuda", "mps", "xla"):
+        how = f"{matmuls} matmuls of {n} x {n} queued on {dev.type}, clock read before and after synchronize()"
+        work()
+        synchronize(dev)
+        for _ in range(repeats):
+            t = time.perf_counter()
+            work()
+            no_wait.append(time.perf_counter() - t)
+            synchronize(dev)
+            wait.append(time.perf_counter() - t)
+    else:
+        how = (f"{matmuls} matmuls of {n} x {n} handed to a background thread; clock read after submit() and "
+               "after result()")
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            pool.submit(work).result()  # warm-up
+            for _ in range(repeats):
+                t = time.perf_counter()
+                future = pool.submit(work)
+                no_wait.append(time.perf_counter() - t)
+                future.result()
+                wait.append(time.perf_counter() - t)
+    nw, w = statistics.median(no_wait), statistics.median(wait)
+    return SyncEffect(nw, w, w / nw if nw > 0 else float("inf"), repeats, how, str(dev))
+
+
+# ----------------------------------------------------------------------------------------------
+# repeats
+
+@dataclass(frozen=True)
+class RepeatsEffect:
+    """``singles``: single timed calls, in order; ``medians``: medians of ``groups`` groups of
+    ``per_group`` calls taken interleaved over the same stretch (group g holds calls g, g+groups, ...).
+    ``single_ratio`` / ``median_ratio``: largest over smallest of each (1.0 = perfect agreement)."""
+
+    singles: list[float]
+    medians: list[float]
+    groups: int
+    per_group: int
+    single_ratio: float
+    median_ratio: float
+
+
+def repeats_effect(device: torch.device | str | None = None, *, n: int = 256, groups: int = 4,
+                   per_group: int = 25) -> RepeatsEffect:
+    """Time ``groups * per_group`` single n x n matmuls one by one, then group them. Notebook 07.1,
+    "Repeats and medians".
+
+    Two single measurements can disagree by a factor (the operating system, another program, a
+    cache); two medians of interleaved repeats agree far better. The groups are interleaved (call i
+    goes to group i % groups), so a slow stretch of the machine hits every group alike.
+    """
+    dev = as_device(device)
+    n = validate.positive_int("n", n)
+    groups = validate.integer("groups", groups, minimum=2)
+    per_group = validate.integer("per_group", per_group, minimum=3)
+    a = torch.randn(n, n, device=dev)
+    b = torch.randn(n, n, device=dev)
+    c = torch.empty(n, n, device=dev)
+    for _ in range(5):
+        torch.mm(a, b, out=c)
+    synchronize(dev)
+    singles = []
+    for _ in range(groups * per_group):
+        t = time.perf_counter()
+        torch.mm(a, b, out=c)
+        synchronize(dev)
+        singles.append(time.perf_counter() - t)
+    medians = [statistics.median(singles[g::groups]) for g in range(groups)]
+    return RepeatsEffect(singles, medians, groups, per_group, _ratio(singles), _ratio(medians))
+
+
+# ----------------------------------------------------------------------------------------------
+# a busy machine
+
+def spin(channel, seconds: float) -> None:
+    """Runs in a child: keep one core busy for ``seconds`` (pure Python, one thread), then report."""
+    channel.send("spinning")
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        pass
+    channel.send("done")
+
+
+@dataclass(frozen=True)
+class BusyEffect:
+    """``idle_s`` / ``busy_s``: the matmul's time (median over rounds of each round's low quantile)
+    without and with a busy process; ``slowdown`` = busy / idle; per-round values kept."""
+
+    idle_s: float
+    busy_s: float
+    slowdown: float
+    threads: int
+    rounds: int
+    idle_rounds: list[float] = field(default_factory=list)
+    busy_rounds: list[float] = field(default_factory=list)
+
+
+def _wait_for(kids: Children, what: str, count: int, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    seen = 0
+    while time.monotonic() < deadline:
+        for event in kids.events(deadline - time.monotonic()):
+            if event.kind == "message" and event.value == what:
+                seen += 1
+            elif event.kind in ("error", "exit"):
+                raise RuntimeError(f"a busy-loop process stopped early: {event.value}")
+        if seen >= count:
+            return
+    raise TimeoutError(f"the busy-loop processes did not start within {timeout:g} s")
+
+
+def busy_effect(*, threads: int | None = None, n: int = 512, rounds: int = 3, min_run_time: float = 0.15,
+                busy_processes: int = 1) -> BusyEffect:
+    """The same n x n matmul on ``threads`` torch threads, idle and with ``busy_processes`` busy-loop
+    processes, interleaved over ``rounds``. Notebook 07.1, "A busy machine".
+
+    ``threads`` defaults to torch's current setting. With as many threads as cores, one busy core
+    slows every step of the matmul: its threads wait for each other at every barrier, so the
+    slow-down is usually larger than the share of the machine that was taken. The busy processes are
+    started through ``course_lib.procs`` and always stopped, also on error or Ctrl-C.
+    """
+    threads = torch.get_num_threads() if threads is None else validate.positive_int("threads", threads)
+    n = validate.positive_int("n", n)
+    rounds = validate.positive_int("rounds", rounds)
+    min_run_time = validate.positive("min_run_time", min_run_time)
+    busy_processes = validate.positive_int("busy_processes", busy_processes)
+    a, b, c = torch.randn(n, n), torch.randn(n, n), torch.empty(n, n)
+    fn = lambda: torch.mm(a, b, out=c)  # noqa: E731
+    idle, busy = [], []
+    for r in range(rounds):
+        idle.append(bench.time_fn(fn, label="idle", num_threads=threads, warmup=2 if r == 0 else 1,
+                                  min_run_time=min_run_time).seconds)
+        with Children("course-busy") as kids:
+            for _ in range(busy_processes):
+                kids.start(spin, 600.0)
+            _wait_for(kids, "spinning", busy_processes, 60.0)
+            busy.append(bench.time_fn(fn, label="busy", num_threads=threads, warmup=1,
+                                      min_run_time=min_run_time).seconds)
+    i, b_ = statistics.median(idle), statistics.median(busy)
+    return BusyEffect(i, b_, b_ / i, threads, rounds, idle, busy)
