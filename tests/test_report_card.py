@@ -1,0 +1,266 @@
+"""The report card (course_lib.report_card, notebook 07.1 "Compare machines"): saved benchmark results side by
+side, bad files skipped with a reason, catalog reference lines, a self-contained HTML page that escapes what
+it reads."""
+import base64
+import copy
+import json
+import os
+import pathlib
+import re
+
+import matplotlib
+import pytest
+
+matplotlib.use("Agg")
+
+from course_lib import catalog, hardware, plots, report_card  # noqa: E402
+from course_lib.benchmark import suite  # noqa: E402
+
+HW = hardware.detect().to_dict()
+HEADLINE = {"time_to_accuracy_s": 2.5, "train_samples_per_s": 4000.0, "latency_p50_ms": 0.8, "latency_p95_ms": 1.4,
+            "matmul_gflops": 120.0, "memory_bandwidth_gbs": 12.0, "allreduce_gbs": 1.5, "energy_j": None}
+
+
+def fake(label, scale=1.0, **changes):
+    """A result in the saved schema: every 'higher is better' figure times ``scale``, every 'lower' one divided."""
+    headline = {k: None if v is None else (v * scale if suite.HEADLINES[k][2] else v / scale)
+                for k, v in HEADLINE.items()}
+    headline.update(changes)
+    return {"schema": suite.SCHEMA, "course_version": "0.5.0", "created": "2026-11-20T10:00:00+00:00",
+            "label": label, "hardware": copy.deepcopy(HW), "device": "cpu", "quick": True, "seconds": 40.0,
+            "headline": headline, "details": {},
+            "energy": {"available": False, "source": None, "joules": None, "why": "no RAPL counters here"}}
+
+
+def save(folder, name, result):
+    path = folder / name
+    path.write_text(json.dumps(result))
+    return path
+
+
+@pytest.fixture
+def good(tmp_path):
+    folder = tmp_path / "results"
+    folder.mkdir()
+    gpu = fake("Colab T4", 20.0, energy_j=900.0)
+    gpu["device"], gpu["quick"] = "cuda:0", False
+    gpu["hardware"]["accelerators"] = [{"kind": "cuda", "index": 0, "name": "Tesla T4", "memory_bytes": 15 * 2**30,
+                                        "capability": "7.5"}]
+    return [save(folder, "laptop.json", fake("laptop")), save(folder, "colab-cpu.json", fake("Colab CPU", 0.5)),
+            save(folder, "colab-t4.json", gpu)]
+
+
+def test_compare_table_picks_the_best_per_figure():
+    rows = report_card.compare_table([fake("a"), fake("b", 2.0, allreduce_gbs=None), fake("a", 0.5)])
+    by = {r["key"]: r for r in rows}
+    assert [r["key"] for r in rows] == list(suite.HEADLINES)
+    assert list(by["matmul_gflops"]["values"]) == ["a", "b", "a (2)"]
+    assert by["matmul_gflops"]["values"] == {"a": 120.0, "b": 240.0, "a (2)": 60.0}
+    assert by["matmul_gflops"]["best"] == "b" and by["matmul_gflops"]["better"] == "higher"
+    assert by["matmul_gflops"]["spread"] == pytest.approx(4.0)
+    assert by["latency_p95_ms"]["best"] == "b" and by["latency_p95_ms"]["better"] == "lower"
+    assert by["time_to_accuracy_s"]["values"]["a (2)"] == pytest.approx(5.0)
+    assert by["allreduce_gbs"]["values"]["b"] is None and by["allreduce_gbs"]["best"] == "a"
+    assert by["energy_j"]["best"] is None and by["energy_j"]["spread"] is None
+    assert by["matmul_gflops"]["unit"] == suite.HEADLINES["matmul_gflops"][1]
+    zero = {r["key"]: r for r in report_card.compare_table([fake("a", energy_j=0.0), fake("b", energy_j=5.0)])}
+    assert zero["energy_j"]["best"] == "a" and zero["energy_j"]["spread"] is None  # no ratio to a zero
+    with pytest.raises(TypeError, match="results"):
+        report_card.compare_table([{"label": "no headline"}])
+
+
+def test_labels_are_made_unique():
+    results = [fake("laptop"), fake("laptop"), fake("laptop (2)"), fake(""), fake("  two   spaces "), fake(" \n")]
+    assert report_card._labels(results) == ["laptop", "laptop (3)", "laptop (2)", "machine 4", "two spaces",
+                                            "machine 6"]
+
+
+def test_card_from_files_and_folder(good, tmp_path):
+    lines = []
+    card = report_card.write_report_card(good[0].parent, tmp_path / "card", echo=lines.append)
+    assert lines == [] and card.skipped == []
+    assert card.labels == ["Colab CPU", "Colab T4", "laptop"]  # a folder is read in name order
+    assert card.png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and card.png.name == report_card.PNG_NAME
+    page = card.html.read_text()
+    assert page.count("<img") == 1 and "data:image/png;base64," in page and "http://" not in page.split("<h2>")[0]
+    embedded = re.search(r'src="data:image/png;base64,([^"]+)"', page).group(1)
+    assert base64.b64decode(embedded) == card.png.read_bytes()  # self-contained: the PNG travels inside
+    for text in ("Tesla T4", "cuda:0", HW["cpu"]["model"], HW["torch_version"], "0.5.0", "2026-11-20", "quick",
+                 "full", "GFLOP/s", "samples/s", catalog.get_accelerator("t4").source, "NVIDIA A100 80GB SXM"):
+        assert text in page, text
+    # the best machine per row is marked: the T4 result is 20x the laptop on every figure
+    assert re.search(r'<td class="num best">2,400</td>', page)
+    text = report_card.summary_text(card)
+    assert "[2] Colab T4" in text and "best" in text and str(card.html) in text
+    matmul = next(line for line in text.splitlines() if line.startswith(suite.HEADLINES["matmul_gflops"][0]))
+    assert "[2]" in matmul.split()[-4:] and "2,400" in matmul
+    # the same files listed one by one (and twice) give the same card
+    again = report_card.write_report_card([*good, good[0]], tmp_path / "again", echo=None)
+    assert sorted(again.labels) == sorted(card.labels) and again.rows == report_card.compare_table(again.results)
+
+
+def test_reference_lines_are_in_the_figure(good, tmp_path):
+    card = report_card.write_report_card(good, tmp_path, references=("t4", "A100 80GB", "tpu-v5e"))
+    fig, axes = report_card.card_figure(card)
+    by = dict(zip(suite.HEADLINES, axes))
+    lines = {key: {round(line.get_ydata()[0], 2): line.get_label() for line in ax.get_lines()}
+             for key, ax in by.items()}
+    assert lines["matmul_gflops"] == {8100.0: "T4 fp32 peak", 19500.0: "A100 80GB SXM fp32 peak",
+                                      312000.0: "A100 80GB SXM bf16 peak", 197000.0: "TPU v5e bf16 peak"}
+    assert lines["memory_bandwidth_gbs"] == {320.0: "T4 memory bandwidth", 2039.0: "A100 80GB SXM memory bandwidth",
+                                             819.0: "TPU v5e memory bandwidth"}
+    assert set(lines["allreduce_gbs"]) == {15.75, 300.0, 200.0}
+    for key in ("time_to_accuracy_s", "train_samples_per_s", "latency_p50_ms", "energy_j"):
+        assert lines[key] == {}, f"{key} has no catalog counterpart"
+    written = {t.get_text() for ax in axes for t in ax.texts}
+    assert {"T4 fp32 peak", "TPU v5e memory bandwidth", "A100 80GB SXM link per direction"} <= written
+    # one bar per machine with its value written on it; a log axis where the spread is over 10x
+    assert [round(p.get_height(), 6) for p in by["matmul_gflops"].patches] == [120.0, 60.0, 2400.0]
+    assert "2,400" in {t.get_text() for t in by["matmul_gflops"].texts}
+    assert by["matmul_gflops"].get_yscale() == "log"
+    assert by["latency_p50_ms"].get_yscale() == "log"  # 0.04 to 1.6 ms
+    assert "lower is better" in by["latency_p50_ms"].get_title()
+    assert "higher is better" in by["matmul_gflops"].get_title()
+    assert by["matmul_gflops"].get_ylabel() == "GFLOP/s" and "peak" in fig._suptitle.get_text()
+    assert sorted(t.get_text() for t in by["energy_j"].texts) == ["900", "not\nmeasured", "not\nmeasured"]
+    matplotlib.pyplot.close(fig)
+    small = report_card.write_report_card([good[0], good[1]], tmp_path / "cpu", references=())
+    fig, axes = report_card.card_figure(small)
+    assert all(not ax.get_lines() for ax in axes)
+    assert dict(zip(suite.HEADLINES, axes))["matmul_gflops"].get_yscale() == "linear"  # 60 vs 120: 2x
+    matplotlib.pyplot.close(fig)
+
+
+def test_bad_files_are_skipped_and_the_rest_compared(good, tmp_path, monkeypatch):
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    text = json.dumps(fake("cut short"))
+    newer = fake("from the future")
+    newer["schema"] = "course-benchmark/99"
+    missing = fake("no matmul")
+    del missing["headline"]["matmul_gflops"]
+    files = {
+        "corrupt.json": "{this is not json",
+        "truncated.json": text[: len(text) // 2],
+        "empty.json": "",
+        "package.json": json.dumps({"name": "left-pad", "version": "1.3.0", "dependencies": {}}),
+        "pytest-benchmark.json": json.dumps({"machine_info": {"node": "x"}, "benchmarks": [], "version": "4.0.0"}),
+        "list.json": json.dumps([1, 2, 3]),
+        "newer.json": json.dumps(newer),
+        "missing.json": json.dumps(missing),
+        "words.json": json.dumps(fake("words", matmul_gflops="fast")),
+        "nan.json": json.dumps(fake("nan", memory_bandwidth_gbs=float("nan"))),
+        "negative.json": json.dumps(fake("negative", latency_p50_ms=-1.0)),
+        "flag.json": json.dumps(fake("flag", allreduce_gbs=True)),
+    }
+    for name, content in files.items():
+        (bad / name).write_text(content)
+    (bad / "binary.json").write_bytes(b"\xff\xfe\x00garbage\x81")
+    (bad / "notes.txt").write_text("not a .json file: a folder's other files are not read")
+    locked = save(tmp_path, "locked.json", fake("locked"))
+    locked.chmod(0)
+    if os.geteuid() == 0:  # root reads any file: make this one fail the way a file without read permission does
+        real = {name: getattr(pathlib.Path, name) for name in ("read_bytes", "read_text", "open")}
+
+        def refuse(name):
+            def method(self, *args, **kwargs):
+                if self.name == "locked.json":
+                    raise PermissionError(13, "Permission denied", str(self))
+                return real[name](self, *args, **kwargs)
+            return method
+
+        for name in real:
+            monkeypatch.setattr(pathlib.Path, name, refuse(name))
+    lines = []
+    card = report_card.write_report_card([*good, bad, locked, tmp_path / "gone.json"], tmp_path / "card",
+                                         echo=lines.append)
+    assert card.labels == ["laptop", "Colab CPU", "Colab T4"]
+    skipped = dict(card.skipped)
+    expected = sorted([str(bad / n) for n in [*files, "binary.json"]] + [str(locked), str(tmp_path / "gone.json")])
+    assert sorted(skipped) == expected
+    assert lines == [f"skipped {f}: {why}" for f, why in card.skipped]
+    assert all(why.strip() for why in skipped.values())
+    assert "fast" in skipped[str(bad / "words.json")] and "matmul_gflops" in skipped[str(bad / "words.json")]
+    assert "memory_bandwidth_gbs" in skipped[str(bad / "nan.json")]
+    assert "latency_p50_ms" in skipped[str(bad / "negative.json")]
+    assert "allreduce_gbs" in skipped[str(bad / "flag.json")]
+    assert "Permission" in skipped[str(locked)] and "no such file" in skipped[str(tmp_path / "gone.json")]
+    assert "matmul_gflops" in skipped[str(bad / "missing.json")]
+    assert "newer" in skipped[str(bad / "newer.json")].lower() or "99" in skipped[str(bad / "newer.json")]
+    page = card.html.read_text()
+    assert all(name in page for name in files) and "Permission" in page
+    assert "notes.txt" not in page
+
+
+def test_html_escapes_what_it_reads(tmp_path):
+    nasty = fake('<script>alert("x")</script> $5 & co')
+    nasty["hardware"]["cpu"]["model"] = "<b>bold</b> CPU"
+    nasty["device"] = "<img src=x onerror=alert(1)>"
+    nasty["created"] = "2026-11-20 <i>today</i>"
+    other = fake("<script>alert(\"x\")</script> $5 & co", 2.0)
+    folder = tmp_path / "a&b <folder>"
+    folder.mkdir()
+    paths = [save(folder, "nasty.json", nasty), save(folder, "other.json", other)]
+    (folder / "<bad>.json").write_text("{")
+    card = report_card.write_report_card(folder, tmp_path / "card", echo=None)
+    page = card.html.read_text()
+    for raw in ("<script>", "<b>bold", "<img src=x", "<i>today", "<bad>", "a&b <folder>"):
+        assert raw not in page, raw
+    assert "&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt; $5 &amp; co" in page
+    assert "&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt; $5 &amp; co (2)" in page  # told apart, escaped
+    assert "&lt;b&gt;bold&lt;/b&gt; CPU" in page and "&lt;bad&gt;.json" in page
+    assert len(paths) == len(card.results) == 2 and card.png.stat().st_size > 10_000  # '$5' did not break the PNG
+    assert page.count("<script") == 0 and page.count("<img") == 1
+
+
+def test_nothing_usable_and_bad_arguments(tmp_path):
+    (tmp_path / "corrupt.json").write_text("{")
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(ValueError, match=r"no usable benchmark result.*corrupt\.json.*empty.*no \.json"):
+        report_card.write_report_card([tmp_path / "corrupt.json", empty], tmp_path / "out", echo=None)
+    with pytest.raises(ValueError, match="no paths were given"):
+        report_card.write_report_card([], tmp_path / "out", echo=None)
+    assert not (tmp_path / "out").exists()
+    good = save(tmp_path, "good.json", fake("laptop"))
+    with pytest.raises(ValueError, match=r"references.*h100-sxm.*tpu-v5e"):
+        report_card.write_report_card(good, tmp_path / "out", references=("t4", "rtx-9090"))
+    with pytest.raises(ValueError, match="a100-80gb"):
+        report_card.reference_rows("nonsense")
+    with pytest.raises(TypeError, match="paths"):
+        report_card.write_report_card(3, tmp_path / "out")
+    with pytest.raises(TypeError, match="paths"):
+        report_card.write_report_card([good, 3], tmp_path / "out")
+    with pytest.raises(TypeError, match="echo"):
+        report_card.write_report_card(good, tmp_path / "out", echo="print")
+    rows = report_card.reference_rows(["T4", "t4", "tpu-v5e"])
+    assert [r["key"] for r in rows] == ["t4", "tpu-v5e"]
+    assert rows[0]["bf16_gflops"] is None and rows[1]["fp32_gflops"] is None
+    assert rows[1]["bf16_gflops"] == pytest.approx(197000.0)
+
+
+def test_reference_bars_refuses_bad_panels():
+    with pytest.raises(ValueError, match="non-empty"):
+        plots.reference_bars([], title="t")
+    with pytest.raises(ValueError, match="lacks"):
+        plots.reference_bars([{"title": "t", "labels": ["a"], "values": [1]}], title="t")
+    with pytest.raises(ValueError, match="2 labels but 1 values"):
+        plots.reference_bars([{"title": "t", "ylabel": "s", "labels": ["a", "b"], "values": [1]}], title="t")
+    with pytest.raises(ValueError, match="title"):
+        plots.reference_bars([{"title": "t", "ylabel": "s", "labels": ["a"], "values": [1]}], title=" ")
+    fig, (ax,) = plots.reference_bars([{"title": "$x$ cost", "ylabel": "s", "labels": ["a"], "values": [2.0],
+                                        "references": [("ceiling", 3.0)], "log": True}], title="one panel")
+    assert ax.get_yscale() == "log" and ax.get_title() == r"\$x\$ cost"  # shown literally, not as math
+    matplotlib.pyplot.close(fig)
+
+
+def test_card_from_a_real_quick_benchmark(tmp_path):
+    """The card reads what `course benchmark --quick` writes (about 10 s on 2 cores)."""
+    result = suite.run_benchmark(quick=True, progress=False, seed=0)
+    path = suite.save_result(result, tmp_path / "here.json")
+    card = report_card.write_report_card([path, save(tmp_path, "laptop.json", fake("laptop"))], tmp_path / "card",
+                                         echo=None)
+    assert card.skipped == [] and card.labels[0] == " ".join(result["label"].split())
+    for row in card.rows:
+        assert row["values"][card.labels[0]] == result["headline"][row["key"]]
+    assert result["hardware"]["cpu"]["model"] in card.html.read_text()
