@@ -1,8 +1,8 @@
 """The decision guide: from a training job and its constraints to the hardware to run it on (notebook 07.3).
 
 ``recommend(n_params, n_samples, ...)`` is a pure function. It prices every candidate (this kind of
-machine's CPU as the baseline, each catalog accelerator rented in the cloud or bought, on 1, 2, 4, ...
-devices) with the estimators of the earlier modules, then picks one:
+machine's CPU as the baseline, each catalog accelerator rented or bought, on 1, 2, 4, ... devices)
+with the estimators of the earlier modules, then picks one:
 
 * **memory** per device: the model states of ``memory.model_states_bytes`` (weights, gradients and
   optimizer state, the ZeRO paper's bytes per parameter), sharded with the lowest ZeRO stage that
@@ -15,10 +15,9 @@ devices) with the estimators of the earlier modules, then picks one:
   x samples x epochs) over devices x dense peak at the compute dtype x utilisation x scaling
   efficiency, the last from the ring all-reduce model of notebook 03 (``comm.data_parallel_speedup``
   with a fixed micro-batch per device and no overlap, so a pessimistic bound).
-* **cost, energy, CO2**: ``cost.training_footprint`` (on-demand cloud price per device-hour, billed for
-  at least a minute; the chips' power and PUE; grid intensity); bought cards cost their purchase
-  price plus electricity; the CPU you already have only its electricity. Spot prices are named in the
-  reasons as an option for jobs that checkpoint.
+* **cost, energy, CO2**: ``cost.training_footprint`` (on-demand price per device-hour, billed for at
+  least a minute; power x PUE; grid intensity); bought cards cost their price plus electricity, the CPU
+  you have only its electricity. Spot prices are named in the reasons, for jobs that checkpoint.
 * **the choice**: the cheapest option that fits memory, the deadline and the budget and that the
   privacy rule allows ("regulated": data may not leave the premises, so only hardware you own); with
   ``energy="low"`` the one with the lowest kWh instead. Lightweight methods come first in
@@ -28,7 +27,7 @@ devices) with the estimators of the earlier modules, then picks one:
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 
 from . import catalog, comm, cost, names, validate
 from .memory.formulas import largest_model_that_fits, model_states_bytes
@@ -48,12 +47,11 @@ TOTAL_FRACTION = 0.9
 #: Work per device per step in the scaling model (one step's compute against its all-reduce): 32 samples,
 #: and for jobs counted in tokens at least ``STEP_TOKENS`` tokens (e.g. 16 sequences of 2,048).
 MICRO_BATCH, STEP_TOKENS = 32, 32_768
-#: Gradient accumulation steps tried when a batch's activations do not fit (the batch split into k micro-batches).
+#: Gradient accumulation steps tried when a batch's activations do not fit (k micro-batches per batch).
 ACCUMULATION = (1, 2, 4, 8, 16, 32, 64)
 #: Device counts tried: PCIe cards up to one server (8), NVLink GPUs beyond it over InfiniBand NDR,
-#: TPUs up to their pod; bought hardware up to one 8-card server.
-DEVICE_COUNTS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
-_OWNED_MAX = 8
+#: TPUs up to their pod; bought hardware up to one 8-card server (``_OWNED_MAX``).
+DEVICE_COUNTS, _OWNED_MAX = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024), 8
 #: Compute Engine bills vCPUs, GPUs and memory per second after a one-minute minimum (its billing model,
 #: https://cloud.google.com/compute/vm-instance-pricing, as published; not re-checked): a tiny job pays a minute.
 CLOUD_MIN_HOURS = 1 / 60
@@ -61,6 +59,9 @@ CLOUD_MIN_HOURS = 1 / 60
 #: matmul rate measured on such machines, notebook 00), ~12 GB RAM, ~30 W for its share of a server
 #: (an assumption: pass your own numbers, e.g. ``course benchmark``'s matmul_gflops).
 CPU_GFLOPS, CPU_MEMORY_GB, CPU_WATTS = 100.0, 12.0, 30.0
+#: Hardware you run yourself: the US commercial tariff (a business, a hospital, a lab) and an average
+#: server room's PUE; the cloud's rows use the provider's PUE and its price includes electricity.
+ELECTRICITY_ROW, OWNED_PUE_ROW = cost.ELECTRICITY["commercial"], "pue-industry-average"
 _LORA_FRACTION = 0.01  # LoRA adapters: ~0.01-1 % of the weights (Hu et al. 2021); 1 % is the generous end
 
 _WHERE = {"cpu": "this machine", "cloud": "cloud, on demand", "owned": "bought"}
@@ -78,6 +79,7 @@ class Option:
     zero_stage: int  # 0 (full replica) .. 3 (FSDP's full sharding)
     accumulation: int  # micro-batches per batch (gradient accumulation), 1 = none
     dtype: str  # compute dtype of the peak used
+    peak_tflops: float  # dense peak of one device at ``dtype`` (the CPU: its fp32 rate)
     memory_bytes: int  # per device: model states (+ activations when given)
     device_bytes: float  # the device's memory (vendor GB x 1e9)
     fits: bool
@@ -92,13 +94,11 @@ class Option:
     why_not: str = ""
 
     def row(self) -> dict:
-        """A flat dict for a table (``pandas.DataFrame(rec.table())``)."""
-        return {"hardware": self.hardware, "name": self.name, "where": _WHERE[self.where], "devices": self.devices,
-                "strategy": self.strategy, "zero_stage": self.zero_stage, "accumulation": self.accumulation,
-                "dtype": self.dtype,
-                "memory_gb": round(self.memory_bytes / 1e9, 3), "device_gb": round(self.device_bytes / 1e9, 1),
-                "fits": self.fits, "hours": _sig(self.hours), "usd": _sig(self.usd), "kwh": _sig(self.kwh),
-                "co2_kg": _sig(self.co2_kg), "feasible": self.feasible, "why_not": self.why_not}
+        """A flat dict for a table (``pandas.DataFrame(rec.table())``): GB, 3 significant digits."""
+        row = {k: _sig(v) if k in ("hours", "usd", "kwh", "co2_kg") else v for k, v in asdict(self).items()
+               if k not in ("memory_bytes", "device_bytes", "notes")}
+        return {**row, "where": _WHERE[self.where], "memory_gb": _sig(self.memory_bytes / 1e9),
+                "device_gb": self.device_bytes / 1e9}
 
 
 @dataclass(frozen=True)
@@ -128,22 +128,18 @@ class Recommendation:
         """One line: the choice and its time, cost and energy."""
         if self.hardware == "none":
             return "No configuration holds the model: " + self.relax
-        what = f"{self.devices} x {self.name} ({_WHERE[self.where]}, {_STRATEGY[self.strategy](self.zero_stage)})"
+        what = ("this machine's CPU" if self.where == "cpu" else
+                f"{self.devices} x {self.name} ({_WHERE[self.where]}, {_STRATEGY[self.strategy](self.zero_stage)})")
         est = f"{_hours(self.hours)}, {_money(self.usd)}, {_num(self.kwh, 'kWh')}, {_num(self.co2_kg, 'kg CO2')}"
         head = f"{what}: {est}; {self.memory_bytes / 1e9:.3g} GB per device"
         return head if self.feasible else f"Nothing meets every constraint. {self.relax} Then: {head}"
 
     def table(self, best_per_hardware: bool = True) -> list[dict]:
         """The options as rows; by default only the best device count of each hardware and place."""
-        rows = list(self.options)
-        if best_per_hardware:
-            best: dict[tuple[str, str], Option] = {}
-            for o in rows:
-                k = (o.hardware, o.where)
-                if k not in best or _rank(o, "any") < _rank(best[k], "any"):
-                    best[k] = o
-            rows = list(best.values())
-        return [o.row() for o in rows]
+        best: dict[tuple, Option] = {}
+        for o in sorted(self.options, key=lambda o: _rank(o, "any"), reverse=True):  # the best of each key last
+            best[(o.hardware, o.where) if best_per_hardware else (o.hardware, o.where, o.devices)] = o
+        return [o.row() for o in self.options if o in best.values()]
 
     def __str__(self) -> str:
         return "\n".join([self.headline(), "Methods, lightest first:", *(f"  - {m}" for m in self.methods),
@@ -159,9 +155,7 @@ def _sig(x: float | None) -> float | None:
 
 
 def _hours(h: float | None) -> str:
-    if h is None:
-        return "time unknown"
-    return f"{h:.3g} h" if h < 48 else f"{h:.3g} h ({h / 24:.3g} days)"
+    return "time unknown" if h is None else f"{h:.3g} h" if h < 48 else f"{h:.3g} h ({h / 24:.3g} days)"
 
 
 def _money(usd: float | None) -> str:
@@ -173,11 +167,9 @@ def _num(x: float | None, unit: str) -> str:
 
 
 def _rank(o: Option, energy: str) -> tuple:
-    inf = math.inf
-    usd = inf if o.usd is None else o.usd
-    if energy == "low":
-        return (inf if o.kwh is None else o.kwh, usd, o.hours, o.devices)
-    return (usd, o.hours, o.devices)
+    usd = math.inf if o.usd is None else o.usd
+    kwh = math.inf if o.kwh is None else o.kwh
+    return (kwh, usd, o.hours, o.devices) if energy == "low" else (usd, o.hours, o.devices)
 
 
 # ----------------------------------------------------------------------------- the candidates
@@ -230,7 +222,7 @@ def _dtype(chip: catalog.Accelerator, precision: str) -> tuple[str, str]:
 
 def _link_gbs(chip: catalog.Accelerator, devices: int) -> float:
     """Per-direction GB/s of the slowest link a ring over ``devices`` crosses."""
-    if devices <= max(chip.pod_chips, 8 if chip.pod_chips == 1 else 1):
+    if devices <= max(chip.pod_chips, 8):
         return chip.interconnect_gbs  # NVLink / ICI inside the pod; PCIe between the cards of one server
     return min(chip.interconnect_gbs, catalog.get_link("ib-ndr").bandwidth_gbs)  # across servers
 
@@ -244,12 +236,11 @@ def _efficiency(job: _Job, chip: catalog.Accelerator, devices: int, peak: float,
 
 
 def _framework_notes(chip: catalog.Accelerator, framework: str) -> tuple[str, ...]:
-    notes = []
-    if chip.kind == "tpu" and framework == "pytorch":
-        notes.append("TPUs run PyTorch only through PyTorch/XLA (torch_xla); JAX and TensorFlow target them natively")
-    if chip.vendor.upper() == "AMD":
-        notes.append("AMD GPUs need the ROCm builds of PyTorch, TensorFlow or JAX (not the CUDA ones)")
-    return tuple(notes)
+    return tuple(note for cond, note in (
+        (chip.kind == "tpu" and framework == "pytorch",
+         "TPUs run PyTorch only through PyTorch/XLA (torch_xla); JAX and TensorFlow target them natively"),
+        (chip.vendor.upper() == "AMD", "AMD GPUs need the ROCm builds of PyTorch, TensorFlow or JAX"),
+    ) if cond)
 
 
 def _chip_options(job: _Job, chip: catalog.Accelerator, framework: str, owned_usd: float | None) -> list[Option]:
@@ -259,16 +250,12 @@ def _chip_options(job: _Job, chip: catalog.Accelerator, framework: str, owned_us
         hourly = cost.cloud_hourly(chip.key)
     except ValueError:
         hourly = None
-    cap = min(DEVICE_COUNTS[-1], chip.pod_chips if chip.kind == "tpu" else DEVICE_COUNTS[-1] if chip.pod_chips > 1
-              else 8)
+    top = DEVICE_COUNTS[-1]
+    cap = min(chip.pod_chips, top) if chip.kind == "tpu" else 8 if chip.pod_chips == 1 else top
     notes = tuple(n for n in (dtype_note, *_framework_notes(chip, framework)) if n)
     out = []
-    for where, usd_each in (("cloud", hourly), ("owned", owned_usd)):
-        if where == "owned" and owned_usd is None:
-            continue
-        for n in DEVICE_COUNTS:
-            if n > (cap if where == "cloud" else min(cap, _OWNED_MAX)):
-                break
+    for where in ("cloud", "owned") if owned_usd is not None else ("cloud",):
+        for n in (d for d in DEVICE_COUNTS if d <= (cap if where == "cloud" else min(cap, _OWNED_MAX))):
             stage, k, mem, fits = _layout(job, n, chip.memory_gb * 1e9)
             eff = _efficiency(job, chip, n, peak, stage)
             fp = cost.training_footprint(job.flops, chip.key, chips=n, utilization=job.utilization, dtype=dtype,
@@ -280,14 +267,10 @@ def _chip_options(job: _Job, chip: catalog.Accelerator, framework: str, owned_us
             else:
                 usd = n * owned_usd + (kwh or 0.0) * _electricity_usd()
             strategy = "single" if n == 1 else "ddp" if stage == 0 else "fsdp"
-            out.append(Option(chip.key, chip.name, where, n, strategy, stage, k, dtype, mem, chip.memory_gb * 1e9, fits,
-                              eff, hours, usd, kwh, co2, hourly if where == "cloud" else None, notes))
+            out.append(Option(chip.key, chip.name, where, n, strategy, stage, k, dtype, peak / 1e12, mem,
+                              chip.memory_gb * 1e9, fits, eff, hours, usd, kwh, co2,
+                              hourly if where == "cloud" else None, notes))
     return out
-
-
-#: Hardware you run yourself: the US commercial tariff (a business, a hospital, a lab) and an average
-#: server room's PUE; the cloud's rows use the provider's PUE and its price includes electricity.
-ELECTRICITY_ROW, OWNED_PUE_ROW = cost.ELECTRICITY["commercial"], "pue-industry-average"
 
 
 def _electricity_usd() -> float:
@@ -299,8 +282,9 @@ def _cpu_option(job: _Job, gflops: float, memory_gb: float, watts: float) -> Opt
     stage, k, mem, fits = _layout(job, 1, memory_gb * 1e9)
     hours = job.flops / (gflops * 1e9 * job.utilization) / 3600
     kwh = hours * watts / 1000
-    return Option("cpu", "this machine's CPU", "cpu", 1, "single", 0, k, "fp32", mem, memory_gb * 1e9, fits, 1.0,
-                  hours, kwh * _electricity_usd(), kwh, kwh * catalog.get_price(cost.GRIDS[job.grid]).value / 1000, None,
+    co2 = kwh * catalog.get_price(cost.GRIDS[job.grid]).value / 1000
+    return Option("cpu", "this machine's CPU", "cpu", 1, "single", 0, k, "fp32", gflops / 1e3, mem, memory_gb * 1e9,
+                  fits, 1.0, hours, kwh * _electricity_usd(), kwh, co2, None,
                   (f"CPU baseline at {gflops:g} GFLOP/s fp32 and {watts:g} W (assumed; pass your own)",))
 
 
@@ -352,6 +336,10 @@ def _gb(x: float) -> str:
     return f"{x / 1e9:.3g} GB"
 
 
+def _bpp(job: _Job) -> int:
+    return model_states_bytes(1, job.precision, job.optimizer)
+
+
 def _methods(o: Option, job: _Job, single: list[Option]) -> list[str]:
     """Lightweight methods first, each with its numbers; ``single`` holds the one-device options."""
     out = []
@@ -365,9 +353,10 @@ def _methods(o: Option, job: _Job, single: list[Option]) -> list[str]:
         speed = f"{p16:g} TFLOP/s against {p32:g} in fp32 ({p16 / p32:.3g}x)" if p32 else f"{p16:g} TFLOP/s"
         chosen = "as chosen" if job.precision != "fp32" else f"instead of fp32: about {o.hours * p32 / p16:.3g} h" \
             if p32 and o.dtype == "fp32" else "as the chip computes"
+        scaler = "; fp16 needs a GradScaler (notebook 04)" if half == "fp16" else ""
         out.append(f"{half} mixed precision ({chosen}): {chip.name} runs {half} at {speed}; activations take half "
                    f"the bytes; model states stay {_bpp(job)} B per parameter with {job.optimizer} "
-                   f"(memory.model_states_bytes)" + (" ; fp16 needs a GradScaler (notebook 04)" if half == "fp16" else ""))
+                   f"(memory.model_states_bytes){scaler}")
     usable = (TOTAL_FRACTION if job.activation_bytes is not None else STATES_FRACTION) * o.device_bytes
     states = o.memory_bytes - (0 if job.activation_bytes is None else -(-job.activation_bytes // o.accumulation))
     free = (TOTAL_FRACTION if job.activation_bytes is not None else 1) * o.device_bytes - states
@@ -403,19 +392,14 @@ def _methods(o: Option, job: _Job, single: list[Option]) -> list[str]:
     return out
 
 
-def _bpp(job: _Job) -> int:
-    return model_states_bytes(1, job.precision, job.optimizer)
-
-
 def _savers(job: _Job, states1: int) -> list[str]:
     """8-bit optimizer, LoRA and 4-bit quantization, with the model-state bytes each would leave."""
     buffers = names.OPTIMIZER_STATE_BUFFERS[job.optimizer]
     n = job.n_params
     out = []
-    if buffers:
-        eight = states1 - 3 * buffers * n  # each fp32 state (4 B) kept in 1 B
+    if buffers:  # each fp32 state (4 B) kept in 1 B
         out.append(f"8-bit optimizer states (bitsandbytes' {'Adam' if buffers == 2 else 'SGD'}8bit, Dettmers et al. "
-                   f"2022): model states {_gb(states1)} -> {_gb(eight)}")
+                   f"2022): model states {_gb(states1)} -> {_gb(states1 - 3 * buffers * n)}")
     lora = 2 * n + model_states_bytes(int(n * _LORA_FRACTION), job.precision, job.optimizer)
     qlora = n // 2 + model_states_bytes(int(n * _LORA_FRACTION), job.precision, job.optimizer)
     fit = _smallest_holding(lora)
@@ -430,11 +414,9 @@ def _savers(job: _Job, states1: int) -> list[str]:
 
 def _smallest_holding(nbytes: float) -> str:
     """The catalog accelerator with the least memory that holds ``nbytes`` in STATES_FRACTION of it."""
-    chips = [a for a in catalog.accelerators() if nbytes <= STATES_FRACTION * a.memory_gb * 1e9]
-    if not chips:
-        return ""
-    a = min(chips, key=lambda a: (a.memory_gb, a.year))
-    return f"{a.name} ({a.memory_gb:g} GB)"
+    a = min((a for a in catalog.accelerators() if nbytes <= STATES_FRACTION * a.memory_gb * 1e9),
+            key=lambda a: (a.memory_gb, a.year), default=None)
+    return "" if a is None else f"{a.name} ({a.memory_gb:g} GB)"
 
 
 def _reasons(o: Option, job: _Job, work: str, chosen_from: str, privacy: str, budget: float | None,
@@ -442,8 +424,8 @@ def _reasons(o: Option, job: _Job, work: str, chosen_from: str, privacy: str, bu
     out = [work]
     states = model_states_bytes(job.n_params, job.precision, job.optimizer, o.zero_stage, o.devices)
     on = "on each device" if o.devices > 1 else "on the device"
-    fit_rule = (f"{STATES_FRACTION:.0%} of it may hold them, 20 % kept for activations and the framework "
-                f"(memory.largest_model_that_fits: at most "
+    fit_rule = (f"{STATES_FRACTION:.0%} of it may hold them, {1 - STATES_FRACTION:.0%} kept for activations and the "
+                f"framework (memory.largest_model_that_fits: at most "
                 f"{largest_model_that_fits(o.device_bytes, job.precision, job.optimizer):.3g} parameters on one)"
                 if job.activation_bytes is None else
                 f"states plus activations ({_gb(job.activation_bytes)} per batch"
@@ -453,12 +435,11 @@ def _reasons(o: Option, job: _Job, work: str, chosen_from: str, privacy: str, bu
                f"{on}" + (f" (ZeRO stage {o.zero_stage} over {o.devices})" if o.zero_stage else "") +
                f" (memory.model_states_bytes); {o.name} has {_gb(o.device_bytes)}: {fit_rule}.")
     if o.hardware == "cpu":
-        out.append(f"On this machine's CPU at {job.utilization:.0%} of {o.notes[0].split(' at ')[1].split(' fp32')[0]} "
-                   f"fp32: {_hours(o.hours)}.")
+        out.append(f"On this machine's CPU at {job.utilization:.0%} of {o.peak_tflops * 1e3:g} GFLOP/s (fp32; assumed "
+                   f"{o.kwh / o.hours * 1e3:g} W): {_hours(o.hours)}.")
     else:
-        chip = catalog.get_accelerator(o.hardware)
         scale = f" at {o.efficiency:.0%} scaling efficiency (comm.data_parallel_speedup)" if o.devices > 1 else ""
-        out.append(f"On {o.devices} x {o.name} at {job.utilization:.0%} of {chip.peak_tflops[o.dtype]:g} TFLOP/s "
+        out.append(f"On {o.devices} x {o.name} at {job.utilization:.0%} of {o.peak_tflops:g} TFLOP/s "
                    f"({o.dtype}){scale}: {_hours(o.hours)}.")
     if o.where == "cloud":
         line = f"Cloud on demand at {o.usd_per_hour:g} USD per device-hour: {_money(o.usd)}"
@@ -482,8 +463,8 @@ def _reasons(o: Option, job: _Job, work: str, chosen_from: str, privacy: str, bu
                f"{job.grid} grid's {g:g} g CO2 per kWh.")
     out.append(chosen_from)
     if deadline is not None:
-        out.append(f"Deadline {deadline:g} h: " + (f"met with {deadline - o.hours:.3g} h to spare." if o.hours <= deadline
-                                                   else f"missed: {o.hours:.3g} h."))
+        out.append(f"Deadline {deadline:g} h: " + (f"met with {deadline - o.hours:.3g} h to spare."
+                                                   if o.hours <= deadline else f"missed: {o.hours:.3g} h."))
     if budget is not None and o.usd is not None:
         out.append(f"Budget {budget:,.0f} USD: " + (f"{budget - o.usd:,.0f} USD left." if o.usd <= budget
                                                       else f"exceeded: {_money(o.usd)}."))
@@ -579,32 +560,29 @@ def recommend(n_params: float, n_samples: float, *, tokens_per_sample: float = 1
         if energy == "any":  # more devices only when they pay: within 2 % of the cheapest, the fewest
             best = min((o for o in feasible if (o.hardware, o.where) == (best.hardware, best.where)
                         and o.usd <= 1.02 * best.usd), key=lambda o: (o.devices, o.usd))
-        if energy == "low":
-            cheapest = min(feasible, key=lambda o: _rank(o, "any"))
-            chosen_from = (f"Lowest energy of {len(feasible)} feasible options (of {len(options)} priced and "
-                           f"sized); the cheapest, {cheapest.devices} x {cheapest.name} ({_WHERE[cheapest.where]}), "
-                           f"would cost {_money(cheapest.usd)} and use {_num(cheapest.kwh, 'kWh')}.")
-        else:
-            rest = sorted((o for o in feasible if (o.hardware, o.where) != (best.hardware, best.where)),
-                          key=lambda o: _rank(o, energy))
-            chosen_from = (f"Cheapest of {len(feasible)} feasible options (of {len(options)})"
-                           + (f"; next: {rest[0].devices} x {rest[0].name} ({_WHERE[rest[0].where]}), "
-                              f"{_money(rest[0].usd)} in {rest[0].hours:.3g} h." if rest else "."))
+        other = min((o for o in feasible if (o.hardware, o.where) != (best.hardware, best.where)),
+                    key=lambda o: _rank(o, "any"), default=None)  # energy "low": the cheapest; else the next
+        other_text = "" if other is None else (f"{other.devices} x {other.name} ({_WHERE[other.where]}): "
+                                               f"{_money(other.usd)}, {_hours(other.hours)}, {_num(other.kwh, 'kWh')}")
+        chosen_from = (f"{'Lowest energy' if energy == 'low' else 'Cheapest'} of {len(feasible)} feasible options (of "
+                       f"{len(options)} candidates)" + (f"; {'the cheapest' if energy == 'low' else 'next'}: "
+                                                        f"{other_text}" if other else "") + "."
+                       + (" Options without a published power figure (recent TPUs) come last."
+                          if energy == "low" else ""))
     else:
-        pool = [o for o in options if o.fits and o.usd is not None and not (privacy == "regulated" and o.where == "cloud")]
+        pool = [o for o in options if o.fits and o.usd is not None and (privacy != "regulated" or o.where != "cloud")]
         best, relax = _relax(pool, budget, deadline, energy)
         chosen_from = "No option meets every constraint. " + relax
         if best is None:
             return _nothing_fits(job, options, work, privacy)
     methods = _methods(best, job, single)
     reasons = _reasons(best, job, work, chosen_from, privacy, budget, deadline, feasible)
-    if privacy == "regulated":
-        cloud = [o for o in options if o.where == "cloud" and o.fits and o.usd is not None
-                 and (deadline is None or o.hours <= deadline) and (budget is None or o.usd <= budget)]
-        if cloud and (not feasible or min(cloud, key=lambda o: _rank(o, energy)).usd < best.usd):
-            c = min(cloud, key=lambda o: _rank(o, energy))
-            reasons.append(f"Only if the rules let the data leave (e.g. de-identified): {c.devices} x {c.name} in the "
-                           f"cloud would take {c.hours:.3g} h for {_money(c.usd)}.")
+    c = min((o for o in options if privacy == "regulated" and o.where == "cloud" and o.fits and o.usd is not None
+             and (deadline is None or o.hours <= deadline) and (budget is None or o.usd <= budget)),
+            key=lambda o: _rank(o, energy), default=None)
+    if c is not None and (not feasible or c.usd < best.usd):
+        reasons.append(f"Only if the rules let the data leave (e.g. de-identified): {c.devices} x {c.name} in the "
+                       f"cloud would take {c.hours:.3g} h for {_money(c.usd)}.")
     return Recommendation(best.hardware, best.name, best.where, best.devices, best.strategy, best.zero_stage,
                           best.accumulation, best.dtype, tuple(methods), best.memory_bytes, best.hours, best.usd,
                           best.kwh, best.co2_kg, tuple(reasons), tuple(options), bool(feasible), relax)
