@@ -4,6 +4,13 @@
     course doctor --json     the same report as JSON (to compare machines)
     course catalog [--dtype bf16]   the cited accelerator table
     course devices           what the course decides on each platform (device, dtypes, skipped demos)
+    course benchmark [--quick] [--label L] [--out PATH] [--no-progress]
+                             an MLPerf-style benchmark of this machine (time to accuracy, throughput,
+                             latency, matmul, memory and all-reduce bandwidth, energy), saved as JSON
+                             (default ./benchmark-<label>-<date>.json); --quick takes ~10 s, the full run ~1.5 min
+    course report-card RESULT.json... [--out DIR]
+                             put saved benchmark results side by side (PNG and HTML in DIR, default
+                             ./report-card) with the catalog's accelerators as reference lines
 """
 from __future__ import annotations
 
@@ -56,6 +63,27 @@ def _devices(args: argparse.Namespace) -> int:
     return 0
 
 
+def _benchmark(args: argparse.Namespace) -> int:
+    from .benchmark.suite import default_result_path, run_benchmark, save_result, summary_text
+
+    result = run_benchmark(quick=args.quick, label=args.label, progress=not args.no_progress)
+    path = save_result(result, args.out if args.out else default_result_path(result["label"]))
+    print(summary_text(result))
+    print(f"\nsaved {path}  (compare machines: course report-card {path} OTHER.json ...)")
+    return 0
+
+
+def _report_card(args: argparse.Namespace) -> int:
+    from .report_card import write_report_card
+
+    card = write_report_card(args.results, args.out)
+    if not card.results:
+        print("course report-card: no usable result among the files given", file=sys.stderr)
+        return 1
+    print(f"compared {len(card.results)} result(s); wrote {card.png} and {card.html}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="course", description="Training on the hardware you have.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -66,12 +94,26 @@ def main(argv: list[str] | None = None) -> int:
     cat.add_argument("--dtype", default="bf16", help="which peak to show (fp32, tf32, bf16, fp16, fp8, int8)")
     cat.set_defaults(func=_catalog)
     sub.add_parser("devices", help="what the course decides on each platform").set_defaults(func=_devices)
+    bench = sub.add_parser("benchmark", help="an MLPerf-style benchmark of this machine, saved as JSON")
+    bench.add_argument("--quick", action="store_true", help="3 short rounds (~10 s) instead of 20 (~1.5 min)")
+    bench.add_argument("--label", default=None, help="a name for this machine (default: platform and CPU, or the GPU)")
+    bench.add_argument("--out", default=None, help="where to save the result (default ./benchmark-<label>-<date>.json)")
+    bench.add_argument("--no-progress", action="store_true", help="no progress bar")
+    bench.set_defaults(func=_benchmark)
+    card = sub.add_parser("report-card", help="compare saved benchmark results (PNG and HTML)")
+    card.add_argument("results", nargs="+", help="result files written by `course benchmark` (or folders of them)")
+    card.add_argument("--out", default="report-card", help="folder for the PNG and HTML (default ./report-card)")
+    card.set_defaults(func=_report_card)
     args = parser.parse_args(argv)
     try:
         return args.func(args)
     except ValueError as exc:
         print(f"course {args.command}: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        saved = "; nothing was saved" if args.command == "benchmark" else ""
+        print(f"course {args.command}: interrupted{saved}", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

@@ -1,0 +1,338 @@
+"""course benchmark (course_lib.benchmark: suite, energy, discipline) and its command line.
+
+One quick run (~10 s) through the command line serves every schema test; the other tests build
+results by hand or run small pieces.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import signal
+import stat
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from course_lib import cli
+from course_lib.benchmark import discipline, energy, suite
+from course_lib.procs import is_running
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def quick(tmp_path_factory) -> tuple[dict, Path, str]:
+    """One `course benchmark --quick` run: (the result as loaded, its file, what the command printed)."""
+    out = tmp_path_factory.mktemp("bench") / "result.json"
+    import contextlib
+    import io
+
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        code = cli.main(["benchmark", "--quick", "--no-progress", "--label", "test machine", "--out", str(out)])
+    assert code == 0
+    return suite.load_result(out), out, buf.getvalue()
+
+
+def _leftovers(path: Path) -> list[str]:
+    return sorted(p.name for p in path.parent.iterdir() if p.name != path.name)
+
+
+# --- the result --------------------------------------------------------------------------------
+
+def test_quick_run_has_the_schema(quick):
+    result, path, printed = quick
+    assert result["schema"] == suite.SCHEMA == "course-benchmark/1"
+    import course_lib
+
+    assert result["course_version"] == course_lib.__version__
+    assert result["label"] == "test machine" and result["device"] == "cpu" and result["quick"] is True
+    assert result["created"].endswith("Z") and "T" in result["created"]
+    assert list(result["headline"]) == list(suite.HEADLINES)
+    for key, value in result["headline"].items():
+        if key == "energy_j" and not result["energy"]["available"]:
+            assert value is None
+            continue
+        assert isinstance(value, float) and math.isfinite(value) and value > 0, (key, value)
+    head = result["headline"]
+    assert head["latency_p50_ms"] <= head["latency_p95_ms"]
+    d = result["details"]
+    assert d["threads"] == result["hardware"]["torch_threads"] == suite.DEFAULT_THREADS
+    assert d["rounds"] == suite.QUICK.rounds == len(d["time_to_accuracy"]["per_round_s"])
+    assert d["time_to_accuracy"]["accuracy"] >= d["time_to_accuracy"]["target_accuracy"] == 0.95
+    assert d["time_to_accuracy"]["steps"] > 0
+    assert d["allreduce"]["applicable"] and d["allreduce"]["world_size"] == 2
+    assert min(d["allreduce"]["sizes_bytes"]) >= 2**20
+    assert set(result["energy"]) >= {"available", "source", "joules", "why"} and result["energy"]["why"]
+    assert "cpu" in result["hardware"] and result["seconds"] > 0
+    # the command printed a table with every headline and where it saved the file
+    for label, _unit, _higher in suite.HEADLINES.values():
+        assert label.split()[0] in printed
+    assert f"saved {path}" in printed
+    assert _leftovers(path) == []
+
+
+def test_save_and_load_round_trip(quick, tmp_path):
+    result = quick[0]
+    path = suite.save_result(result, tmp_path / "sub" / "again.json")
+    assert path == tmp_path / "sub" / "again.json"
+    assert suite.load_result(path) == result
+    assert _leftovers(path) == []
+    text = suite.summary_text(result)
+    assert "time to accuracy" in text and "GFLOP/s" in text
+
+
+def test_labels_and_file_names():
+    assert suite.slug("Colab Intel(R) Xeon(R), 2 cores") == "colab-intel-r-xeon-r-2-cores"
+    assert suite._short_cpu("Intel(R) Xeon(R) CPU @ 2.20GHz") == "Intel Xeon"
+    path = suite.default_result_path("My Laptop", __import__("datetime").date(2026, 1, 2))
+    assert str(path) == "benchmark-my-laptop-2026-01-02.json"
+    assert suite.default_label("cpu")
+
+
+def _good() -> dict:
+    return {"schema": suite.SCHEMA, "course_version": "0.5.0", "created": "2026-01-01T00:00:00Z", "label": "x",
+            "hardware": {}, "device": "cpu", "quick": True, "seconds": 1.0,
+            "headline": {k: 1.0 for k in suite.HEADLINES} | {"energy_j": None},
+            "details": {}, "energy": energy.not_available("none here")}
+
+
+def _broken(kind: str) -> str:
+    good = json.dumps(_good())
+    bad = {
+        "empty": "",
+        "truncated": good[: len(good) // 2],
+        "not json": "this is a CSV,file\n1,2\n",
+        "foreign list": "[1, 2, 3]",
+        "foreign object": json.dumps({"name": "my notes", "values": [1, 2]}),
+        "other schema": json.dumps(_good() | {"schema": "mlperf/4.0"}),
+        "newer schema": json.dumps(_good() | {"schema": "course-benchmark/2"}),
+        "missing top key": json.dumps({k: v for k, v in _good().items() if k != "hardware"}),
+        "missing headline key": json.dumps(_good() | {"headline": {"matmul_gflops": 1.0}}),
+        "text value": json.dumps(_good() | {"headline": _good()["headline"] | {"matmul_gflops": "fast"}}),
+        "bool value": json.dumps(_good() | {"headline": _good()["headline"] | {"latency_p50_ms": True}}),
+        "NaN value": json.dumps(_good() | {"headline": _good()["headline"] | {"latency_p95_ms": float("nan")}}),
+        "null headline": json.dumps(_good() | {"headline": _good()["headline"] | {"matmul_gflops": None}}),
+        "negative": json.dumps(_good() | {"headline": _good()["headline"] | {"matmul_gflops": -3}}),
+    }
+    return bad[kind]
+
+
+WHY = {"empty": "empty", "truncated": "truncated", "not json": "not valid JSON", "foreign list": "foreign",
+       "foreign object": "foreign", "other schema": "foreign", "newer schema": "newer schema",
+       "missing top key": "missing keys: hardware", "missing headline key": "missing headline keys",
+       "text value": "'matmul_gflops' must be a finite number", "bool value": "'latency_p50_ms' must be",
+       "NaN value": "'latency_p95_ms' must be", "null headline": "'matmul_gflops' must be",
+       "negative": "'matmul_gflops' must be"}
+
+
+@pytest.mark.parametrize("kind", list(WHY))
+def test_bad_files_name_the_file_and_why(tmp_path, kind):
+    path = tmp_path / f"{kind.replace(' ', '_')}.json"
+    path.write_text(_broken(kind))
+    with pytest.raises(suite.ResultError) as info:
+        suite.load_result(path)
+    assert str(path) in str(info.value) and WHY[kind] in str(info.value), str(info.value)
+    assert isinstance(info.value, ValueError)
+
+
+def test_missing_and_binary_files(tmp_path):
+    with pytest.raises(suite.ResultError, match="cannot be read"):
+        suite.load_result(tmp_path / "nope.json")
+    (tmp_path / "b.json").write_bytes(b"\x89PNG\r\n\x1a\n\xff\xfe")
+    with pytest.raises(suite.ResultError, match="not UTF-8"):
+        suite.load_result(tmp_path / "b.json")
+    assert suite.load_result(_write(tmp_path / "ok.json", _good()))["label"] == "x"
+
+
+def _write(path: Path, obj: dict) -> Path:
+    path.write_text(json.dumps(obj))
+    return path
+
+
+def test_save_refuses_a_bad_result_and_leaves_nothing(tmp_path):
+    with pytest.raises(suite.ResultError):
+        suite.save_result({"hello": 1}, tmp_path / "r.json")
+    bad = _good() | {"details": {"oops": {1, 2}}}  # a set cannot be written as JSON
+    with pytest.raises(TypeError):
+        suite.save_result(bad, tmp_path / "r.json")
+    assert list(tmp_path.iterdir()) == []
+    # an error while replacing an existing result keeps the old one whole
+    old = suite.save_result(_good(), tmp_path / "r.json")
+    with pytest.raises(TypeError):
+        suite.save_result(bad, old)
+    assert suite.load_result(old) == _good() and _leftovers(old) == []
+    with pytest.raises(ValueError, match="is a folder"):
+        suite.save_result(_good(), tmp_path)
+
+
+def test_ctrl_c_while_writing_leaves_no_file(tmp_path, monkeypatch):
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(suite.json, "dump", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        suite.save_result(_good(), tmp_path / "r.json")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_ctrl_c_mid_run_leaves_no_file_and_no_process(tmp_path):
+    out = tmp_path / "result.json"
+    proc = subprocess.Popen([sys.executable, "-m", "course_lib.cli", "benchmark", "--quick", "--no-progress",
+                             "--out", str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            cwd=tmp_path)
+    try:
+        # interrupt once the run is under way: its all-reduce ranks exist, or after at most 20 s
+        deadline = time.monotonic() + 20
+        seen: list[int] = []
+        while time.monotonic() < deadline and proc.poll() is None:
+            seen = [p.pid for p in psutil.Process(proc.pid).children(recursive=True)]
+            if len(seen) >= 3:  # the forkserver, its tracker, and at least one rank or busy child
+                break
+            time.sleep(0.1)
+        assert proc.poll() is None, "the quick benchmark finished before it could be interrupted"
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, err
+    assert "interrupted; nothing was saved" in err
+    assert list(tmp_path.iterdir()) == []
+    deadline = time.monotonic() + 10
+    while (alive := [pid for pid in seen if is_running(pid)]) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert alive == []
+
+
+def test_bad_arguments():
+    with pytest.raises(TypeError, match="quick"):
+        suite.run_benchmark(quick="yes")
+    with pytest.raises(ValueError, match="threads"):
+        suite.run_benchmark(threads=0)
+    with pytest.raises(ValueError, match="label"):
+        suite.run_benchmark(label="  ")
+    with pytest.raises(ValueError, match="device"):
+        suite.run_benchmark(device="tpu9")
+
+
+# --- energy ------------------------------------------------------------------------------------
+
+def test_energy_not_available_says_why(tmp_path, monkeypatch):
+    monkeypatch.setattr(energy, "RAPL_ROOT", tmp_path / "powercap")
+    meter = energy.EnergyMeter("cpu")
+    with meter.window():
+        pass
+    r = meter.result()
+    assert r == {"available": False, "source": None, "joules": None, "seconds": None, "why": r["why"]}
+    assert "does not exist" in r["why"] and str(tmp_path) in r["why"]
+    (tmp_path / "powercap").mkdir()
+    assert "no RAPL package domain" in energy.EnergyMeter("cpu").result()["why"]
+
+
+def _fake_rapl(root: Path, packages: dict[str, tuple[int, int]]) -> None:
+    for name, (uj, top) in packages.items():
+        d = root / name
+        d.mkdir(parents=True, exist_ok=True)
+        (d / "energy_uj").write_text(f"{uj}\n")
+        (d / "max_energy_range_uj").write_text(f"{top}\n")
+
+
+def test_energy_from_a_fake_rapl_directory_with_wrap_around(tmp_path, monkeypatch):
+    root = tmp_path / "powercap"
+    top = 262_143_328_850
+    _fake_rapl(root, {"intel-rapl:0": (top - 1_000_000, top), "intel-rapl:1": (5_000_000, top),
+                      "intel-rapl:0:0": (7, top)})  # a sub-domain: part of package 0, never added
+    monkeypatch.setattr(energy, "RAPL_ROOT", root)
+    assert [p.name for p in energy.rapl_domains()] == ["intel-rapl:0", "intel-rapl:1"]
+    meter = energy.EnergyMeter()
+    assert meter.available and meter.source == "rapl"
+    with meter.window():  # package 0 wraps: 1 J to the top, then 2.5 J; package 1 adds 3 J
+        _fake_rapl(root, {"intel-rapl:0": (2_499_999, top), "intel-rapl:1": (8_000_000, top),
+                          "intel-rapl:0:0": (999_999_999, top)})
+    with meter.window():  # nothing changes: 0 J
+        pass
+    r = meter.result()
+    assert r["available"] and r["source"] == "rapl" and r["joules"] == pytest.approx(6.5)
+    assert meter.windows == 2 and "CPU package" in r["why"]
+
+
+def test_energy_counter_arithmetic():
+    assert energy.counter_delta(10, 25, 100) == 15
+    assert energy.counter_delta(90, 5, 100) == 16  # 10 to the top, 1 to wrap, 5 after
+    assert energy.counter_delta(90, 5, 0) == 0  # no known range: never negative
+
+
+def test_energy_without_permission(tmp_path, monkeypatch):
+    _fake_rapl(tmp_path, {"intel-rapl:0": (1, 100)})
+
+    def denied(root=None):
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(energy, "read_rapl", denied)
+    r = energy.EnergyMeter(rapl_root=tmp_path).result()
+    assert not r["available"] and "may not read" in r["why"] and "root" in r["why"]
+    (tmp_path / "intel-rapl:0" / "energy_uj").write_text("garbage")
+    monkeypatch.undo()
+    r = energy.EnergyMeter(rapl_root=tmp_path).result()
+    assert not r["available"] and "could not be read" in r["why"]
+
+
+def test_nvidia_smi_power_is_sampled_and_integrated(tmp_path, monkeypatch):
+    fake = tmp_path / "nvidia-smi"
+    fake.write_text(textwrap.dedent("""\
+        #!/bin/sh
+        while true; do echo 50.00; sleep 0.02; done
+        """))
+    fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
+    monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
+    sampler = energy._PowerSampler(0, 0.02)
+    try:
+        time.sleep(0.3)
+        t0 = time.perf_counter()
+        time.sleep(0.3)
+        joules = sampler.joules(t0, time.perf_counter())
+    finally:
+        sampler.close()
+    assert joules == pytest.approx(50 * 0.3, rel=0.2)
+    assert sampler.proc.poll() is not None
+
+
+# --- discipline --------------------------------------------------------------------------------
+
+def test_discipline_functions_return_numbers():
+    w = discipline.warmup_effect(steps=6, skip=2, width=64, batch=32)
+    assert len(w.times) == 6 and w.first_s > 0 and w.warm_s > 0 and w.ratio == pytest.approx(w.first_s / w.warm_s)
+    s = discipline.sync_effect(n=128, matmuls=2, repeats=3)
+    assert 0 <= s.no_wait_s < s.wait_s and "background thread" in s.how
+    r = discipline.repeats_effect(n=32, groups=3, per_group=5)
+    assert len(r.singles) == 15 and len(r.medians) == 3 and r.median_ratio <= r.single_ratio
+    b = discipline.busy_effect(n=64, rounds=1, min_run_time=0.02)
+    assert b.idle_s > 0 and b.busy_s > 0 and b.rounds == 1 and len(b.busy_rounds) == 1
+    assert not [p for p in psutil.Process().children(recursive=True) if "spin" in " ".join(p.cmdline())]
+    with pytest.raises(ValueError, match="skip"):
+        discipline.warmup_effect(steps=3, skip=2)
+    with pytest.raises(ValueError, match="groups"):
+        discipline.repeats_effect(groups=1)
+
+
+# --- the report card through the command line ----------------------------------------------------
+
+def test_report_card_command(quick, tmp_path, capsys):
+    bad = tmp_path / "broken.json"
+    bad.write_text("{")
+    code = cli.main(["report-card", str(quick[1]), str(bad), "--out", str(tmp_path / "card")])
+    printed = capsys.readouterr().out
+    assert code == 0, printed
+    assert f"skipped {bad}" in printed and "compared 1 result" in printed
+    assert any(p.suffix == ".png" for p in (tmp_path / "card").iterdir())
+    assert any(p.suffix == ".html" for p in (tmp_path / "card").iterdir())
+    # no usable file at all: a failure exit status and a message, not a traceback
+    assert cli.main(["report-card", str(bad), "--out", str(tmp_path / "card2")]) != 0
+    assert "course report-card:" in capsys.readouterr().err
