@@ -461,3 +461,129 @@ def check_resume(make_checkpoint: Callable, resume: Callable, *, steps: int = 8,
         print(f"\u2713 make_checkpoint and resume: training resumed at steps {', '.join(map(str, stops))} "
               "went on exactly as if it had never stopped")
     return len(stops)
+
+
+# --------------------------------------------------------------------------------------
+# Exercise 07: picking hardware for a job, with the course's estimators
+# --------------------------------------------------------------------------------------
+
+#: The rules of exercise 07's search (the decision guide of notebook 07.3 uses richer ones).
+PICK_DEVICE_COUNTS = (1, 2, 4, 8)
+PICK_STATES_FRACTION = 0.8  # model states may fill 80 % of a device (memory.largest_model_that_fits)
+PICK_UTILIZATION = 0.4
+_SCENARIO_KEYS = ("name", "n_params", "tokens", "precision", "optimizer", "deadline_hours", "budget_usd", "privacy",
+                  "kinds")
+_PICK_KEYS = ("hardware", "devices", "zero_stage", "memory_gb", "hours", "usd")
+
+
+def pick_dtype(accelerator: str) -> str:
+    """The 16-bit dtype exercise 07 times an accelerator at: bf16 where the chip has it, else fp16 (a T4)."""
+    from . import catalog
+
+    return "bf16" if "bf16" in catalog.get_accelerator(accelerator).peak_tflops else "fp16"
+
+
+def _scenario(scenario: Any) -> dict:
+    if not isinstance(scenario, dict) or set(_SCENARIO_KEYS) - set(scenario):
+        raise TypeError(f"a scenario is a dict with the keys {', '.join(_SCENARIO_KEYS)}, got {scenario!r}")
+    return scenario
+
+
+def hardware_option(scenario: dict, hardware: str, devices: int) -> dict:
+    """Exercise 07's reference numbers for ``devices`` x ``hardware`` on ``scenario``.
+
+    ``zero_stage``: the lowest ZeRO stage whose model states per device (``memory.model_states_bytes``)
+    fill at most ``PICK_STATES_FRACTION`` of the device (None when none does); ``memory_gb`` (10^9
+    bytes) at that stage (stage 3 when none fits); ``hours`` and, rented, ``usd`` from
+    ``cost.training_footprint`` (6 x parameters x tokens FLOPs at ``PICK_UTILIZATION``, perfect scaling);
+    a regulated scenario buys its cards: ``usd`` = devices x ``cost.purchase_price``. ``feasible`` adds the
+    deadline, the budget and a known price.
+    """
+    from . import catalog, compute, cost
+    from .memory import model_states_bytes
+
+    s = _scenario(scenario)
+    acc = catalog.get_accelerator(hardware)
+    if acc.kind not in s["kinds"]:
+        raise ValueError(f"{acc.key} is a {acc.kind.upper()}, and this team's framework runs on: {', '.join(s['kinds'])}")
+    capacity = PICK_STATES_FRACTION * acc.memory_gb * 1e9
+    stages = (0,) if devices == 1 else (0, 1, 2, 3)
+    per_stage = {z: model_states_bytes(int(s["n_params"]), s["precision"], s["optimizer"], z, devices) for z in stages}
+    zero = next((z for z in stages if per_stage[z] <= capacity), None)
+    flops = compute.training_flops(s["n_params"], s["tokens"])
+    foot = cost.training_footprint(flops, acc.key, chips=devices, utilization=PICK_UTILIZATION, dtype=pick_dtype(acc.key))
+    owned = s["privacy"] == "regulated"
+    try:
+        usd = devices * cost.purchase_price(acc.key) if owned else foot["usd"]
+    except ValueError:
+        usd = None
+    feasible = (zero is not None and usd is not None and foot["hours"] <= s["deadline_hours"]
+                and usd <= s["budget_usd"])
+    return {"hardware": acc.key, "devices": devices, "zero_stage": zero,
+            "memory_gb": per_stage[stages[-1] if zero is None else zero] / 1e9, "hours": foot["hours"], "usd": usd,
+            "where": "owned" if owned else "cloud", "feasible": feasible}
+
+
+def hardware_options(scenario: dict) -> list[dict]:
+    """Every option exercise 07 considers: each catalog accelerator of the scenario's ``kinds`` ("gpu",
+    "tpu": the framework decides) with a price for it (rented on demand, or bought when the data may not
+    leave the premises), on 1, 2, 4 or 8 devices."""
+    from . import catalog, cost
+
+    s = _scenario(scenario)
+    out = []
+    for acc in catalog.accelerators():
+        if acc.kind not in s["kinds"]:
+            continue
+        if s["privacy"] == "regulated":
+            try:
+                cost.purchase_price(acc.key)
+            except ValueError:
+                continue
+        elif acc.key not in cost.priced_accelerators():
+            continue
+        out += [hardware_option(s, acc.key, n) for n in PICK_DEVICE_COUNTS]
+    return out
+
+
+def check_hardware_choice(pick: Callable[[dict], dict], scenarios: Sequence[dict], *, hint: str = "",
+                          quiet: bool = False) -> int:
+    """Check a learner's ``pick(scenario) -> dict`` (exercise 07) on each scenario.
+
+    The pick names ``hardware`` (a catalog key) and ``devices``, and defends it with ``zero_stage``,
+    ``memory_gb``, ``hours`` and ``usd``. The check recomputes those numbers with the course's estimators
+    (``hardware_option``; 2 % tolerance), then requires that the choice fits in memory, meets the
+    deadline and the budget, and costs at most 2 % more than the cheapest option that does. Returns the
+    number of scenarios checked; raises ``ExerciseNotDone`` or ``CheckFailed`` saying what is wrong.
+    """
+    if not callable(pick):
+        raise TypeError(f"pick must be the function you wrote, got {type(pick).__name__}")
+    tip = f"\nHint: {hint}" if hint else ""
+    for s in scenarios:
+        got = _call(pick, (s,), "pick", hint)
+        if not isinstance(got, dict) or set(_PICK_KEYS) - set(got):
+            raise CheckFailed(f"pick({s['name']!r}) must return a dict with the keys {', '.join(_PICK_KEYS)}, "
+                              f"got {got!r}{tip}")
+        try:
+            ref = hardware_option(s, got["hardware"], int(got["devices"]))
+        except (ValueError, TypeError) as exc:
+            raise CheckFailed(f"pick({s['name']!r}): {exc}{tip}") from None
+        for key in ("zero_stage", "memory_gb", "hours", "usd"):
+            if not _close(got[key], ref[key], 0.02, 1e-9):
+                raise CheckFailed(f"pick({s['name']!r}) chose {got['devices']} x {got['hardware']}: {key} should be "
+                                  f"{_show(ref[key])} by the course's estimators, you said {_show(got[key])}{tip}")
+        best = min((o for o in hardware_options(s) if o["feasible"]), key=lambda o: o["usd"], default=None)
+        if not ref["feasible"]:
+            why = ("no ZeRO stage fits the model states in 80 % of its memory" if ref["zero_stage"] is None else
+                   f"it takes {ref['hours']:.3g} h (deadline {s['deadline_hours']} h)"
+                   if ref["hours"] > s["deadline_hours"] else f"it costs ${ref['usd']:,.0f} (budget ${s['budget_usd']:,})")
+            better = f"; {best['devices']} x {best['hardware']} would do" if best else ""
+            raise CheckFailed(f"pick({s['name']!r}): {got['devices']} x {got['hardware']} does not work: {why}{better}{tip}")
+        if best is not None and ref["usd"] > best["usd"] * 1.02:
+            raise CheckFailed(f"pick({s['name']!r}): {got['devices']} x {got['hardware']} works but costs "
+                              f"${ref['usd']:,.2f}; {best['devices']} x {best['hardware']} also meets every constraint "
+                              f"for ${best['usd']:,.2f}{tip}")
+    if not quiet:
+        print(f"\u2713 pick: the choice for each of the {len(scenarios)} scenarios fits, meets its deadline and budget, "
+              "and is the cheapest that does")
+    return len(scenarios)

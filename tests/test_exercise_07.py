@@ -1,0 +1,52 @@
+"""Exercise 07 (choosing hardware): each plausible wrong answer below must fail its check cell with a
+CheckFailed that carries the fitting explanation (the runner is tests/wrong_answers.py)."""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import nbformat
+
+from wrong_answers import wrong_answer_tests
+
+ROOT = Path(__file__).resolve().parents[1]
+SOLUTION = ROOT / "solutions" / "07_choosing_hardware.ipynb"
+
+
+def _solution(name: str) -> str:
+    """The solution's code of the learner's function ``name``, without the solution markers."""
+    nb = nbformat.read(SOLUTION, as_version=4)
+    src = next(c.source for c in nb.cells if c.cell_type == "code" and c.source.startswith(f"def {name}("))
+    return "\n".join(line for line in src.splitlines() if not re.match(r"\s*# (BEGIN|END) SOLUTION|\s*# HINT:", line))
+
+
+OPTION, PICK = _solution("option_numbers"), _solution("pick")
+
+
+def _edit(code: str, old: str, new: str) -> str:
+    assert old in code, f"the solution changed: {old!r} is gone"
+    return code.replace(old, new)
+
+
+# (what the mistake is, the wrong code, a piece of the message the learner must see or None)
+WRONG = [
+    ("option: no sharding", _edit(OPTION, "[0] if devices == 1 else [0, 1, 2, 3]", "[0]"), "stage 2 also splits"),
+    ("option: memory in GiB", _edit(OPTION, "/ 1e9\n", "/ 2**30\n"), None),
+    ("option: fp32 peak", _edit(OPTION, "dtype=checks.pick_dtype(acc.key)", 'dtype="fp32"'), None),
+    ("option: bf16 on a T4", _edit(OPTION, "dtype=checks.pick_dtype(acc.key)", 'dtype="bf16"'), None),
+    ("option: renting regulated data", _edit(OPTION, 's["privacy"] == "regulated"', "False"), "buys its cards"),
+    ("option: highest stage that fits", _edit(OPTION, "next((z for z in stages", "next((z for z in reversed(stages)"),
+     None),
+    ("option: memory fully used", _edit(OPTION, "checks.PICK_STATES_FRACTION * acc.memory_gb", "acc.memory_gb"),
+     None),
+    ("pick: the fastest", _edit(PICK, 'min(feasible, key=lambda o: o["usd"])', 'min(feasible, key=lambda o: o["hours"])'),
+     "also meets every constraint"),
+    ("pick: deadline ignored", _edit(PICK, 'o["hours"] <= scenario["deadline_hours"]', "True"), "deadline"),
+    ("pick: memory ignored", _edit(PICK, 'o["zero_stage"] is not None', "True"), "ZeRO stage fits"),
+    ("pick: TPU for a CUDA code base", _edit(PICK, 'a.kind in scenario["kinds"]', "True"), "framework runs on"),
+    ("pick: rents regulated data", _edit(PICK, '["a100-80gb", "h100-sxm"] if buying else ', ""), None),
+    ("pick: a bare name", _edit(PICK, 'return min(feasible, key=lambda o: o["usd"])',
+                                'return min(feasible, key=lambda o: o["usd"])["hardware"]'), "must return a dict"),
+]
+
+wrong_runs, test_plausible_wrong_answer_fails_its_check = wrong_answer_tests(SOLUTION, WRONG)
