@@ -7,7 +7,7 @@
     course benchmark [--quick] [--label L] [--out PATH] [--no-progress]
                              an MLPerf-style benchmark of this machine (time to accuracy, throughput,
                              latency, matmul, memory and all-reduce bandwidth, energy), saved as JSON
-                             (default ./benchmark-<label>-<date>.json); --quick takes ~10 s, the full run ~1.5 min
+                             (default ./benchmark-<label>-<date>.json); --quick takes ~10 s, the full run 1-2 min
     course report-card RESULT.json... [--out DIR]
                              put saved benchmark results side by side (PNG and HTML in DIR, default
                              ./report-card) with the catalog's accelerators as reference lines
@@ -95,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
     cat.set_defaults(func=_catalog)
     sub.add_parser("devices", help="what the course decides on each platform").set_defaults(func=_devices)
     bench = sub.add_parser("benchmark", help="an MLPerf-style benchmark of this machine, saved as JSON")
-    bench.add_argument("--quick", action="store_true", help="3 short rounds (~10 s) instead of 20 (~1.5 min)")
+    bench.add_argument("--quick", action="store_true", help="3 short rounds (~10 s) instead of 30 (~1-2 min)")
     bench.add_argument("--label", default=None, help="a name for this machine (default: platform and CPU, or the GPU)")
     bench.add_argument("--out", default=None, help="where to save the result (default ./benchmark-<label>-<date>.json)")
     bench.add_argument("--no-progress", action="store_true", help="no progress bar")

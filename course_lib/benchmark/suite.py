@@ -82,8 +82,8 @@ class Settings:
     allreduce_repeats: int  # timed all-reduces per message size per round
 
 
-FULL = Settings(rounds=20, min_run_time=0.4, latency_calls=500, allreduce_repeats=6)
-QUICK = Settings(rounds=3, min_run_time=0.1, latency_calls=100, allreduce_repeats=3)
+FULL = Settings(rounds=30, min_run_time=0.4, latency_calls=2000, allreduce_repeats=6)
+QUICK = Settings(rounds=3, min_run_time=0.1, latency_calls=500, allreduce_repeats=3)
 #: torch CPU threads of a run unless ``threads`` says otherwise (see ``run_benchmark``).
 DEFAULT_THREADS = 1
 
@@ -228,7 +228,8 @@ def run_benchmark(*, quick: bool = False, device: torch.device | str | None = No
                   seed: int = 0, progress: bool = True, threads: int | None = None) -> dict:
     """Benchmark this machine; return the result (``SCHEMA``) as a dict. Notebook 07.1, ``course benchmark``.
 
-    ``quick`` runs 3 rounds with short blocks (~10 s on 2 cores) instead of the full 20 (~90 s);
+    ``quick`` runs 3 rounds with short blocks (~10 s on 2 cores) instead of the full 30 (~70 s idle,
+    ~2 min on a busy machine);
     ``device`` defaults to ``pick_device()``; ``threads`` fixes torch's CPU threads for the whole run
     and is recorded, because the figures depend on it. The default, 1, is what made the figures
     repeat: with a thread per core, any other program taking a core makes every parallel step wait
@@ -324,6 +325,7 @@ def run_benchmark(*, quick: bool = False, device: torch.device | str | None = No
               "latency_p95_ms": lat_p95, "matmul_gflops": per["matmul"], "memory_bandwidth_gbs": per["bandwidth"],
               "allreduce_gbs": ar}
     headline = {key: (_headline(values, HEADLINES[key][2]) if values else None) for key, values in series.items()}
+    headline["latency_p95_ms"] = _median(lat_p95)  # a tail figure: the typical round's tail, not the best one
     headline["energy_j"] = energy_j
     disturbed = {key: _disturbed(values, HEADLINES[key][2], headline[key])
                  for key, values in series.items() if values}
@@ -332,7 +334,9 @@ def run_benchmark(*, quick: bool = False, device: torch.device | str | None = No
         "method": ("every test runs once per round, so a slow stretch of the machine hits all tests alike; a "
                    "round's figure is the median of its repeats (matmul and bandwidth: bench's low quantile of "
                    f"timed blocks; latency: p50/p95 of that round's calls); a headline is the {ROUND_QUANTILE:.0%} "
-                   "quantile of the rounds from the good end (another program can only slow a round down); "
+                   "quantile of the rounds from the good end (another program can only slow a round down), "
+                   "except latency p95, a tail figure, which is the median of the rounds' p95 (its best rounds "
+                   "would hide the tail; a few slow calls in 100 flip a round's p95 between two values); "
                    "warm-up before timing; device synchronised before each clock read; fixed seeds and threads"),
         "rounds": rounds, "threads": threads, "seed": seed, "settings": settings.__dict__,
         "round_quantile": ROUND_QUANTILE, "medians": {key: _median(v) for key, v in series.items() if v},
