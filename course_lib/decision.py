@@ -352,7 +352,7 @@ def _methods(o: Option, job: _Job, single: list[Option]) -> list[str]:
         p16, p32 = chip.peak_tflops[half], chip.peak_tflops.get("fp32")
         speed = f"{p16:g} TFLOP/s against {p32:g} in fp32 ({p16 / p32:.3g}x)" if p32 else f"{p16:g} TFLOP/s"
         chosen = "as chosen" if job.precision != "fp32" else f"instead of fp32: about {o.hours * p32 / p16:.3g} h" \
-            if p32 and o.dtype == "fp32" else "as the chip computes"
+            if p32 and o.dtype == "fp32" else "XLA computes fp32 matmuls in bf16 passes here anyway"
         scaler = "; fp16 needs a GradScaler (notebook 04)" if half == "fp16" else ""
         out.append(f"{half} mixed precision ({chosen}): {chip.name} runs {half} at {speed}; activations take half "
                    f"the bytes; model states stay {_bpp(job)} B per parameter with {job.optimizer} "
@@ -403,8 +403,8 @@ def _savers(job: _Job, states1: int) -> list[str]:
     lora = 2 * n + model_states_bytes(int(n * _LORA_FRACTION), job.precision, job.optimizer)
     qlora = n // 2 + model_states_bytes(int(n * _LORA_FRACTION), job.precision, job.optimizer)
     fit = _smallest_holding(lora)
-    out.append(f"for fine-tuning, LoRA (Hu et al. 2021): frozen 16-bit weights plus adapters of about "
-               f"{_LORA_FRACTION:.0%} of the parameters trained with {job.optimizer}: {_gb(states1)} -> {_gb(lora)}"
+    out.append(f"LoRA, when fine-tuning a pretrained model (Hu et al. 2021): frozen 16-bit weights plus "
+               f"adapters of about {_LORA_FRACTION:.0%} of the parameters trained with {job.optimizer}: {_gb(states1)} -> {_gb(lora)}"
                + (f", which fits one {fit}" if fit else ""))
     fit = _smallest_holding(qlora)
     out.append(f"4-bit quantized frozen weights under the adapters (QLoRA, Dettmers et al. 2023): {_gb(qlora)}"
