@@ -313,7 +313,7 @@ def test_discipline_functions_return_numbers():
     assert 0 <= s.no_wait_s < s.wait_s and "background thread" in s.how
     r = discipline.repeats_effect(n=32, groups=3, per_group=5)
     assert len(r.singles) == 15 and len(r.medians) == 3 and r.median_ratio <= r.single_ratio
-    b = discipline.busy_effect(n=64, rounds=1, min_run_time=0.02)
+    b = discipline.busy_effect(n=64, rounds=1, window_s=0.02)
     assert b.idle_s > 0 and b.busy_s > 0 and b.rounds == 1 and len(b.busy_rounds) == 1
     assert not [p for p in psutil.Process().children(recursive=True) if "spin" in " ".join(p.cmdline())]
     with pytest.raises(ValueError, match="skip"):

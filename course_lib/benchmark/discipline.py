@@ -12,8 +12,8 @@ notebook can print, plot and assert on; each takes a few seconds on 2 cores.
                        work handed to a background thread (a future), timed without ``.result()``
 ``repeats_effect``     single measurements against medians of repeated ones: how far two of each
                        can disagree
-``busy_effect``        the same matmul on an idle machine and while another process keeps a core
-                       busy, measured interleaved (idle, busy, idle, busy, ...)
+``busy_effect``        the same matmul on an idle machine and while busy-loop processes keep the
+                       cores busy, measured interleaved (idle, busy, idle, busy, ...)
 =====================  ==========================================================================
 """
 from __future__ import annotations
@@ -52,11 +52,12 @@ class WarmupEffect:
     device: str
 
 
-def _steps_in_fresh_process(channel, device: str, width: int, batch: int, steps: int) -> None:
+def _steps_in_fresh_process(channel, device: str, width: int, batch: int, steps: int, threads: int) -> None:
     """Runs in a child: build a model and Adam, time ``steps`` training steps, send the times."""
     from ..models import MLP
     from ..train import train_step
 
+    torch.set_num_threads(threads)
     dev = torch.device(device)
     torch.manual_seed(0)
     model = MLP(64, [width, width], 10).to(dev)
@@ -73,23 +74,26 @@ def _steps_in_fresh_process(channel, device: str, width: int, batch: int, steps:
 
 
 def warmup_effect(device: torch.device | str | None = None, *, steps: int = 30, skip: int = 5,
-                  width: int = 512, batch: int = 256, timeout: float = 60.0) -> WarmupEffect:
+                  width: int = 512, batch: int = 256, threads: int = 1, timeout: float = 60.0) -> WarmupEffect:
     """Time every training step of a fresh process: the first one against the warmed-up median.
 
     The steps run in a new child process (forked from a server that has imported torch but run
     nothing), so the first step pays what a first step pays in a fresh script or kernel: thread
     pools started, kernels chosen, Adam's state allocated, memory taken from the operating system,
-    and on a GPU the CUDA context. Notebook 07.1, "Warm-up".
+    and on a GPU the CUDA context. The child runs ``threads`` torch threads (default 1, so that
+    another program on a core does not slow the warmed-up steps too and hide the effect). Notebook
+    07.1, "Warm-up".
     """
     dev = as_device(device)
     steps = validate.integer("steps", steps, minimum=3)
     skip = validate.integer("skip", skip, minimum=1, maximum=steps - 2)
     validate.positive_int("width", width)
     validate.positive_int("batch", batch)
+    threads = validate.positive_int("threads", threads)
     validate.seconds("timeout", timeout)
     times = None
     with Children("course-warmup") as kids:
-        kids.start(_steps_in_fresh_process, str(dev), width, batch, steps)
+        kids.start(_steps_in_fresh_process, str(dev), width, batch, steps, threads)
         deadline = time.monotonic() + timeout
         while times is None and time.monotonic() < deadline:
             for event in kids.events(deadline - time.monotonic()):
@@ -121,7 +125,7 @@ class SyncEffect:
     device: str
 
 
-def sync_effect(device: torch.device | str | None = None, *, n: int = 1024, matmuls: int = 8,
+def sync_effect(device: torch.device | str | None = None, *, n: int | None = None, matmuls: int = 8,
                 repeats: int = 7) -> SyncEffect:
     """Time ``matmuls`` n x n products without waiting for them to finish, then waiting. Notebook 07.1,
     "Synchronisation".
@@ -130,9 +134,11 @@ def sync_effect(device: torch.device | str | None = None, *, n: int = 1024, matm
     the clock measures the queueing. A CPU runs its operations to the end before returning, so the
     same mistake is shown with the work handed to a background thread (a ``concurrent.futures``
     future, as a data loader or an asynchronous step would), timed without and with ``.result()``.
+    ``n`` defaults to 1024 (4096 on a CUDA GPU, where a smaller product finishes about as fast as it
+    is queued).
     """
     dev = as_device(device)
-    n = validate.positive_int("n", n)
+    n = (4096 if dev.type == "cuda" else 1024) if n is None else validate.positive_int("n", n)
     matmuls = validate.positive_int("matmuls", matmuls)
     repeats = validate.positive_int("repeats", repeats)
     a = torch.randn(n, n, device=dev)
@@ -187,30 +193,33 @@ class RepeatsEffect:
 
 
 def repeats_effect(device: torch.device | str | None = None, *, n: int = 256, groups: int = 4,
-                   per_group: int = 25) -> RepeatsEffect:
+                   per_group: int = 50, threads: int = 1) -> RepeatsEffect:
     """Time ``groups * per_group`` single n x n matmuls one by one, then group them. Notebook 07.1,
     "Repeats and medians".
 
     Two single measurements can disagree by a factor (the operating system, another program, a
     cache); two medians of interleaved repeats agree far better. The groups are interleaved (call i
-    goes to group i % groups), so a slow stretch of the machine hits every group alike.
+    goes to group i % groups), so a slow stretch of the machine hits every group alike. CPU work runs
+    on ``threads`` torch threads (default 1: see ``busy_effect`` for what a thread per core risks).
     """
     dev = as_device(device)
     n = validate.positive_int("n", n)
     groups = validate.integer("groups", groups, minimum=2)
     per_group = validate.integer("per_group", per_group, minimum=3)
+    threads = validate.positive_int("threads", threads)
     a = torch.randn(n, n, device=dev)
     b = torch.randn(n, n, device=dev)
     c = torch.empty(n, n, device=dev)
-    for _ in range(5):
-        torch.mm(a, b, out=c)
-    synchronize(dev)
     singles = []
-    for _ in range(groups * per_group):
-        t = time.perf_counter()
-        torch.mm(a, b, out=c)
+    with bench.num_threads_set(threads):
+        for _ in range(5):
+            torch.mm(a, b, out=c)
         synchronize(dev)
-        singles.append(time.perf_counter() - t)
+        for _ in range(groups * per_group):
+            t = time.perf_counter()
+            torch.mm(a, b, out=c)
+            synchronize(dev)
+            singles.append(time.perf_counter() - t)
     medians = [statistics.median(singles[g::groups]) for g in range(groups)]
     return RepeatsEffect(singles, medians, groups, per_group, _ratio(singles), _ratio(medians))
 
@@ -229,14 +238,18 @@ def spin(channel, seconds: float) -> None:
 
 @dataclass(frozen=True)
 class BusyEffect:
-    """``idle_s`` / ``busy_s``: the matmul's time (median over rounds of each round's low quantile)
-    without and with a busy process; ``slowdown`` = busy / idle; per-round values kept."""
+    """``idle_s`` / ``busy_s``: the matmul's mean time per call over a window of ``window_s`` seconds
+    (median over rounds) without and with the busy processes; ``slowdown`` = busy / idle; ``threads``
+    torch threads; ``busy_processes`` busy loops; ``cores`` the CPUs this process may use."""
 
     idle_s: float
     busy_s: float
     slowdown: float
     threads: int
+    busy_processes: int
+    cores: int
     rounds: int
+    window_s: float
     idle_rounds: list[float] = field(default_factory=list)
     busy_rounds: list[float] = field(default_factory=list)
 
@@ -255,32 +268,58 @@ def _wait_for(kids: Children, what: str, count: int, timeout: float) -> None:
     raise TimeoutError(f"the busy-loop processes did not start within {timeout:g} s")
 
 
-def busy_effect(*, threads: int | None = None, n: int = 512, rounds: int = 3, min_run_time: float = 0.15,
-                busy_processes: int = 1) -> BusyEffect:
-    """The same n x n matmul on ``threads`` torch threads, idle and with ``busy_processes`` busy-loop
-    processes, interleaved over ``rounds``. Notebook 07.1, "A busy machine".
+def _usable_cpus() -> int:
+    import os
 
-    ``threads`` defaults to torch's current setting. With as many threads as cores, one busy core
-    slows every step of the matmul: its threads wait for each other at every barrier, so the
-    slow-down is usually larger than the share of the machine that was taken. The busy processes are
-    started through ``course_lib.procs`` and always stopped, also on error or Ctrl-C.
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+def _mean_call(fn, window: float) -> float:
+    """Mean seconds per call over a window of at least ``window`` seconds (after one call to warm up).
+
+    The mean over a window many scheduler time slices long shows the share of a core a process
+    gets; the fastest calls would not (a call shorter than a time slice can run at full speed)."""
+    fn()
+    calls, t0 = 0, time.perf_counter()
+    while True:
+        fn()
+        calls += 1
+        elapsed = time.perf_counter() - t0
+        if elapsed >= window:
+            return elapsed / calls
+
+
+def busy_effect(*, threads: int = 1, busy_processes: int | None = None, n: int = 512, rounds: int = 3,
+                window_s: float = 0.2) -> BusyEffect:
+    """The same n x n CPU matmul on ``threads`` torch threads, idle and with ``busy_processes`` busy-loop
+    processes, interleaved over ``rounds`` (idle, busy, idle, busy, ...). Notebook 07.1, "A busy machine".
+
+    The default fills every usable CPU with a busy loop while one thread multiplies: the scheduler
+    then shares the cores among more runnable processes than there are cores, and the matmul gets a
+    share of one (about cores / (cores + 1)): a slow-down that holds on any machine, also when
+    another program already keeps a core busy. ``threads`` = the number of cores with
+    ``busy_processes=1`` shows the worse case: one busy core slows a parallel kernel far more than
+    its share, since the threads wait for each other at every barrier (on a 2-core machine: about
+    10x, and just as much whenever any other program runs, so the "idle" rounds are idle only on a
+    quiet machine). The busy processes are started through
+    ``course_lib.procs`` and always stopped, also on error or Ctrl-C.
     """
-    threads = torch.get_num_threads() if threads is None else validate.positive_int("threads", threads)
+    threads = validate.positive_int("threads", threads)
+    cores = _usable_cpus()
+    busy_processes = cores if busy_processes is None else validate.positive_int("busy_processes", busy_processes)
     n = validate.positive_int("n", n)
     rounds = validate.positive_int("rounds", rounds)
-    min_run_time = validate.positive("min_run_time", min_run_time)
-    busy_processes = validate.positive_int("busy_processes", busy_processes)
+    window_s = validate.positive("window_s", window_s)
     a, b, c = torch.randn(n, n), torch.randn(n, n), torch.empty(n, n)
     fn = lambda: torch.mm(a, b, out=c)  # noqa: E731
     idle, busy = [], []
-    for r in range(rounds):
-        idle.append(bench.time_fn(fn, label="idle", num_threads=threads, warmup=2 if r == 0 else 1,
-                                  min_run_time=min_run_time).seconds)
-        with Children("course-busy") as kids:
-            for _ in range(busy_processes):
-                kids.start(spin, 600.0)
-            _wait_for(kids, "spinning", busy_processes, 60.0)
-            busy.append(bench.time_fn(fn, label="busy", num_threads=threads, warmup=1,
-                                      min_run_time=min_run_time).seconds)
+    with bench.num_threads_set(threads):
+        for _ in range(rounds):
+            idle.append(_mean_call(fn, window_s))
+            with Children("course-busy") as kids:
+                for _ in range(busy_processes):
+                    kids.start(spin, 600.0)
+                _wait_for(kids, "spinning", busy_processes, 60.0)
+                busy.append(_mean_call(fn, window_s))
     i, b_ = statistics.median(idle), statistics.median(busy)
-    return BusyEffect(i, b_, b_ / i, threads, rounds, idle, busy)
+    return BusyEffect(i, b_, b_ / i, threads, busy_processes, cores, rounds, window_s, idle, busy)

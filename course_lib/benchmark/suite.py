@@ -110,7 +110,8 @@ def default_label(device: torch.device | str | None = None) -> str:
     if dev.type == "cuda":
         return torch.cuda.get_device_name(dev)
     info = detect()
-    return f"{info.platform} {_short_cpu(info.cpu.model)}, {info.cpu.physical_cores} cores"
+    n = info.cpu.physical_cores
+    return f"{info.platform} {_short_cpu(info.cpu.model)}, {n} core{'' if n == 1 else 's'}"
 
 
 def slug(text: str) -> str:
