@@ -404,7 +404,8 @@ def _savers(job: _Job, states1: int) -> list[str]:
     qlora = n // 2 + model_states_bytes(int(n * _LORA_FRACTION), job.precision, job.optimizer)
     fit = _smallest_holding(lora)
     out.append(f"LoRA, when fine-tuning a pretrained model (Hu et al. 2021): frozen 16-bit weights plus "
-               f"adapters of about {_LORA_FRACTION:.0%} of the parameters trained with {job.optimizer}: {_gb(states1)} -> {_gb(lora)}"
+               f"adapters of about {_LORA_FRACTION:.0%} of the parameters trained with {job.optimizer}: "
+               f"{_gb(states1)} -> {_gb(lora)}"
                + (f", which fits one {fit}" if fit else ""))
     fit = _smallest_holding(qlora)
     out.append(f"4-bit quantized frozen weights under the adapters (QLoRA, Dettmers et al. 2023): {_gb(qlora)}"
