@@ -4,7 +4,7 @@
     course doctor --json     the same report as JSON (to compare machines)
     course catalog [--dtype bf16]   the cited accelerator table
     course devices           what the course decides on each platform (device, dtypes, skipped demos)
-    course benchmark [--quick] [--label L] [--out PATH] [--no-progress]
+    course benchmark [--quick] [--label L] [--out PATH] [--threads N] [--no-progress]
                              an MLPerf-style benchmark of this machine (time to accuracy, throughput,
                              latency, matmul, memory and all-reduce bandwidth, energy), saved as JSON
                              (default ./benchmark-<label>-<date>.json); --quick takes ~10 s, the full run 1-2 min
@@ -66,7 +66,7 @@ def _devices(args: argparse.Namespace) -> int:
 def _benchmark(args: argparse.Namespace) -> int:
     from .benchmark.suite import default_result_path, run_benchmark, save_result, summary_text
 
-    result = run_benchmark(quick=args.quick, label=args.label, progress=not args.no_progress)
+    result = run_benchmark(quick=args.quick, label=args.label, progress=not args.no_progress, threads=args.threads)
     path = save_result(result, args.out if args.out else default_result_path(result["label"]))
     print(summary_text(result))
     print(f"\nsaved {path}  (compare machines: course report-card {path} OTHER.json ...)")
@@ -98,6 +98,9 @@ def main(argv: list[str] | None = None) -> int:
     bench.add_argument("--quick", action="store_true", help="3 short rounds (~10 s) instead of 30 (~1-2 min)")
     bench.add_argument("--label", default=None, help="a name for this machine (default: platform and CPU, or the GPU)")
     bench.add_argument("--out", default=None, help="where to save the result (default ./benchmark-<label>-<date>.json)")
+    bench.add_argument("--threads", type=int, default=None,
+                       help="torch CPU threads (default 1: the figures then repeat, also with a core busy; the "
+                            "matmul on every core is shown as well)")
     bench.add_argument("--no-progress", action="store_true", help="no progress bar")
     bench.set_defaults(func=_benchmark)
     card = sub.add_parser("report-card", help="compare saved benchmark results (PNG and HTML)")

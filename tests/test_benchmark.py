@@ -211,6 +211,11 @@ def test_ctrl_c_mid_run_leaves_no_file_and_no_process(tmp_path):
     assert alive == []
 
 
+def test_bad_threads_on_the_command_line(capsys):
+    assert cli.main(["benchmark", "--quick", "--threads", "0"]) == 2
+    assert "threads" in capsys.readouterr().err
+
+
 def test_bad_arguments():
     with pytest.raises(TypeError, match="quick"):
         suite.run_benchmark(quick="yes")
