@@ -299,11 +299,10 @@ def run_benchmark(*, quick: bool = False, device: torch.device | str | None = No
                     mm = bench.matmul_throughput([mm_n], device=dev, min_run_time=settings.min_run_time / 2,
                                                  seed=seed)[0]
                     per["matmul_all_cores"].append(mm.flops_per_s / 1e9)
-            with bench.num_threads_set(threads):
-                bar.update()
-                bar.set_postfix_str("bandwidth")
-                per["bandwidth"].append(bench.memory_bandwidth(bw_bytes, device=dev,
-                                                               min_run_time=settings.min_run_time) / 1e9)
+            bar.update()
+            bar.set_postfix_str("bandwidth")
+            per["bandwidth"].append(bench.memory_bandwidth(bw_bytes, device=dev,
+                                                           min_run_time=settings.min_run_time) / 1e9)
             bar.update()
             if not not_applicable:
                 bar.set_postfix_str("all-reduce")
