@@ -152,3 +152,17 @@ def test_tensorboard_bad_input(tmp_path):
         monitor.tensorboard_log(tmp_path, epochs=0)
     with pytest.raises(ValueError, match="event files"):
         monitor.read_scalars(tmp_path)
+
+
+def test_sample_training_sees_the_model_and_adam_state():
+    rs, n = monitor.sample_training(1, width=512, steps=2, interval=0.02)
+    s = rs.summary()
+    assert n == models.count_parameters(models.MLP(1024, [512, 512], 10))
+    assert s["rss_growth_bytes"] >= 0.9 * 16 * n, (s["rss_growth_bytes"], 16 * n)  # weights, grads, Adam's 2 moments
+    assert s["samples"] >= 2 and s["other_programs_cores"] >= 0
+    with pytest.raises(ValueError, match="threads"):
+        monitor.sample_training(0)
+
+
+def test_release_free_memory_runs_anywhere():
+    assert monitor.release_free_memory() in (True, False)

@@ -27,8 +27,9 @@ from __future__ import annotations
 from .curves import LoggedRun, read_scalars, tensorboard_instructions, tensorboard_log
 from .profiler import (CATEGORIES, LABELS, SCENARIOS, Scenario, StepProfile, communication_worker, find_bottleneck,
                        op_category, profile_training_step, run_scenario)
-from .resources import MIB, ResourceSampler, Sample, data_dir, plot_resources
+from .resources import (MIB, ResourceSampler, Sample, data_dir, plot_resources, release_free_memory,
+                        sample_training)
 
-__all__ = ["Sample", "ResourceSampler", "plot_resources", "data_dir", "MIB", "CATEGORIES", "LABELS", "op_category",
+__all__ = ["Sample", "ResourceSampler", "plot_resources", "data_dir", "MIB", "release_free_memory", "sample_training", "CATEGORIES", "LABELS", "op_category",
            "StepProfile", "find_bottleneck", "profile_training_step", "Scenario", "SCENARIOS", "run_scenario",
            "communication_worker", "tensorboard_log", "read_scalars", "tensorboard_instructions", "LoggedRun"]

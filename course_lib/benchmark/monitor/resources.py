@@ -14,8 +14,9 @@ from typing import Any
 import psutil
 import torch
 
-from ... import validate
-from ...hardware import as_device
+from ... import models, train, validate
+from ...cpu import limit_threads
+from ...hardware import as_device, seed_everything, synchronize
 
 MIB = 2 ** 20
 
@@ -127,8 +128,9 @@ class ResourceSampler:
         return [getattr(s, field_name) for s in self.samples]
 
     def summary(self) -> dict[str, Any]:
-        """Duration, mean and peak CPU use, RSS at start, peak and end (and its growth), system memory;
-        GPU memory and utilisation, or ``gpu`` saying why they are absent."""
+        """Duration, mean and peak CPU use of this process (% of one core), the machine's mean CPU use
+        (% of all its cores) and the cores other programs kept busy, RSS at start, peak and end (and its
+        growth), system memory; GPU memory and utilisation, or ``gpu`` saying why they are absent."""
         if len(self.samples) < 2 or self._end is None:
             raise ValueError("no samples yet: use the sampler as `with ResourceSampler() as rs: ...` around a run")
         s = self.samples[1:]  # the first reading is the baseline, with no CPU interval behind it
@@ -142,7 +144,11 @@ class ResourceSampler:
                "rss_start_bytes": rss[0], "rss_peak_bytes": max(rss), "rss_end_bytes": rss[-1],
                "rss_growth_bytes": max(rss) - rss[0],
                "system_used_peak_bytes": max(x.system_used_bytes for x in self.samples),
+               "cores": len(self._start[2]),
                "gpu": self.gpu_why or "GPU memory from torch.cuda, utilisation from nvidia-smi"}
+        # cores kept busy by other programs: the machine's busy core-seconds minus this process's
+        out["other_programs_cores"] = max(0.0, out["machine_cpu_mean_percent"] * out["cores"] / 100
+                                          - out["process_cpu_mean_percent"] / 100)
         if self.device.type == "cuda":
             out["gpu_allocated_peak_bytes"] = max(x.gpu_allocated_bytes or 0 for x in self.samples)
             utils = [x.gpu_util_percent for x in s if x.gpu_util_percent is not None]
@@ -176,3 +182,55 @@ def plot_resources(runs: Mapping[str, ResourceSampler], *, title: str = "Resourc
     fig.suptitle(title, fontsize=11)
     fig.tight_layout()
     return fig, axes
+
+
+def release_free_memory() -> bool:
+    """Collect garbage and hand memory the C allocator keeps cached back to the system (glibc's
+    ``malloc_trim``), so that an RSS measurement starts from what is really in use. Returns whether
+    the allocator could be asked (Linux with glibc); elsewhere only the garbage is collected."""
+    import ctypes
+    import gc
+    import sys
+
+    gc.collect()
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+        return True
+    except (OSError, AttributeError):
+        return False
+
+
+def sample_training(threads: int, *, width: int = 2048, steps: int = 8, batch: int = 256, interval: float = 0.1,
+                    seed: int = 0, device: torch.device | str | None = None) -> tuple[ResourceSampler, int]:
+    """Build an MLP 1024 -> width -> width -> 10 and train it ``steps`` steps with Adam on random data,
+    on ``threads`` threads, inside a ``ResourceSampler`` (notebook 07.2, "Resource use during a run").
+
+    The model and its optimizer are created inside the sampled block, after ``release_free_memory``,
+    so the resident memory's growth holds the weights, gradients, Adam's two moments and whatever
+    the steps need on top. A tiny model is trained once first, so one-time set-up (kernels, thread
+    pools) is not counted. Returns the sampler and the model's parameter count.
+    """
+    threads = validate.positive_int("threads", threads)
+    width = validate.positive_int("width", width)
+    steps = validate.positive_int("steps", steps)
+    batch = validate.positive_int("batch", batch)
+    device = as_device(device) if device is not None else torch.device("cpu")
+    seed_everything(seed)
+    x, y = torch.randn(batch, 1024, device=device), torch.randint(0, 10, (batch,), device=device)
+    with limit_threads(threads):
+        tiny = models.MLP(1024, [8, 8], 10).to(device)
+        train.train_step(tiny, (x, y), torch.optim.Adam(tiny.parameters()))
+        del tiny
+        release_free_memory()
+        with ResourceSampler(interval, device) as rs:
+            model = models.MLP(1024, [width, width], 10).to(device)
+            opt = torch.optim.Adam(model.parameters(), lr=1e-4)
+            for _ in range(steps):
+                train.train_step(model, (x, y), opt)
+            synchronize(device)
+    n = models.count_parameters(model)
+    del model, opt
+    release_free_memory()
+    return rs, n
