@@ -236,7 +236,13 @@ def _hardware_rows(results: list[dict], labels: list[str], files: list[str]) -> 
         simd = cpu.get("vector_isa") or (", ".join(map(str, cpu.get("simd", []))) if isinstance(cpu.get("simd"), list)
                                           else None)
         quick = r.get("quick")
+        details = r.get("details") if isinstance(r.get("details"), dict) else {}
+        threads = details.get("threads", hw.get("torch_threads", "?"))
+        matmul = details.get("matmul") if isinstance(details.get("matmul"), dict) else {}
+        all_cores = matmul.get("all_cores_gflops")
         out.append({"label": label, "file": f, "cpu": cpu.get("model", "unknown"),
+                    "threads": threads if isinstance(threads, int) else "?",
+                    "all_cores": f"{all_cores:.4g}" if isinstance(all_cores, (int, float)) else "-",
                     "cores": f"{cpu.get('physical_cores', '?')} physical / {cpu.get('logical_cores', '?')} logical",
                     "simd": simd or "unknown", "bf16": {True: "native", False: "no"}.get(cpu.get("native_bf16"), "?"),
                     "accelerators": acc, "device": r.get("device", "unknown"),
@@ -275,12 +281,16 @@ def _html(card_png: bytes, rows, labels, hw_rows, refs, skipped) -> str:
         out.append(f"<tr><td>{e(row['figure'])}</td><td>{e(row['unit'])}</td><td>{e(row['better'])}</td>{cells}"
                    f"<td>{e(best)}</td></tr>")
     out.append("</table><h2>Machines</h2><table><tr>" + "".join(
-        f"<th>{h}</th>" for h in ("machine", "file", "CPU", "cores", "SIMD", "native bf16", "accelerators", "device",
-                                  "platform", "torch", "course version", "date", "run", "energy source")) + "</tr>")
+        f"<th>{h}</th>" for h in ("machine", "file", "CPU", "cores", "SIMD", "native bf16", "torch threads",
+                                  "fp32 matmul, all cores (GFLOP/s)", "accelerators", "device", "platform", "torch",
+                                  "course version", "date", "run", "energy source")) + "</tr>")
     for h in hw_rows:
         out.append("<tr>" + "".join(f"<td>{e(h[k])}</td>" for k in (
-            "label", "file", "cpu", "cores", "simd", "bf16", "accelerators", "device", "platform", "torch", "course",
-            "created", "run", "energy")) + "</tr>")
+            "label", "file", "cpu", "cores", "simd", "bf16", "threads", "all_cores", "accelerators", "device",
+            "platform", "torch", "course", "created", "run", "energy")) + "</tr>")
+    out.append('<p class="note">On a CPU the headline figures are measured with the torch thread count shown '
+               "(one unless the run set <code>--threads</code>), so that they repeat when another program takes a "
+               "core; the all-core matmul rate is listed for comparison.</p>")
     out.append("</table><h2>Reference accelerators (catalog data sheets, not measured)</h2>")
     if refs:
         out.append('<p class="note">Dense peaks and vendor figures: ceilings no real program reaches. The matmul '

@@ -263,4 +263,9 @@ def test_card_from_a_real_quick_benchmark(tmp_path):
     assert card.skipped == [] and card.labels[0] == " ".join(result["label"].split())
     for row in card.rows:
         assert row["values"][card.labels[0]] == result["headline"][row["key"]]
-    assert result["hardware"]["cpu"]["model"] in card.html.read_text()
+    page = card.html.read_text()
+    assert result["hardware"]["cpu"]["model"] in page
+    all_cores = result["details"]["matmul"].get("all_cores_gflops")
+    assert "torch threads" in page and f"<td>{result['details']['threads']}</td>" in page
+    if all_cores is not None:  # a 1-core machine measures no separate all-core rate
+        assert f"{all_cores:.4g}" in page
