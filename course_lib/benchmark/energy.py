@@ -49,13 +49,23 @@ def rapl_domains(root: Path | str | None = None) -> list[Path]:
     """The top-level RAPL package domains (``intel-rapl:0``, ``intel-rapl:1``, ...) under ``root``.
 
     Sub-domains (``intel-rapl:0:0``: cores, uncore, DRAM) are parts of a package and are left out,
-    so adding the packages up never counts a joule twice. Notebook 07.1, "Energy to train".
+    and so is a top-level ``psys`` domain (the whole platform, package included, on many Intel
+    laptops): only domains named ``package-N`` count (or unnamed ones), so adding them up never
+    counts a joule twice. Notebook 07.1, "Energy to train".
     """
     base = Path(root) if root is not None else RAPL_ROOT
     if not base.is_dir():
         return []
+
+    def is_package(p: Path) -> bool:
+        try:
+            name = (p / "name").read_text().strip()
+        except OSError:
+            return True  # no name file: an old kernel's package domain
+        return name.startswith("package")
+
     return sorted((p for p in base.iterdir() if p.name.startswith("intel-rapl:") and p.name.count(":") == 1
-                   and (p / "energy_uj").exists()), key=lambda p: p.name)
+                   and (p / "energy_uj").exists() and is_package(p)), key=lambda p: p.name)
 
 
 def read_rapl(root: Path | str | None = None) -> dict[str, tuple[int, int]]:
@@ -102,12 +112,25 @@ def _rapl_status(root: Path | str | None) -> tuple[bool, str]:
                   "machine, not the disks or fans)")
 
 
+def _smi_id(index: int) -> str:
+    """The GPU's UUID for ``nvidia-smi --id``: torch's index follows ``CUDA_VISIBLE_DEVICES`` and CUDA's
+    own order, nvidia-smi's index the PCI order, so the index alone can name another GPU."""
+    try:
+        uuid = str(torch.cuda.get_device_properties(index).uuid)
+    except Exception:  # an older torch without the uuid property: the index is right without CUDA_VISIBLE_DEVICES
+        return str(index)
+    return uuid if uuid.startswith("GPU-") else f"GPU-{uuid}"
+
+
 class _PowerSampler:
-    """``nvidia-smi ... -lms N`` running in the background; keeps (time, watts) samples."""
+    """``nvidia-smi ... --loop-ms=N`` running in the background; keeps (time, watts) samples.
+
+    ``power.draw`` is the board's power as the driver reports it (averaged over up to a second on recent
+    drivers), so windows much shorter than a second are estimates."""
 
     def __init__(self, index: int, interval: float) -> None:
-        cmd = ["nvidia-smi", "--query-gpu=power.draw", "--format=csv,noheader,nounits", f"--id={index}",
-               f"-lms={max(20, int(interval * 1000))}"]
+        cmd = ["nvidia-smi", "--query-gpu=power.draw", "--format=csv,noheader,nounits", f"--id={_smi_id(index)}",
+               f"--loop-ms={max(20, int(interval * 1000))}"]
         self.samples: list[tuple[float, float]] = []
         self.bad_line: str | None = None
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
