@@ -8,15 +8,19 @@ default and let you pass your own.
 The parts, in the order notebook 07.3 (choosing hardware) uses them:
 
 * ``cloud_hourly(accelerator, spot=...)`` and ``purchase_price(card)``: one price from the table
-  (section "Cloud or owned").
-* ``owned_vs_cloud(card, hours_per_month=..., months=...)``: buying a card against renting by the hour,
-  with electricity at a cited price and PUE, resale and lifetime as arguments, and the break-even month
-  (section "Cloud or owned").
+  (section 1, "The factors, and the kinds of GPU", and section 3, "Cost and energy").
+* ``host_share(card)``: what a card needs around it, an ASSUMPTION rather than a table row: a data-centre
+  GPU (SXM/OAM) only runs in a GPU server, ``SERVER_USD_PER_GPU`` and ``SERVER_W_PER_GPU`` per GPU in a
+  server room (PUE ``SERVER_ROOM_PUE_ROW``); a consumer or pro card goes into a desktop you have (no
+  extra cost, PUE 1.0). Pass your own quote to ``owned_vs_cloud``.
+* ``owned_vs_cloud(card, hours_per_month=..., months=...)``: buying a card (with its host share) against
+  renting by the hour, with electricity at a cited price and PUE, resale and lifetime as arguments, and
+  the break-even month (section 3, "Cost and energy": buying or renting).
 * ``training_footprint(flops, accelerator)`` and ``footprint_table(flops)``: hours, dollars, kWh and
-  kg CO2 of one training job on each catalog accelerator (section "Time, cost, energy and CO2").
-* ``storage_ladder()``: USD per GB from GPU memory down to hard disks, next to their speed (section
-  "The memory and storage ladder"), and ``raid(level, disks, disk_tb)``: RAID 10 against RAID 6
-  (section "RAID 10 or RAID 6").
+  kg CO2 of one training job on each catalog accelerator (section 3, "Cost and energy").
+* ``storage_ladder()``: USD per GB from GPU memory down to hard disks, next to their speed, and
+  ``raid(level, disks, disk_tb)``: RAID 10 against RAID 6 (section 3, "Cost and energy": the memory and
+  storage ladder).
 * ``price_table()`` and ``job_cost(...)``: the cost model of notebook 06.5, section 4 (also reachable as
   ``course_lib.parallel.federated.price_table`` / ``job_cost``).
 
@@ -45,13 +49,31 @@ ELECTRICITY = {"industrial": "electricity-us-industrial", "commercial": "electri
 COST_MODEL_KEYS = ("gcp-t4", "gcp-a100-40gb", "gcp-a100-80gb", "gcp-h100", "gcp-tpu-v5e", "gcp-tpu-v5p",
                    "gcp-tpu-v6e", "pue-google", "electricity-us-industrial")
 RAID_LEVELS = ("raid10", "raid6")
+#: ASSUMPTIONS, not cited prices: the share of a GPU server (CPUs, RAM, NVSwitches, network cards, power
+#: supplies, chassis) that one data-centre GPU needs, in USD and W. A rough reading of the one list price
+#: NVIDIA announced for such a server, the DGX A100 "starting at $199,000" for 8 A100 40GB GPUs (May 2020,
+#: NVIDIA's press release of 2020-05-14 at https://nvidianews.nvidia.com), about $25,000 per GPU with its
+#: server, of which roughly $10,000-15,000 the GPU; and of the DGX A100 data sheet's 6.5 kW maximum system
+#: power (https://www.nvidia.com/en-us/data-center/dgx-a100/) for 8 x 400 W GPUs: about 400 W per GPU for
+#: the rest. As announced, not re-checked: pass your own quote
+#: (``owned_vs_cloud(host_usd=..., host_w=...)``).
+SERVER_USD_PER_GPU, SERVER_W_PER_GPU = 10_000.0, 400.0
+#: The PUE of owned hardware: a server room (data-centre cards: the average of Uptime Institute's survey)
+#: or a desk (consumer and pro cards in a workstation: no cooling plant, PUE 1.0).
+SERVER_ROOM_PUE_ROW, DESK_PUE = "pue-industry-average", 1.0
 #: Where the storage ladder finds each tier's read speed: a storage-table key, or an accelerator's memory.
+#: How a ladder row's USD per GB is made, where it is not a street price per GB: both GPU-memory rows divide
+#: a whole card's price by its memory (an upper bound: the price pays for the chip too), so they compare.
+_LADDER_METHOD = {"vram-hbm-h100": "whole card / GB", "vram-gddr6": "whole card / GB"}
 _LADDER_SPEED = {"vram-hbm-h100": ("accelerator", "h100-sxm"), "ram-ddr5": ("storage", "ddr5-4800"),
                  "ssd-nvme": ("storage", "nvme-pcie4"), "ssd-sata": ("storage", "sata-ssd"),
                  "hdd": ("storage", "hdd-7200")}
 
 
 def _cloud_row(accelerator: str, spot: bool) -> Price | None:
+    if not isinstance(accelerator, str):
+        raise TypeError(f"accelerator must be a str, a catalog key or alias such as 't4' or 'a100-80gb'; "
+                        f"got {type(accelerator).__name__}")
     acc = catalog.get_accelerator(accelerator)  # ValueError listing the catalog's keys
     kind = "cloud-spot" if validate.boolean("spot", spot) else "cloud-on-demand"
     return next((p for p in catalog.prices(kind) if p.accelerator == acc.key), None)
@@ -60,14 +82,14 @@ def _cloud_row(accelerator: str, spot: bool) -> Price | None:
 def priced_accelerators(*, spot: bool = False) -> list[str]:
     """Catalog keys of the accelerators with a cloud price (on-demand, or Spot with ``spot=True``).
 
-    Notebook 07.3, section "Cloud or owned".
+    Notebook 07.3, section 3 ("Cost and energy").
     """
     kind = "cloud-spot" if validate.boolean("spot", spot) else "cloud-on-demand"
     return [p.accelerator for p in catalog.prices(kind) if p.accelerator is not None]
 
 
 def cloud_hourly(accelerator: str, *, spot: bool = False) -> float:
-    """USD per accelerator-hour on Google Cloud, host share included (notebook 07.3, "Cloud or owned").
+    """USD per accelerator-hour on Google Cloud, host share included (notebook 07.3, section 3).
 
     On-demand list price, or with ``spot=True`` the Spot estimate (on-demand x 0.4, see the row's
     notes). ``accelerator`` is a catalog key or alias ("T4", "a100-80gb", "v5e"). Raises ValueError
@@ -101,12 +123,30 @@ def _card(card: str) -> Price:
 
 
 def purchase_price(card: str) -> float:
-    """USD for one card: launch list price, or a round reported figure (notebook 07.3, "Cloud or owned").
+    """USD for one card: launch list price, or a round reported figure (notebook 07.3, sections 1 and 3).
 
+    The card alone: a data-centre card also needs its share of a server (``host_share``).
     ``card`` is a purchase row's key, name or alias ("rtx-4090", "RTX 6000 Ada", "MI300X", "H100").
     Raises ValueError (listing the cards) for anything else.
     """
     return float(_card(card).value)
+
+
+def host_share(card: str) -> dict[str, Any]:
+    """What one ``card`` needs around it to run, by its tier (notebook 07.3, section 3): an assumption.
+
+    A data-centre card (A100, H100 SXM, MI300X) runs only in a GPU server in a server room:
+    ``usd`` = ``SERVER_USD_PER_GPU`` (assumed 10,000 USD), ``watts`` = ``SERVER_W_PER_GPU`` (assumed
+    400 W) and ``pue`` = the price table's ``SERVER_ROOM_PUE_ROW`` (1.56). A consumer or pro card goes
+    into a desktop you already have: 0 USD, 0 W, ``DESK_PUE`` 1.0. ``where`` says which ("server room"
+    or "desk"). Pass your own quote to ``owned_vs_cloud`` instead.
+    """
+    row = _card(card)
+    if row.tier == "data-centre":
+        return {"usd": SERVER_USD_PER_GPU, "watts": SERVER_W_PER_GPU,
+                "pue": float(catalog.get_price(SERVER_ROOM_PUE_ROW).value), "pue_row": SERVER_ROOM_PUE_ROW,
+                "where": "server room"}
+    return {"usd": 0.0, "watts": 0.0, "pue": DESK_PUE, "pue_row": "desk", "where": "desk"}
 
 
 def _figure(name: str, value: float | str, kind: str, unit: str,
@@ -128,16 +168,18 @@ def _figure(name: str, value: float | str, kind: str, unit: str,
 
 def owned_vs_cloud(card: str, *, hours_per_month: float, months: float, cloud: str | None = None,
                    spot: bool = False, resale_fraction: float = 0.3, lifetime_months: float = 48,
-                   host_usd: float = 0.0, host_w: float = 0.0, electricity: float | str = "commercial",
-                   pue: float | str = 1.0) -> dict[str, Any]:
-    """Buy a card or rent the cloud's, over a project of ``months`` (notebook 07.3, "Cloud or owned").
+                   host_usd: float | None = None, host_w: float | None = None,
+                   electricity: float | str = "commercial", pue: float | str | None = None) -> dict[str, Any]:
+    """Buy a card or rent the cloud's, over a project of ``months`` (notebook 07.3, section 3).
 
     Owned: ``n = ceil(months / lifetime_months)`` cards bought at ``purchase_price(card) + host_usd``,
     each sold for ``resale_fraction`` of that when it is retired (a simplification: used cards lose
     value with age, so pass a lower fraction for a long project), plus electricity:
     ``(card TDP + host_w) x hours x PUE / 1000`` kWh at ``electricity`` USD per kWh (a tariff name
-    from ``ELECTRICITY``, a price row or a number; default the cited US commercial average) and
-    ``pue`` (1.0 for a workstation in an office; "pue-industry-average" for a server room).
+    from ``ELECTRICITY``, a price row or a number; default the cited US commercial average).
+    ``host_usd``, ``host_w`` and ``pue`` default to ``host_share(card)``: for a data-centre card its
+    share of a GPU server, ASSUMED 10,000 USD and 400 W, in a server room (PUE 1.56); for a consumer
+    or pro card a desktop you have, 0 USD, 0 W, PUE 1.0 (your room heats up). Pass your own quote.
     Cloud: ``cloud_hourly(cloud, spot=spot) x hours_per_month x months``; ``cloud`` defaults to the
     card's own accelerator where the cloud rents it (the cloud price already includes its host,
     electricity and data centre).
@@ -151,10 +193,14 @@ def owned_vs_cloud(card: str, *, hours_per_month: float, months: float, cloud: s
     months = validate.positive("months", months)
     lifetime = validate.positive("lifetime_months", lifetime_months)
     resale = validate.number("resale_fraction", resale_fraction, minimum=0, maximum=1, open_high=True)
-    host_usd = validate.nonnegative("host_usd", host_usd)
-    host_w = validate.nonnegative("host_w", host_w)
+    host = host_share(row.key)
+    host_usd = host["usd"] if host_usd is None else validate.nonnegative("host_usd", host_usd)
+    host_w = host["watts"] if host_w is None else validate.nonnegative("host_w", host_w)
     usd_kwh, usd_kwh_row = _figure("electricity", electricity, "energy", "USD per kWh", ELECTRICITY)
-    pue_value, pue_row = _figure("pue", pue, "energy", "facility energy")
+    if pue is None:
+        pue_value, pue_row = host["pue"], host["pue_row"]
+    else:
+        pue_value, pue_row = _pue(pue)
     if cloud is None:
         if row.accelerator is None or _cloud_row(row.accelerator, spot) is None:
             raise ValueError(f"card={card!r} is not rented in tables/prices.json; pass cloud= one of "
@@ -173,22 +219,32 @@ def owned_vs_cloud(card: str, *, hours_per_month: float, months: float, cloud: s
     if break_even is not None and break_even > lifetime:
         break_even = None
     return {"card": row.key, "cloud": catalog.get_accelerator(cloud).key, "spot": spot,
-            "hours_per_month": hours, "months": months, "purchase_usd": capital, "cards_bought": cards,
+            "hours_per_month": hours, "months": months, "purchase_usd": capital, "card_usd": float(row.value),
+            "host_usd": host_usd, "host_w": host_w, "cards_bought": cards,
             "resale_usd": cards * capital * resale, "energy_kwh": energy_kwh, "energy_usd": energy_usd,
             "owned_usd": owned, "cloud_usd_per_hour": rate, "cloud_usd": cloud_usd,
             "cheaper": "owned" if owned < cloud_usd else "cloud", "break_even_months": break_even,
             "usd_per_kwh": usd_kwh, "pue": pue_value, "sources": [row.key, usd_kwh_row, pue_row]}
 
 
+def _pue(pue: float | str) -> tuple[float, str]:
+    """A PUE (facility energy / IT energy, at least 1) given as a number or a price-table row."""
+    if isinstance(pue, str):
+        return _figure("pue", pue, "energy", "facility energy")
+    value = validate.number("pue", pue, minimum=1.0)
+    return value, "given"
+
+
 def training_footprint(flops: float, accelerator: str, *, chips: int = 1, utilization: float = 0.4,
                        dtype: str = "bf16", spot: bool = False, grid: float | str = "world",
                        pue: float | str = "pue-google", scaling_efficiency: float = 1.0) -> dict[str, Any]:
-    """Hours, USD, kWh and kg CO2 of a training job of ``flops`` FLOPs (notebook 07.3, "Time, cost, energy and CO2").
+    """Hours, USD, kWh and kg CO2 of a training job of ``flops`` FLOPs (notebook 07.3, section 3, "Cost and energy").
 
     ``hours`` is wall-clock time on ``chips`` chips (formulas in the module docstring); ``usd`` uses the
     on-demand (or ``spot``) price per chip-hour, ``None`` where the table has no price for the chip;
     ``kwh`` uses the catalog's TDP and ``pue`` (default Google's fleet PUE), ``None`` where the vendor
-    publishes no TDP (recent TPUs); ``co2_kg`` uses ``grid`` (a name of ``GRIDS``, a carbon row or a
+    publishes no TDP (recent TPUs), and counts the chip only (its host is in the cloud's price, not in
+    these kWh); ``pue`` is a number >= 1 or a row; ``co2_kg`` uses ``grid`` (a name of ``GRIDS``, a carbon row or a
     number in g CO2 per kWh). ``note`` says what is missing. Raises ValueError for unknown names
     (listing valid ones), a dtype the chip has no peak for, and out-of-range numbers.
     """
@@ -197,7 +253,7 @@ def training_footprint(flops: float, accelerator: str, *, chips: int = 1, utiliz
     utilization = validate.fraction("utilization", utilization, allow_one=True)
     scaling_efficiency = validate.fraction("scaling_efficiency", scaling_efficiency, allow_one=True)
     g_per_kwh, grid_row = _figure("grid", grid, "carbon", "g CO2", GRIDS)
-    pue_value, _ = _figure("pue", pue, "energy", "facility energy")
+    pue_value, _ = _pue(pue)
     acc = catalog.get_accelerator(accelerator)
     hours = flops / (chips * acc.peak_flops(dtype) * utilization * scaling_efficiency) / 3600
     price = _cloud_row(acc.key, spot)
@@ -220,14 +276,18 @@ def footprint_table(flops: float, *, chips: int = 1, utilization: float = 0.4, d
                     pue: float | str = "pue-google", scaling_efficiency: float = 1.0) -> list[dict[str, Any]]:
     """``training_footprint`` for every catalog accelerator, in catalog order.
 
-    Notebook 07.3, "Time, cost, energy and CO2".
+    Notebook 07.3, section 3 ("Cost and energy").
 
     A chip without a peak at ``dtype`` (T4, V100 and P100 have no bf16) runs at ``fallback_dtype``,
-    and its ``note`` says so; rows without a price or a TDP say so in ``note`` too.
+    and its ``note`` says so; rows without a price or a TDP say so in ``note`` too. Raises ValueError
+    naming ``dtype`` or ``fallback_dtype`` when a chip has a peak at neither.
     """
     rows = []
     for acc in catalog.accelerators():
         use = dtype if dtype in acc.peak_tflops else fallback_dtype
+        if use not in acc.peak_tflops:
+            raise ValueError(f"{acc.name} has a peak at neither dtype={dtype!r} nor fallback_dtype={fallback_dtype!r}; "
+                             f"its dtypes: {', '.join(acc.peak_tflops)}")
         row = training_footprint(flops, acc.key, chips=chips, utilization=utilization, dtype=use, spot=spot,
                                  grid=grid, pue=pue, scaling_efficiency=scaling_efficiency)
         if use != dtype:
@@ -239,10 +299,12 @@ def footprint_table(flops: float, *, chips: int = 1, utilization: float = 0.4, d
 def storage_ladder() -> list[dict[str, Any]]:
     """USD per GB of each memory and storage tier, dearest first, against HDD.
 
-    Notebook 07.3, "The memory and storage ladder".
+    Notebook 07.3, section 3 ("Cost and energy": the memory and storage ladder).
 
     Each row: ``key``, ``name``, ``usd_per_gb``, ``usd_per_tb``, ``vs_hdd`` (how many times a GB of
-    hard disk), ``read_gbs`` (the tier's sequential read, or memory bandwidth, from the storage table or
+    hard disk), ``method`` (how the figure is made: the two GPU-memory rows are "whole card / GB", a card's
+    price over its memory, an upper bound, see the rows' notes; the others "street price"), ``read_gbs`` (the
+    tier's sequential read, or memory bandwidth, from the storage table or
     the accelerator catalog; None where neither has the part), ``source_date`` and ``notes``.
     """
     rows = catalog.prices("storage")
@@ -252,13 +314,15 @@ def storage_ladder() -> list[dict[str, Any]]:
         where, key = _LADDER_SPEED.get(p.key, (None, None))
         speed = (catalog.get_storage(key).sequential_read_gbs if where == "storage"
                  else catalog.get_accelerator(key).memory_bandwidth_gbs if where == "accelerator" else None)
+        method = _LADDER_METHOD.get(p.key, "street price")
         out.append({"key": p.key, "name": p.name, "usd_per_gb": float(p.value), "usd_per_tb": p.value * 1000,
-                    "vs_hdd": p.value / hdd, "read_gbs": speed, "source_date": p.source_date, "notes": p.notes})
+                    "vs_hdd": p.value / hdd, "method": method, "read_gbs": speed, "source_date": p.source_date,
+                    "notes": p.notes})
     return out
 
 
 def raid(level: str, disks: int, disk_tb: float, *, usd_per_tb: float | None = None) -> dict[str, Any]:
-    """Usable space, fault tolerance, write cost and price of a RAID array (notebook 07.3, "RAID 10 or RAID 6").
+    """Usable space, fault tolerance, write cost and price of a RAID array (notebook 07.3, section 3).
 
     * ``"raid10"``: mirrored pairs, striped; needs an even number of disks, at least 4. Usable: half
       the raw space. Survives 1 failed disk for sure (``failures_tolerated``), and up to one per pair
@@ -333,6 +397,7 @@ def job_cost(flops: float, accelerator: str, *, chips: int = 8, utilization: flo
             "energy_usd": None if kwh is None else kwh * usd_kwh}
 
 
-__all__ = ["PRICE_KINDS", "Price", "GRIDS", "ELECTRICITY", "COST_MODEL_KEYS", "RAID_LEVELS", "priced_accelerators",
-           "cloud_hourly", "purchase_price", "owned_vs_cloud", "training_footprint", "footprint_table",
+__all__ = ["PRICE_KINDS", "Price", "GRIDS", "ELECTRICITY", "COST_MODEL_KEYS", "RAID_LEVELS", "SERVER_USD_PER_GPU",
+           "SERVER_W_PER_GPU", "SERVER_ROOM_PUE_ROW", "DESK_PUE", "priced_accelerators", "cloud_hourly",
+           "purchase_price", "host_share", "owned_vs_cloud", "training_footprint", "footprint_table",
            "storage_ladder", "raid", "price_table", "job_cost"]

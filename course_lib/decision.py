@@ -1,8 +1,8 @@
 """The decision guide: from a training job and its constraints to the hardware to run it on (notebook 07.3).
 
-``recommend(n_params, n_samples, ...)`` is a pure function. It prices every candidate (this kind of
-machine's CPU as the baseline, each catalog accelerator rented or bought, on 1, 2, 4, ... devices)
-with the estimators of the earlier modules, then picks one:
+``recommend(n_params, n_samples, ...)`` is a pure function. It prices every candidate (a 2-core CPU as
+the baseline, assumed at ``CPU_GFLOPS`` unless you pass your own measured rate; each catalog accelerator
+rented or bought, on 1, 2, 4, ... devices) with the estimators of the earlier modules, then picks one:
 
 * **memory** per device: the model states of ``memory.model_states_bytes`` (weights, gradients and
   optimizer state, the ZeRO paper's bytes per parameter), sharded with the lowest ZeRO stage that
@@ -10,14 +10,19 @@ with the estimators of the earlier modules, then picks one:
   activation estimate the states may fill 80 % of the device, the rule of
   ``memory.largest_model_that_fits``; with ``activation_bytes`` (e.g. from
   ``memory.transformer_activation_bytes``) states plus activations must leave 10 % spare, the rule
-  of notebook 02's memory calculator (``memory.large_model_memory``).
+  of notebook 02's memory calculator (``memory.large_model_memory``). When they do not fit, gradient
+  accumulation splits the batch of ``batch_size`` samples into k micro-batches (k divides the batch, so
+  at most one sample per micro-batch); when one sample's activations do not fit either, only sharding or
+  more devices can help here (activation checkpointing, named in ``methods``, is not modelled).
 * **time**: training FLOPs (``compute.training_flops``: 6 x parameters x tokens, or FLOPs per sample
   x samples x epochs) over devices x dense peak at the compute dtype x utilisation x scaling
   efficiency, the last from the ring all-reduce model of notebook 03 (``comm.data_parallel_speedup``
   with a fixed micro-batch per device and no overlap, so a pessimistic bound).
 * **cost, energy, CO2**: ``cost.training_footprint`` (on-demand price per device-hour, billed for at
-  least a minute; power x PUE; grid intensity); bought cards cost their price plus electricity, the CPU
-  you have only its electricity. Spot prices are named in the reasons, for jobs that checkpoint.
+  least a minute; power x PUE; grid intensity); bought cards cost their price plus their share of a
+  server (``cost.host_share``: an assumption, ``cost.SERVER_USD_PER_GPU`` and ``cost.SERVER_W_PER_GPU``
+  per data-centre GPU) plus the electricity of both in a server room (``OWNED_PUE_ROW``); the CPU you
+  have costs only its electricity. Spot prices are named in the reasons, for jobs that checkpoint.
 * **the choice**: the cheapest option that fits memory, the deadline and the budget and that the
   privacy rule allows ("regulated": data may not leave the premises, so only hardware you own); with
   ``energy="low"`` the one with the lowest kWh instead. Lightweight methods come first in
@@ -33,7 +38,7 @@ from . import catalog, comm, cost, names, validate
 from .memory.formulas import largest_model_that_fits, model_states_bytes
 
 __all__ = ["FRAMEWORKS", "PRIVACY", "ENERGY", "STATES_FRACTION", "TOTAL_FRACTION", "MICRO_BATCH", "DEVICE_COUNTS",
-           "CPU_GFLOPS", "CPU_MEMORY_GB", "CPU_WATTS", "Option", "Recommendation", "recommend"]
+           "CPU_GFLOPS", "CPU_NAME", "CPU_MEMORY_GB", "CPU_WATTS", "Option", "Recommendation", "recommend"]
 
 FRAMEWORKS = ("pytorch", "tensorflow", "jax")
 PRIVACY = ("none", "sensitive", "regulated")
@@ -47,24 +52,27 @@ TOTAL_FRACTION = 0.9
 #: Work per device per step in the scaling model (one step's compute against its all-reduce): 32 samples,
 #: and for jobs counted in tokens at least ``STEP_TOKENS`` tokens (e.g. 16 sequences of 2,048).
 MICRO_BATCH, STEP_TOKENS = 32, 32_768
-#: Gradient accumulation steps tried when a batch's activations do not fit (k micro-batches per batch).
-ACCUMULATION = (1, 2, 4, 8, 16, 32, 64)
 #: Device counts tried: PCIe cards up to one server (8), NVLink GPUs beyond it over InfiniBand NDR,
 #: TPUs up to their pod; bought hardware up to one 8-card server (``_OWNED_MAX``).
 DEVICE_COUNTS, _OWNED_MAX = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024), 8
 #: Compute Engine bills vCPUs, GPUs and memory per second after a one-minute minimum (its billing model,
 #: https://cloud.google.com/compute/vm-instance-pricing, as published; not re-checked): a tiny job pays a minute.
 CLOUD_MIN_HOURS = 1 / 60
-#: The CPU baseline, a 2-core cloud VM like Colab's free runtime: ~100 GFLOP/s fp32 (the 2-thread
-#: matmul rate measured on such machines, notebook 00), ~12 GB RAM, ~30 W for its share of a server
-#: (an assumption: pass your own numbers, e.g. ``course benchmark``'s matmul_gflops).
+#: The CPU baseline, an ASSUMED 2-core cloud VM like Colab's free runtime: ~100 GFLOP/s fp32 (the 2-thread
+#: matmul rate measured on such machines, notebook 00), ~12 GB RAM, ~30 W for its share of a server.
+#: Not this machine unless you pass its numbers (e.g. ``cpu.calibrate()`` or ``course benchmark``'s
+#: matmul_gflops as ``cpu_gflops``).
 CPU_GFLOPS, CPU_MEMORY_GB, CPU_WATTS = 100.0, 12.0, 30.0
-#: Hardware you run yourself: the US commercial tariff (a business, a hospital, a lab) and an average
-#: server room's PUE; the cloud's rows use the provider's PUE and its price includes electricity.
-ELECTRICITY_ROW, OWNED_PUE_ROW = cost.ELECTRICITY["commercial"], "pue-industry-average"
+#: The CPU option's name with the assumed rate (``CPU_GFLOPS``), and with a rate you pass.
+CPU_NAME, CPU_NAME_GIVEN = "a 2-core CPU (assumed {gflops:g} GFLOP/s)", "your CPU (given: {gflops:.3g} GFLOP/s)"
+#: Hardware you run yourself: the US commercial tariff (a business, a hospital, a lab) and, for the
+#: data-centre GPUs the guide can buy (they need a server), an average server room's PUE, the default of
+#: ``cost.owned_vs_cloud`` for data-centre cards too. The cloud's rows use the provider's PUE and its
+#: price includes electricity.
+ELECTRICITY_ROW, OWNED_PUE_ROW = cost.ELECTRICITY["commercial"], cost.SERVER_ROOM_PUE_ROW
 _LORA_FRACTION = 0.01  # LoRA adapters: ~0.01-1 % of the weights (Hu et al. 2021); 1 % is the generous end
 
-_WHERE = {"cpu": "this machine", "cloud": "cloud, on demand", "owned": "bought"}
+_WHERE = {"cpu": "a CPU you have", "cloud": "cloud, on demand", "owned": "bought, with its server share"}
 
 
 @dataclass(frozen=True)
@@ -128,7 +136,7 @@ class Recommendation:
         """One line: the choice and its time, cost and energy."""
         if self.hardware == "none":
             return "No configuration holds the model: " + self.relax
-        what = ("this machine's CPU" if self.where == "cpu" else
+        what = (self.name if self.where == "cpu" else
                 f"{self.devices} x {self.name} ({_WHERE[self.where]}, {_STRATEGY[self.strategy](self.zero_stage)})")
         est = f"{_hours(self.hours)}, {_money(self.usd)}, {_num(self.kwh, 'kWh')}, {_num(self.co2_kg, 'kg CO2')}"
         head = f"{what}: {est}; {self.memory_bytes / 1e9:.3g} GB per device"
@@ -182,6 +190,7 @@ class _Job:
     precision: str
     optimizer: str
     activation_bytes: int | None
+    batch_size: int | None  # samples the activation bytes hold (accumulation splits them)
     utilization: float
     grid: str
 
@@ -192,15 +201,30 @@ def _fits(states: int, activations: int | None, device_bytes: float) -> bool:
     return states + activations <= TOTAL_FRACTION * device_bytes
 
 
+def _divisors(n: int) -> tuple[int, ...]:
+    small = [k for k in range(1, math.isqrt(n) + 1) if n % k == 0]
+    return tuple(sorted(set(small) | {n // k for k in small}))
+
+
+def _micro(job: _Job, k: int) -> int:
+    """Activation bytes of one micro-batch of ``batch_size / k`` samples (exact when they are a multiple
+    of the batch, as ``memory.transformer_activation_bytes`` is)."""
+    return job.activation_bytes * (job.batch_size // k) // job.batch_size
+
+
 def _layout(job: _Job, devices: int, device_bytes: float) -> tuple[int, int, int, bool]:
     """(ZeRO stage, gradient accumulation steps, bytes per device, fits): the lowest stage, then the fewest
-    micro-batches, that fit; else the most sharded layout (stage 3, or 0 on one device) as it is."""
+    micro-batches, that fit; else the most sharded layout (stage 3, or 0 on one device) as it is.
+
+    Accumulation splits the batch into k micro-batches with k a divisor of ``batch_size`` (at most one
+    sample per micro-batch): when one sample's activations do not fit, only a higher stage or more devices
+    (the caller's next device count) can make room."""
     stages = (0,) if devices == 1 else (0, 1, 2, 3)
     acts = job.activation_bytes
     for stage in stages:
         states = model_states_bytes(job.n_params, job.precision, job.optimizer, stage, devices)
-        for k in ACCUMULATION if acts else (1,):
-            part = None if acts is None else -(-acts // k)
+        for k in _divisors(job.batch_size) if acts else (1,):
+            part = None if acts is None else _micro(job, k)
             if _fits(states, part, device_bytes):
                 return stage, k, states + (part or 0), True
     return stage, 1, states + (acts or 0), False
@@ -243,7 +267,7 @@ def _framework_notes(chip: catalog.Accelerator, framework: str) -> tuple[str, ..
     ) if cond)
 
 
-def _chip_options(job: _Job, chip: catalog.Accelerator, framework: str, owned_usd: float | None) -> list[Option]:
+def _chip_options(job: _Job, chip: catalog.Accelerator, framework: str, owned_card: str | None) -> list[Option]:
     dtype, dtype_note = _dtype(chip, job.precision)
     peak = chip.peak_flops(dtype)
     try:
@@ -254,17 +278,24 @@ def _chip_options(job: _Job, chip: catalog.Accelerator, framework: str, owned_us
     cap = min(chip.pod_chips, top) if chip.kind == "tpu" else 8 if chip.pod_chips == 1 else top
     notes = tuple(n for n in (dtype_note, *_framework_notes(chip, framework)) if n)
     out = []
-    for where in ("cloud", "owned") if owned_usd is not None else ("cloud",):
+    if owned_card is not None:  # the card plus its share of a server, in a server room (cost.host_share)
+        host = cost.host_share(owned_card)
+        owned_usd, owned_pue = cost.purchase_price(owned_card) + host["usd"], host["pue"]
+    g_per_kwh = catalog.get_price(cost.GRIDS[job.grid]).value
+    for where in ("cloud", "owned") if owned_card is not None else ("cloud",):
         for n in (d for d in DEVICE_COUNTS if d <= (cap if where == "cloud" else min(cap, _OWNED_MAX))):
             stage, k, mem, fits = _layout(job, n, chip.memory_gb * 1e9)
             eff = _efficiency(job, chip, n, peak, stage)
             fp = cost.training_footprint(job.flops, chip.key, chips=n, utilization=job.utilization, dtype=dtype,
                                          grid=job.grid, scaling_efficiency=eff,
-                                         pue="pue-google" if where == "cloud" else OWNED_PUE_ROW)
+                                         pue="pue-google" if where == "cloud" else owned_pue)
             hours, kwh, co2 = fp["hours"], fp.get("kwh"), fp.get("co2_kg")
             if where == "cloud":  # billed for at least a minute per device
                 usd = None if hourly is None else n * max(hours, CLOUD_MIN_HOURS) * hourly
-            else:
+            else:  # the server's share draws power too
+                if kwh is not None:
+                    kwh += n * hours * host["watts"] * owned_pue / 1000
+                    co2 = kwh * g_per_kwh / 1000
                 usd = n * owned_usd + (kwh or 0.0) * _electricity_usd()
             strategy = "single" if n == 1 else "ddp" if stage == 0 else "fsdp"
             out.append(Option(chip.key, chip.name, where, n, strategy, stage, k, dtype, peak / 1e12, mem,
@@ -278,14 +309,16 @@ def _electricity_usd() -> float:
     return catalog.get_price(ELECTRICITY_ROW).value
 
 
-def _cpu_option(job: _Job, gflops: float, memory_gb: float, watts: float) -> Option:
+def _cpu_option(job: _Job, gflops: float, memory_gb: float, watts: float, given: bool) -> Option:
     stage, k, mem, fits = _layout(job, 1, memory_gb * 1e9)
     hours = job.flops / (gflops * 1e9 * job.utilization) / 3600
     kwh = hours * watts / 1000
     co2 = kwh * catalog.get_price(cost.GRIDS[job.grid]).value / 1000
-    return Option("cpu", "this machine's CPU", "cpu", 1, "single", 0, k, "fp32", gflops / 1e3, mem, memory_gb * 1e9,
+    name = (CPU_NAME_GIVEN if given else CPU_NAME).format(gflops=gflops)
+    return Option("cpu", name, "cpu", 1, "single", 0, k, "fp32", gflops / 1e3, mem, memory_gb * 1e9,
                   fits, 1.0, hours, kwh * _electricity_usd(), kwh, co2, None,
-                  (f"CPU baseline at {gflops:g} GFLOP/s fp32 and {watts:g} W (assumed; pass your own)",))
+                  (f"CPU baseline at {gflops:g} GFLOP/s fp32 ({'given' if given else 'assumed'}) and {watts:g} W "
+                   f"(assumed unless given; pass your own)",))
 
 
 # ----------------------------------------------------------------------------- checks and the choice
@@ -294,7 +327,12 @@ def _why_not(o: Option, job: _Job, privacy: str, budget: float | None, deadline:
     """Why an option is out ('' if it is feasible)."""
     if not o.fits:
         room = STATES_FRACTION if job.activation_bytes is None else TOTAL_FRACTION
-        return f"needs {o.memory_bytes / 1e9:.3g} GB per device, more than {room:.0%} of {o.device_bytes / 1e9:.3g} GB"
+        why = f"needs {o.memory_bytes / 1e9:.3g} GB per device, more than {room:.0%} of {o.device_bytes / 1e9:.3g} GB"
+        if job.activation_bytes is not None and job.batch_size > 1:
+            why += (f", even with gradient accumulation down to one sample per micro-batch "
+                    f"({_gb(_micro(job, job.batch_size))} of activations): shard, add devices, or checkpoint "
+                    f"activations")
+        return why
     if privacy == "regulated" and o.where == "cloud":
         return "regulated data may not leave the premises"
     if o.usd is None:
@@ -358,16 +396,17 @@ def _methods(o: Option, job: _Job, single: list[Option]) -> list[str]:
                    f"the bytes; model states stay {_bpp(job)} B per parameter with {job.optimizer} "
                    f"(memory.model_states_bytes){scaler}")
     usable = (TOTAL_FRACTION if job.activation_bytes is not None else STATES_FRACTION) * o.device_bytes
-    states = o.memory_bytes - (0 if job.activation_bytes is None else -(-job.activation_bytes // o.accumulation))
+    states = o.memory_bytes - (0 if job.activation_bytes is None else _micro(job, o.accumulation))
     free = (TOTAL_FRACTION if job.activation_bytes is not None else 1) * o.device_bytes - states
     if job.activation_bytes is None:
         out.append(f"gradient accumulation: the batch's activations must fit in the {_gb(max(free, 0))} left next to "
                    f"the {_gb(states)} of model states; if they do not, split the batch into micro-batches and "
                    "accumulate their gradients (same update, notebook 04)")
     elif o.accumulation > 1:
-        out.append(f"gradient accumulation over {o.accumulation} micro-batches: the batch's activations "
-                   f"({_gb(job.activation_bytes)}) do not fit in the {_gb(free)} left, a micro-batch's "
-                   f"({_gb(-(-job.activation_bytes // o.accumulation))}) does; same update (notebook 04)")
+        out.append(f"gradient accumulation over {o.accumulation} micro-batches of {job.batch_size // o.accumulation} "
+                   f"samples: the batch's activations ({job.batch_size} samples, {_gb(job.activation_bytes)}) do not "
+                   f"fit in the {_gb(free)} left, a micro-batch's ({_gb(_micro(job, o.accumulation))}) does; same "
+                   f"update (notebook 04)")
     else:
         out.append(f"gradient accumulation: not needed, the batch's activations ({_gb(job.activation_bytes)}) fit in "
                    f"the {_gb(free)} left next to the model states")
@@ -430,20 +469,22 @@ def _reasons(o: Option, job: _Job, work: str, chosen_from: str, privacy: str, bu
                 f"{largest_model_that_fits(o.device_bytes, job.precision, job.optimizer):.3g} parameters on one)"
                 if job.activation_bytes is None else
                 f"states plus activations ({_gb(job.activation_bytes)} per batch"
-                + (f", {_gb(-(-job.activation_bytes // o.accumulation))} per micro-batch" if o.accumulation > 1 else "")
+                + (f", {_gb(_micro(job, o.accumulation))} per micro-batch of {job.batch_size // o.accumulation}"
+                   if o.accumulation > 1 else "")
                 + f") may use {TOTAL_FRACTION:.0%} of it")
     out.append(f"Model states with {job.precision} and {job.optimizer}: {_bpp(job)} B per parameter, {_gb(states)} "
                f"{on}" + (f" (ZeRO stage {o.zero_stage} over {o.devices})" if o.zero_stage else "") +
                f" (memory.model_states_bytes); {o.name} has {_gb(o.device_bytes)}: {fit_rule}.")
     if o.hardware == "cpu":
-        out.append(f"On this machine's CPU at {job.utilization:.0%} of {o.peak_tflops * 1e3:g} GFLOP/s (fp32; assumed "
+        out.append(f"On {o.name} at {job.utilization:.0%} of {o.peak_tflops * 1e3:.3g} GFLOP/s (fp32; "
                    f"{o.kwh / o.hours * 1e3:g} W): {_hours(o.hours)}.")
     else:
         scale = f" at {o.efficiency:.0%} scaling efficiency (comm.data_parallel_speedup)" if o.devices > 1 else ""
         out.append(f"On {o.devices} x {o.name} at {job.utilization:.0%} of {o.peak_tflops:g} TFLOP/s "
                    f"({o.dtype}){scale}: {_hours(o.hours)}.")
     if o.where == "cloud":
-        line = f"Cloud on demand at {o.usd_per_hour:g} USD per device-hour: {_money(o.usd)}"
+        line = (f"Cloud on demand (the host VM's share included) at {o.usd_per_hour:g} USD per device-hour: "
+                f"{_money(o.usd)}")
         try:
             spot = cost.cloud_hourly(o.hardware, spot=True) * o.devices * o.hours
             line += (f"; on Spot (preemptible) capacity about {_money(spot)}, if the job checkpoints and resumes "
@@ -452,15 +493,20 @@ def _reasons(o: Option, job: _Job, work: str, chosen_from: str, privacy: str, bu
             pass
         out.append(line + ".")
     elif o.where == "owned":
-        each = o.usd - (o.kwh or 0) * _electricity_usd()
-        out.append(f"Bought: {o.devices} x {each / o.devices:,.0f} USD plus {_num(o.kwh, 'kWh')} at "
+        card = next(p for p in catalog.prices("purchase") if p.accelerator == o.hardware)
+        host = cost.host_share(card.key)
+        out.append(f"Bought: {o.devices} x ({card.value:,.0f} USD for the card + {host['usd']:,.0f} USD, an assumed "
+                   f"share of the server it needs, cost.host_share; pass your own quote) plus {_num(o.kwh, 'kWh')} "
+                   f"(card + {host['watts']:g} W of server, PUE {host['pue']:g} of a {host['where']}) at "
                    f"{_electricity_usd():g} USD/kWh = {_money(o.usd)}, all charged to this one job "
                    f"(cost.owned_vs_cloud spreads a purchase over a project's months).")
     else:
-        out.append(f"On a machine you already have only electricity counts: {_num(o.kwh, 'kWh')} at "
+        out.append(f"On a CPU you already have only electricity counts: {_num(o.kwh, 'kWh')} at "
                    f"{_electricity_usd():g} USD/kWh = {_money(o.usd)}.")
     g = catalog.get_price(cost.GRIDS[job.grid]).value
-    out.append(f"Energy {_num(o.kwh, 'kWh')} (power x hours x PUE) and {_num(o.co2_kg, 'kg CO2')} at the "
+    out.append(f"Energy {_num(o.kwh, 'kWh')} (power x hours x PUE"
+               + ("; the chips only, their host is in the hourly price" if o.where == "cloud" else "")
+               + f") and {_num(o.co2_kg, 'kg CO2')} at the "
                f"{job.grid} grid's {g:g} g CO2 per kWh.")
     out.append(chosen_from)
     if deadline is not None:
@@ -474,10 +520,10 @@ def _reasons(o: Option, job: _Job, work: str, chosen_from: str, privacy: str, bu
                    "you choose and tight access control; bought hardware is in the table too.")
     elif privacy == "regulated":
         out.append("Regulated data (e.g. healthcare): the data may not leave the premises, so cloud rental is left "
-                   "out and only this machine or hardware you buy counts.")
+                   "out and only a CPU you have or hardware you buy counts.")
         cheap = [p for p in catalog.prices("purchase") if p.accelerator is None]
         if cheap:
-            out.append("Cheaper cards in the price table have no row in the accelerator catalog, so their time is not "
+            out.append("Other cards in the price table have no row in the accelerator catalog, so their time is not "
                        "estimated here: " + "; ".join(
                            f"{p.name} {p.memory_gb:g} GB, {p.value:,.0f} USD, {'ECC' if p.ecc else 'no ECC'}"
                            + (", needs ROCm" if (p.vendor or "").upper() == "AMD" else "") for p in cheap) + ".")
@@ -495,7 +541,8 @@ def recommend(n_params: float, n_samples: float, *, tokens_per_sample: float = 1
               flops_per_sample: float | None = None, framework: str = "pytorch", budget_usd: float | None = None,
               deadline_hours: float | None = None, privacy: str = "none", energy: str = "any",
               precision: str = "bf16-mixed", optimizer: str = "adam", activation_bytes: float | None = None,
-              utilization: float = 0.4, grid: str = "world", cpu_gflops: float = CPU_GFLOPS,
+              batch_size: int | None = None, utilization: float = 0.4, grid: str = "world",
+              cpu_gflops: float | None = None,
               cpu_memory_gb: float = CPU_MEMORY_GB, cpu_watts: float = CPU_WATTS) -> Recommendation:
     """The hardware to train on, with its memory, time, cost and energy estimates and the reasons.
 
@@ -505,21 +552,27 @@ def recommend(n_params: float, n_samples: float, *, tokens_per_sample: float = 1
       tokens each (1, the default, makes ``n_samples`` a token count), ``epochs`` passes; training
       FLOPs 6 x parameters x tokens (``compute.training_flops``), or ``flops_per_sample`` (forward and
       backward of one example, e.g. 3 x the forward FLOPs of a CNN) x samples x epochs;
-      ``activation_bytes``: activations of one batch per device (e.g.
-      ``memory.transformer_activation_bytes``), or None to keep 20 % of the memory for them;
+      ``activation_bytes``: activations of one batch of ``batch_size`` samples per device (e.g.
+      ``memory.transformer_activation_bytes(batch=batch_size, ...)``; both or neither), or None to keep
+      20 % of the memory for them. Gradient accumulation splits that batch into k micro-batches, k a
+      divisor of ``batch_size``; when one sample does not fit, the option needs sharding or more devices;
     * the setting: ``framework`` (one of ``FRAMEWORKS``), ``budget_usd`` and ``deadline_hours`` (None:
       no limit), ``privacy`` (``PRIVACY``: "none"; "sensitive", e.g. finance; "regulated", e.g.
       healthcare: the data may not leave the premises), ``energy`` ("any", or "low": the feasible option
       with the fewest kWh), ``precision`` and ``optimizer`` (``names.PRECISIONS``, ``names.OPTIMIZERS``);
     * the estimate's assumptions: ``utilization`` (model FLOPs utilisation, 0.4), ``grid`` (a name of
-      ``cost.GRIDS``), and this machine's CPU (``cpu_gflops`` fp32, ``cpu_memory_gb``, ``cpu_watts``).
+      ``cost.GRIDS``), and the CPU option: by default an ASSUMED 2-core CPU (``CPU_GFLOPS`` = 100
+      GFLOP/s fp32, ``CPU_MEMORY_GB``, ``CPU_WATTS``), named so in the output; pass ``cpu_gflops`` (e.g.
+      ``cpu.calibrate().fp32_flops / 1e9``), ``cpu_memory_gb`` and ``cpu_watts`` for your machine.
+    * owned hardware: the purchase price plus ``cost.host_share`` (an assumed share of a GPU server per
+      data-centre card, in a server room's PUE); cloud prices include their host.
 
     Returns a ``Recommendation``; when nothing meets every constraint, ``feasible`` is False and
     ``relax`` says the smallest change that makes an option feasible (the recommendation is then that
     option). Raises ValueError (TypeError for the wrong kind of value) naming the argument and what it
     accepts.
     """
-    n = validate.positive("n_params", n_params)
+    n = validate.number("n_params", n_params, minimum=1)  # a count: 0.5 would round to no parameters
     samples = validate.positive("n_samples", n_samples)
     tps = validate.positive("tokens_per_sample", tokens_per_sample)
     epochs = validate.positive("epochs", epochs)
@@ -532,10 +585,17 @@ def recommend(n_params: float, n_samples: float, *, tokens_per_sample: float = 1
     energy = validate.choice("energy", energy, ENERGY)
     precision, optimizer = names.precision(precision), names.optimizer(optimizer)
     acts = validate.optional(validate.nonnegative, "activation_bytes", activation_bytes)
+    batch = validate.optional(validate.positive_int, "batch_size", batch_size)
+    if (acts is None) != (batch is None):
+        raise ValueError(f"activation_bytes and batch_size go together (the activations of a batch of batch_size "
+                         f"samples, which gradient accumulation may split); got activation_bytes={activation_bytes!r}, "
+                         f"batch_size={batch_size!r}")
     utilization = validate.fraction("utilization", utilization, allow_one=True)
     grid = validate.choice("grid", grid, tuple(cost.GRIDS))
+    cpu_given = cpu_gflops is not None
     cpu = [validate.positive(k, v) for k, v in
-           (("cpu_gflops", cpu_gflops), ("cpu_memory_gb", cpu_memory_gb), ("cpu_watts", cpu_watts))]
+           (("cpu_gflops", CPU_GFLOPS if cpu_gflops is None else cpu_gflops), ("cpu_memory_gb", cpu_memory_gb),
+            ("cpu_watts", cpu_watts))]
 
     tokens = samples * tps * epochs
     per_sample = fps if fps is not None else 6.0 * n * tps
@@ -545,10 +605,11 @@ def recommend(n_params: float, n_samples: float, *, tokens_per_sample: float = 1
             if fps is None else
             f"Training does {flops:.3g} FLOPs: {fps:.3g} FLOPs per sample x {samples:.3g} samples x {epochs:g} epochs.")
     step = MICRO_BATCH * fps if fps is not None else 6.0 * n * max(MICRO_BATCH * tps, STEP_TOKENS)
-    job = _Job(int(n), flops, step, precision, optimizer, None if acts is None else int(acts), utilization, grid)
+    job = _Job(int(n), flops, step, precision, optimizer, None if acts is None else int(acts), batch, utilization,
+               grid)
 
-    owned = {p.accelerator: p.value for p in catalog.prices("purchase") if p.accelerator}
-    options = [_cpu_option(job, *cpu)]
+    owned = {p.accelerator: p.key for p in catalog.prices("purchase") if p.accelerator}
+    options = [_cpu_option(job, *cpu, cpu_given)]
     for chip in catalog.accelerators():
         options.extend(_chip_options(job, chip, framework, owned.get(chip.key)))
     options = [replace(o, why_not=w, feasible=not w) for o in options

@@ -64,10 +64,24 @@ def test_purchase_rows_cover_tiers_ecc_and_amd():
 
 
 def test_vram_rows_are_derived_from_the_cards_as_their_notes_say():
-    small, big = catalog.get_price("rtx-4060-ti-8gb"), catalog.get_price("rtx-4060-ti-16gb")
-    assert catalog.get_price("vram-gddr6").value == (big.value - small.value) / (big.memory_gb - small.memory_gb)
-    h100 = catalog.get_price("h100")
+    """Both GPU-memory rows are a whole card's price / its memory (the same method, so they compare); the
+    GDDR row's notes also give the marginal price of 8 GB more on the same chip."""
+    rtx, h100 = catalog.get_price("rtx-4090"), catalog.get_price("h100")
+    assert catalog.get_price("vram-gddr6").value == pytest.approx(rtx.value / rtx.memory_gb, abs=0.05)
     assert catalog.get_price("vram-hbm-h100").value == h100.value / h100.memory_gb
+    small, big = catalog.get_price("rtx-4060-ti-8gb"), catalog.get_price("rtx-4060-ti-16gb")
+    marginal = (big.value - small.value) / (big.memory_gb - small.memory_gb)
+    assert f"${marginal:.2f} per GB" in catalog.get_price("vram-gddr6").notes
+    assert {r["method"] for r in cost.storage_ladder() if r["key"].startswith("vram")} == {"whole card / GB"}
+
+
+def test_data_centre_rows_say_they_have_no_list_price():
+    for key in ("a100-80gb", "h100", "mi300x"):
+        assert catalog.get_price(key).notes.startswith("NO LIST PRICE") and "host_share" in catalog.get_price(key).notes
+    for key in ("grid-france", "grid-germany", "grid-india"):
+        row = catalog.get_price(key)
+        assert row.source_date <= "2025-12" and "not re-checked" in row.notes
+    assert not any("06.4" in p.notes for p in catalog.prices("cloud-spot"))
 
 
 def test_energy_and_carbon_rows():
@@ -114,6 +128,10 @@ def test_cloud_hourly_and_purchase_price():
 def test_unknown_names_list_the_valid_ones():
     with pytest.raises(ValueError, match="Accepted keys: p100-16gb"):
         cost.cloud_hourly("gtx-1080")
+    with pytest.raises(TypeError, match="accelerator must be a str"):
+        cost.cloud_hourly(3)
+    with pytest.raises(ValueError, match="dtype='fp8' nor fallback_dtype='fp16'"):
+        cost.footprint_table(1e18, dtype="fp8")
     with pytest.raises(ValueError, match=r"no on-demand price .*priced: t4, a100-40gb"):
         cost.cloud_hourly("l40s")
     with pytest.raises(ValueError, match="cards: rtx-4090, rx-7900-xtx"):
@@ -145,7 +163,22 @@ def test_owned_vs_cloud_break_even_by_hand():
     assert r["cloud_usd"] == pytest.approx(0.71 * 200 * 24)  # 3,408
     assert r["break_even_months"] == pytest.approx(1599 * 0.7 / (0.71 * 200 - energy_per_month))  # 8.59
     assert r["cheaper"] == "owned" and r["cards_bought"] == 1
-    assert r["sources"] == ["rtx-4090", "electricity-us-commercial", "given"]
+    assert r["sources"] == ["rtx-4090", "electricity-us-commercial", "desk"]  # a consumer card: PUE 1.0, no server
+    assert r["host_usd"] == 0 and r["host_w"] == 0 and r["pue"] == cost.DESK_PUE
+
+
+def test_a_data_centre_card_pays_for_its_server_share_in_a_server_room():
+    """An SXM A100 needs a server: by default the assumed share (cost.host_share) and the server room's PUE."""
+    r = cost.owned_vs_cloud("a100-80gb", hours_per_month=100, months=36)
+    pue = catalog.get_price(cost.SERVER_ROOM_PUE_ROW).value
+    assert r["purchase_usd"] == 15000 + cost.SERVER_USD_PER_GPU and r["card_usd"] == 15000
+    kwh = (400 + cost.SERVER_W_PER_GPU) * pue / 1000 * 100 * 36
+    assert r["energy_kwh"] == pytest.approx(kwh) and r["pue"] == pue
+    assert r["owned_usd"] == pytest.approx((15000 + cost.SERVER_USD_PER_GPU) * 0.7 + kwh * 0.13)
+    assert r["sources"][2] == cost.SERVER_ROOM_PUE_ROW
+    bare = cost.owned_vs_cloud("a100-80gb", hours_per_month=100, months=36, host_usd=0, host_w=0, pue=1.0)
+    assert bare["owned_usd"] < r["owned_usd"] and bare["sources"][2] == "given"
+    assert cost.host_share("rtx-6000-ada")["where"] == "desk" and cost.host_share("h100")["where"] == "server room"
 
 
 def test_owned_vs_cloud_lifetime_resale_and_never():
@@ -177,6 +210,7 @@ def test_owned_vs_cloud_lifetime_resale_and_never():
     ({"hours_per_month": 100, "months": 12, "host_usd": -5}, ValueError, "host_usd"),
     ({"hours_per_month": 100, "months": 12, "electricity": "solar"}, ValueError, "electricity='solar'"),
     ({"hours_per_month": 100, "months": 12, "pue": 0}, ValueError, "pue"),
+    ({"hours_per_month": 100, "months": 12, "pue": 0.5}, ValueError, "pue must be a number >= 1"),
     ({"hours_per_month": 100, "months": 12, "pue": "electricity-us-industrial"}, ValueError, "pue='electricity"),
     ({"hours_per_month": 100, "months": 12, "electricity": "pue-google"}, ValueError, "accepted values .*'commercial'"),
     ({"hours_per_month": "100", "months": 12}, TypeError, "hours_per_month"),

@@ -48,9 +48,10 @@ def test_activations_equal_the_calculator_and_accumulation_splits_them():
     is split into micro-batches (gradient accumulation), and the bytes are those of the smaller batch."""
     shape = dict(seq_len=2048, d_model=768, n_layers=12, n_heads=12)
     acts = memory.transformer_activation_bytes(batch=16, bytes_per_value=2, **shape)
-    rec = recommend(124e6, 2.5e9, activation_bytes=acts)
+    rec = recommend(124e6, 2.5e9, activation_bytes=acts, batch_size=16)
     for o in rec.options:
         if o.fits:
+            assert 16 % o.accumulation == 0
             want = memory.large_model_memory(124e6, zero_stage=o.zero_stage, data_parallel=o.devices,
                                              batch=16 // o.accumulation, **shape)["total"]
             assert o.memory_bytes == want
@@ -58,6 +59,84 @@ def test_activations_equal_the_calculator_and_accumulation_splits_them():
     assert l4.accumulation == 4 and l4.fits  # 58.6 GB of activations; 19.6 GB left on a 24 GB L4
     h200 = next(o for o in rec.options if (o.hardware, o.where, o.devices) == ("h200", "cloud", 1))
     assert h200.accumulation == 1
+
+
+GPT_1_3B = dict(seq_len=2048, d_model=2048, n_layers=24, n_heads=16)  # GPT-3 XL's shape, 1.3B parameters
+
+
+def test_accumulation_never_splits_a_batch_below_one_sample():
+    """Batch 8 of a 1.3B transformer at 2,048 tokens: one sample's activations (11.5 GB) do not fit next to the
+    20.8 GB of Adam states on a 32 GB TPU v6e, so one chip must not fit (64 micro-batches of 1/8 sample did)."""
+    acts = memory.transformer_activation_bytes(batch=8, bytes_per_value=2, **GPT_1_3B)
+    rec = recommend(1.3e9, 2e9, activation_bytes=acts, batch_size=8, framework="jax")
+    v6e = next(o for o in rec.options if (o.hardware, o.where, o.devices) == ("tpu-v6e", "cloud", 1))
+    assert not v6e.fits and not v6e.feasible and "one sample per micro-batch" in v6e.why_not
+    assert v6e.memory_bytes == memory.large_model_memory(1.3e9, batch=8, **GPT_1_3B)["total"]
+    for o in rec.options:
+        assert 1 <= o.accumulation <= 8 and 8 % o.accumulation == 0
+        if o.fits:  # the guide's bytes are notebook 02's calculator at the micro-batch it chose
+            want = memory.large_model_memory(1.3e9, zero_stage=o.zero_stage, data_parallel=o.devices,
+                                             batch=8 // o.accumulation, **GPT_1_3B)["total"]
+            assert o.memory_bytes == want
+            assert o.memory_bytes <= decision.TOTAL_FRACTION * o.device_bytes
+    assert rec.feasible and (rec.devices > 1 or rec.accumulation > 1 or rec.memory_bytes < 32e9)
+    if rec.accumulation > 1:
+        assert any(f"micro-batches of {8 // rec.accumulation} samples" in m for m in rec.methods)
+
+
+def test_a_small_batch_uses_only_its_divisors():
+    acts = memory.transformer_activation_bytes(batch=6, bytes_per_value=2, seq_len=2048, d_model=768, n_layers=12,
+                                               n_heads=12)
+    rec = recommend(124e6, 2.5e9, activation_bytes=acts, batch_size=6)
+    assert {o.accumulation for o in rec.options} <= {1, 2, 3, 6}
+    l4 = next(o for o in rec.options if (o.hardware, o.where, o.devices) == ("l4", "cloud", 1))
+    assert l4.fits and l4.accumulation == 2  # 22 GB for 6 samples do not fit in the 19.6 GB left, 11 GB for 3 do
+
+
+def test_notebook_cases_memory_is_the_memory_module():
+    """Notebook 07.3's three worked cases: the guide's bytes per device are memory.model_states_bytes."""
+    cases = (dict(n_params=301_066, n_samples=1347, epochs=20),
+             dict(n_params=7e9, n_samples=1e6, tokens_per_sample=512, budget_usd=2000, deadline_hours=72),
+             dict(n_params=1e9, n_samples=2e7, tokens_per_sample=1000, deadline_hours=168))
+    for kw in cases:
+        rec = recommend(**kw)
+        assert rec.memory_bytes == memory.model_states_bytes(int(kw["n_params"]), "bf16-mixed", "adam",
+                                                             rec.zero_stage, rec.devices)
+
+
+def test_regulated_clinic_never_rents():
+    """Notebook 07.3's clinic: with regulated data no cloud option may be feasible or chosen."""
+    clinic = dict(n_params=350e6, n_samples=2e6, tokens_per_sample=256, budget_usd=20000, deadline_hours=240)
+    for budget in (20000, 40000, None):
+        rec = recommend(**{**clinic, "budget_usd": budget}, privacy="regulated")
+        assert rec.where in ("owned", "cpu")
+        assert all(not o.feasible for o in rec.options if o.where == "cloud")
+        assert all(o.why_not == "regulated data may not leave the premises" for o in rec.options
+                   if o.where == "cloud" and o.fits and o.usd is not None)
+    assert recommend(**clinic, privacy="none").where == "cloud"
+
+
+def test_owned_options_pay_for_their_server_share_in_a_server_room():
+    """A bought data-centre GPU costs its card + cost.host_share's assumed server share, and its energy counts
+    the server's watts at the server room's PUE: the same defaults as cost.owned_vs_cloud."""
+    rec = recommend(1.3e9, 2e9, privacy="regulated")
+    a100 = next(o for o in rec.options if (o.hardware, o.where, o.devices) == ("a100-80gb", "owned", 2))
+    host = cost.host_share("a100-80gb")
+    assert host["usd"] == cost.SERVER_USD_PER_GPU > 0 and host["where"] == "server room"
+    assert host["pue"] == catalog.get_price(decision.OWNED_PUE_ROW).value
+    acc = catalog.get_accelerator("a100-80gb")
+    kwh = 2 * a100.hours * (acc.power_w + host["watts"]) * host["pue"] / 1000
+    assert a100.kwh == pytest.approx(kwh)
+    elec = catalog.get_price(decision.ELECTRICITY_ROW).value
+    assert a100.usd == pytest.approx(2 * (cost.purchase_price("a100-80gb") + host["usd"]) + kwh * elec)
+    r = cost.owned_vs_cloud("a100-80gb", hours_per_month=100, months=12)
+    assert r["pue"] == host["pue"] and r["host_usd"] == host["usd"] and r["host_w"] == host["watts"]
+
+
+def test_the_cpu_option_says_whether_its_speed_is_assumed():
+    assert recommend(1e4, 1e6).name == f"a 2-core CPU (assumed {decision.CPU_GFLOPS:g} GFLOP/s)"
+    assert "assumed 100 GFLOP/s" in recommend(1e4, 1e6).headline()
+    assert "given: 250 GFLOP/s" in recommend(1e4, 1e6, cpu_gflops=250).headline()
 
 
 def test_time_and_cost_are_the_compute_and_cost_modules():
@@ -140,7 +219,9 @@ def test_nothing_feasible_says_the_smallest_change():
     (dict(energy="green"), "energy"), (dict(precision="fp8"), "precision"), (dict(optimizer="lion"), "optimizer"),
     (dict(budget_usd=-5), "budget_usd"), (dict(deadline_hours=0), "deadline_hours"), (dict(grid="mars"), "grid"),
     (dict(flops_per_sample=-1), "flops_per_sample"), (dict(utilization=1.5), "utilization"),
-    (dict(activation_bytes=-1), "activation_bytes"), (dict(cpu_gflops=0), "cpu_gflops"),
+    (dict(activation_bytes=-1, batch_size=4), "activation_bytes"), (dict(cpu_gflops=0), "cpu_gflops"),
+    (dict(n_params=0.5), "n_params"), (dict(activation_bytes=1e9), "batch_size"),
+    (dict(batch_size=8), "activation_bytes"), (dict(activation_bytes=1e9, batch_size=0), "batch_size"),
 ])
 def test_bad_input_names_the_argument(kwargs, arg):
     args = {"n_params": 124e6, "n_samples": 1e9, **kwargs}
@@ -165,6 +246,6 @@ def test_widget_text_is_the_recommendation():
 def test_table_has_one_row_per_hardware_and_place():
     rows = recommend(124e6, 2.5e9).table()
     keys = [(r["hardware"], r["where"]) for r in rows]
-    assert len(keys) == len(set(keys)) and ("cpu", "this machine") in keys
+    assert len(keys) == len(set(keys)) and ("cpu", "a CPU you have") in keys
     assert {"fits", "hours", "usd", "kwh", "memory_gb", "feasible", "why_not"} <= set(rows[0])
     assert not any(math.isnan(r["hours"]) for r in rows)
