@@ -496,8 +496,8 @@ def hardware_option(scenario: dict, hardware: str, devices: int) -> dict:
     fill at most ``PICK_STATES_FRACTION`` of the device (None when none does); ``memory_gb`` (10^9
     bytes) at that stage (stage 3 when none fits); ``hours`` and, rented, ``usd`` from
     ``cost.training_footprint`` (6 x parameters x tokens FLOPs at ``PICK_UTILIZATION``, perfect scaling);
-    a regulated scenario buys its cards: ``usd`` = devices x ``cost.purchase_price``. ``feasible`` adds the
-    deadline, the budget and a known price.
+    a regulated scenario buys its cards: ``usd`` = devices x (``cost.purchase_price`` + the server share of
+    ``cost.host_share``). ``feasible`` adds the deadline, the budget and a known price.
     """
     from . import catalog, compute, cost
     from .memory import model_states_bytes
@@ -514,7 +514,7 @@ def hardware_option(scenario: dict, hardware: str, devices: int) -> dict:
     foot = cost.training_footprint(flops, acc.key, chips=devices, utilization=PICK_UTILIZATION, dtype=pick_dtype(acc.key))
     owned = s["privacy"] == "regulated"
     try:
-        usd = devices * cost.purchase_price(acc.key) if owned else foot["usd"]
+        usd = devices * (cost.purchase_price(acc.key) + cost.host_share(acc.key)["usd"]) if owned else foot["usd"]
     except ValueError:
         usd = None
     feasible = (zero is not None and usd is not None and foot["hours"] <= s["deadline_hours"]
