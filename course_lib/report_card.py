@@ -3,9 +3,9 @@
 
 A learner runs ``course benchmark`` on each machine they can reach (a laptop, a Colab CPU, a Colab T4),
 collects the JSON files in one folder, and calls :func:`write_report_card` on it. The card is a PNG (one
-panel per headline figure, one bar per machine, the catalog's accelerators as dashed reference lines where
+panel per headline figure, one bar per result, the catalog's accelerators as dashed reference lines where
 the catalog holds the same quantity) and one self-contained HTML page (the PNG embedded, a table of the
-figures with the best machine per row, each machine's hardware, the files that were skipped and why, and
+figures with the best result per row, each result's hardware, the files that were skipped and why, and
 the reference rows with their sources).
 
 Reference lines are data-sheet ceilings, not measurements: ``matmul_gflops`` against the dense fp32 and
@@ -28,7 +28,7 @@ from . import catalog, plots
 from .benchmark.suite import HEADLINES, ResultError, load_result
 
 __all__ = ["ReportCard", "write_report_card", "compare_table", "card_figure", "reference_rows", "summary_text",
-           "DEFAULT_REFERENCES", "PNG_NAME", "HTML_NAME"]
+           "hardware_count", "DEFAULT_REFERENCES", "PNG_NAME", "HTML_NAME"]
 
 DEFAULT_REFERENCES = ("t4", "a100-80gb", "tpu-v5e")
 PNG_NAME = "report_card.png"
@@ -122,6 +122,35 @@ def _labels(results: Sequence[dict]) -> list[str]:
     return out
 
 
+def _hardware_key(result: dict) -> tuple:
+    """What stays the same between two runs on one machine: platform, CPU, cores, RAM and accelerators (not the
+    thread count, the usable cores or the free memory, which a run's settings or other programs change)."""
+    hw = result.get("hardware") if isinstance(result.get("hardware"), dict) else {}
+    cpu = hw.get("cpu") if isinstance(hw.get("cpu"), dict) else {}
+    accs = hw.get("accelerators") if isinstance(hw.get("accelerators"), list) else []
+    return (str(hw.get("platform")), str(cpu.get("model")), str(cpu.get("architecture")),
+            str(cpu.get("physical_cores")), str(cpu.get("logical_cores")), str(hw.get("ram_bytes")),
+            tuple(sorted(str(a.get("name")) for a in accs if isinstance(a, dict))))
+
+
+def hardware_count(results: Sequence[dict]) -> int:
+    """How many different hardware descriptions the results hold (platform, CPU model, cores, RAM and
+    accelerators): 1 when every result comes from one machine, e.g. at different settings or with another
+    program running. Two machines of the same model count as one. Notebook 07.1, "Compare machines"."""
+    return len({_hardware_key(r) for r in results})
+
+
+def _compared(n_results: int, n_hardware: int) -> str:
+    """'2 results on the same hardware', '3 machines', or '3 results from 2 kinds of hardware'."""
+    if n_results == 1:
+        return "1 result"
+    if n_hardware == 1:
+        return f"{n_results} results on the same hardware"
+    if n_hardware == n_results:
+        return f"{n_results} machines"
+    return f"{n_results} results from {n_hardware} kinds of hardware"
+
+
 # --------------------------------------------------------------------------------------
 # The comparison (pure)
 # --------------------------------------------------------------------------------------
@@ -191,7 +220,7 @@ def _clip(text: str, n: int) -> str:
 
 def card_figure(card: ReportCard):
     """The card's chart as a matplotlib figure and its panel axes, to show in a notebook (the PNG is this figure):
-    one panel per headline figure, one bar per machine, the reference accelerators as dashed lines
+    one panel per headline figure, one bar per result, the reference accelerators as dashed lines
     (notebook 07.1, "Compare machines")."""
     rows, refs, labels = card.rows, card.references, card.labels or _labels(card.results)
 
@@ -219,8 +248,8 @@ def card_figure(card: ReportCard):
     if len(labels) == 1 or leader is None:
         title = f"{_clip(labels[0], 40)} on the course benchmark"
     else:
-        title = (f"{len(labels)} machines on the course benchmark: {_clip(leader, 32)} is best on {wins[leader]} of "
-                 f"{measured} figures")
+        title = (f"{_compared(len(labels), hardware_count(card.results))} on the course benchmark: "
+                 f"{_clip(leader, 32)} is best on {wins[leader]} of {measured} figures")
     if refs:
         title += "\ndashed lines: catalog data-sheet peaks (ceilings, not measured)"
     return plots.reference_bars(panels, title=title)
@@ -261,15 +290,16 @@ th{background:#f3f3f3;text-align:left}td.num{text-align:right}td.best{font-weigh
 img{max-width:100%}.note{color:#555;font-size:0.9em}"""
 
 
-def _html(card_png: bytes, rows, labels, hw_rows, refs, skipped) -> str:
+def _html(card_png: bytes, rows, labels, hw_rows, refs, skipped, n_hardware: int) -> str:
     e = lambda x: html.escape(str(x), quote=True)  # noqa: E731: every string from a file goes through here
     created = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     out = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
            "<title>Benchmark report card</title>", f"<style>{_CSS}</style></head><body>",
            "<h1>Benchmark report card</h1>",
-           f'<p class="note">{len(labels)} machine(s) compared, {len(skipped)} file(s) skipped; made {e(created)} '
-           f"by course_lib {e(course_lib.__version__)}. The best machine per figure is highlighted.</p>",
-           f'<img alt="Headline figures per machine, with catalog reference lines" '
+           f'<p class="note">{e(_compared(len(labels), n_hardware))} compared, {len(skipped)} file(s) skipped; '
+           f"made {e(created)} by course_lib {e(course_lib.__version__)}. The best result per figure is "
+           "highlighted.</p>",
+           f'<img alt="Headline figures per result, with catalog reference lines" '
            f'src="data:image/png;base64,{base64.b64encode(card_png).decode("ascii")}">',
            "<h2>Headline figures</h2><table><tr><th>figure</th><th>unit</th><th>better</th>"
            + "".join(f"<th>{e(label)}</th>" for label in labels) + "<th>best</th></tr>"]
@@ -280,8 +310,8 @@ def _html(card_png: bytes, rows, labels, hw_rows, refs, skipped) -> str:
             f" ({row['spread']:.3g}x better than the worst)" if row["spread"] else "")
         out.append(f"<tr><td>{e(row['figure'])}</td><td>{e(row['unit'])}</td><td>{e(row['better'])}</td>{cells}"
                    f"<td>{e(best)}</td></tr>")
-    out.append("</table><h2>Machines</h2><table><tr>" + "".join(
-        f"<th>{h}</th>" for h in ("machine", "file", "CPU", "cores", "SIMD", "native bf16", "torch threads",
+    out.append("</table><h2>Results and their hardware</h2><table><tr>" + "".join(
+        f"<th>{h}</th>" for h in ("result", "file", "CPU", "cores", "SIMD", "native bf16", "torch threads",
                                   "fp32 matmul, all cores (GFLOP/s)", "accelerators", "device", "platform", "torch",
                                   "course version", "date", "run", "energy source")) + "</tr>")
     for h in hw_rows:
@@ -325,7 +355,7 @@ def write_report_card(paths, out_dir, *, references: Iterable[str] = DEFAULT_REF
     ``paths`` is a result file, a folder (its ``*.json`` files) or a list of them. Each file that is not a
     usable result (corrupt or truncated JSON, another program's JSON, a newer schema, missing or non-numeric
     headline figures, unreadable) is skipped: ``echo`` gets "skipped <file>: <reason>" (``None`` to stay
-    quiet) and the rest are compared. Machines with the same label are told apart as "label (2)".
+    quiet) and the rest are compared. Results with the same label are told apart as "label (2)".
     ``references`` are catalog accelerator names drawn as reference lines. Raises ValueError for an unknown
     reference name (listing the valid ones) and when no file was usable (listing what was tried).
     """
@@ -361,16 +391,17 @@ def write_report_card(paths, out_dir, *, references: Iterable[str] = DEFAULT_REF
     finally:
         plt.close(fig)
     card.html.write_text(_html(card.png.read_bytes(), rows, labels, _hardware_rows(results, labels, files), refs,
-                               skipped), encoding="utf-8")
+                               skipped, hardware_count(results)), encoding="utf-8")
     return card
 
 
 def summary_text(card: ReportCard) -> str:
-    """The card as plain text for a notebook to print: the figures per machine with the best one marked, the
+    """The card as plain text for a notebook to print: the figures per result with the best one marked, the
     skipped files and where the PNG and HTML are (notebook 07.1, "Compare machines")."""
     labels = card.labels or _labels(card.results)
     names = [f"[{i}]" for i in range(1, len(labels) + 1)]
-    lines = ["Machines: " + "; ".join(f"{n} {label}" for n, label in zip(names, labels))]
+    lines = [f"{_compared(len(labels), hardware_count(card.results)).capitalize()}: "
+             + "; ".join(f"{n} {label}" for n, label in zip(names, labels))]
     width = max(len(f"{r['figure']} ({r['unit']})") for r in card.rows) + 2
     lines.append(f"{'figure':<{width}}" + "".join(f"{n:>11}" for n in names) + "  best")
     for r in card.rows:

@@ -19,7 +19,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from course_lib import cli
+from course_lib import cli, data
 from course_lib.benchmark import discipline, energy, suite
 from course_lib.procs import is_running
 
@@ -67,6 +67,8 @@ def test_quick_run_has_the_schema(quick):
     assert d["rounds"] == suite.QUICK.rounds == len(d["time_to_accuracy"]["per_round_s"])
     assert d["time_to_accuracy"]["accuracy"] >= d["time_to_accuracy"]["target_accuracy"] == 0.95
     assert d["time_to_accuracy"]["steps"] > 0
+    n_test = len(data.load_digits(seed=0).y_test)  # the held-out count is the data's, not a constant
+    assert d["time_to_accuracy"]["test_images"] == n_test and f"({n_test} of the" in d["time_to_accuracy"]["evaluated"]
     assert d["allreduce"]["applicable"] and d["allreduce"]["world_size"] == 2
     assert min(d["allreduce"]["sizes_bytes"]) >= 2**20
     assert set(result["energy"]) >= {"available", "source", "joules", "why"} and result["energy"]["why"]
@@ -326,6 +328,46 @@ def test_discipline_functions_return_numbers():
     with pytest.raises(ValueError, match="groups"):
         discipline.repeats_effect(groups=1)
 
+
+
+def test_sync_effect_sizes_the_work_by_one_timed_product(monkeypatch):
+    # matmuls = target / (one product's time), between 1 and max_matmuls, whatever the device's speed
+    for one, target, cap, expected in ((1e-3, 0.05, 256, 50), (1.0, 0.05, 256, 1), (1e-7, 0.05, 256, 256),
+                                       (2e-3, 0.05, 10, 10)):
+        monkeypatch.setattr(discipline, "_one_product_s", lambda *a, one=one: one)
+        s = discipline.sync_effect(n=16, repeats=1, target_s=target, max_matmuls=cap)
+        assert (s.n, s.matmuls) == (16, expected) and f"{expected} matmuls of 16 x 16" in s.how
+    monkeypatch.undo()
+    s = discipline.sync_effect(n=64, repeats=3, target_s=0.005)  # the real calibration, on this CPU
+    assert 1 <= s.matmuls <= 256 and s.n == 64 and 0 <= s.no_wait_s < s.wait_s
+    assert discipline.sync_effect(n=16, matmuls=3, repeats=1).matmuls == 3  # an explicit count is kept
+    with pytest.raises(ValueError, match="target_s"):
+        discipline.sync_effect(target_s=0)
+
+
+def test_busy_cores_run_while_the_block_runs_and_always_stop():
+    with discipline.busy_cores(2) as pids:
+        assert len(pids) == 2 and all(is_running(pid) for pid in pids)
+        procs = [psutil.Process(pid) for pid in pids]
+        for p in procs:
+            p.cpu_percent(None)
+        time.sleep(0.3)
+        assert all(p.cpu_percent(None) > 5 for p in procs), "each child should be spinning (an idle one shows ~0 %)"
+    deadline = time.monotonic() + 5
+    while any(is_running(pid) for pid in pids) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not any(is_running(pid) for pid in pids)
+    for error in (RuntimeError, KeyboardInterrupt):  # stopped also when the block fails or is interrupted
+        with pytest.raises(error):
+            with discipline.busy_cores(1) as pids:
+                raise error("stop")
+        deadline = time.monotonic() + 5
+        while any(is_running(pid) for pid in pids) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not any(is_running(pid) for pid in pids)
+    with pytest.raises(ValueError, match="n"):
+        with discipline.busy_cores(0):
+            pass
 
 # --- the report card through the command line ----------------------------------------------------
 

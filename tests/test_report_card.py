@@ -99,6 +99,26 @@ def test_card_from_files_and_folder(good, tmp_path):
     assert sorted(again.labels) == sorted(card.labels) and again.rows == report_card.compare_table(again.results)
 
 
+def test_the_title_counts_results_and_hardware_truthfully(good, tmp_path):
+    # two runs on one machine at different settings are two results on the same hardware, not two machines
+    busy = fake("laptop, one core busy", 0.6)
+    busy["hardware"]["torch_threads"] = 1
+    busy["hardware"]["available_ram_bytes"] = 1
+    busy["hardware"]["cpu"]["usable_cores"] = 1
+    assert report_card.hardware_count([fake("laptop"), busy]) == 1
+    for files, claim in (([save(tmp_path, "a.json", fake("laptop")), save(tmp_path, "b.json", busy)],
+                          "2 results on the same hardware"),
+                         (good, "3 results from 2 kinds of hardware"),  # laptop and Colab CPU share the fake CPU
+                         ([good[0], good[2]], "2 machines")):
+        card = report_card.write_report_card(files, tmp_path / claim.replace(" ", "-"), references=())
+        fig, _ = report_card.card_figure(card)
+        title = fig._suptitle.get_text()
+        matplotlib.pyplot.close(fig)
+        assert title.startswith(f"{claim} on the course benchmark: "), title
+        assert f"{claim} compared" in card.html.read_text()
+        assert report_card.summary_text(card).startswith(claim[0].upper() + claim[1:] + ": [1] ")
+    assert "machines" not in report_card._compared(2, 1) and report_card._compared(1, 1) == "1 result"
+
 def test_reference_lines_are_in_the_figure(good, tmp_path):
     card = report_card.write_report_card(good, tmp_path, references=("t4", "A100 80GB", "tpu-v5e"))
     fig, axes = report_card.card_figure(card)

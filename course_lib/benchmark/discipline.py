@@ -14,13 +14,17 @@ notebook can print, plot and assert on; each takes a few seconds on 2 cores.
                        can disagree
 ``busy_effect``        the same matmul on an idle machine and while busy-loop processes keep the
                        cores busy, measured interleaved (idle, busy, idle, busy, ...)
+``busy_cores``         a ``with`` block during which ``n`` busy-loop processes keep ``n`` cores busy
+                       (always stopped at its end), to time anything on a busy machine
 =====================  ==========================================================================
 """
 from __future__ import annotations
 
+import contextlib
 import statistics
 import time
 from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import torch
@@ -30,7 +34,7 @@ from ..hardware import as_device, synchronize
 from ..procs import Children
 
 __all__ = ["WarmupEffect", "SyncEffect", "RepeatsEffect", "BusyEffect", "warmup_effect", "sync_effect",
-           "repeats_effect", "busy_effect", "spin"]
+           "repeats_effect", "busy_effect", "busy_cores", "spin"]
 
 
 def _ratio(values: list[float]) -> float:
@@ -115,7 +119,8 @@ def warmup_effect(device: torch.device | str | None = None, *, steps: int = 30, 
 @dataclass(frozen=True)
 class SyncEffect:
     """``no_wait_s``: the clock read right after launching the work; ``wait_s``: after waiting for it
-    (medians over ``repeats``); ``ratio`` = wait / no_wait; ``how``: what was launched, and how."""
+    (medians over ``repeats``); ``ratio`` = wait / no_wait; ``how``: what was launched, and how;
+    ``n`` and ``matmuls``: the size and number of the products launched each time."""
 
     no_wait_s: float
     wait_s: float
@@ -123,10 +128,28 @@ class SyncEffect:
     repeats: int
     how: str
     device: str
+    n: int = 0
+    matmuls: int = 0
 
 
-def sync_effect(device: torch.device | str | None = None, *, n: int | None = None, matmuls: int = 8,
-                repeats: int = 7) -> SyncEffect:
+_ASYNC_DEVICES = ("cuda", "mps", "xla")
+
+
+def _one_product_s(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, dev: torch.device) -> float:
+    """Seconds for one ``torch.mm`` waited for to the end (median of 3, after one to warm up)."""
+    times = []
+    for i in range(4):
+        synchronize(dev)
+        t = time.perf_counter()
+        torch.mm(a, b, out=c)
+        synchronize(dev)
+        if i:
+            times.append(time.perf_counter() - t)
+    return statistics.median(times)
+
+
+def sync_effect(device: torch.device | str | None = None, *, n: int | None = None, matmuls: int | None = None,
+                repeats: int = 7, target_s: float = 0.05, max_matmuls: int = 256) -> SyncEffect:
     """Time ``matmuls`` n x n products without waiting for them to finish, then waiting. Notebook 07.1,
     "Synchronisation".
 
@@ -134,23 +157,33 @@ def sync_effect(device: torch.device | str | None = None, *, n: int | None = Non
     the clock measures the queueing. A CPU runs its operations to the end before returning, so the
     same mistake is shown with the work handed to a background thread (a ``concurrent.futures``
     future, as a data loader or an asynchronous step would), timed without and with ``.result()``.
-    ``n`` defaults to 1024 (4096 on a CUDA GPU, where a smaller product finishes about as fast as it
-    is queued).
+
+    The work is sized so that waiting for it takes about ``target_s`` seconds on any device: ``n``
+    defaults to 1024 (4096 on a CUDA GPU), and ``matmuls`` (by default) is worked out from one
+    product timed first, waited for to the end: ``target_s`` / its time, at least 1 and at most
+    ``max_matmuls`` (the GPU's launch queue holds about a thousand kernels; a full queue would make
+    the launch itself wait). Launching a few kernels or submitting to a thread takes tens of
+    microseconds, so the ratio is in the hundreds wherever the work is ~50 ms, also on the fastest GPU.
     """
     dev = as_device(device)
     n = (4096 if dev.type == "cuda" else 1024) if n is None else validate.positive_int("n", n)
-    matmuls = validate.positive_int("matmuls", matmuls)
     repeats = validate.positive_int("repeats", repeats)
+    target_s = validate.positive("target_s", target_s)
+    max_matmuls = validate.positive_int("max_matmuls", max_matmuls)
+    if matmuls is not None:
+        matmuls = validate.positive_int("matmuls", matmuls)
     a = torch.randn(n, n, device=dev)
     b = torch.randn(n, n, device=dev)
     c = torch.empty(n, n, device=dev)
+    if matmuls is None:
+        matmuls = max(1, min(max_matmuls, round(target_s / max(_one_product_s(a, b, c, dev), 1e-9))))
 
     def work() -> None:
         for _ in range(matmuls):
             torch.mm(a, b, out=c)
 
     no_wait, wait = [], []
-    if dev.type in ("cuda", "mps", "xla"):
+    if dev.type in _ASYNC_DEVICES:
         how = f"{matmuls} matmuls of {n} x {n} queued on {dev.type}, clock read before and after synchronize()"
         work()
         synchronize(dev)
@@ -172,7 +205,7 @@ def sync_effect(device: torch.device | str | None = None, *, n: int | None = Non
                 future.result()
                 wait.append(time.perf_counter() - t)
     nw, w = statistics.median(no_wait), statistics.median(wait)
-    return SyncEffect(nw, w, w / nw if nw > 0 else float("inf"), repeats, how, str(dev))
+    return SyncEffect(nw, w, w / nw if nw > 0 else float("inf"), repeats, how, str(dev), n, matmuls)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -268,6 +301,32 @@ def _wait_for(kids: Children, what: str, count: int, timeout: float) -> None:
     raise TimeoutError(f"the busy-loop processes did not start within {timeout:g} s")
 
 
+@contextlib.contextmanager
+def busy_cores(n: int = 1, *, seconds: float = 600.0, timeout: float = 60.0) -> Iterator[list[int]]:
+    """Keep ``n`` cores busy while the ``with`` block runs: ``n`` busy-loop processes (``spin``), started
+    through ``course_lib.procs`` and running once the block starts; the block gets their process ids.
+    Notebook 07.1, "A busy machine" and "A second result, and the report card".
+
+    The processes are always stopped when the block ends, also on an error or Ctrl-C (and they stop by
+    themselves after ``seconds``, or if this process dies). Each is one pure-Python thread, so it takes
+    one core's worth of time; the operating system decides which core. Raises TimeoutError if they have
+    not started within ``timeout`` seconds.
+
+    Example::
+
+        with busy_cores(1):
+            result = suite.run_benchmark(quick=True)  # shares the machine with one busy loop
+    """
+    n = validate.positive_int("n", n)
+    seconds = validate.seconds("seconds", seconds)
+    timeout = validate.seconds("timeout", timeout)
+    with Children("course-busy") as kids:
+        for _ in range(n):
+            kids.start(spin, seconds)
+        _wait_for(kids, "spinning", n, timeout)
+        yield [pid for pid in kids.pids if pid is not None]
+
+
 def _usable_cpus() -> int:
     import os
 
@@ -316,10 +375,7 @@ def busy_effect(*, threads: int = 1, busy_processes: int | None = None, n: int =
     with bench.num_threads_set(threads):
         for _ in range(rounds):
             idle.append(_mean_call(fn, window_s))
-            with Children("course-busy") as kids:
-                for _ in range(busy_processes):
-                    kids.start(spin, 600.0)
-                _wait_for(kids, "spinning", busy_processes, 60.0)
+            with busy_cores(busy_processes):
                 busy.append(_mean_call(fn, window_s))
     i, b_ = statistics.median(idle), statistics.median(busy)
     return BusyEffect(i, b_, b_ / i, threads, busy_processes, cores, rounds, window_s, idle, busy)

@@ -343,7 +343,9 @@ def run_benchmark(*, quick: bool = False, device: torch.device | str | None = No
         "disturbed_rounds": disturbed,
         "time_to_accuracy": {"target_accuracy": TARGET_ACCURACY, "model": f"MLP 64-{'-'.join(map(str, HIDDEN))}-10",
                              "optimizer": f"Adam lr {TTA_LR:g}", "batch": TTA_BATCH,
-                             "evaluated": "held-out accuracy after every epoch (25 % of digits, 450 images)",
+                             "evaluated": (f"held-out accuracy after every epoch ({len(split.y_test)} of the "
+                                           f"{len(split.y_train) + len(split.y_test)} digits images)"),
+                             "test_images": len(split.y_test),
                              "steps": per["tta"][0]["steps"], "epochs": per["tta"][0]["epochs"],
                              "accuracy": per["tta"][0]["accuracy"], "per_round_s": tta, "spread": _spread(tta)},
         "train_throughput": {"batch": THROUGHPUT_BATCH, "per_round": per["throughput"],
