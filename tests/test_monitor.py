@@ -166,3 +166,52 @@ def test_sample_training_sees_the_model_and_adam_state():
 
 def test_release_free_memory_runs_anywhere():
     assert monitor.release_free_memory() in (True, False)
+
+
+def test_step_flops_matches_torch_flop_counter():
+    from torch.utils.flop_counter import FlopCounterMode
+
+    widths, batch = [16, 32, 24, 4], 8
+    model = models.MLP(widths[0], widths[1:-1], widths[-1])
+    x, y = torch.randn(batch, widths[0]), torch.randint(0, 4, (batch,))
+    with FlopCounterMode(display=False) as fc:  # the input needs no gradient: layer 1 has no dX product
+        torch.nn.functional.cross_entropy(model(x), y).backward()
+    assert fc.get_total_flops() == monitor.step_flops(batch, widths)
+    assert monitor.step_flops(256, [1024, 2048, 2048, 10]) == 2 * 256 * (3 * 6_311_936 - 1024 * 2048)
+    with pytest.raises(ValueError, match="widths"):
+        monitor.step_flops(8, [16])
+
+
+def test_big_matmuls_model_times_forward_and_backward_products(tmp_path):
+    prof = monitor.run_scenario("big-matmuls", steps=1, trace_dir=tmp_path, device="cpu")
+    e = prof.extra
+    assert e["flops"] == monitor.step_flops(256, [1024, 2048, 2048, 10])
+    assert e["matmul_s"] == pytest.approx(e["matmul_forward_s"] + e["matmul_backward_s"])
+    assert 0.8 < e["matmul_backward_s"] / e["matmul_forward_s"] < 4  # 1.67x the work
+
+
+def test_run_scenario_ddp_is_cpu_only():
+    with pytest.raises(ValueError, match="cpu"):
+        monitor.run_scenario("tiny-batch-ddp", device=torch.device("meta"))
+
+
+def test_gpu_utilization_reader_prefers_torch_then_nvidia_smi_by_uuid(monkeypatch):
+    from types import SimpleNamespace
+
+    from course_lib.benchmark.monitor import resources
+
+    dev = torch.device("cuda", 0)
+    monkeypatch.setattr(torch.cuda, "utilization", lambda d=None: 42)
+    assert resources.gpu_utilization_reader(dev)() == 42.0
+
+    def no_nvml(d=None):
+        raise ModuleNotFoundError("nvidia-ml-py does not seem to be installed")
+    monkeypatch.setattr(torch.cuda, "utilization", no_nvml)
+    monkeypatch.setattr(resources.shutil, "which", lambda name: None)
+    assert resources.gpu_utilization_reader(dev) is None
+    calls = []
+    monkeypatch.setattr(resources.shutil, "which", lambda name: "/usr/bin/nvidia-smi")
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda d: SimpleNamespace(uuid="1234-abcd"))
+    monkeypatch.setattr(resources.subprocess, "run", lambda args, **kw: calls.append(args) or SimpleNamespace(stdout="37\n"))
+    assert resources.gpu_utilization_reader(dev)() == 37.0
+    assert "--id=GPU-1234-abcd" in calls[0]

@@ -6,7 +6,8 @@ Three parts: ``resources`` (sampling), ``profiler`` (traces, bottlenecks, scenar
 * ``ResourceSampler``: a background thread that samples, every ``interval`` seconds, this process's
   CPU use (% of one core, so two busy threads read about 200 %), every core's use, the process's
   resident memory (RSS) and the system's used memory; on a CUDA device also
-  ``torch.cuda.memory_allocated`` and, where ``nvidia-smi`` exists, the GPU's utilisation.
+  ``torch.cuda.memory_allocated`` and the GPU's utilisation (``torch.cuda.utilization``, which
+  needs the nvidia-ml-py package; otherwise ``nvidia-smi`` asked about this device by its UUID).
   ``plot_resources`` draws the samples of one or more runs.
 * ``profile_training_step``: a few training steps under ``torch.profiler.profile`` with the phases
   labelled (``input``, ``forward``, ``communication`` by ``record_function``; ``backward`` and
@@ -17,7 +18,8 @@ Three parts: ``resources`` (sampling), ``profiler`` (traces, bottlenecks, scenar
   share is the bottleneck (``find_bottleneck``).
 * ``SCENARIOS`` / ``run_scenario``: training steps built so that their bottleneck is known in
   advance (a slow input pipeline, a matmul-heavy MLP, a two-rank data-parallel step whose gradient
-  exchange dominates), so the classifier can be checked against the design.
+  exchange dominates), so the classifier can be checked against the design; ``step_flops`` counts
+  a training step's matrix-product FLOPs exactly (the input batch needs no gradient).
 * ``tensorboard_log`` writes a short real run's loss, accuracy, throughput and resource use as
   TensorBoard scalars; ``read_scalars`` reads them back; ``tensorboard_instructions`` says how to
   open them (a terminal, Colab, Vertex AI Workbench).
@@ -26,10 +28,10 @@ from __future__ import annotations
 
 from .curves import LoggedRun, read_scalars, tensorboard_instructions, tensorboard_log
 from .profiler import (CATEGORIES, LABELS, SCENARIOS, Scenario, StepProfile, communication_worker, find_bottleneck,
-                       op_category, profile_training_step, run_scenario)
+                       op_category, profile_training_step, run_scenario, step_flops)
 from .resources import (MIB, ResourceSampler, Sample, data_dir, plot_resources, release_free_memory,
                         sample_training)
 
 __all__ = ["Sample", "ResourceSampler", "plot_resources", "data_dir", "MIB", "release_free_memory", "sample_training", "CATEGORIES", "LABELS", "op_category",
-           "StepProfile", "find_bottleneck", "profile_training_step", "Scenario", "SCENARIOS", "run_scenario",
+           "StepProfile", "find_bottleneck", "profile_training_step", "Scenario", "SCENARIOS", "run_scenario", "step_flops",
            "communication_worker", "tensorboard_log", "read_scalars", "tensorboard_instructions", "LoggedRun"]

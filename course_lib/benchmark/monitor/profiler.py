@@ -16,7 +16,7 @@ from torch import nn
 from torch.profiler import ProfilerActivity, profile, record_function
 
 from ... import data, models, train, validate
-from ...hardware import seed_everything, synchronize
+from ...hardware import as_device, seed_everything, synchronize
 from .resources import data_dir
 
 CATEGORIES = ("compute", "memory", "input", "communication", "overhead")
@@ -255,7 +255,7 @@ SCENARIOS = {s.name: s for s in (
     Scenario("slow-input", "input", "the DataLoader (no workers) blurs every 32x32 image 5 times with a 5x5 "
              "convolution; the model is an MLP 1024 -> 64 -> 10, so the loop mostly waits for data"),
     Scenario("big-matmuls", "compute", "an MLP 1024 -> 2048 -> 2048 -> 10 on batches of 256 already in memory: "
-             "about 10 GFLOP of matrix products per step"),
+             "8.6 GFLOP of matrix products per step (forward 3.2, backward 5.4: the input needs no gradient)"),
     Scenario("tiny-batch-ddp", "communication", "two processes (gloo) each train an MLP 512 -> 2048 -> 2048 -> 10 "
              "(5.3 M parameters) on batches of 4 and all-reduce its 21 MB of gradients every step"),
 )}
@@ -287,17 +287,48 @@ def _timed(fn: Callable[[], Any]) -> float:
     return time.perf_counter() - t0
 
 
-def _bare_matmul_seconds(batch: int, widths: list[int], repeats: int = 3) -> float:
-    """Best time of the forward matrix products of one step, run alone (the compute model's rate)."""
+def step_flops(batch: int, widths: list[int]) -> int:
+    """The matrix-product FLOPs of one training step of an MLP with these layer ``widths`` (notebook
+    07.2, "Big matrix products"): per layer of ``a x b`` weights, 2·batch·a·b for the forward product
+    and as much for each of the backward pass's two products, the weights' gradient (dW) and the
+    input's gradient (dX); the first layer skips dX, because the input batch needs no gradient.
+    In all 2·batch·(3·ΣW - W1): backward does (2·ΣW - W1)/ΣW times the forward work, not twice it."""
+    batch = validate.positive_int("batch", batch)
+    if not isinstance(widths, (list, tuple)) or len(widths) < 2:
+        raise ValueError(f"widths must be a list of at least 2 layer widths (input ... output), got {widths!r}")
+    sizes = [validate.positive_int("widths", w) * validate.positive_int("widths", v) for w, v in zip(widths, widths[1:])]
+    return 2 * batch * (3 * sum(sizes) - sizes[0])
+
+
+def _bare_matmul_seconds(batch: int, widths: list[int], repeats: int = 3,
+                         device: torch.device | None = None) -> tuple[float, float]:
+    """Best times (forward, backward) of one step's matrix products run alone, in the shapes autograd
+    uses (weights stored out x in as in ``nn.Linear``): forward x @ W.T; backward dW = g.T @ x and,
+    except for the first layer, dX = g @ W. The compute model of notebook 07.2."""
+    device = device if device is not None else torch.device("cpu")
     g = torch.Generator().manual_seed(1)
-    mats = [(torch.randn(batch, a, generator=g), torch.randn(a, b, generator=g)) for a, b in zip(widths, widths[1:])]
-    best = float("inf")
+    layers = [(torch.randn(batch, a, generator=g).to(device), torch.randn(b, a, generator=g).to(device),
+               torch.randn(batch, b, generator=g).to(device)) for a, b in zip(widths, widths[1:])]
+
+    def forward() -> None:
+        for x, w, _ in layers:
+            x @ w.t()
+
+    def backward() -> None:
+        for i, (x, w, gout) in enumerate(layers):
+            gout.t() @ x
+            if i > 0:
+                gout @ w
+
+    best = [float("inf"), float("inf")]
     for _ in range(repeats):
-        t0 = time.perf_counter()
-        for x, w in mats:
-            x @ w
-        best = min(best, time.perf_counter() - t0)
-    return best
+        for k, fn in enumerate((forward, backward)):
+            synchronize(device)
+            t0 = time.perf_counter()
+            fn()
+            synchronize(device)
+            best[k] = min(best[k], time.perf_counter() - t0)
+    return best[0], best[1]
 
 
 def _allreduce_grads(model: nn.Module) -> None:
@@ -343,40 +374,52 @@ def _from_dict(d: dict[str, Any]) -> StepProfile:
 
 
 def run_scenario(name: str, *, steps: int = 5, seed: int = 0, trace_dir: str | Path | None = None,
-                 passes: int = 5) -> StepProfile:
+                 passes: int = 5, device: torch.device | str | None = None) -> StepProfile:
     """Profile one of ``SCENARIOS`` (notebook 07.2, "Three steps with a known bottleneck").
 
+    ``device`` (default the CPU) is where "slow-input" and "big-matmuls" train: the input pipeline of
+    "slow-input" always runs on the CPU, as a DataLoader does; "tiny-batch-ddp" runs two CPU processes
+    over gloo on every machine (``device`` other than the CPU is refused there).
     Returns the ``StepProfile`` with ``scenario`` set and, in ``extra``, what a prediction needs:
     "slow-input": ``item_s`` (one image through the transform: the best of 3 timings of 16 images, alone), ``step_s``
-    (one training step on a batch already in memory, best of 3), ``batch``;
-    "big-matmuls": ``flops`` per step and ``matmul_s`` (the step's forward matrix products, timed
-    alone, best of 3); "tiny-batch-ddp": ``grad_bytes``, ``allreduce_s`` (a bare all-reduce of the
-    gradients, best of 3), ``params``, ``batch``, and rank 1's profile as ``other_rank``.
+    (one training step on a batch already on the device, best of 3), ``batch``;
+    "big-matmuls": ``flops`` per step (``step_flops``), ``matmul_s`` (the step's matrix products timed alone, best
+    of 3: forward and backward, the sum of ``matmul_forward_s`` and ``matmul_backward_s``);
+    "tiny-batch-ddp": ``grad_bytes``, ``allreduce_s`` (a bare all-reduce of the gradients, best of 3), ``params``,
+    ``batch``, and rank 1's profile as ``other_rank``.
     """
     validate.choice("name", name, SCENARIOS)
     steps = validate.positive_int("steps", steps)
     passes = validate.positive_int("passes", passes)
+    device = as_device(device)
+    if name == "tiny-batch-ddp" and device.type != "cpu":
+        raise ValueError(f"device must be 'cpu' for tiny-batch-ddp (two CPU processes over gloo), got {device}")
     seed_everything(seed)
     trace_dir = str(trace_dir) if trace_dir is not None else str(data_dir("traces"))
     if name == "slow-input":
         ds = data.CostlyTransformDataset(n=16 * (steps + 1), size=32, passes=passes, seed=seed)
         loader = torch.utils.data.DataLoader(ds, batch_size=16, shuffle=False)
-        model = models.MLP(32 * 32, 64, 10)
-        flat = ((x.flatten(1), y) for x, y in loader)
+        model = models.MLP(32 * 32, 64, 10).to(device)
+        flat = ((x.flatten(1), y) for x, y in loader)  # train_step moves each batch to the model's device
         opt = torch.optim.SGD(model.parameters(), lr=0.01)
         item_s = _time_items(ds, 16)
         prof = profile_training_step(model, flat, opt, steps=steps, trace_dir=trace_dir, trace_name=name)
-        ready = (ds.images[:16].flatten(1), ds.labels[:16])  # a batch already in memory: the step alone
-        step_s = min(_timed(lambda: train.train_step(model, ready, opt)) for _ in range(3))
+        ready = (ds.images[:16].flatten(1).to(device), ds.labels[:16].to(device))  # the step alone
+
+        def one_step() -> None:
+            train.train_step(model, ready, opt, device=device)
+            synchronize(device)
+        step_s = min(_timed(one_step) for _ in range(3))
         prof.extra.update(item_s=item_s, step_s=step_s, batch=16, passes=passes)
     elif name == "big-matmuls":
         widths, batch = [1024, 2048, 2048, 10], 256
-        model = models.MLP(widths[0], widths[1:-1], widths[-1])
+        model = models.MLP(widths[0], widths[1:-1], widths[-1]).to(device)
         opt = torch.optim.SGD(model.parameters(), lr=0.01)
-        batches = _random_batches(steps + 1, batch, widths[0], 10, seed)
-        weights = sum(a * b for a, b in zip(widths, widths[1:]))
+        batches = [(x.to(device), y.to(device)) for x, y in _random_batches(steps + 1, batch, widths[0], 10, seed)]
         prof = profile_training_step(model, batches, opt, steps=steps, trace_dir=trace_dir, trace_name=name)
-        prof.extra.update(flops=6 * weights * batch, matmul_s=_bare_matmul_seconds(batch, widths), batch=batch)
+        fwd, bwd = _bare_matmul_seconds(batch, widths, device=device)
+        prof.extra.update(flops=step_flops(batch, widths), matmul_s=fwd + bwd, matmul_forward_s=fwd,
+                          matmul_backward_s=bwd, batch=batch)
     else:
         from ...distributed import launch
 

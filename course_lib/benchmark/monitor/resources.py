@@ -6,7 +6,7 @@ import subprocess
 import tempfile
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -38,7 +38,34 @@ class Sample:
     rss_bytes: int                      # this process's resident memory
     system_used_bytes: int              # the whole machine's used memory
     gpu_allocated_bytes: int | None = None  # torch.cuda.memory_allocated (CUDA only)
-    gpu_util_percent: float | None = None   # nvidia-smi utilization.gpu (CUDA with nvidia-smi only)
+    gpu_util_percent: float | None = None   # torch.cuda.utilization / nvidia-smi (CUDA only)
+
+
+def gpu_utilization_reader(device: torch.device) -> Callable[[], float] | None:
+    """A function that returns ``device``'s utilisation in % (notebook 07.2's sampler), or None.
+
+    First ``torch.cuda.utilization(device)`` (NVML through nvidia-ml-py; it maps the torch index to
+    the physical GPU under ``CUDA_VISIBLE_DEVICES``); without it, ``nvidia-smi`` asked about the
+    device by its UUID, which names the same physical GPU whatever ``CUDA_VISIBLE_DEVICES`` says.
+    """
+    try:
+        torch.cuda.utilization(device)
+        return lambda: torch.cuda.utilization(device)
+    except Exception:  # no nvidia-ml-py (ModuleNotFoundError), no NVML driver, a ROCm build without amdsmi
+        pass
+    if shutil.which("nvidia-smi") is None:
+        return None
+    try:
+        uuid = str(torch.cuda.get_device_properties(device).uuid)
+    except Exception:
+        return None
+    gpu_id = uuid if uuid.startswith("GPU-") else f"GPU-{uuid}"
+
+    def read() -> float:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=utilization.gpu", "--format=csv,noheader,nounits",
+                              f"--id={gpu_id}"], capture_output=True, text=True, timeout=2).stdout
+        return float(out.strip().splitlines()[0])
+    return read
 
 
 class ResourceSampler:
@@ -67,21 +94,22 @@ class ResourceSampler:
         self._end: tuple | None = None
 
     def _gpu_why(self) -> str | None:
+        """None when GPU utilisation can be read; otherwise why not (and ``self._util`` is unset)."""
+        self._util = None
         if self.device.type != "cuda":
             return f"no GPU readings: the device is {self.device.type}, not CUDA"
-        if shutil.which("nvidia-smi") is None:
-            return "GPU memory from torch.cuda; no utilisation: nvidia-smi is not on PATH"
+        self._util = gpu_utilization_reader(self.device)
+        if self._util is None:
+            return ("GPU memory from torch.cuda; no utilisation: torch.cuda.utilization needs nvidia-ml-py "
+                    "(pip install nvidia-ml-py) and nvidia-smi is not on PATH")
         return None
 
     def _gpu_util(self) -> float | None:
-        if self.gpu_why is not None:
+        if self._util is None:
             return None
-        index = self.device.index if self.device.index is not None else torch.cuda.current_device()
         try:
-            out = subprocess.run(["nvidia-smi", "--query-gpu=utilization.gpu", "--format=csv,noheader,nounits",
-                                  f"--id={index}"], capture_output=True, text=True, timeout=2).stdout
-            return float(out.strip().splitlines()[0])
-        except (OSError, subprocess.SubprocessError, ValueError, IndexError):
+            return float(self._util())
+        except Exception:  # a failed reading is a missing sample, never a crash of the sampling thread
             return None
 
     def _counters(self) -> tuple[float, float, list[tuple[float, float]]]:
@@ -145,7 +173,7 @@ class ResourceSampler:
                "rss_growth_bytes": max(rss) - rss[0],
                "system_used_peak_bytes": max(x.system_used_bytes for x in self.samples),
                "cores": len(self._start[2]),
-               "gpu": self.gpu_why or "GPU memory from torch.cuda, utilisation from nvidia-smi"}
+               "gpu": self.gpu_why or "GPU memory from torch.cuda, utilisation from NVML (nvidia-smi's counter)"}
         # cores kept busy by other programs: the machine's busy core-seconds minus this process's
         out["other_programs_cores"] = max(0.0, out["machine_cpu_mean_percent"] * out["cores"] / 100
                                           - out["process_cpu_mean_percent"] / 100)
