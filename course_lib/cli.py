@@ -7,7 +7,8 @@
     course benchmark [--quick] [--label L] [--out PATH] [--threads N] [--no-progress]
                              an MLPerf-style benchmark of this machine (time to accuracy, throughput,
                              latency, matmul, memory and all-reduce bandwidth, energy), saved as JSON
-                             (default ./benchmark-<label>-<date>.json); --quick takes ~10 s, the full run 1-2 min
+                             (default ./benchmark-<label>-<date>.json; --out FOLDER puts that name there);
+                             --quick takes ~10 s, the full run 1-2 min
     course report-card RESULT.json... [--out DIR]
                              put saved benchmark results side by side (PNG and HTML in DIR, default
                              ./report-card) with the catalog's accelerators as reference lines
@@ -16,7 +17,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
+from pathlib import Path
 
 
 def _doctor(args: argparse.Namespace) -> int:
@@ -63,11 +66,28 @@ def _devices(args: argparse.Namespace) -> int:
     return 0
 
 
+def _benchmark_folder(out: str | None) -> Path:
+    """The folder ``--out`` saves into, checked before the run (so that a finished run is never lost)."""
+    folder = Path(".") if not out else Path(out) if Path(out).is_dir() else Path(out).parent
+    for above in (folder, *folder.parents):
+        if above.exists():
+            if not above.is_dir():
+                raise ValueError(f"--out {out!r}: {str(above)!r} is a file, not a folder")
+            if not os.access(above, os.W_OK | os.X_OK):
+                raise ValueError(f"--out {out or '.'!r}: cannot write into the folder {str(above)!r}")
+            break
+    return folder
+
+
 def _benchmark(args: argparse.Namespace) -> int:
     from .benchmark.suite import default_result_path, run_benchmark, save_result, summary_text
 
+    _benchmark_folder(args.out)  # fail before the run, not after it
     result = run_benchmark(quick=args.quick, label=args.label, progress=not args.no_progress, threads=args.threads)
-    path = save_result(result, args.out if args.out else default_result_path(result["label"]))
+    out = Path(args.out) if args.out else None
+    if out is None or out.is_dir():  # a folder: the default file name inside it
+        out = (out or Path(".")) / default_result_path(result["label"])
+    path = save_result(result, out)
     print(summary_text(result))
     print(f"\nsaved {path}  (compare machines: course report-card {path} OTHER.json ...)")
     return 0
@@ -77,9 +97,6 @@ def _report_card(args: argparse.Namespace) -> int:
     from .report_card import write_report_card
 
     card = write_report_card(args.results, args.out)
-    if not card.results:
-        print("course report-card: no usable result among the files given", file=sys.stderr)
-        return 1
     print(f"compared {len(card.results)} result(s); wrote {card.png} and {card.html}")
     return 0
 
@@ -97,7 +114,8 @@ def main(argv: list[str] | None = None) -> int:
     bench = sub.add_parser("benchmark", help="an MLPerf-style benchmark of this machine, saved as JSON")
     bench.add_argument("--quick", action="store_true", help="3 short rounds (~10 s) instead of 30 (~1-2 min)")
     bench.add_argument("--label", default=None, help="a name for this machine (default: platform and CPU, or the GPU)")
-    bench.add_argument("--out", default=None, help="where to save the result (default ./benchmark-<label>-<date>.json)")
+    bench.add_argument("--out", default=None, help="where to save the result: a file, or a folder to save "
+                       "benchmark-<label>-<date>.json in (default: that name in the current folder)")
     bench.add_argument("--threads", type=int, default=None,
                        help="torch CPU threads (default 1: the figures then repeat, also with a core busy; the "
                             "matmul on every core is shown as well)")

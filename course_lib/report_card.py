@@ -9,7 +9,8 @@ figures with the best result per row, each result's hardware, the files that wer
 the reference rows with their sources).
 
 Reference lines are data-sheet ceilings, not measurements: ``matmul_gflops`` against the dense fp32 and
-bf16 peaks (TFLOP/s x 1000), ``memory_bandwidth_gbs`` against the memory bandwidth, ``allreduce_gbs``
+bf16 peaks (TFLOP/s x 1000), ``memory_bandwidth_gbs`` against the memory bandwidth (a CPU result's figure is
+one thread's copy by default, well below its own memory's ceiling), ``allreduce_gbs``
 against the chip-to-chip link (GB/s per direction). A file that cannot be read as a result is skipped with
 one line naming it and the reason; the other files are still compared.
 """
@@ -318,10 +319,12 @@ def _html(card_png: bytes, rows, labels, hw_rows, refs, skipped, n_hardware: int
         out.append("<tr>" + "".join(f"<td>{e(h[k])}</td>" for k in (
             "label", "file", "cpu", "cores", "simd", "bf16", "threads", "all_cores", "accelerators", "device",
             "platform", "torch", "course", "created", "run", "energy")) + "</tr>")
+    out.append("</table>")
     out.append('<p class="note">On a CPU the headline figures are measured with the torch thread count shown '
                "(one unless the run set <code>--threads</code>), so that they repeat when another program takes a "
-               "core; the all-core matmul rate is listed for comparison.</p>")
-    out.append("</table><h2>Reference accelerators (catalog data sheets, not measured)</h2>")
+               "core; the all-core matmul rate is listed for comparison. The memory bandwidth headline is then one "
+               "core's copy, well below what every core together draws from memory.</p>")
+    out.append("<h2>Reference accelerators (catalog data sheets, not measured)</h2>")
     if refs:
         out.append('<p class="note">Dense peaks and vendor figures: ceilings no real program reaches. The matmul '
                    "lines are the fp32 and bf16 peaks in GFLOP/s; all-reduce is compared with the chip's link, "
@@ -380,6 +383,10 @@ def write_report_card(paths, out_dir, *, references: Iterable[str] = DEFAULT_REF
     labels = _labels(results)
     rows = compare_table(results)
     out = Path(out_dir)
+    for above in (out, *out.parents):
+        if above.exists() and not above.is_dir():
+            raise ValueError(f"out_dir {str(out_dir)!r} must be a folder, but {str(above)!r} is a file: give a new or "
+                             "existing folder for report_card.png and report_card.html")
     out.mkdir(parents=True, exist_ok=True)
     import matplotlib.pyplot as plt
 

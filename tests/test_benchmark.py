@@ -110,6 +110,8 @@ def _broken(kind: str) -> str:
     bad = {
         "empty": "",
         "truncated": good[: len(good) // 2],
+        "cut in a string": good[: good.index('"x"') + 2],  # ends inside the label's string
+        "nested too deeply": "[" * 200_000,
         "not json": "this is a CSV,file\n1,2\n",
         "foreign list": "[1, 2, 3]",
         "foreign object": json.dumps({"name": "my notes", "values": [1, 2]}),
@@ -126,7 +128,8 @@ def _broken(kind: str) -> str:
     return bad[kind]
 
 
-WHY = {"empty": "empty", "truncated": "truncated", "not json": "not valid JSON", "foreign list": "foreign",
+WHY = {"empty": "empty", "truncated": "truncated", "cut in a string": "truncated",
+       "nested too deeply": "nested too deeply", "not json": "not valid JSON", "foreign list": "foreign",
        "foreign object": "foreign", "other schema": "foreign", "newer schema": "newer schema",
        "missing top key": "missing keys: hardware", "missing headline key": "missing headline keys",
        "text value": "'matmul_gflops' must be a finite number", "bool value": "'latency_p50_ms' must be",
@@ -142,6 +145,26 @@ def test_bad_files_name_the_file_and_why(tmp_path, kind):
         suite.load_result(path)
     assert str(path) in str(info.value) and WHY[kind] in str(info.value), str(info.value)
     assert isinstance(info.value, ValueError)
+    assert " at at " not in str(info.value) and " at: " not in str(info.value)
+
+
+def test_not_json_message_names_line_and_column(tmp_path):
+    path = _write_text(tmp_path / "x.json", '{"a": 1,, "b": 2}')
+    with pytest.raises(suite.ResultError, match=r"not valid JSON \(Expecting .*: line 1, column 9\)"):
+        suite.load_result(path)
+
+
+def test_huge_files_are_not_read(tmp_path, monkeypatch):
+    path = _write(tmp_path / "big.json", _good())
+    monkeypatch.setattr(suite, "MAX_RESULT_BYTES", 100)
+    with pytest.raises(suite.ResultError, match="too large") as info:
+        suite.load_result(path)
+    assert str(path) in str(info.value)
+
+
+def _write_text(path: Path, text: str) -> Path:
+    path.write_text(text)
+    return path
 
 
 def test_missing_and_binary_files(tmp_path):
@@ -174,11 +197,29 @@ def test_save_refuses_a_bad_result_and_leaves_nothing(tmp_path):
         suite.save_result(_good(), tmp_path)
 
 
+def test_saved_results_are_readable_by_others_as_umask_allows(tmp_path):
+    old = os.umask(0o022)
+    try:
+        path = suite.save_result(_good(), tmp_path / "r.json")
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o644
+
+
 def test_ctrl_c_while_writing_leaves_no_file(tmp_path, monkeypatch):
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
 
     monkeypatch.setattr(suite.json, "dump", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        suite.save_result(_good(), tmp_path / "r.json")
+    assert list(tmp_path.iterdir()) == []
+    monkeypatch.undo()
+
+    def interrupted_mkstemp(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(suite.tempfile, "mkstemp", interrupted_mkstemp)
     with pytest.raises(KeyboardInterrupt):
         suite.save_result(_good(), tmp_path / "r.json")
     assert list(tmp_path.iterdir()) == []
@@ -216,6 +257,56 @@ def test_ctrl_c_mid_run_leaves_no_file_and_no_process(tmp_path):
 def test_bad_threads_on_the_command_line(capsys):
     assert cli.main(["benchmark", "--quick", "--threads", "0"]) == 2
     assert "threads" in capsys.readouterr().err
+
+
+def test_out_is_checked_before_the_run_and_a_folder_gets_the_default_name(tmp_path, monkeypatch, capsys):
+    runs = []
+
+    def fake_run(**kwargs):
+        runs.append(kwargs)
+        return _good() | {"label": "My Laptop"}
+
+    monkeypatch.setattr(suite, "run_benchmark", fake_run)
+    monkeypatch.setattr(suite, "summary_text", lambda result: "summary")
+    folder = tmp_path / "results"
+    folder.mkdir()
+    assert cli.main(["benchmark", "--quick", "--out", str(folder)]) == 0
+    saved = folder / suite.default_result_path("My Laptop")
+    assert suite.load_result(saved)["label"] == "My Laptop" and f"saved {saved}" in capsys.readouterr().out
+    a_file = tmp_path / "a-file"
+    a_file.write_text("x")
+    assert cli.main(["benchmark", "--quick", "--out", str(a_file / "r.json")]) == 2
+    assert "is a file" in capsys.readouterr().err and len(runs) == 1  # refused before running
+
+
+def test_energy_is_divided_by_the_windows_the_meter_counted(monkeypatch):
+    class Meter:  # a GPU meter that got a power sample in 2 of the 3 time-to-accuracy windows
+        def __init__(self, device):
+            self.windows = 0
+
+        def window(self):
+            import contextlib
+
+            self.windows += 1
+            return contextlib.nullcontext()
+
+        def result(self):
+            self.windows = 2
+            return {"available": True, "source": "nvidia-smi", "joules": 10.0, "seconds": 1.0, "why": "fake"}
+
+        def close(self):
+            pass
+
+    monkeypatch.setattr(suite, "EnergyMeter", Meter)
+    monkeypatch.setattr(suite, "_allreduce", lambda dev, repeats: {str(mb * 2**20): 1e9 for mb in suite.ALLREDUCE_MB}
+                        | {"world_size": 2, "backend": "gloo"})
+    monkeypatch.setattr(suite, "QUICK", suite.Settings(rounds=3, min_run_time=0.01, latency_calls=20,
+                                                       allreduce_repeats=1))
+    r = suite.run_benchmark(quick=True, progress=False, device="cpu")
+    assert r["headline"]["energy_j"] == pytest.approx(5.0) and r["details"]["energy"]["windows"] == 2
+    bw = r["details"]["memory_bandwidth"]
+    if r["hardware"]["cpu"]["physical_cores"] > 1:
+        assert bw["all_cores_gbs"] > 0 and len(bw["all_cores_per_round"]) == 3
 
 
 def test_bad_arguments():
@@ -320,8 +411,11 @@ def test_discipline_functions_return_numbers():
     assert 0 <= s.no_wait_s < s.wait_s and "background thread" in s.how
     r = discipline.repeats_effect(n=32, groups=3, per_group=5)
     assert len(r.singles) == 15 and len(r.medians) == 3 and r.median_ratio <= r.single_ratio
+    sets = sorted(max(r.singles[k:k + 3]) / min(r.singles[k:k + 3]) for k in range(0, 15, 3))
+    assert r.set_ratio == pytest.approx(sets[2])  # the median over the 5 sets of 3 singles, one per group
     b = discipline.busy_effect(n=64, rounds=1, window_s=0.02)
     assert b.idle_s > 0 and b.busy_s > 0 and b.rounds == 1 and len(b.busy_rounds) == 1
+    assert b.busy_processes == 1 and b.threads == 1
     assert not [p for p in psutil.Process().children(recursive=True) if "spin" in " ".join(p.cmdline())]
     with pytest.raises(ValueError, match="skip"):
         discipline.warmup_effect(steps=3, skip=2)
@@ -383,3 +477,6 @@ def test_report_card_command(quick, tmp_path, capsys):
     # no usable file at all: a failure exit status and a message, not a traceback
     assert cli.main(["report-card", str(bad), "--out", str(tmp_path / "card2")]) != 0
     assert "course report-card:" in capsys.readouterr().err
+    # --out naming an existing file: a message and exit status 2, not a traceback
+    assert cli.main(["report-card", str(quick[1]), "--out", str(bad)]) == 2
+    assert "must be a folder" in capsys.readouterr().err

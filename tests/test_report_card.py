@@ -172,6 +172,7 @@ def test_bad_files_are_skipped_and_the_rest_compared(good, tmp_path, monkeypatch
         "nan.json": json.dumps(fake("nan", memory_bandwidth_gbs=float("nan"))),
         "negative.json": json.dumps(fake("negative", latency_p50_ms=-1.0)),
         "flag.json": json.dumps(fake("flag", allreduce_gbs=True)),
+        "deep.json": "[" * 200_000,  # nested too deeply for json.loads: skipped, not a crash
     }
     for name, content in files.items():
         (bad / name).write_text(content)
@@ -206,9 +207,16 @@ def test_bad_files_are_skipped_and_the_rest_compared(good, tmp_path, monkeypatch
     assert "allreduce_gbs" in skipped[str(bad / "flag.json")]
     assert "Permission" in skipped[str(locked)] and "no such file" in skipped[str(tmp_path / "gone.json")]
     assert "matmul_gflops" in skipped[str(bad / "missing.json")]
+    assert "nested too deeply" in skipped[str(bad / "deep.json")]
+    assert skipped[str(bad / "truncated.json")].startswith("truncated")
     assert "newer" in skipped[str(bad / "newer.json")].lower() or "99" in skipped[str(bad / "newer.json")]
     page = card.html.read_text()
     assert all(name in page for name in files) and "Permission" in page
+    # notes stand between tables, never inside one
+    import re
+
+    for table in re.findall(r"<table>.*?</table>", page, flags=re.S):
+        assert '<p class="note">' not in table
     assert "notes.txt" not in page
 
 
@@ -253,6 +261,8 @@ def test_nothing_usable_and_bad_arguments(tmp_path):
         report_card.write_report_card([good, 3], tmp_path / "out")
     with pytest.raises(TypeError, match="echo"):
         report_card.write_report_card(good, tmp_path / "out", echo="print")
+    with pytest.raises(ValueError, match="must be a folder"):  # an existing file as out_dir
+        report_card.write_report_card(good, good, echo=None)
     rows = report_card.reference_rows(["T4", "t4", "tpu-v5e"])
     assert [r["key"] for r in rows] == ["t4", "tpu-v5e"]
     assert rows[0]["bf16_gflops"] is None and rows[1]["fp32_gflops"] is None

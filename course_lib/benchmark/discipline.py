@@ -10,10 +10,10 @@ notebook can print, plot and assert on; each takes a few seconds on 2 cores.
 ``sync_effect``        timing work that runs asynchronously without waiting for it: on a GPU a
                        matmul timed without ``torch.cuda.synchronize``; on a CPU the same mistake with
                        work handed to a background thread (a future), timed without ``.result()``
-``repeats_effect``     single measurements against medians of repeated ones: how far two of each
-                       can disagree
-``busy_effect``        the same matmul on an idle machine and while busy-loop processes keep the
-                       cores busy, measured interleaved (idle, busy, idle, busy, ...)
+``repeats_effect``     single measurements against medians of repeated ones: how far sets of the
+                       same size (one call, or one median, per group) disagree
+``busy_effect``        the same matmul on an idle machine and while a busy-loop process keeps one
+                       core busy, measured interleaved (idle, busy, idle, busy, ...)
 ``busy_cores``         a ``with`` block during which ``n`` busy-loop processes keep ``n`` cores busy
                        (always stopped at its end), to time anything on a busy machine
 =====================  ==========================================================================
@@ -215,7 +215,10 @@ def sync_effect(device: torch.device | str | None = None, *, n: int | None = Non
 class RepeatsEffect:
     """``singles``: single timed calls, in order; ``medians``: medians of ``groups`` groups of
     ``per_group`` calls taken interleaved over the same stretch (group g holds calls g, g+groups, ...).
-    ``single_ratio`` / ``median_ratio``: largest over smallest of each (1.0 = perfect agreement)."""
+    ``single_ratio``: largest over smallest of all the singles; ``median_ratio``: of the ``groups``
+    medians; ``set_ratio``: of ``groups`` single calls, one per group (calls k*groups ... k*groups +
+    groups - 1), the median over the ``per_group`` such sets: the typical disagreement of as many
+    single timings as there are medians (1.0 = perfect agreement)."""
 
     singles: list[float]
     medians: list[float]
@@ -223,15 +226,17 @@ class RepeatsEffect:
     per_group: int
     single_ratio: float
     median_ratio: float
+    set_ratio: float = float("nan")
 
 
 def repeats_effect(device: torch.device | str | None = None, *, n: int = 256, groups: int = 4,
-                   per_group: int = 50, threads: int = 1) -> RepeatsEffect:
+                   per_group: int = 200, threads: int = 1) -> RepeatsEffect:
     """Time ``groups * per_group`` single n x n matmuls one by one, then group them. Notebook 07.1,
     "Repeats and medians".
 
-    Two single measurements can disagree by a factor (the operating system, another program, a
-    cache); two medians of interleaved repeats agree far better. The groups are interleaved (call i
+    Single measurements can disagree by a factor (the operating system, another program, a cache);
+    medians of interleaved repeats agree far better. ``set_ratio`` and ``median_ratio`` compare sets
+    of the same size (``groups`` single calls against ``groups`` medians), so either can be larger. The groups are interleaved (call i
     goes to group i % groups), so a slow stretch of the machine hits every group alike. CPU work runs
     on ``threads`` torch threads (default 1: see ``busy_effect`` for what a thread per core risks).
     """
@@ -254,7 +259,9 @@ def repeats_effect(device: torch.device | str | None = None, *, n: int = 256, gr
             synchronize(dev)
             singles.append(time.perf_counter() - t)
     medians = [statistics.median(singles[g::groups]) for g in range(groups)]
-    return RepeatsEffect(singles, medians, groups, per_group, _ratio(singles), _ratio(medians))
+    sets = [_ratio(singles[k * groups:(k + 1) * groups]) for k in range(per_group)]
+    return RepeatsEffect(singles, medians, groups, per_group, _ratio(singles), _ratio(medians),
+                         float(statistics.median(sets)))
 
 
 # ----------------------------------------------------------------------------------------------
@@ -348,24 +355,24 @@ def _mean_call(fn, window: float) -> float:
             return elapsed / calls
 
 
-def busy_effect(*, threads: int = 1, busy_processes: int | None = None, n: int = 512, rounds: int = 3,
+def busy_effect(*, threads: int = 1, busy_processes: int = 1, n: int = 512, rounds: int = 3,
                 window_s: float = 0.2) -> BusyEffect:
     """The same n x n CPU matmul on ``threads`` torch threads, idle and with ``busy_processes`` busy-loop
     processes, interleaved over ``rounds`` (idle, busy, idle, busy, ...). Notebook 07.1, "A busy machine".
 
-    The default fills every usable CPU with a busy loop while one thread multiplies: the scheduler
-    then shares the cores among more runnable processes than there are cores, and the matmul gets a
-    share of one (about cores / (cores + 1)): a slow-down that holds on any machine, also when
-    another program already keeps a core busy. ``threads`` = the number of cores with
-    ``busy_processes=1`` shows the worse case: one busy core slows a parallel kernel far more than
-    its share, since the threads wait for each other at every barrier (on a 2-core machine: about
-    10x, and just as much whenever any other program runs, so the "idle" rounds are idle only on a
-    quiet machine). The busy processes are started through
-    ``course_lib.procs`` and always stopped, also on error or Ctrl-C.
+    With the defaults (one thread, one busy loop) on a machine with 2 or more free cores, the
+    scheduler puts the loop and the thread on different cores, and the matmul slows only a little
+    (shared caches and memory; on a virtual machine perhaps a shared physical core). ``threads`` =
+    the number of cores shows the worse case: one busy core slows a parallel kernel far more than
+    the half core it loses, since the threads wait for each other at every barrier (on a 2-core
+    machine: 5-10x; any other program running does the same, so the "idle" rounds are idle only on
+    a quiet machine). On one CPU, the loop and the thread share it: about 2x. ``busy_processes``
+    = ``cores`` or more leaves no core free, so even one thread shares a core with a loop. The busy
+    processes are started through ``course_lib.procs`` and always stopped, also on error or Ctrl-C.
     """
     threads = validate.positive_int("threads", threads)
     cores = _usable_cpus()
-    busy_processes = cores if busy_processes is None else validate.positive_int("busy_processes", busy_processes)
+    busy_processes = validate.positive_int("busy_processes", busy_processes)
     n = validate.positive_int("n", n)
     rounds = validate.positive_int("rounds", rounds)
     window_s = validate.positive("window_s", window_s)

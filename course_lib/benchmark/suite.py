@@ -9,8 +9,12 @@ time to accuracy           a fixed MLP (64-256-256-10, Adam, batch 32, seeded) t
                            digits data until its held-out accuracy reaches 0.95 (evaluated every epoch)
 training throughput        samples/s of one training step of that MLP on a batch of 256
 inference latency          p50 and p95 of single-example predictions (batch 1), each call timed alone
-fp32 matmul                GFLOP/s of an n x n product (``bench.matmul_throughput``)
-memory bandwidth           GB/s of copying one large buffer into another (``bench.memory_bandwidth``)
+fp32 matmul                GFLOP/s of an n x n product (``bench.matmul_throughput``) on the run's threads
+                           (one CPU thread by default); on a CPU also on every core, in ``details``
+memory bandwidth           GB/s of copying one large buffer into another (``bench.memory_bandwidth``) on
+                           the run's threads: on a CPU what one core draws by default, well below the
+                           memory's ceiling (every core together draws more: in ``details``, not a
+                           headline); on a GPU the whole GPU's copy
 all-reduce bus bandwidth   ``dist.all_reduce`` on 2 CPU processes over gloo (NCCL across GPUs where there
                            are several) on messages of 1-16 MB, as bus bandwidth (``comm.busbw``)
 energy to accuracy         joules of one time-to-accuracy run, where RAPL or nvidia-smi reports energy
@@ -76,7 +80,7 @@ class ResultError(ValueError):
 class Settings:
     """How much a run measures (``FULL`` for ``course benchmark``, ``QUICK`` for ``--quick``)."""
 
-    rounds: int  # every test runs once per round; headlines are medians over rounds
+    rounds: int  # every test runs once per round; headlines come from the rounds' good end
     min_run_time: float  # seconds each timed block of the throughput, matmul and bandwidth tests lasts
     latency_calls: int  # single-example predictions timed per round
     allreduce_repeats: int  # timed all-reduces per message size per round
@@ -255,7 +259,7 @@ def run_benchmark(*, quick: bool = False, device: torch.device | str | None = No
     old_threads = torch.get_num_threads()
     meter = EnergyMeter(dev)
     per: dict[str, list] = {k: [] for k in ("tta", "throughput", "latency", "matmul", "matmul_all_cores", "bandwidth",
-                                            "allreduce")}
+                                            "bandwidth_all_cores", "allreduce")}
     not_applicable = _allreduce_not_applicable(dev)
     tests = ["time to accuracy", "throughput", "latency", "matmul", "bandwidth"] + ([] if not_applicable else
                                                                                      ["all-reduce"])
@@ -301,8 +305,13 @@ def run_benchmark(*, quick: bool = False, device: torch.device | str | None = No
                     per["matmul_all_cores"].append(mm.flops_per_s / 1e9)
             bar.update()
             bar.set_postfix_str("bandwidth")
-            per["bandwidth"].append(bench.memory_bandwidth(bw_bytes, device=dev,
-                                                           min_run_time=settings.min_run_time) / 1e9)
+            with bench.num_threads_set(threads):
+                per["bandwidth"].append(bench.memory_bandwidth(bw_bytes, device=dev,
+                                                               min_run_time=settings.min_run_time) / 1e9)
+            if dev.type == "cpu" and all_cores != threads:
+                with bench.num_threads_set(all_cores):
+                    per["bandwidth_all_cores"].append(bench.memory_bandwidth(
+                        bw_bytes, device=dev, min_run_time=settings.min_run_time / 2) / 1e9)
             bar.update()
             if not not_applicable:
                 bar.set_postfix_str("all-reduce")
@@ -320,7 +329,9 @@ def run_benchmark(*, quick: bool = False, device: torch.device | str | None = No
     largest = str(ALLREDUCE_MB[-1] * 2**20)
     ar = [row[largest] / 1e9 for row in per["allreduce"]]
     energy = meter.result()
-    energy_j = energy["joules"] / len(tta) if energy["available"] and energy["joules"] is not None else None
+    # per window the meter counted (a GPU window without a power sample is not counted)
+    energy_j = (energy["joules"] / meter.windows if energy["available"] and energy["joules"] is not None
+                and meter.windows else None)
     series = {"time_to_accuracy_s": tta, "train_samples_per_s": per["throughput"], "latency_p50_ms": lat_p50,
               "latency_p95_ms": lat_p95, "matmul_gflops": per["matmul"], "memory_bandwidth_gbs": per["bandwidth"],
               "allreduce_gbs": ar}
@@ -360,7 +371,12 @@ def run_benchmark(*, quick: bool = False, device: torch.device | str | None = No
                        "all_cores_per_round": per["matmul_all_cores"],
                        "all_cores_spread": _spread(per["matmul_all_cores"])} if per["matmul_all_cores"] else {})},
         "memory_bandwidth": {"buffer_bytes": bw_bytes, "kernel": "copy (bytes read + written)",
-                             "per_round": per["bandwidth"], "spread": _spread(per["bandwidth"])},
+                             "threads": threads if dev.type == "cpu" else None,
+                             "per_round": per["bandwidth"], "spread": _spread(per["bandwidth"]),
+                             **({"all_cores": all_cores, "all_cores_gbs": _median(per["bandwidth_all_cores"]),
+                                 "all_cores_per_round": per["bandwidth_all_cores"],
+                                 "all_cores_spread": _spread(per["bandwidth_all_cores"])}
+                                if per["bandwidth_all_cores"] else {})},
         "allreduce": ({"applicable": False, "why": not_applicable} if not_applicable else {
             "applicable": True, "world_size": per["allreduce"][0]["world_size"],
             "backend": per["allreduce"][0]["backend"], "sizes_bytes": [mb * 2**20 for mb in ALLREDUCE_MB],
@@ -370,7 +386,7 @@ def run_benchmark(*, quick: bool = False, device: torch.device | str | None = No
             "spread": _spread(ar), "threads_per_rank": 1}),
     }
     if energy_j is not None:
-        details["energy"] = {"windows": len(tta), "joules_total": energy["joules"], "seconds": energy["seconds"],
+        details["energy"] = {"windows": meter.windows, "joules_total": energy["joules"], "seconds": energy["seconds"],
                              "per": "one time-to-accuracy run"}
     import course_lib
 
@@ -438,8 +454,12 @@ def save_result(result: dict, path: str | os.PathLike) -> Path:
     if target.is_dir():
         raise ValueError(f"path {str(target)!r} is a folder; give a file name such as {default_result_path('x')}")
     target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    tmp = None
     try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+        # mkstemp makes the file readable by its owner only; give it the mode a plain open() would
+        # (0o666 less the umask), so others in a shared workshop folder can read it too
+        os.chmod(tmp, 0o666 & ~_umask())
         with os.fdopen(fd, "w") as f:
             json.dump(result, f, indent=2, allow_nan=False)
             f.write("\n")
@@ -447,22 +467,39 @@ def save_result(result: dict, path: str | os.PathLike) -> Path:
             os.fsync(f.fileno())
         os.replace(tmp, target)
     except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
+        if tmp is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
         raise
     return target
+
+
+def _umask() -> int:
+    """This process's umask (read by setting it and setting it back)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+#: Larger files are not read (a result is about 10 kB).
+MAX_RESULT_BYTES = 10 * 2**20
 
 
 def load_result(path: str | os.PathLike) -> dict:
     """Read a result written by :func:`save_result` (notebook 07.1, the report card).
 
-    Raises :class:`ResultError` naming the file and why: it cannot be read, is empty, truncated or
-    not JSON, is foreign JSON (no course benchmark schema), has a newer schema, misses headline keys,
-    or holds values that are not numbers.
+    Raises :class:`ResultError` naming the file and why: it cannot be read, is larger than
+    ``MAX_RESULT_BYTES``, is empty, truncated or not JSON (also JSON nested too deeply to parse), is
+    foreign JSON (no course benchmark schema), has a newer schema, misses headline keys, or holds
+    values that are not numbers.
     """
     p = Path(path)
     where = str(p)
     try:
+        size = p.stat().st_size
+        if size > MAX_RESULT_BYTES:
+            raise ResultError(f"{where}: too large for a benchmark result ({size / 2**20:.1f} MB; results are "
+                              f"about 10 kB, and files over {MAX_RESULT_BYTES // 2**20} MB are not read)")
         raw = p.read_bytes()
     except OSError as exc:
         raise ResultError(f"{where}: cannot be read ({exc.strerror or exc})") from None
@@ -475,10 +512,14 @@ def load_result(path: str | os.PathLike) -> dict:
     try:
         obj = json.loads(text)
     except json.JSONDecodeError as exc:
-        if exc.pos >= len(text.rstrip()):
-            raise ResultError(f"{where}: truncated (the JSON ends early, at character {exc.pos}: was the benchmark "
-                              "stopped while writing, or the file cut off when copied?)") from None
-        raise ResultError(f"{where}: not valid JSON ({exc.msg} at line {exc.lineno}, column {exc.colno})") from None
+        # an unterminated string runs to the end of the text: the file was cut off inside it
+        if exc.pos >= len(text.rstrip()) or exc.msg.startswith("Unterminated string"):
+            raise ResultError(f"{where}: truncated (the JSON ends early, after {len(text)} characters: was the "
+                              "benchmark stopped while writing, or the file cut off when copied?)") from None
+        raise ResultError(f"{where}: not valid JSON ({exc.msg}: line {exc.lineno}, column {exc.colno})") from None
+    except (RecursionError, MemoryError) as exc:
+        raise ResultError(f"{where}: not a benchmark result (JSON nested too deeply or too large to parse: "
+                          f"{type(exc).__name__})") from None
     return check_result(obj, where)
 
 
@@ -520,6 +561,11 @@ def summary_text(result: dict) -> str:
             name = f"  on all {mm['all_cores']} cores"
             lines.append(f"  {name:<28}{_fmt(mm['all_cores_gflops']):>12}  {unit:<10} {'higher':<7} "
                          f"{mm['all_cores_spread']:.0%} (not a headline: other programs change it)")
+        bw = d.get("memory_bandwidth", {})
+        if key == "memory_bandwidth_gbs" and "all_cores_gbs" in bw:
+            name = f"  on all {bw['all_cores']} cores"
+            lines.append(f"  {name:<28}{_fmt(bw['all_cores_gbs']):>12}  {unit:<10} {'higher':<7} "
+                         f"{bw['all_cores_spread']:.0%} (not a headline)")
     worst = max(d.get("disturbed_rounds", {}).values(), default=0)
     if worst > d.get("rounds", 0) // 4:
         lines.append(f"  note: up to {worst} of {d['rounds']} rounds ran over 30 % slower than the headline: another "
