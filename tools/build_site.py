@@ -51,6 +51,19 @@ WIDGETS_PATH_JS = """// Tell require.js that the widget manager's files are in _
 """
 
 
+def _fonts_next_to_pages(html: Path) -> None:
+    """Some widget controls' style sheets ask for the manager's fonts at ``@jupyter-widgets/<file>`` next to the
+    page, whatever the manager's own path: put a copy of them there for every folder of pages with widgets."""
+    fonts = [f for f in (html / "_static" / "html-manager").iterdir() if f.suffix in (".woff", ".woff2", ".ttf",
+                                                                                      ".eot", ".svg")]
+    for folder in {p.parent for p in html.rglob("*.html") if "_static" not in p.relative_to(html).parts
+                   and "jupyter-widgets" in p.read_text(errors="ignore")}:
+        target = folder / "@jupyter-widgets"
+        target.mkdir(exist_ok=True)
+        for f in fonts:
+            shutil.copy(f, target / f.name)
+
+
 class SiteError(ValueError):
     """The site cannot be built from what is stored (a message says which notebook, which cell, what to do)."""
 
@@ -218,6 +231,7 @@ def build(out: Path = OUT, quiet: bool = True) -> dict:
     (src / "_toc.yml").write_text(toc(notebooks, solutions, guides))
     (src / "_config.yml").write_text(config(widget_files))
     _render(src, html, quiet)
+    _fonts_next_to_pages(html)
     pages = [p for p in html.rglob("*.html") if "_static" not in p.relative_to(html).parts]
     size = sum(f.stat().st_size for f in html.rglob("*") if f.is_file())
     return {"html": html, "pages": len(pages), "modules": len(notebooks), "solutions": len(solutions),
