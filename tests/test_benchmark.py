@@ -206,20 +206,13 @@ def test_saved_results_are_readable_by_others_as_umask_allows(tmp_path):
     assert stat.S_IMODE(path.stat().st_mode) == 0o644
 
 
-def test_ctrl_c_while_writing_leaves_no_file(tmp_path, monkeypatch):
+@pytest.mark.parametrize("step", ["dump", "mkstemp"])
+def test_ctrl_c_while_writing_leaves_no_file(tmp_path, monkeypatch, step):
+    """Ctrl-C while the temp file is made or while the JSON is written: no result file, no temp file."""
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(suite.json, "dump", interrupted)
-    with pytest.raises(KeyboardInterrupt):
-        suite.save_result(_good(), tmp_path / "r.json")
-    assert list(tmp_path.iterdir()) == []
-    monkeypatch.undo()
-
-    def interrupted_mkstemp(*args, **kwargs):
-        raise KeyboardInterrupt
-
-    monkeypatch.setattr(suite.tempfile, "mkstemp", interrupted_mkstemp)
+    monkeypatch.setattr(suite.json if step == "dump" else suite.tempfile, step, interrupted)
     with pytest.raises(KeyboardInterrupt):
         suite.save_result(_good(), tmp_path / "r.json")
     assert list(tmp_path.iterdir()) == []
