@@ -3,7 +3,8 @@
 
     python3 bootstrap.py lab        # set up, then open JupyterLab on the course
     python3 bootstrap.py test       # set up, then run the whole test suite
-    python3 bootstrap.py timings    # execute every notebook, store outputs and run times
+    python3 bootstrap.py test --fast  # only the unit tests that start no notebook, browser or process
+    python3 bootstrap.py timings    # execute every notebook into build/executed/, record run times
     python3 bootstrap.py exercises  # regenerate exercises/ from solutions/
     python3 bootstrap.py doctor     # print the hardware report
     python3 bootstrap.py site       # build the course website into build/site/html, then check it in a browser

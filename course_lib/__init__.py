@@ -3,7 +3,8 @@
 Modules, by layer (imports only go down this list; CONTRIBUTING.md maps every notebook to them):
 
 0. vocabulary and checks: ``validate`` (argument checks, one wording), ``names`` (dtypes,
-   precisions, optimizers, device kinds), ``lazy`` (packages whose parts load on first use).
+   precisions, optimizers, device kinds), ``lazy`` (packages whose parts load on first use),
+   ``claims`` (a lesson's live checks: a measurement, its bound, and the no-effect case it rejects).
 1. facts and basics: ``hardware`` (what is this machine), ``devices`` (what runs where: device,
    dtypes, backend and skipped demos, decided from a hardware description), ``cpu`` (free cores, thread pools, fp32
    and bf16 speed measured now), ``procs`` (child processes that never outlive their caller),

@@ -138,6 +138,7 @@ def rows():
                                                         powersgd_rank=2, period=PERIOD)}
 
 
+@pytest.mark.slow
 def test_measured_bytes_equal_the_formulas(rows):
     assert set(rows) == set(agg.METHODS)
     for method, row in rows.items():
@@ -152,6 +153,7 @@ def test_measured_bytes_equal_the_formulas(rows):
     assert per_step["local_sgd"] == [4 * N if (s % PERIOD == 0 or s == STEPS) else 0 for s in range(1, STEPS + 1)]
 
 
+@pytest.mark.slow
 def test_compressed_methods_learn_about_as_well_with_far_fewer_bytes(rows):
     base = rows["none"]["accuracy"]
     assert base > 0.85, f"uncompressed training reached only {base:.3f} on digits"

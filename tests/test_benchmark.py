@@ -46,6 +46,7 @@ def _leftovers(path: Path) -> list[str]:
 
 # --- the result --------------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_quick_run_has_the_schema(quick):
     result, path, printed = quick
     assert result["schema"] == suite.SCHEMA == "course-benchmark/1"
@@ -80,6 +81,7 @@ def test_quick_run_has_the_schema(quick):
     assert _leftovers(path) == []
 
 
+@pytest.mark.slow
 def test_save_and_load_round_trip(quick, tmp_path):
     result = quick[0]
     path = suite.save_result(result, tmp_path / "sub" / "again.json")
@@ -218,6 +220,7 @@ def test_ctrl_c_while_writing_leaves_no_file(tmp_path, monkeypatch, step):
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.slow
 def test_ctrl_c_mid_run_leaves_no_file_and_no_process(tmp_path):
     out = tmp_path / "result.json"
     proc = subprocess.Popen([sys.executable, "-m", "course_lib.cli", "benchmark", "--quick", "--no-progress",
@@ -272,6 +275,7 @@ def test_out_is_checked_before_the_run_and_a_folder_gets_the_default_name(tmp_pa
     assert "is a file" in capsys.readouterr().err and len(runs) == 1  # refused before running
 
 
+@pytest.mark.slow
 def test_energy_is_divided_by_the_windows_the_meter_counted(monkeypatch):
     class Meter:  # a GPU meter that got a power sample in 2 of the 3 time-to-accuracy windows
         def __init__(self, device):
@@ -375,6 +379,7 @@ def test_energy_without_permission(tmp_path, monkeypatch):
     assert not r["available"] and "could not be read" in r["why"]
 
 
+@pytest.mark.slow
 def test_nvidia_smi_power_is_sampled_and_integrated(tmp_path, monkeypatch):
     fake = tmp_path / "nvidia-smi"
     fake.write_text(textwrap.dedent("""\
@@ -397,6 +402,7 @@ def test_nvidia_smi_power_is_sampled_and_integrated(tmp_path, monkeypatch):
 
 # --- discipline --------------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_discipline_functions_return_numbers():
     w = discipline.warmup_effect(steps=6, skip=2, width=64, batch=32)
     assert len(w.times) == 6 and w.first_s > 0 and w.warm_s > 0 and w.ratio == pytest.approx(w.first_s / w.warm_s)
@@ -432,6 +438,7 @@ def test_sync_effect_sizes_the_work_by_one_timed_product(monkeypatch):
         discipline.sync_effect(target_s=0)
 
 
+@pytest.mark.slow
 def test_busy_cores_run_while_the_block_runs_and_always_stop():
     with discipline.busy_cores(2) as pids:
         assert len(pids) == 2 and all(is_running(pid) for pid in pids)
@@ -458,6 +465,7 @@ def test_busy_cores_run_while_the_block_runs_and_always_stop():
 
 # --- the report card through the command line ----------------------------------------------------
 
+@pytest.mark.slow
 def test_report_card_command(quick, tmp_path, capsys):
     bad = tmp_path / "broken.json"
     bad.write_text("{")

@@ -52,6 +52,7 @@ def test_recommend_rejects_bad_input():
         compare.recommend(ROWS, "memory", post_training_only="yes")
 
 
+@pytest.mark.slow
 def test_measure_times_and_sizes_every_variant():
     split = data.load_digits()
     torch.manual_seed(0)

@@ -223,6 +223,7 @@ def test_rescaled_units_keep_the_outputs_and_spread_the_rows():
 needs_torchao = pytest.mark.skipif(Q.torchao_problem() is not None, reason=str(Q.torchao_problem()))
 
 
+@pytest.mark.slow
 def test_importing_torchao_prints_nothing():
     code = "from course_lib.compression import quantization as Q; print(Q.torchao_problem())"
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
@@ -266,6 +267,7 @@ def test_int8_copies_are_quarter_size_and_close_to_fp32():
             assert 0.9 < ratio < 1.1  # torchao's rounding error is the hand-written one's
 
 
+@pytest.mark.slow
 def test_compile_timed_and_latency_report_per_shape():
     m = models.MLP(16, 32, 4).eval()
     c = Q.compile_timed(m, [torch.randn(2, 16)], backend="eager")  # the timing logic, without inductor's minutes

@@ -51,6 +51,7 @@ def test_models_bad_input(call):
         call()
 
 
+@pytest.mark.slow
 def test_fit_learns_digits():
     torch.manual_seed(0)
     s = data.load_digits()

@@ -143,6 +143,7 @@ def test_copy_kernel_copies():
         bench.copy_kernel([1.0], dst)
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(os.name == "nt", reason="gloo needs a POSIX host here")
 def test_ring_uses_paired_sends_on_three_ranks():
     from course_lib import distributed

@@ -120,6 +120,7 @@ def test_allreduce_sizes_span_1kb_to_64mb_in_steps_of_4():
 # ----------------------------------------------------------------------------------------------
 # launching
 
+@pytest.mark.slow
 @pytest.mark.parametrize("world_size", [1, 2, 4])
 def test_launch_returns_results_in_rank_order(world_size):
     out = d.launch(d.demo_rank_sum, world_size)
@@ -131,6 +132,7 @@ def test_launch_returns_results_in_rank_order(world_size):
     assert d.port_is_free(stats["port"])
 
 
+@pytest.mark.slow
 def test_rank_info_inside_a_job():
     out = d.launch(d.demo_rank_info, 2, threads_per_rank=1)
     assert [o["rank"] for o in out] == [0, 1]
@@ -139,6 +141,7 @@ def test_rank_info_inside_a_job():
     assert out[0]["master_port"] == out[1]["master_port"] == d.last_launch_stats()["port"]
 
 
+@pytest.mark.slow
 def test_ring_all_reduce_matches_library_on_2_and_3_ranks():
     sizes = [1, 2, 7, 1000, 1001, 2**16 + 3]  # 1 and 2 are smaller than 3 ranks: empty chunks
     for world_size in (2, 3):
@@ -151,11 +154,13 @@ def test_ring_all_reduce_matches_library_on_2_and_3_ranks():
                 assert r["max_abs_diff"] < 1e-4
 
 
+@pytest.mark.slow
 def test_ring_all_reduce_on_one_rank_is_a_copy():
     (rows,) = d.launch(d.check_ring_against_library, 1, [1, 5])
     assert all(r["max_abs_diff"] == 0.0 and r["allclose"] for r in rows)
 
 
+@pytest.mark.slow
 def test_rank_that_dies_without_reporting():
     # os._exit is importable (posix._exit): the rank exits with code 3 at once, printing nothing itself
     # (some torch builds log a warning while a rank starts: then that is the output shown)
@@ -166,6 +171,7 @@ def test_rank_that_dies_without_reporting():
     assert leftover_children() == []
 
 
+@pytest.mark.slow
 def test_rank_that_crashes_while_importing_shows_its_own_error_output():
     import crash_at_import
 
@@ -177,6 +183,7 @@ def test_rank_that_crashes_while_importing_shows_its_own_error_output():
     assert leftover_children() == []
 
 
+@pytest.mark.slow
 def test_rank_whose_module_raises_at_import_reports_the_traceback():
     import raise_at_import
 
@@ -185,6 +192,7 @@ def test_rank_whose_module_raises_at_import_reports_the_traceback():
     assert info.value.error_type == "ImportError" and "raise_at_import.py" in info.value.traceback_text
 
 
+@pytest.mark.slow
 def test_a_rank_may_start_dataloader_workers():
     out = d.launch(d.demo_dataloader_sum, 2, n=256, num_workers=2)
     assert [o["total"] for o in out] == [2 * sum(range(256))] * 2  # every rank summed 0..255
@@ -194,6 +202,7 @@ def test_a_rank_may_start_dataloader_workers():
     assert leftover_children() == []
 
 
+@pytest.mark.slow
 def test_timeout_kills_what_a_hung_rank_started():
     with tempfile.TemporaryDirectory() as tmp:
         pid_file = os.path.join(tmp, "pids")
@@ -206,6 +215,7 @@ def test_timeout_kills_what_a_hung_rank_started():
     assert leftover_children() == []
 
 
+@pytest.mark.slow
 def test_startup_timeout():
     with pytest.raises(d.LaunchTimeout) as info:
         d.launch(d.demo_rank_sum, 2, startup_timeout=0.001)
@@ -214,6 +224,7 @@ def test_startup_timeout():
     assert leftover_children() == []
 
 
+@pytest.mark.slow
 def test_ctrl_c_while_running_stops_every_rank():
     # from another thread, like a Jupyter interrupt arriving while launch waits for the ranks
     d.launch(d.demo_rank_sum, 2)  # the forkserver is up: the job below starts at once
@@ -230,6 +241,7 @@ def test_ctrl_c_while_running_stops_every_rank():
     assert leftover_children() == []
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("delay", [0.3, 1.5, 3.0])
 def test_ctrl_c_during_startup_in_a_fresh_interpreter(delay):
     """A fresh interpreter's first launch starts the forkserver (imports torch, 2-4 s): interrupt it
@@ -253,6 +265,7 @@ def test_ctrl_c_during_startup_in_a_fresh_interpreter(delay):
     assert alive == [], f"processes left 10 s after the interrupted script exited: {alive}"
 
 
+@pytest.mark.slow
 def test_failing_rank_raises_rank_error_and_cleans_up():
     with pytest.raises(d.RankError) as info:
         d.launch(d.demo_raise_on_rank, 2, rank_to_fail=1, error="ValueError", timeout=30)
@@ -268,6 +281,7 @@ def test_failing_rank_raises_rank_error_and_cleans_up():
     assert d.launch(d.demo_rank_sum, 2) == [(0, 2, 3.0), (1, 2, 3.0)]
 
 
+@pytest.mark.slow
 def test_hung_rank_times_out_and_cleans_up():
     with pytest.raises(d.LaunchTimeout) as info:
         d.launch(d.demo_sleep_on_rank, 2, rank_to_sleep=1, seconds=600, timeout=3)
@@ -281,6 +295,7 @@ def test_hung_rank_times_out_and_cleans_up():
     assert d.port_is_free(d.last_launch_stats()["port"])
 
 
+@pytest.mark.slow
 def test_allreduce_benchmark_rows():
     sizes = [1024, 4096, 2**20]
     out = d.launch(d.allreduce_benchmark, 2, sizes, repeats=3, warmup=1)
@@ -293,6 +308,7 @@ def test_allreduce_benchmark_rows():
         assert r["busbw_Bps"] == pytest.approx(r["algbw_Bps"])  # 2 (N-1) / N = 1 for N = 2
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not Path("/proc/self/io").exists(), reason="the OS keeps no per-process byte counts")
 @pytest.mark.parametrize("world_size", [2, 3])
 def test_allreduce_benchmark_counts_the_bytes_a_ring_sends(world_size):
@@ -302,6 +318,7 @@ def test_allreduce_benchmark_counts_the_bytes_a_ring_sends(world_size):
     assert 0 < rows[0]["bytes_sent"] < 1000  # 4 bytes of data plus message headers
 
 
+@pytest.mark.slow
 def test_data_parallel_step_keeps_the_copies_equal_and_times_its_parts():
     out = d.measure_data_parallel(2, in_features=32, hidden=64, layers=2, batch_size=8, steps=3, warmup=1)
     assert out["same_weights"], "the averaged gradients must give every rank the same weights"
@@ -316,6 +333,7 @@ def test_data_parallel_step_keeps_the_copies_equal_and_times_its_parts():
     assert out["compute_in_job_s"] == pytest.approx(out["step_s"] - out["comm_s"] - out["wait_s"] - out["copy_s"])
 
 
+@pytest.mark.slow
 def test_data_parallel_benchmark_alone_sends_nothing():
     out = d.launch(d.data_parallel_benchmark, 1, in_features=16, hidden=16, layers=1, batch_size=4, steps=2)[0]
     assert len(out["step_s"]) == len(out["solo_s"]) == len(out["comm_s"]) == 2

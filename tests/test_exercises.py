@@ -42,6 +42,7 @@ def test_exercise_has_no_solution_left(path):
     assert all(not c.outputs for c in nb.cells if c.cell_type == "code"), "exercises are stored without outputs"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path", EXERCISES, ids=lambda p: p.name)
 def test_untouched_exercise_fails_every_check_with_a_helpful_message(path):
     nb = nbformat.read(path, as_version=4)

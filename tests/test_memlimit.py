@@ -41,6 +41,7 @@ def no_children_left() -> bool:
     return not leftover_children()
 
 
+@pytest.mark.slow
 @needs_cap
 def test_small_allocation_fits_and_limit_is_headroom_above_baseline():
     r = run_with_memory_limit(allocate_bytes, 256 * MiB, 128 * MiB)
@@ -53,6 +54,7 @@ def test_small_allocation_fits_and_limit_is_headroom_above_baseline():
     assert r.seconds > 0 and r.fn_seconds is not None and no_children_left()
 
 
+@pytest.mark.slow
 @needs_cap
 def test_allocation_above_headroom_is_oom():
     r = run_with_memory_limit(allocate_bytes, 256 * MiB, 384 * MiB)  # 1.5x the head-room
@@ -61,6 +63,7 @@ def test_allocation_above_headroom_is_oom():
     assert "OUT OF MEMORY" in r.summary()
 
 
+@pytest.mark.slow
 @needs_cap
 def test_2gb_under_512mb_is_oom_and_caller_survives():
     r = run_with_memory_limit(allocate_bytes, 512 * MiB, 2048 * MiB)
@@ -69,6 +72,7 @@ def test_2gb_under_512mb_is_oom_and_caller_survives():
     assert os.getpid() == psutil.Process().pid  # still here
 
 
+@pytest.mark.slow
 @needs_cap
 def test_other_exceptions_are_returned_not_raised():
     r = run_with_memory_limit(raise_value_error, 64 * MiB, 7)
@@ -76,6 +80,7 @@ def test_other_exceptions_are_returned_not_raised():
     assert "bad value 7" in r.message and "raise_value_error" in r.message  # short traceback
 
 
+@pytest.mark.slow
 @needs_cap
 def test_timeout_kills_child():
     r = run_with_memory_limit(sleep_then_return, 64 * MiB, 600.0, timeout=3.0)
@@ -85,6 +90,7 @@ def test_timeout_kills_child():
     assert no_children_left()
 
 
+@pytest.mark.slow
 @needs_cap
 def test_child_that_crashes_while_importing_shows_its_own_output():
     import crash_at_import
@@ -95,12 +101,14 @@ def test_child_that_crashes_while_importing_shows_its_own_output():
     assert no_children_left()
 
 
+@pytest.mark.slow
 @needs_cap
 def test_child_that_exits_silently_says_so():
     r = run_with_memory_limit(os._exit, 64 * MiB, 5)
     assert r.error_type == "ChildExited" and "code 5" in r.message and "printed nothing" in r.message
 
 
+@pytest.mark.slow
 @needs_cap
 def test_child_killed_by_signal_counts_as_oom():
     r = run_with_memory_limit(kill_myself, 64 * MiB)
@@ -153,6 +161,7 @@ def test_is_oom_error():
     assert not is_oom_error(ValueError("not enough memory"))  # only allocator RuntimeErrors count
 
 
+@pytest.mark.slow
 @needs_cap
 def test_find_max_batch_size():
     s = find_max_batch_size(mlp_training_step, 128 * MiB, low=64, high=16384, start=1024)
@@ -166,6 +175,7 @@ def test_find_max_batch_size():
     assert no_children_left()
 
 
+@pytest.mark.slow
 @needs_cap
 def test_keyboard_interrupt_leaves_no_child():
     import threading
@@ -183,6 +193,7 @@ def test_keyboard_interrupt_leaves_no_child():
     assert no_children_left()
 
 
+@pytest.mark.slow
 @needs_cap
 def test_env_reaches_the_child_only():
     import os

@@ -60,6 +60,7 @@ def _compare(key, build, optimizer, precision, checkpointing):
     return est, meas
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("checkpointing", [False, True], ids=["plain", "ckpt"])
 @pytest.mark.parametrize("precision", ["fp32", "bf16-mixed"])
 @pytest.mark.parametrize("optimizer", ["sgd", "adam"])
@@ -84,6 +85,7 @@ def test_other_mlp_shape_foreach():
     assert 0.9 <= est.total / meas.live_bytes <= 1.1, est.table()
 
 
+@pytest.mark.slow
 def test_estimate_components_and_no_side_effects():
     torch.manual_seed(0)
     model, x, y = _cnn()

@@ -25,6 +25,7 @@ def test_op_category_rejects_non_strings():
         monitor.op_category(3)
 
 
+@pytest.mark.slow
 def test_sampler_sees_busy_cpu_and_memory_growth():
     with monitor.ResourceSampler(interval=0.05) as rs:
         end = time.perf_counter() + 0.3
@@ -52,6 +53,7 @@ def test_sampler_bad_input():
         monitor.ResourceSampler().series("watts")
 
 
+@pytest.mark.slow
 def test_plot_resources_labels_axes():
     import matplotlib
 
@@ -110,6 +112,7 @@ def test_profile_bad_input(tmp_path):
         monitor.find_bottleneck(p)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["slow-input", "big-matmuls"])
 def test_single_process_scenarios_find_their_designed_bottleneck(name, tmp_path):
     prof = monitor.run_scenario(name, steps=2, trace_dir=tmp_path)
@@ -117,6 +120,7 @@ def test_single_process_scenarios_find_their_designed_bottleneck(name, tmp_path)
     assert (tmp_path / f"{name}.json").exists()
 
 
+@pytest.mark.slow
 def test_communication_scenario_finds_communication(tmp_path):
     prof = monitor.run_scenario("tiny-batch-ddp", steps=2, trace_dir=tmp_path)
     # communication is the notebook's designed bottleneck (57-80 % of a step on an idle machine); a test run next
@@ -158,6 +162,7 @@ def test_tensorboard_bad_input(tmp_path):
         monitor.read_scalars(tmp_path)
 
 
+@pytest.mark.slow
 def test_sample_training_sees_the_model_and_adam_state():
     rs, n = monitor.sample_training(1, width=512, steps=2, interval=0.02)
     s = rs.summary()
@@ -168,6 +173,7 @@ def test_sample_training_sees_the_model_and_adam_state():
         monitor.sample_training(0)
 
 
+@pytest.mark.slow
 def test_release_free_memory_runs_anywhere():
     assert monitor.release_free_memory() in (True, False)
 
@@ -186,6 +192,7 @@ def test_step_flops_matches_torch_flop_counter():
         monitor.step_flops(8, [16])
 
 
+@pytest.mark.slow
 def test_big_matmuls_model_times_forward_and_backward_products(tmp_path):
     prof = monitor.run_scenario("big-matmuls", steps=1, trace_dir=tmp_path, device="cpu")
     e = prof.extra

@@ -92,6 +92,7 @@ def test_bad_types_raise_type_error():
         dp.train_single(slice_of=[0, 2])
 
 
+@pytest.mark.slow
 def test_ddp_and_fully_shard_on_two_ranks_equal_one_process():
     """The one thing a single process cannot show: 2 real ranks, gradients averaged, the same training."""
     ref = dp.train_single(steps=4, global_batch=32)

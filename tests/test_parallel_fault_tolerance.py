@@ -161,6 +161,7 @@ def test_training_run_resumes_on_the_same_trajectory(tmp_path):
         torch.set_num_threads(threads)
 
 
+@pytest.mark.slow
 def test_killed_writer_atomic_survives_direct_breaks(tmp_path):
     """Needs a second process: the kill must land while another process writes."""
     atomic = ft.killed_write_trial(tmp_path / "a.pt", 16, True, 0.5)
@@ -196,6 +197,7 @@ def test_retry_delays_giving_up_and_what_is_not_retried():
         ft.retry(flaky, factor=0.5)
 
 
+@pytest.mark.slow
 def test_delayed_service_refuses_then_accepts():
     with ft.DelayedService(0.3) as service:
         with pytest.raises(ConnectionRefusedError):

@@ -144,6 +144,7 @@ def test_simulation_bad_input(small):
             fed.run_fedavg(mf, clients, (split.x_test, split.y_test), rounds=1, fraction=bad)
 
 
+@pytest.mark.slow
 def test_allreduce_round_equals_the_simulated_round(small):
     """One FedAvg round as 2 real processes (a weighted all-reduce) gives the simulated round's model."""
     from course_lib import distributed

@@ -156,6 +156,7 @@ def both_checks(x: torch.Tensor, y: torch.Tensor) -> dict:
             "1f1b": pipeline.library_pipeline_step(WIDTHS, x, y, 4, "1f1b")}
 
 
+@pytest.mark.slow
 def test_model_and_pipeline_parallel_equal_one_process():
     gen = torch.Generator().manual_seed(0)
     x, y = torch.randn(16, WIDTHS[0], generator=gen), torch.randint(0, WIDTHS[-1], (16,), generator=gen)
@@ -170,6 +171,7 @@ def test_model_and_pipeline_parallel_equal_one_process():
     assert ranks[0]["by_hand"]["bytes_sent"] == 16 * 32 * 4 == ranks[1]["by_hand"]["bytes_sent"]
 
 
+@pytest.mark.slow
 def test_tensor_parallel_equals_one_process_with_half_the_weights():
     x = torch.randn(4, 8, generator=torch.Generator().manual_seed(1))
     one = tensor_parallel.reference(tensor_parallel.MLPBlock(8, 16), x)
@@ -183,6 +185,7 @@ def test_tensor_parallel_equals_one_process_with_half_the_weights():
         assert r["forward_comms"] == {"all_reduce": 1} == r["backward_comms"]
 
 
+@pytest.mark.slow
 def test_measure_schedules_small():
     settings = [dict(kind="gpipe", micro_batches=2), dict(kind="1f1b", micro_batches=2, layers=[1, 1])]
     ranks = distributed.launch(pipeline.measure_schedules, 2, settings, repeats=1, micro_batch=8, width=32,

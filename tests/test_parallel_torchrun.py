@@ -99,6 +99,7 @@ def test_help_documents_the_multi_machine_commands(capsys):
         assert needle in text
 
 
+@pytest.mark.slow
 def test_a_killed_worker_is_restarted_and_the_curve_is_unchanged(data_file, tmp_path):
     """torchrun --standalone --nproc-per-node=2 --max-restarts=2; rank 1 gets SIGKILL after step 7."""
     ts.main(_args(data_file, tmp_path / "one", 16))

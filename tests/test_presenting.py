@@ -66,6 +66,7 @@ def test_check_value_tolerance_and_structures(capsys):
         checks.check_value("d", {"a": 1}, {"a": 1, "b": 2})
 
 
+@pytest.mark.slow
 def test_plots_have_labels():
     import matplotlib
 
@@ -144,7 +145,7 @@ def test_cli_doctor_and_catalog(capsys):
     assert cli.main(["catalog", "--dtype", "fp99"]) == 2
 
 
-LAYER = {"validate": 0, "names": 0, "lazy": 0,
+LAYER = {"validate": 0, "names": 0, "lazy": 0, "claims": 0,
          "hardware": 1, "devices": 1, "cpu": 1, "procs": 1, "catalog": 1, "bench": 1, "data": 1, "models": 1, "train": 1,
          "compute": 2, "memory": 2, "memlimit": 2, "streaming": 2, "comm": 2, "precision": 2, "cost": 2, "decision": 2,
          "distributed": 3, "compression": 3, "parallel": 3, "benchmark": 3,
@@ -163,6 +164,7 @@ def _modules() -> dict[str, Path]:
     return out
 
 
+@pytest.mark.slow
 def test_import_stays_light():
     """`import course_lib` and every module below layer 4 never pull in matplotlib or ipywidgets."""
     light = sorted(f"course_lib.{name}" for name in _modules() if LAYER[name.split(".")[0]] < 4)
@@ -198,6 +200,7 @@ def _imported_course_modules(path: Path, module: str) -> set[str]:
     return found
 
 
+@pytest.mark.slow
 def test_layers_import_downwards_only():
     """Imports go down the layer list in course_lib/__init__.py; nothing imports upward, in any import form."""
     checked = 0

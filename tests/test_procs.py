@@ -47,6 +47,7 @@ def collect(kids, want_exits, timeout=60.0):
     return events
 
 
+@pytest.mark.slow
 @needs_sessions
 def test_children_report_in_order_and_lead_their_own_group():
     with procs.Children("test") as kids:
@@ -63,6 +64,7 @@ def test_children_report_in_order_and_lead_their_own_group():
     assert procs.leftover_processes() == []
 
 
+@pytest.mark.slow
 def test_an_exception_comes_back_with_the_childs_traceback():
     with procs.Children("test") as kids:
         kids.start(raise_it)
@@ -72,6 +74,7 @@ def test_an_exception_comes_back_with_the_childs_traceback():
     assert [e.value for e in events if e.kind == "exit"] == [1]
 
 
+@pytest.mark.slow
 def test_a_child_that_dies_leaves_its_own_output_for_the_parent():
     with procs.Children("test") as kids:
         kids.start(print_then_exit, 9)
@@ -81,6 +84,7 @@ def test_a_child_that_dies_leaves_its_own_output_for_the_parent():
     assert "last words on stdout" in tail and "last words on stderr" in tail
 
 
+@pytest.mark.slow
 def test_a_module_that_crashes_at_import_in_the_child():
     import crash_at_import
 
@@ -92,6 +96,7 @@ def test_a_module_that_crashes_at_import_in_the_child():
     assert "dying while being imported" in tail
 
 
+@pytest.mark.slow
 @needs_sessions
 def test_stop_kills_grandchildren_too():
     with procs.Children("test") as kids:
@@ -104,6 +109,7 @@ def test_stop_kills_grandchildren_too():
     assert procs.leftover_processes() == []
 
 
+@pytest.mark.slow
 @needs_sessions
 def test_a_closed_lifeline_makes_the_child_take_down_its_group():
     kids = procs.Children("test")
@@ -120,6 +126,7 @@ def test_a_closed_lifeline_makes_the_child_take_down_its_group():
         kids.stop()
 
 
+@pytest.mark.slow
 def test_ctrl_c_during_stop_is_delivered_after_it():
     kids = procs.Children("test")
     kids.start(start_grandchild_and_hang)
@@ -151,6 +158,7 @@ def test_start_methods():
     assert procs.start_method() in ("forkserver", "spawn")
 
 
+@pytest.mark.slow
 def test_a_start_that_hangs_kills_the_server_and_ends(monkeypatch):
     """A forkserver that never answers: the watchdog kills it, which ends the wait."""
     import subprocess

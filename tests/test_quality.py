@@ -83,6 +83,7 @@ def test_binomial_std():
         q.binomial_std(0.5, 0)
 
 
+@pytest.mark.slow
 def test_cross_validate_small():
     torch.set_num_threads(1)
     g = torch.Generator().manual_seed(0)

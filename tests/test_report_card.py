@@ -75,6 +75,7 @@ def test_labels_are_made_unique():
                                             "machine 6"]
 
 
+@pytest.mark.slow
 def test_card_from_files_and_folder(good, tmp_path):
     lines = []
     card = report_card.write_report_card(good[0].parent, tmp_path / "card", echo=lines.append)
@@ -99,6 +100,7 @@ def test_card_from_files_and_folder(good, tmp_path):
     assert sorted(again.labels) == sorted(card.labels) and again.rows == report_card.compare_table(again.results)
 
 
+@pytest.mark.slow
 def test_the_title_counts_results_and_hardware_truthfully(good, tmp_path):
     # two runs on one machine at different settings are two results on the same hardware, not two machines
     busy = fake("laptop, one core busy", 0.6)
@@ -119,6 +121,7 @@ def test_the_title_counts_results_and_hardware_truthfully(good, tmp_path):
         assert report_card.summary_text(card).startswith(claim[0].upper() + claim[1:] + ": [1] ")
     assert "machines" not in report_card._compared(2, 1) and report_card._compared(1, 1) == "1 result"
 
+@pytest.mark.slow
 def test_reference_lines_are_in_the_figure(good, tmp_path):
     card = report_card.write_report_card(good, tmp_path, references=("t4", "A100 80GB", "tpu-v5e"))
     fig, axes = report_card.card_figure(card)
@@ -151,6 +154,7 @@ def test_reference_lines_are_in_the_figure(good, tmp_path):
     matplotlib.pyplot.close(fig)
 
 
+@pytest.mark.slow
 def test_bad_files_are_skipped_and_the_rest_compared(good, tmp_path, monkeypatch):
     bad = tmp_path / "bad"
     bad.mkdir()
@@ -220,6 +224,7 @@ def test_bad_files_are_skipped_and_the_rest_compared(good, tmp_path, monkeypatch
     assert "notes.txt" not in page
 
 
+@pytest.mark.slow
 def test_html_escapes_what_it_reads(tmp_path):
     nasty = fake('<script>alert("x")</script> $5 & co')
     nasty["hardware"]["cpu"]["model"] = "<b>bold</b> CPU"
@@ -284,6 +289,7 @@ def test_reference_bars_refuses_bad_panels():
     matplotlib.pyplot.close(fig)
 
 
+@pytest.mark.slow
 def test_card_from_a_real_quick_benchmark(tmp_path):
     """The card reads what `course benchmark --quick` writes (about 10 s on 2 cores)."""
     result = suite.run_benchmark(quick=True, progress=False, seed=0)

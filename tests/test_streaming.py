@@ -36,6 +36,7 @@ def test_write_and_read_back(small):
     assert np.array_equal(np.load(again / "x.npy"), x)  # deterministic
 
 
+@pytest.mark.slow
 def test_streaming_dataset_covers_every_row_once(small):
     x = np.load(small / "x.npy")
     ds = StreamingDataset(small, batch_size=64, chunk_rows=300)
@@ -88,6 +89,7 @@ def test_stream_once_in_process_learns(small):
     assert r.class_means_norm == pytest.approx(stream_once(small, 4 * MiB, method="load").class_means_norm, rel=1e-6)
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not memlimit.memory_limit_supported(), reason="capped subprocess needs Linux")
 def test_streaming_4x_larger_than_budget_stays_under_budget():
     with tempfile.TemporaryDirectory(prefix="course-stream-") as tmp:  # 400 MB: removed at once

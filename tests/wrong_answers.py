@@ -1,5 +1,7 @@
 """Shared machinery of the exercise tests (test_exercise_NN.py): run a solution notebook, then each
-plausible wrong answer followed by its check cell, and collect what each check said.
+plausible wrong answer followed by its check cell, and collect what each check said. This is the one run of
+such a solution in a test run (conftest.py does not collect it again): its executed copy, the solution's
+cells alone, is written to build/executed/ for the website.
 
 A check cell is a code cell tagged "check" that calls ``checks.check_function(<function>, ...)`` (or
 ``checks.check_resume(<function>, ...)``).
@@ -7,12 +9,17 @@ A check cell is a code cell tagged "check" that calls ``checks.check_function(<f
 from __future__ import annotations
 
 import re
+import sys
+import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import nbformat
 from nbclient import NotebookClient
 from nbformat.v4 import new_code_cell
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
+import nbrun  # noqa: E402
 
 
 def function_name(source: str) -> str:
@@ -24,24 +31,29 @@ def run_wrong_answers(solution: Path, wrong: Sequence[tuple[str, str, str | None
     """{mistake: the outputs of its check cell} for each (mistake, wrong code, message) in ``wrong``.
     ``checked_through`` maps a function the learner writes to the function its check cell calls,
     where the check goes through a wrapper."""
-    nb = nbformat.read(solution, as_version=4)
-    cells = [c for c in nb.cells if c.cell_type == "code" and "solution-only" not in c.metadata.get("tags", [])]
+    nb = nbrun.clean(nbformat.read(solution, as_version=4))
+    cells = [c for c in nb.cells if c.cell_type == "code"]
     checks = {re.search(r"check_(?:function|resume|hardware_choice)\(\s*(\w+)", c.source).group(1): c.source
               for c in cells if "check" in c.metadata.get("tags", [])}
     for written, wrapper in (checked_through or {}).items():
         checks[written] = checks.pop(wrapper)
-    run = [new_code_cell(c.source) for c in cells]
+    run = list(nb.cells)
+    n_solution = len(run)
     positions = {}
     for mistake, code, _ in wrong:
         run.append(new_code_cell(code))
         positions[mistake] = len(run)
         run.append(new_code_cell(checks[function_name(code)]))
     nb.cells = run
+    start = time.perf_counter()
     NotebookClient(nb, timeout=300, kernel_name="python3", allow_errors=True,
                    resources={"metadata": {"path": str(solution.parent)}}).execute()
-    solution_errors = [o for c in run[:len(cells)] for o in c.outputs if o.output_type == "error"]
+    outputs = {mistake: nb.cells[i].outputs for mistake, i in positions.items()}
+    nb.cells = nb.cells[:n_solution]
+    nbrun.finish(nb, solution, time.perf_counter() - start)
+    solution_errors = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs if o.output_type == "error"]
     assert not solution_errors, f"the solution itself failed: {solution_errors[0].evalue}"
-    return {mistake: nb.cells[i].outputs for mistake, i in positions.items()}
+    return outputs
 
 
 def assert_check_failed(outputs, mistake: str, message: str | None) -> None:
@@ -64,6 +76,7 @@ def wrong_answer_tests(solution: Path, wrong: Sequence[tuple[str, str, str | Non
     def wrong_runs():
         return run_wrong_answers(solution, wrong, checked_through)
 
+    @pytest.mark.slow
     @pytest.mark.parametrize("mistake, code, message", wrong, ids=[w[0] for w in wrong])
     def test_plausible_wrong_answer_fails_its_check(wrong_runs, mistake, code, message):
         assert_check_failed(wrong_runs[mistake], mistake, message)

@@ -1,8 +1,13 @@
 #!/usr/bin/env python3
-"""Build the course website from the stored, executed notebooks, without running them.
+"""Build the course website from executed copies of the notebooks.
 
     python3 bootstrap.py site              # or: make site
-    python tools/build_site.py [--out DIR]
+    python tools/build_site.py [--out DIR] [--no-execute]
+
+The notebooks are stored clean; the pages show executed copies from build/executed/ (tools/nbrun.py), the
+ones the last test run or `bootstrap.py timings` wrote. A notebook with no executed copy made from its current
+code is executed first (a fresh clone runs every notebook once, about ten minutes on two cores), unless
+--no-execute is given. Each page says where its outputs were made and how many of its claims held there.
 
 The landing page is the README (with the syllabus), then one page per module (notebooks/), one per
 exercise solution (solutions/) and the guides (docs/). Plots are the stored images; widgets render
@@ -12,7 +17,7 @@ fetched from the npm registry with `npm pack` at build time and served from the 
 page loads nothing from another server except the "Open in Colab" badge.
 
 Output: build/site/html (open index.html, or serve it: python3 -m http.server -d build/site/html).
-A notebook stored without outputs, or with an error output, stops the build with its name and cell.
+An executed copy with an error output (or a cell never run) stops the build with its name and cell.
 """
 from __future__ import annotations
 
@@ -26,6 +31,9 @@ import time
 from pathlib import Path
 
 import nbformat
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import nbrun  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "build" / "site"
@@ -86,12 +94,39 @@ def stored_problems(path: Path) -> list[str]:
 
 
 def check_stored(paths: list[Path]) -> None:
-    """Raise SiteError naming every notebook and cell that is not stored executed and error-free."""
+    """Raise SiteError naming every executed copy and cell that was not run or failed."""
     problems = [p for path in paths for p in stored_problems(path)]
     if problems:
-        raise SiteError("The site is built from the stored outputs, and these are missing or failed:\n  "
-                        + "\n  ".join(problems) + "\nRun the notebooks and store their outputs "
+        raise SiteError("The site is built from executed copies of the notebooks, and these are missing or "
+                        "failed:\n  " + "\n  ".join(problems) + "\nRun the notebooks again "
                         "(`python3 bootstrap.py timings <notebook>`), fix any error, then build again.")
+
+
+def executed_copies(sources: list[Path], execute: bool = True, out_root: Path | None = None) -> list[Path]:
+    """The executed copy of each source notebook, made from its current code; a missing or stale one is made
+    now (``execute``) or reported (SiteError)."""
+    out_root = out_root or nbrun.EXECUTED
+    stale = [s for s in sources if nbrun.load_executed(s, out_root) is None]
+    if stale and not execute:
+        raise SiteError("no executed copy made from the current code of: " + ", ".join(_rel(s) for s in stale)
+                        + ". Run `python3 bootstrap.py timings` (or the tests), or build without --no-execute.")
+    for i, source in enumerate(stale, 1):
+        print(f"executing {_rel(source)} ({i} of {len(stale)}): it has no executed copy from its current code",
+              flush=True)
+        nbrun.execute(source, out_root, allow_errors=True)
+    return [nbrun.executed_path(s, out_root) for s in sources]
+
+
+def provenance_note(nb: nbformat.NotebookNode) -> str:
+    """The note under a page's title: where its outputs were made, and how many of its claims held there."""
+    run = nb.metadata.get("course_run")
+    if not run:
+        return ""
+    held = (f"{run['claims_held']} of its {run['claims']} claims held there" if run["claims"]
+            else "every check in it passed there")
+    return (f":::{{note}}\nThe outputs on this page were made on {nbrun.describe(run)} (accelerator: "
+            f"{run['accelerator']}), on {run['date']}, in {run['seconds']:.0f} s; {held}. Run it yourself: "
+            "your machine's numbers will differ, and its claims are judged again there.\n:::")
 
 
 def _rel(path: Path) -> str:
@@ -136,11 +171,15 @@ def fetch_frontend(cache: Path) -> dict[str, Path]:
 
 
 def stage_notebook(src: Path, dst: Path) -> int:
-    """Copy a notebook for the site, with a note under every widget; returns the number of widgets."""
+    """Copy an executed notebook for the site, with where it ran under its title and a note under every widget;
+    returns the number of widgets."""
     nb = nbformat.read(src, as_version=4)
     cells, widgets = [], 0
-    for cell in nb.cells:
+    note = provenance_note(nb)
+    for i, cell in enumerate(nb.cells):
         cells.append(cell)
+        if i == 0 and note:
+            cells.append(nbformat.v4.new_markdown_cell(note))
         if cell.cell_type == "code" and any(WIDGET_VIEW in o.get("data", {}) for o in cell.get("outputs", [])):
             cells.append(nbformat.v4.new_markdown_cell(WIDGET_NOTE))
             widgets += 1
@@ -204,13 +243,14 @@ def _render(src: Path, html: Path, quiet: bool) -> None:
          + (["-q"] if quiet else []) + [str(src), str(html)])
 
 
-def build(out: Path = OUT, quiet: bool = True) -> dict:
+def build(out: Path = OUT, quiet: bool = True, execute: bool = True) -> dict:
     """Stage, check and render the site into out/html; returns what was built (pages, images, size, seconds)."""
     start = time.perf_counter()
     notebooks = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
     solutions = sorted((ROOT / "solutions").glob("[0-9][0-9]_*.ipynb"))
     guides = sorted((ROOT / "docs").glob("*.md"))
-    check_stored(notebooks + solutions)
+    copies = dict(zip(notebooks + solutions, executed_copies(notebooks + solutions, execute)))
+    check_stored(list(copies.values()))
     packages = fetch_frontend(out / "npm")
     src, html = out / "src", out / "html"
     for stale in (src, html):
@@ -223,7 +263,7 @@ def build(out: Path = OUT, quiet: bool = True) -> dict:
                                                   "*.eot", "*.svg"))  # old browsers' font formats
     (static / "widgets-path.js").write_text(WIDGETS_PATH_JS)
     widget_files = {"require.js": {}, "widgets-path.js": {}, "html-manager/embed-amd.js": {}}
-    widgets = sum(stage_notebook(p, src / _rel(p)) for p in notebooks + solutions)
+    widgets = sum(stage_notebook(copy, src / _rel(p)) for p, copy in copies.items())
     for guide in guides:
         (src / "docs").mkdir(exist_ok=True)
         shutil.copy(guide, src / "docs" / guide.name)
@@ -243,9 +283,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=OUT, help=f"build folder (default {_rel(OUT)})")
     parser.add_argument("--verbose", action="store_true", help="show Sphinx's output")
+    parser.add_argument("--no-execute", action="store_true",
+                        help="stop instead of executing a notebook that has no fresh executed copy")
     args = parser.parse_args(argv)
     try:
-        site = build(args.out.resolve(), quiet=not args.verbose)
+        site = build(args.out.resolve(), quiet=not args.verbose, execute=not args.no_execute)
     except SiteError as exc:
         print(f"Site build failed: {exc}", file=sys.stderr)
         return 1
