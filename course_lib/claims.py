@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass
 
 MIME = "application/vnd.course.claim+json"
 
-__all__ = ["ClaimFailed", "Claim", "claim", "MIME"]
+__all__ = ["ClaimFailed", "Claim", "claim", "judge", "MIME"]
 
 
 class ClaimFailed(AssertionError):
@@ -82,22 +82,14 @@ def _inside(x: float, low: float | None, high: float | None) -> bool:
     return (low is None or x > low) and (high is None or x < high)
 
 
-def claim(text: str, measured: float, *, above: float | None = None, below: float | None = None,
+def judge(text: str, measured: float, *, above: float | None = None, below: float | None = None,
           between: tuple[float, float] | None = None, no_effect: float, no_effect_is: str = "no effect",
-          unit: str = "", hint: str = "", show: bool = True) -> Claim:
-    """Judge the lesson's claim ``text`` on this machine: ``measured`` must lie ``above`` a bound, ``below``
-    one, or ``between`` two (strictly). ``no_effect`` is what ``measured`` would be if the effect were
-    absent, and ``no_effect_is`` says what that case is ("1.0: the same speed", "the step without its
-    all-reduce, measured"). Used by every check in the lesson notebooks.
-
-    Raises ``ValueError`` when the bound also accepts ``no_effect`` (the check could not fail), and
-    :class:`ClaimFailed` when the measurement misses the bound; ``hint`` is added to that message
-    (what the learner can do: rerun on an idle machine, which setting changes the result).
-    Returns the :class:`Claim`, which shows itself as one line; with ``show`` it is displayed at once.
-    """
+          unit: str = "") -> Claim:
+    """The :class:`Claim` that :func:`claim` shows, without showing it or raising when it does not hold.
+    Raises ``ValueError`` when the bound also accepts ``no_effect`` (the check could not fail)."""
     if not isinstance(text, str) or not text.strip():
         raise TypeError("text must be a non-empty string saying what the claim is")
-    for arg, value in (("no_effect_is", no_effect_is), ("unit", unit), ("hint", hint)):
+    for arg, value in (("no_effect_is", no_effect_is), ("unit", unit)):
         if not isinstance(value, str):
             raise TypeError(f"{arg} must be a string, got {type(value).__name__}")
     given = [b for b in (above, below, between) if b is not None]
@@ -118,12 +110,29 @@ def claim(text: str, measured: float, *, above: float | None = None, below: floa
     if _inside(n, low, high):
         raise ValueError(f"the bound {probe.bound()} also accepts the no-effect value {_fmt(n)}{unit} "
                          f"({no_effect_is}), so this check could not fail: tighten the bound")
-    result = Claim(text, m, low, high, n, no_effect_is, unit, held=_inside(m, low, high))
-    if show:
-        _show(result)
+    return Claim(text, m, low, high, n, no_effect_is, unit, held=_inside(m, low, high))
+
+
+def claim(text: str, measured: float, *, above: float | None = None, below: float | None = None,
+          between: tuple[float, float] | None = None, no_effect: float, no_effect_is: str = "no effect",
+          unit: str = "", hint: str = "") -> None:
+    """Judge the lesson's claim ``text`` on this machine and show the verdict as one line: ``measured`` must lie
+    ``above`` a bound, ``below`` one, or ``between`` two (strictly). ``no_effect`` is what ``measured`` would be
+    if the effect were absent, and ``no_effect_is`` says what that case is ("1.0: the same speed", "the step
+    without its all-reduce, measured"). Used by every check in the lesson notebooks.
+
+    Raises ``ValueError`` when the bound also accepts ``no_effect`` (the check could not fail), and
+    :class:`ClaimFailed` when the measurement misses the bound; ``hint`` is added to that message (what the
+    learner can do: rerun on an idle machine, which setting changes the result). Returns nothing, so a claim
+    on a cell's last line is not shown twice; :func:`judge` returns the :class:`Claim` instead.
+    """
+    if not isinstance(hint, str):
+        raise TypeError(f"hint must be a string, got {type(hint).__name__}")
+    result = judge(text, measured, above=above, below=below, between=between, no_effect=no_effect,
+                   no_effect_is=no_effect_is, unit=unit)
+    _show(result)
     if not result.held:
         raise ClaimFailed(f"{result.line()}" + (f"\n{hint}" if hint else ""))
-    return result
 
 
 def _show(result: Claim) -> None:

@@ -163,3 +163,19 @@ def test_compressed_methods_learn_about_as_well_with_far_fewer_bytes(rows):
     assert rows["fp16"]["fraction_of_uncompressed"] == 0.5
     assert rows["powersgd"]["fraction_of_uncompressed"] < 0.15
     assert math.isclose(rows["none"]["fraction_of_uncompressed"], 1.0)
+
+
+GPT2 = [(768, 2304), (768, 768), (768, 3072), (3072, 768)] * 12 + [(50257, 768), (1024, 768)]
+
+
+def test_gpt2_exchange_table_of_notebook_04():
+    """Notebook 04's table for GPT-2 small on 8 GPUs: MB per step, seconds on 1 GbE, ms on NVLink 4."""
+    n = sum(a * b for a, b in GPT2)
+    assert n == 124_318_464
+    table = {"none": (497.3, 6.96, 1.93), "fp16": (248.6, 3.48, 0.97), "powersgd": (1.6, 0.02, 0.01),
+             "topk": (9.9, 0.56, 0.15), "local_sgd": (62.2, 0.87, 0.24)}
+    for method, (mb, eth, nvl) in table.items():
+        b = agg.bytes_per_step(method, n, 8, shapes=GPT2, bucket_numels=[n])
+        assert b / 1e6 == pytest.approx(mb, abs=0.051)
+        assert agg.link_seconds(method, b, 8, "eth-1g") == pytest.approx(eth, abs=0.0051)
+        assert agg.link_seconds(method, b, 8, "nvlink4") * 1e3 == pytest.approx(nvl, abs=0.0051)

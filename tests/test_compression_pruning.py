@@ -8,7 +8,7 @@ import torch
 from torch import nn
 from torch.nn.utils import prune
 
-from course_lib import data, models, train
+from course_lib import bench, data, models, train
 from course_lib.compression import pruning, size
 
 
@@ -304,3 +304,47 @@ def test_speed_models_are_what_they_say():
     assert torch.allclose(out, ms["zeros"](x).detach(), atol=1e-5), "CSR 50% and zeros: the same pruned weights"
     with pytest.raises(TypeError, match="x"):
         pruning.inference_fn(ms["dense"], [1.0])
+
+
+def test_the_notebook_matrix_of_05_1():
+    """Notebook 05.1 prints this as computed: torch's l1_unstructured keeps the weights the rule keeps, as a mask."""
+    w = torch.tensor([[0.9, -0.1, 0.4, -1.2], [0.05, 0.7, -0.3, 0.2], [-0.6, 0.02, 1.5, -0.25]])
+    keep = pruning.magnitude_mask(w, 0.5)
+    assert keep.tolist() == [[True, False, True, True], [False, True, False, False], [True, False, True, False]]
+    layer = nn.Linear(4, 3)
+    with torch.no_grad():
+        layer.weight.copy_(w)
+    prune.l1_unstructured(layer, "weight", amount=0.5)
+    assert torch.equal(layer.weight_mask.bool(), keep) and int((layer.weight == 0).sum()) == 6
+    assert [n for n, _ in layer.named_parameters()] == ["bias", "weight_orig"]
+    assert [n for n, _ in layer.named_buffers()] == ["weight_mask"]
+
+
+@pytest.mark.parametrize("fraction", [0.5, 0.75, 0.9, 0.95])
+def test_global_pruning_removes_less_norm_than_structured_at_the_same_zeros(fraction):
+    """True by construction (magnitude pruning removes the least sum of w^2 for its number of zeros): notebook 05.1
+    prints it as computed, and measures what it does to accuracy."""
+    model = _mlp(hidden=(128,))
+    structured = pruning.prune_channels(pruning.copy_model(model), fraction)
+    report = pruning.sparsity_report(structured)
+    unstructured = pruning.prune_global(pruning.copy_model(model), report.fraction)
+    assert pruning.sparsity_report(unstructured).zeros == report.zeros
+    assert pruning.norm_removed(model, unstructured) < pruning.norm_removed(model, structured)
+
+
+def test_flops_and_files_of_the_05_1_speed_models():
+    """Notebook 05.1's counts: the zeros model does the dense model's FLOPs, the shrunk one 3.75x fewer; the zeros
+    file is the dense one's, masks double it, zipping shrinks only zeros, CSR is larger at 50 % and small at 95 %."""
+    speed = pruning.speed_models(1024, fraction=0.5, sparse_at=(0.5, 0.95), seed=0)
+    x = torch.randn(512, 64)
+    flops = {k: bench.count_flops(pruning.inference_fn(m, x)) for k, m in speed.items() if not k.startswith("CSR")}
+    assert flops["dense"] == flops["zeros"] == 2 * 512 * (64 * 1024 + 1024 * 1024 + 1024 * 10)
+    assert 3 < flops["dense"] / flops["shrunk"] < 4
+    assert pruning.useful_flops(speed["zeros"], 512) == flops["dense"] // 2
+    dense = size.state_dict_bytes(speed["dense"])
+    masked = pruning.prune_unstructured(pruning.copy_model(speed["dense"]), 0.5)
+    assert abs(size.state_dict_bytes(speed["zeros"]) / dense - 1) < 0.01
+    assert size.state_dict_bytes(masked) > 1.9 * dense
+    assert size.compressed_bytes(speed["zeros"]) < 0.75 * size.state_dict_bytes(speed["zeros"])
+    assert size.compressed_bytes(speed["dense"]) > 0.85 * dense
+    assert size.state_dict_bytes(speed["CSR 50%"]) > dense > 4 * size.state_dict_bytes(speed["CSR 95%"])

@@ -266,3 +266,17 @@ def test_a_loss_that_wants_the_inputs_gets_them():
     assert seen == [4, 4, 4]
     train.evaluate(m, torch.utils.data.TensorDataset(x, y), loss_fn=LooksAtInputs(), batch_size=5)
     assert seen[3:] == [5, 5, 2]
+
+
+def test_unscaled_accumulation_is_k_times_the_full_batch_gradient():
+    """Notebook 04 prints this as computed: backward() on each of 8 micro-batches' mean losses, unscaled, piles up
+    exactly 8 times the full batch's gradient (the chain rule is linear)."""
+    torch.manual_seed(0)
+    x, y = torch.randn(256, 64), torch.randint(0, 10, (256,))
+    full, naive = models.MLP(), models.MLP()
+    naive.load_state_dict(full.state_dict())
+    torch.nn.functional.cross_entropy(full(x), y).backward()
+    for xb, yb in zip(x.tensor_split(8), y.tensor_split(8)):
+        torch.nn.functional.cross_entropy(naive(xb), yb).backward()
+    flat = lambda m: torch.cat([p.grad.flatten() for p in m.parameters()])  # noqa: E731
+    assert torch.allclose(flat(naive), 8 * flat(full), rtol=1e-4, atol=1e-7)

@@ -251,3 +251,15 @@ def test_mlp_formulas_match_the_model_and_the_estimator(sizes, batch):
         M.mlp_parameters([5])
     with pytest.raises(TypeError, match="sizes"):
         M.mlp_parameters("64,10")
+
+
+def test_bf16_autocast_keeps_two_thirds_of_fp32_activations():
+    """Notebook 04 prints this count: three 1024-wide ReLU outputs per example in fp32 (12 KiB); under bf16 autocast
+    the same three in bf16 plus the bf16 copy of the input (8 KiB)."""
+    def make(n):
+        return torch.randn(n, 1024), torch.randint(0, 10, (n,))
+
+    act = {p: M.measure_activation_bytes_per_example(MLP(1024, [1024] * 3, 10), make, precision=p)
+           for p in ("fp32", "bf16-mixed")}
+    assert act["fp32"] == pytest.approx(3 * 1024 * 4, rel=0.02)
+    assert act["bf16-mixed"] == pytest.approx(4 * 1024 * 2, rel=0.02)

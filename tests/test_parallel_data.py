@@ -108,6 +108,18 @@ def test_ddp_and_fully_shard_on_two_ranks_equal_one_process():
     assert run["speedup"] > 0 and run["examples_per_s"] > 0
 
 
+@pytest.mark.slow
+def test_memory_per_rank_on_four_ranks_as_notebook_06_1_counts_it():
+    """Notebook 06.1 prints these counts: DDP a full replica per rank; fully_shard's shards tile one replica, the
+    busiest 2.7 % over 1/4 (the output layer's 10 rows split 3-3-3-1)."""
+    run = dp.run_data_parallel(4, steps=2, global_batch=64)
+    n = dp.train_single(steps=1, global_batch=64)["n_params"]
+    assert n == 9_610 and [m["total"] for m in run["memory"]["ddp"]] == [12 * n] * 4
+    shards = [m["total"] for m in run["memory"]["fully_shard"]]
+    assert sum(shards) == 12 * n and shards == [29_604] * 3 + [26_508]
+    assert dp.model_states_formula(n, 4, "fully_shard") == 28_830
+
+
 def test_speedup_model_with_measured_slowdowns():
     c, g, bw = 0.05, 10e6, 1e9
     assert dp.speedup_model(c, g, 2, bw, slowdowns=(1.0, 1.0)) == pytest.approx(comm.data_parallel_speedup(c, g, 2, bw))

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from course_lib import models, train
+from course_lib import distributed, models, train
 from course_lib.parallel import fault_tolerance as ft
 
 
@@ -236,3 +236,66 @@ def test_redundancy_and_cost_models(tmp_path):
     with pytest.raises(ValueError, match="p_fail"):
         ft.availability(1.5, 2)
     assert ft.timed_save(tmp_path / "t.pt", {"w": torch.ones(2)}) > 0
+
+
+def test_notebook_06_3_checkpoint_is_its_tensors_plus_a_little(tmp_path):
+    """Notebook 06.3 prints this as computed: a checkpoint is its tensors' bytes plus a few % of zip structure, and
+    loads back unchanged."""
+    torch.manual_seed(0)
+    model = models.MLP(64, 128, 10, dropout=0.2)
+    opt = torch.optim.Adam(model.parameters(), lr=3e-3)
+    train.train_step(model, (torch.randn(64, 64), torch.randint(0, 10, (64,))), opt)
+    state = ft.capture_state(model, opt, {"epoch": 0, "batch": 1, "step": 1, "seed": 0})
+    assert list(state["rng"]) == ["torch", "numpy", "python"]
+    path = ft.save_checkpoint(tmp_path / "c.pt", state)
+    predicted = models.count_parameters(model) * 12 + 5056 + 624 * 8 + 625 * 8
+    assert 1.0 < path.stat().st_size / predicted < 1.1
+    assert torch.equal(ft.load_checkpoint(path)["model"]["0.weight"], model[0].weight)
+
+
+def test_notebook_06_3_loader_skips_a_truncated_and_a_flipped_file(tmp_path):
+    for step in range(1, 6):
+        ft.save_checkpoint(ft.checkpoint_path(tmp_path, step), {"w": torch.arange(10_000.0),
+                                                               "position": {"step": step}}, keep=3)
+    p5, p4 = ft.checkpoint_path(tmp_path, 5), ft.checkpoint_path(tmp_path, 4)
+    p5.write_bytes(p5.read_bytes()[: p5.stat().st_size // 2])
+    raw = bytearray(p4.read_bytes())
+    raw[len(raw) // 2] ^= 0x10
+    p4.write_bytes(raw)
+    state = ft.load_latest(tmp_path, report=lambda message: None)
+    assert state["position"]["step"] == 3 and len(state["skipped"]) == 2
+
+
+def test_replica_trials_follow_one_minus_p_squared(tmp_path):
+    """Seeded draws: the counts follow 1 - p^k by construction (notebook 06.3 prints them as computed)."""
+    alone, either = ft.replica_trials(tmp_path, 0.3, 200, seed=0)
+    sd = (ft.availability(0.3, 2) * (1 - ft.availability(0.3, 2)) / 200) ** 0.5
+    assert abs(either / 200 - ft.availability(0.3, 2)) < 4 * sd and either > alone
+    assert abs(alone / 200 - ft.availability(0.3, 1)) < 4 * (0.7 * 0.3 / 200) ** 0.5
+    with pytest.raises(ValueError, match="p_fail"):
+        ft.replica_trials(tmp_path, 1.5, 10)
+
+
+@pytest.mark.parametrize("write_s", [0.02, 0.144, 2.0])
+def test_young_interval_loses_least_in_the_simulation(write_s):
+    """Notebook 06.3's simulated failures against Young's formula, for any learner's write time."""
+    best = ft.young_daly_interval(write_s, 3600.0)
+    factors = (0.1, 0.2, 0.5, 1, 2, 5, 10)
+    sim = [ft.simulate_lost_fraction(best * f, write_s, 3600.0, failures=100_000, seed=0) for f in factors]
+    assert 0.5 <= factors[sim.index(min(sim))] <= 2
+    assert sim[3] == pytest.approx(ft.lost_fraction(best, write_s, 3600.0), rel=0.15)
+
+
+def test_refused_attempts_are_the_starts_before_the_service():
+    assert ft.retry_schedule(8, 0.05).index(ft.predicted_success_time(1.0, 8, 0.05)) == 5
+
+
+@pytest.mark.slow
+def test_dcp_round_trip_and_reshard_to_one_process(tmp_path):
+    ranks = distributed.launch(ft.dcp_roundtrip, 2, str(tmp_path / "dcp"), timeout=120)
+    assert all(r["equal"] and r["loss_saved"] == r["loss_restored"] for r in ranks)
+    one = ft.load_dcp_unsharded(tmp_path / "dcp")
+    assert all(torch.equal(one[k], ranks[0]["full"][k]) for k in one)
+    per_rank = models.count_parameters(models.MLP(64, [256, 256], 10)) * 12 / 2
+    for r in range(2):
+        assert abs((tmp_path / "dcp" / f"__{r}_0.distcp").stat().st_size / per_rank - 1) < 0.15

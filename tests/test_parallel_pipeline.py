@@ -220,3 +220,33 @@ def test_timeline_chart():
         plots.timeline_chart({"a": [[("X", 0, 0.0, 1.0)]]}, title="x")
     import matplotlib.pyplot as plt
     plt.close("all")
+
+
+def test_partial_output_is_what_a_missing_all_reduce_leaves():
+    """The ranks' partial sums add up to the block's output (with the bias once): each alone is far from it."""
+    block = tensor_parallel.MLPBlock(16, 32, seed=0)
+    x = torch.randn(4, 16, generator=torch.Generator().manual_seed(0))
+    whole = block(x).detach()
+    parts = [tensor_parallel.partial_output(block, x, r, 2) for r in (0, 1)]
+    assert torch.allclose(parts[0] + parts[1] - block.down.bias, whole, atol=1e-5)
+    assert float((parts[0] - whole).abs().max()) > 1e-2
+    with pytest.raises(ValueError, match="rank must be below"):
+        tensor_parallel.partial_output(block, x, 2, 2)
+    with pytest.raises(ValueError, match="do not split evenly"):
+        tensor_parallel.partial_output(block, x, 0, 3)
+
+
+def test_notebook_06_2_split_and_link_table():
+    """What notebook 06.2 prints as computed, not measured: the best two-way split of the digits MLP (against
+    every cut), more stages than layers refused, and the catalog's tensor-parallel link table."""
+    model = pipeline.mlp_stack([64, 128, 128, 64, 10], seed=0)
+    for by in ("params", "flops"):
+        costs = pipeline.layer_costs(list(model), by, example=torch.zeros(128, 64))
+        bounds = pipeline.partition(costs, 2)
+        brute = min(max(sum(costs[:c]), sum(costs[c:])) for c in range(1, len(costs)))
+        assert bounds == [(0, 3), (3, 7)] and max(sum(costs[a:b]) for a, b in bounds) == brute
+    with pytest.raises(ValueError, match="stages=8"):
+        pipeline.split_model(model, stages=8)
+    rows = tensor_parallel.allreduce_vs_compute(tokens=8192, dim=4096, hidden=16384, world_size=8)
+    assert rows[0]["ratio"] < 1 < rows[1]["ratio"]
+    assert tensor_parallel.predicted_param_bytes(256, 1024, 2) == 1_051_648

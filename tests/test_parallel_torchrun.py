@@ -12,7 +12,8 @@ import pytest
 import torch
 import yaml
 
-from course_lib import procs
+from course_lib import models, procs
+from course_lib.parallel import fault_tolerance as ft
 from course_lib.parallel import orchestration as orch
 from course_lib.parallel import train_script as ts
 
@@ -65,6 +66,23 @@ def test_a_resumed_run_continues_the_same_trajectory(data_file, tmp_path):
     assert ts.redone_steps(tmp_path / "cut") == []
     starts = [r for r in ts.read_log(tmp_path / "cut") if r.get("event") == "start"]
     assert [r["resumed_from"] for r in starts] == [0, 10] and starts[0]["backend"] == "gloo"
+
+
+def test_a_checkpoint_without_momentum_resumes_off_the_trajectory(data_file, tmp_path):
+    """Notebook 06.4's no-effect case: the same resume from a checkpoint whose momentum was dropped drifts; and a
+    checkpoint is weights + momentum + a little (generators, names, format), as the notebook counts it."""
+    ts.main(_args(data_file, tmp_path / "full", 20))
+    ts.main(_args(data_file, tmp_path / "cut", 10))
+    newest = ts.drop_optimizer_state(tmp_path / "cut")
+    assert ft.load_checkpoint(newest)["optimizer"]["state"] == {}
+    ts.main(_args(data_file, tmp_path / "cut", 20))
+    gap = max(abs(a - b) for a, b in zip(ts.loss_curve(tmp_path / "cut"), ts.loss_curve(tmp_path / "full")))
+    assert gap > 1e-3
+    with pytest.raises(ValueError, match="no checkpoint"):
+        ts.drop_optimizer_state(tmp_path / "nothing")
+    ts.main(["--run-dir", str(tmp_path / "notebook"), "--data", str(data_file), "--steps", "5", "--checkpoint-every", "5"])
+    ckpt = ft.list_checkpoints(tmp_path / "notebook" / ts.CHECKPOINT_DIR)[-1]  # the notebook's 64 -> 256 -> 10 MLP
+    assert 1.0 <= ckpt.stat().st_size / (models.count_parameters(ts.make_model()) * 8) <= 1.3
 
 
 def test_loss_curve_keeps_the_latest_value_of_a_redone_step(tmp_path):

@@ -298,3 +298,10 @@ def test_check_compute_dtype_reads_this_machine_by_default():
 def test_check_compute_dtype_bad_input(call, error, match):
     with pytest.raises(error, match=match):
         call()
+
+
+def test_bf16_flushes_no_normal_fp32_value():
+    """Notebook 04 prints this as computed: bf16 has fp32's 8 exponent bits, so nothing fp32 holds as a normal
+    number underflows to zero in bf16."""
+    v = torch.logspace(-37.9, 37.9, 2000)
+    assert precision.underflow(v, "bf16").underflow == 0 == precision.underflow(-v, "bf16").underflow

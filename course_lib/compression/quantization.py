@@ -565,11 +565,12 @@ INT8_UNITS = {"amx_int8": "AMX INT8", "avx512_vnni": "AVX-512 VNNI", "avx512vnni
 _ONEDNN_BELOW_VNNI = ("SSE41", "AVX", "AVX2", "AVX512_CORE")
 INT8_EXPECTATIONS = {
     "AMX INT8": "AMX tiles multiply whole int8 blocks: compiled int8 should beat fp32 at large batches.",
-    "AVX-512 VNNI": "VNNI does 4 int8 multiply-adds where AVX-512 does one fp32 FMA: compiled int8 should beat "
-                    "fp32 at large batches (about 4x on an AMD Zen 4 in our runs); eager pays per-call overhead.",
+    "AVX-512 VNNI": "VNNI fuses 4 int8 multiply-adds per 32-bit lane into one instruction: compiled int8 should beat "
+                    "fp32 at large batches; eager pays per-call overhead.",
     "AVX-VNNI": "256-bit int8 dot products: int8 may gain at large batches, less than with AVX-512 (not asserted).",
-    "none": "no int8 dot-product instructions: PyTorch's int8 matrix product runs far slower than fp32 (about 35x "
-            "on an AVX2-only AMD Zen 3), so int8 saves memory but costs time.",
+    "none": "no fused int8 dot-product instruction (VNNI, AMX): AVX2 still multiplies and adds int8 pairs in two steps "
+            "(VPMADDUBSW, VPMADDWD), but the int8 path torchao takes here (through oneDNN) ran many times slower than "
+            "fp32 on an AVX2-only AMD Zen 3: a property of that software path; int8 saves memory but costs time there.",
     "unknown": "an int8 path this course has not measured (Arm, Apple): the notebook prints the result only.",
 }
 

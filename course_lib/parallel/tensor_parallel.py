@@ -50,6 +50,22 @@ def reference(block: MLPBlock, x: torch.Tensor) -> dict[str, Any]:
             "param_bytes": sum(p.numel() * p.element_size() for p in block.parameters())}
 
 
+def partial_output(block: MLPBlock, x: torch.Tensor, rank: int = 0, world_size: int = 2) -> torch.Tensor:
+    """What rank ``rank`` of ``world_size`` would output if the all-reduce were left out: its share of the hidden
+    units only, a partial sum (plus the second bias). Notebook 06.2's no-effect case for tensor parallelism."""
+    world_size = validate.positive_int("world_size", world_size)
+    rank = validate.nonnegative_int("rank", rank)
+    if rank >= world_size:
+        raise ValueError(f"rank must be below world_size={world_size}, got {rank}")
+    hidden = block.up.out_features
+    if hidden % world_size:
+        raise ValueError(f"the block's {hidden} hidden units do not split evenly over {world_size} ranks")
+    part = slice(rank * hidden // world_size, (rank + 1) * hidden // world_size)
+    with torch.no_grad():
+        h = torch.relu(x @ block.up.weight[part].T + block.up.bias[part])
+        return h @ block.down.weight[:, part].T + block.down.bias
+
+
 def predicted_param_bytes(dim: int, hidden: int, world_size: int, bytes_per_value: int = 4) -> int:
     """Parameter bytes per rank: the two weights and the first bias are split ``world_size`` ways; the
     second layer's bias (``dim`` values) is added once to the summed output, so every rank keeps it whole."""

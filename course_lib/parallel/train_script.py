@@ -61,7 +61,7 @@ import torch.distributed as dist
 from .. import validate
 
 __all__ = ["main", "parse_args", "prepare_data", "load_data", "batch_indices", "read_log", "loss_curve",
-           "redone_steps", "make_model", "CHECKPOINT_DIR", "torchrun_args", "run_torchrun", "TorchrunResult",
+           "redone_steps", "make_model", "drop_optimizer_state", "CHECKPOINT_DIR", "torchrun_args", "run_torchrun", "TorchrunResult",
            "restart_summary", "steps_timeline", "free_port"]
 
 CHECKPOINT_DIR = "checkpoints"
@@ -269,6 +269,21 @@ def main(argv: list[str] | None = None) -> dict:
                 "steps": args.steps, "final_loss": loss, "device": str(device)}
     finally:
         dist.destroy_process_group()
+
+
+def drop_optimizer_state(run_dir: str | os.PathLike) -> Path:
+    """Rewrite the newest checkpoint in ``run_dir`` without its optimizer state (the momentum buffers), as a
+    checkpoint that forgot them would be; returns its path. A run resumed from it restarts the momentum from zero:
+    notebook 06.4's no-effect case for a correct resume."""
+    from . import fault_tolerance as ft
+
+    directory = Path(run_dir) / CHECKPOINT_DIR
+    newest = ft.list_checkpoints(directory) if directory.is_dir() else []
+    if not newest:
+        raise ValueError(f"no checkpoint in {str(directory)!r}: run the script with --checkpoint-every first")
+    state = ft.load_checkpoint(newest[-1])
+    state["optimizer"]["state"] = {}
+    return ft.save_checkpoint(newest[-1], state)
 
 
 # ----------------------------------------------------------------------------------------------

@@ -26,7 +26,7 @@ from ... import validate
 from .checkpoint import CheckpointError, _as_path, load_checkpoint, save_checkpoint
 
 __all__ = ["retry", "retry_schedule", "predicted_success_time", "DelayedService", "connect", "availability",
-           "save_replicated", "load_first_good", "timed_save", "write_cost_fit", "young_daly_interval", "lost_fraction",
+           "save_replicated", "load_first_good", "replica_trials", "timed_save", "write_cost_fit", "young_daly_interval", "lost_fraction",
            "simulate_lost_fraction"]
 
 
@@ -174,6 +174,31 @@ def load_first_good(paths: Sequence[str | os.PathLike], report: Callable[[str], 
             if report is not None:
                 report(f"skipped: {exc}")
     raise CheckpointError("no copy loads: " + "; ".join(errors), _paths(paths)[0])
+
+
+def replica_trials(directory: str | os.PathLike, p_fail: float, trials: int, seed: int = 0) -> tuple[int, int]:
+    """``trials`` times: save one small checkpoint to two files in ``directory``, lose each copy independently
+    with probability ``p_fail`` (seeded: truncated to 100 bytes), then load with :func:`load_first_good`.
+    Returns (trials where copy A alone loads, trials where one of the two does). Notebook 06.3 (redundancy)."""
+    import torch
+
+    if isinstance(p_fail, bool) or not isinstance(p_fail, (int, float)) or not 0.0 <= p_fail <= 1.0:
+        raise ValueError(f"p_fail must be a probability in [0, 1], got {p_fail!r}")
+    trials = validate.positive_int("trials", trials)
+    folder = _as_path("directory", directory)
+    gen = torch.Generator().manual_seed(seed)
+    small = {"weights": torch.arange(256.0), "position": {"step": 7}}
+    alone = either = 0
+    for _ in range(trials):
+        copies = save_replicated([folder / "copy-a.pt", folder / "copy-b.pt"], small)
+        for c in [c for c in copies if torch.rand(1, generator=gen).item() < p_fail]:
+            c.write_bytes(c.read_bytes()[:100])  # this copy is lost
+        alone += copies[0].stat().st_size > 100
+        try:
+            either += load_first_good(copies)["position"]["step"] == 7
+        except CheckpointError:
+            pass
+    return alone, either
 
 
 def timed_save(path: str | os.PathLike, state: Mapping[str, Any]) -> float:
