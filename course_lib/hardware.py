@@ -417,15 +417,39 @@ def cpu_clock_ghz() -> float | None:
     return mhz / 1000 if mhz and mhz > 0 else None
 
 
-def cpu_peak_flops(cores: int, ghz: float, vector_isa: str) -> float:
-    """Data-sheet peak fp32 FLOP/s: cores x clock x FLOPs per cycle for ``vector_isa`` (notebook 00).
+def fp32_flops_per_cycle(vector_isa: str, vendor: str = "", family: int | None = None) -> int:
+    """fp32 FLOPs one core starts per cycle: ``FP32_FLOPS_PER_CYCLE[vector_isa]``, except for the cores known to run
+    512-bit instructions on 256-bit units (AMD Zen 4: vendor "AuthenticAMD", family 25 with AVX-512, which double-
+    pumps them: 32 FLOP/cycle, as Zen 3's AVX2). Notebooks 00 and 01 (the data-sheet peak)."""
+    isa = validate.choice("vector_isa", vector_isa, tuple(FP32_FLOPS_PER_CYCLE))
+    if isa == "AVX-512" and vendor == "AuthenticAMD" and family == 25:
+        return 32
+    return FP32_FLOPS_PER_CYCLE[isa]
+
+
+def cpu_vendor_family() -> tuple[str, int | None]:
+    """This x86 CPU's vendor id and family from /proc/cpuinfo ("AuthenticAMD", 25), or ("", None) elsewhere."""
+    try:
+        text = Path("/proc/cpuinfo").read_text(errors="ignore")
+    except OSError:
+        return "", None
+    vendor = re.search(r"^vendor_id\s*:\s*(\S+)", text, re.M)
+    family = re.search(r"^cpu family\s*:\s*(\d+)", text, re.M)
+    return (vendor.group(1) if vendor else ""), (int(family.group(1)) if family else None)
+
+
+def cpu_peak_flops(cores: int, ghz: float, vector_isa: str, flops_per_cycle: int | None = None) -> float:
+    """Data-sheet peak fp32 FLOP/s: cores x clock x FLOPs per cycle for ``vector_isa`` (notebook 00), or
+    ``flops_per_cycle`` where given (``fp32_flops_per_cycle`` knows the cores that differ from their ISA's).
 
     A pure function: ``cpu_peak_flops(2, 2.5, "AVX2")`` is 2 x 2.5e9 x 32 = 160 GFLOP/s.
     """
     validate.positive_int("cores", cores)
     validate.positive("ghz", ghz)
     isa = validate.choice("vector_isa", vector_isa, tuple(FP32_FLOPS_PER_CYCLE))
-    return cores * ghz * 1e9 * FP32_FLOPS_PER_CYCLE[isa]
+    per_cycle = FP32_FLOPS_PER_CYCLE[isa] if flops_per_cycle is None else validate.positive_int(
+        "flops_per_cycle", flops_per_cycle)
+    return cores * ghz * 1e9 * per_cycle
 
 
 def seed_everything(seed: int = 0) -> int:

@@ -221,3 +221,24 @@ def test_scale_table_per_chip_pod_and_dollar():
         compute.scale_table(1e6, 1e6, [])
     with pytest.raises(ValueError, match="accelerator"):
         compute.scale_table(1e6, 1e6, ["h100-sxm"], usd_per_chip_hour={"tpu-v9": 1.0})
+
+
+def test_svm_and_the_6nd_rule_as_notebook_01_prints_them():
+    """Computed, not measured: the SVM's accuracy on the fixed digits split, and PyTorch's FLOP counter against 6ND
+    on the course's tiny transformer and on the MLP of notebook 01's training step."""
+    from sklearn.svm import SVC
+
+    from course_lib import data, models, train
+
+    d = data.load_digits()
+    assert SVC().fit(d.x_train.numpy(), d.y_train.numpy()).score(d.x_test.numpy(), d.y_test.numpy()) >= 0.95
+    torch.manual_seed(0)
+    tiny = models.TinyTransformer(vocab_size=32, seq_len=16, d_model=64, n_layers=2)
+    tok = torch.randint(0, 32, (64, 16))
+    counted = bench.count_flops(train.make_step_fn(tiny, tok, torch.randint(0, 2, (64,))))
+    assert 0.75 < counted / compute.training_flops(models.count_parameters(tiny), tok.numel()) < 1.25
+    mlp = models.MLP(64, [1024, 1024], 10)
+    n = models.count_parameters(mlp)
+    for b in (8, 64):
+        step = train.make_step_fn(mlp, torch.randn(b, 64), torch.randint(0, 10, (b,)), optimizer="sgd", lr=1e-3)
+        assert bench.count_flops(step) / (6 * n * b) == pytest.approx(0.979, abs=0.003)

@@ -298,3 +298,20 @@ def test_attention_bad_inputs():
         layers.LinearAttention(8)(torch.randn(2, 3, 4))
     with pytest.raises(ValueError, match="seq_len"):
         layers.attention_flops("softmax", 0, 8)
+
+
+def test_notebook_05_3_counts():
+    """What notebook 05.3 prints as computed: the conv layers' parameters and FLOPs (formula = module = counter), the
+    attention crossovers at d = 64, and the rank-16 parameter share of its wide MLP."""
+    std, sep = nn.Conv2d(128, 256, 3, padding=1), layers.DepthwiseSeparableConv2d(128, 256, 3, padding=1)
+    x = torch.randn(8, 128, 16, 16)
+    assert models.count_parameters(std) == layers.conv_parameters(128, 256, 3)
+    assert models.count_parameters(sep) == layers.separable_parameters(128, 256, 3)
+    assert bench.count_flops(std, x) == layers.conv_flops(128, 256, 3, 16, 16, 8, padding=1)
+    assert bench.count_flops(sep, x) == layers.separable_flops(128, 256, 3, 16, 16, 8, padding=1)
+    assert layers.crossover_length(lambda k, n: layers.attention_flops(k, n, 64)) == 65
+    for kind in layers.ATTENTION_KINDS:
+        assert bench.count_flops(layers.make_attention(kind, 64), torch.randn(1, 256, 64)) == layers.attention_flops(kind, 256, 64)
+    torch.manual_seed(0)
+    wide = models.MLP(64, [256, 256, 256], 10)
+    assert lowrank.lowrank_parameters(256, 256, 16) * 2 + models.count_parameters(wide) - 2 * 65_792 < models.count_parameters(wide) / 3

@@ -310,7 +310,7 @@ def test_allreduce_benchmark_rows():
 
 @pytest.mark.slow
 @pytest.mark.skipif(not Path("/proc/self/io").exists(), reason="the OS keeps no per-process byte counts")
-@pytest.mark.parametrize("world_size", [2, 3])
+@pytest.mark.parametrize("world_size", [2, 3, 4])
 def test_allreduce_benchmark_counts_the_bytes_a_ring_sends(world_size):
     rows = d.launch(d.allreduce_benchmark, world_size, [4, 4 * 2**20], repeats=2, warmup=1)[0]
     ring = 2 * (world_size - 1) / world_size  # what each rank sends, as a share of the message

@@ -129,3 +129,23 @@ def test_cpu_flags_are_the_raw_names_behind_the_simd_list():
     assert isinstance(flags, frozenset)
     assert hardware.simd_features(set(flags)) == tuple(n for f, n in hardware._SIMD_FLAGS.items() if f in flags)
     assert hardware.simd_features({"avx2", "avx_vnni"}) == ("AVX2", "AVX-VNNI")
+
+
+def test_zen_4_runs_avx_512_at_half_width():
+    assert hardware.fp32_flops_per_cycle("AVX-512", "AuthenticAMD", 25) == 32  # Zen 4: 512-bit ops on 256-bit units
+    assert hardware.fp32_flops_per_cycle("AVX-512", "GenuineIntel", 6) == 64
+    assert hardware.fp32_flops_per_cycle("AVX2", "AuthenticAMD", 25) == 32
+    assert hardware.cpu_peak_flops(2, 2.5, "AVX-512", flops_per_cycle=32) == pytest.approx(160e9)
+    vendor, family = hardware.cpu_vendor_family()
+    assert isinstance(vendor, str) and (family is None or family > 0)
+
+
+def test_torch_kernels_never_wider_than_the_cpu_flags():
+    """Notebook 00 prints this consistency: PyTorch's kernels never use a wider ISA than the CPU lists."""
+    info = hardware.detect()
+    simd = set(info.cpu.simd)
+    if info.cpu.torch_capability == "AVX512":
+        assert "AVX-512" in simd
+    if "AVX-512" in simd:
+        assert info.cpu.torch_capability in {"AVX512", "AVX2"}
+    assert 1 <= info.torch_threads <= info.cpu.logical_cores

@@ -263,3 +263,26 @@ def test_bf16_autocast_keeps_two_thirds_of_fp32_activations():
            for p in ("fp32", "bf16-mixed")}
     assert act["fp32"] == pytest.approx(3 * 1024 * 4, rel=0.02)
     assert act["bf16-mixed"] == pytest.approx(4 * 1024 * 2, rel=0.02)
+
+
+def test_bf16_mixed_adam_state_split_is_4_4_8():
+    """Notebook 02 prints this as computed: under autocast the weights and gradients stay fp32 (they are the master
+    copy) and Adam keeps two fp32 moments, 4 + 4 + 8 = 16 B per parameter; ZeRO's recipe splits the same 16 B as
+    2 + 2 + 4 + 8."""
+    from course_lib import models as course_models
+    from course_lib import train
+
+    torch.manual_seed(0)
+    model = MLP(64, [256, 256], 10)
+    x, y = torch.randn(64, 64), torch.randint(0, 10, (64,))
+    opt = course_models.make_optimizer("adam", model.parameters())
+    with train.autocast("bf16-mixed", "cpu"):
+        loss = train.default_loss(model(x), y)
+    loss.backward()
+    opt.step()
+    n = course_models.count_parameters(model)
+    moments = [s for st in opt.state.values() for s in st.values() if torch.is_tensor(s) and s.dim() > 0]
+    assert M.storage_bytes(list(model.parameters())) == 4 * n
+    assert M.storage_bytes([p.grad for p in model.parameters()]) == 4 * n
+    assert M.storage_bytes(moments) == 8 * n
+    assert M.model_states_bytes(n, "bf16-mixed", "adam") == 16 * n

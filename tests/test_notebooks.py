@@ -71,6 +71,19 @@ def test_stored_without_outputs(path):
         assert len(src_lines) <= 16, f"cell too long ({len(src_lines)} lines); move code to course_lib:\n{c.source[:200]}"
 
 
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_every_check_is_a_claim_with_its_no_effect_case(path):
+    """No bare assert in a lesson: each check goes through claims.claim, which states what the quantity would be
+    without the effect and refuses a bound that case also meets (tests/test_claims.py judges what the run printed)."""
+    code = [c.source for c in _read(path).cells if c.cell_type == "code"]
+    bare = [line.strip() for src in code for line in src.splitlines() if line.lstrip().startswith("assert ")]
+    assert not bare, f"{path.name}: bare asserts {bare[:3]}: make each a claim(...) with no_effect=, or a unit test"
+    calls = sum(len(re.findall(r"\bclaim\(", src)) for src in code)
+    assert calls >= 3, f"{path.name}: {calls} claim(...) calls; a lesson keeps at least three"
+    assert all("no_effect=" in m for src in code for m in re.findall(r"\bclaim\([^#]*?(?=\n\S|\Z)", src, re.S)), \
+        f"{path.name}: a claim without no_effect="
+
+
 def test_recorded_run_times_are_fresh_and_within_budget():
     table = json.loads((ROOT / "notebooks" / "timings.json").read_text())
     for path in NOTEBOOKS + SOLUTIONS:
