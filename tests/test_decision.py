@@ -95,7 +95,7 @@ def test_a_small_batch_uses_only_its_divisors():
 
 def test_notebook_cases_memory_is_the_memory_module():
     """Notebook 07.3's three worked cases: the guide's bytes per device are memory.model_states_bytes."""
-    cases = (dict(n_params=301_066, n_samples=1347, epochs=20),
+    cases = (dict(n_params=301_066, n_samples=1348, epochs=20),
              dict(n_params=7e9, n_samples=1e6, tokens_per_sample=512, budget_usd=2000, deadline_hours=72),
              dict(n_params=1e9, n_samples=2e7, tokens_per_sample=1000, deadline_hours=168))
     for kw in cases:
