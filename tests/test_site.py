@@ -100,6 +100,17 @@ def test_a_page_says_where_it_ran_and_a_widget_cell_that_the_controls_need_a_ker
     assert len(notes) == 1 and "running Python kernel" in notes[0].source
 
 
+def test_a_claims_record_is_not_published_its_line_is(tmp_path):
+    from course_lib import claims
+
+    bundle = claims.judge("x", 3.0, above=2, no_effect=1.0)._repr_mimebundle_()
+    out = nbformat.v4.new_output("display_data", data=bundle)
+    path = _notebook(tmp_path / "07_1_benchmarking.ipynb", [_ran("claim(...)", [out])])
+    build_site.stage_notebook(path, tmp_path / "staged.ipynb")
+    data = nbformat.read(tmp_path / "staged.ipynb", as_version=4).cells[1].outputs[0].data
+    assert claims.MIME not in data and data["text/plain"].startswith("Claim held: x.")
+
+
 def test_a_missing_executed_copy_is_made_or_reported(tmp_path):
     (tmp_path / "notebooks").mkdir()
     source = _notebook(tmp_path / "notebooks" / "03_interconnect.ipynb", [nbformat.v4.new_code_cell("print(6 * 7)")])
