@@ -100,6 +100,11 @@ def test_a_page_says_where_it_ran_and_a_widget_cell_that_the_controls_need_a_ker
     assert len(notes) == 1 and "running Python kernel" in notes[0].source
 
 
+def test_notebook_kernels_draw_inline_figures_even_under_the_test_runs_agg_backend(monkeypatch):
+    monkeypatch.setenv("MPLBACKEND", "Agg")
+    assert "MPLBACKEND" not in nbrun.kernel_env()
+
+
 def test_a_claims_record_is_not_published_its_line_is(tmp_path):
     from course_lib import claims
 

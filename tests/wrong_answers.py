@@ -47,7 +47,7 @@ def run_wrong_answers(solution: Path, wrong: Sequence[tuple[str, str, str | None
     nb.cells = run
     start = time.perf_counter()
     NotebookClient(nb, timeout=300, kernel_name="python3", allow_errors=True,
-                   resources={"metadata": {"path": str(solution.parent)}}).execute()
+                   resources={"metadata": {"path": str(solution.parent)}}).execute(env=nbrun.kernel_env())
     outputs = {mistake: nb.cells[i].outputs for mistake, i in positions.items()}
     nb.cells = nb.cells[:n_solution]
     nbrun.finish(nb, solution, time.perf_counter() - start)

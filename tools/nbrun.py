@@ -35,6 +35,14 @@ PROGRESS_BAR = re.compile(r"\|\s*\d+/\d+ \[")
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
+def kernel_env() -> dict:
+    """The environment a notebook kernel starts with: this process's, less MPLBACKEND (the test run sets Agg for
+    itself; a kernel left with it would draw no inline figures, and the executed copy would hold no plots)."""
+    import os
+
+    return {k: v for k, v in os.environ.items() if k != "MPLBACKEND"}
+
+
 def code_hash(nb: nbformat.NotebookNode) -> str:
     """Hash of the code cells: a recorded run time or an executed copy goes stale when the code changes."""
     code = "\n# ---\n".join(c.source for c in nb.cells if c.cell_type == "code")
@@ -161,7 +169,7 @@ def execute(source: Path, out_root: Path = EXECUTED, allow_errors: bool = False)
                             resources={"metadata": {"path": str(Path(source).resolve().parent)}})
     start = time.perf_counter()
     try:
-        client.execute()
+        client.execute(env=kernel_env())
     finally:
         seconds = time.perf_counter() - start
         finish(nb, source, seconds, out_root)
@@ -202,7 +210,7 @@ if pytest is not None:
                                          resources={"metadata": {"path": str(self.path.parent)}})
             self.client.reset_execution_trackers()
             self._kernel = contextlib.ExitStack()
-            self._kernel.enter_context(self.client.setup_kernel())
+            self._kernel.enter_context(self.client.setup_kernel(env=kernel_env()))
             self.dead = None
             self.start = time.perf_counter()
 
