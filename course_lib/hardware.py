@@ -56,7 +56,7 @@ class CPUInfo:
     simd: tuple[str, ...]
     torch_capability: str  # the widest SIMD level PyTorch's kernels use here, e.g. "AVX512"
     vector_isa: str = "unknown"  # the widest vector instruction set: "AVX-512", "AVX2", "NEON", ...
-    native_bf16: bool = False  # bf16 dot products in hardware (AVX-512 BF16, AMX, Arm BF16)
+    native_bf16: bool = False  # bf16 dot products PyTorch can use (AVX-512 BF16, AMX, Arm BF16; oneDNN not held below)
     native_fp16: bool = False  # fp16 arithmetic in hardware (AVX-512 FP16, AMX FP16, Arm FP16)
     usable_cores: int = 0
 
@@ -169,6 +169,16 @@ def simd_features(flags: set[str]) -> tuple[str, ...]:
     return tuple(name for flag, name in _SIMD_FLAGS.items() if flag in flags)
 
 
+# oneDNN levels (ONEDNN_MAX_CPU_ISA) that stop below the bf16 dot-product instructions (AVX512_CORE_BF16)
+ONEDNN_BELOW_BF16 = ("SSE41", "AVX", "AVX2", "AVX2_VNNI", "AVX2_VNNI_2", "AVX512_CORE", "AVX512_CORE_VNNI")
+
+
+def onednn_isa_limit() -> str:
+    """The instruction-set level oneDNN, which runs PyTorch's CPU bf16 and int8 products, is held to
+    (``ONEDNN_MAX_CPU_ISA``, or its old name ``DNNL_MAX_CPU_ISA``), upper case; "" when not held."""
+    return (os.environ.get("ONEDNN_MAX_CPU_ISA") or os.environ.get("DNNL_MAX_CPU_ISA") or "").strip().upper()
+
+
 def cpu_capabilities(flags: set[str] | frozenset[str], architecture: str) -> dict:
     """What a set of CPU flags means for training (a pure function, unit-tested with faked flags).
 
@@ -228,7 +238,15 @@ def _cpu_info() -> CPUInfo:
         capability = "unknown"
     return CPUInfo(model=model, architecture=platform.machine(), physical_cores=max(1, min(physical, usable)),
                    logical_cores=logical, simd=simd_features(flags), torch_capability=capability,
-                   usable_cores=usable, **cpu_capabilities(flags, platform.machine()))
+                   usable_cores=usable, **_usable_capabilities(flags))
+
+
+def _usable_capabilities(flags: set[str]) -> dict:
+    """``cpu_capabilities`` of this CPU, with bf16 counted as absent where oneDNN is held below its instructions."""
+    caps = cpu_capabilities(flags, platform.machine())
+    if caps["native_bf16"] and onednn_isa_limit() in ONEDNN_BELOW_BF16:
+        caps["native_bf16"] = False
+    return caps
 
 
 def _xla_memory_bytes(device) -> int | None:  # pragma: no cover - needs torch_xla

@@ -280,3 +280,21 @@ def test_unscaled_accumulation_is_k_times_the_full_batch_gradient():
         torch.nn.functional.cross_entropy(naive(xb), yb).backward()
     flat = lambda m: torch.cat([p.grad.flatten() for p in m.parameters()])  # noqa: E731
     assert torch.allclose(flat(naive), 8 * flat(full), rtol=1e-4, atol=1e-7)
+
+
+def test_accumulation_changes_a_batchnorm_models_gradient():
+    """Notebook 04 prints this as computed: with BatchNorm each micro-batch is normalised with its own statistics, so
+    8 accumulated micro-batches no longer give the full batch's gradient; without it they do, to float32 rounding."""
+    x, y = torch.randn(256, 64, generator=torch.Generator().manual_seed(0)), torch.randint(0, 10, (256,))
+
+    def gradient(with_bn, micro_batches):
+        torch.manual_seed(0)
+        layers = [torch.nn.Linear(64, 128)] + ([torch.nn.BatchNorm1d(128)] if with_bn else [])
+        m = torch.nn.Sequential(*layers, torch.nn.ReLU(), torch.nn.Linear(128, 10))
+        opt, seen = torch.optim.SGD(m.parameters(), lr=0.1), []
+        train.train_step(m, (x, y), opt, torch.nn.CrossEntropyLoss(), micro_batches=micro_batches,
+                         before_update=lambda mm: seen.append(torch.cat([p.grad.flatten() for p in mm.parameters()])))
+        return seen[0]
+
+    gap = {bn: ((gradient(bn, 1) - gradient(bn, 8)).norm() / gradient(bn, 1).norm()).item() for bn in (False, True)}
+    assert gap[False] < 1e-5 and gap[True] > 0.01, gap

@@ -1,3 +1,5 @@
+import platform
+
 import pytest
 import torch
 
@@ -149,3 +151,15 @@ def test_torch_kernels_never_wider_than_the_cpu_flags():
     if "AVX-512" in simd:
         assert info.cpu.torch_capability in {"AVX512", "AVX2"}
     assert 1 <= info.torch_threads <= info.cpu.logical_cores
+
+
+def test_bf16_counts_as_absent_where_onednn_is_held_below_it(monkeypatch):
+    flags = {"avx2", "avx512f", "avx512_bf16"}
+    monkeypatch.delenv("ONEDNN_MAX_CPU_ISA", raising=False)
+    monkeypatch.delenv("DNNL_MAX_CPU_ISA", raising=False)
+    assert hardware._usable_capabilities(flags)["native_bf16"] is (platform.machine().lower() in ("x86_64", "amd64"))
+    for held in ("avx2", "AVX512_CORE", "AVX512_CORE_VNNI"):
+        monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", held)
+        assert hardware._usable_capabilities(flags)["native_bf16"] is False
+    monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "AVX512_CORE_AMX")
+    assert hardware.onednn_isa_limit() == "AVX512_CORE_AMX"

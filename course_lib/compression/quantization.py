@@ -33,7 +33,6 @@ import importlib.metadata
 import io
 import logging
 import math
-import os
 import platform
 import re
 import time
@@ -588,7 +587,6 @@ def int8_units(flags: set[str] | frozenset[str] | None = None, architecture: str
     if arch not in ("x86_64", "amd64", "i386", "i686", "x86"):
         return "unknown"
     found = [INT8_UNITS[f.lower()] for f in flags if f.lower() in INT8_UNITS]
-    onednn = (os.environ.get("ONEDNN_MAX_CPU_ISA") or os.environ.get("DNNL_MAX_CPU_ISA") or "").upper()
-    if onednn in _ONEDNN_BELOW_VNNI:  # oneDNN told to stay below the int8 instructions
+    if hardware.onednn_isa_limit() in _ONEDNN_BELOW_VNNI:  # oneDNN told to stay below the int8 instructions
         return "none"
     return next((name for name in ("AMX INT8", "AVX-512 VNNI", "AVX-VNNI") if name in found), "none")
