@@ -201,6 +201,7 @@ class GuessScore:
     model: float | None
     model_name: str
     name: str
+    answer_name: str = "measured here"
 
     @staticmethod
     def _factor(value: float, reference: float) -> float | None:
@@ -244,7 +245,7 @@ class GuessScore:
     @property
     def _width(self) -> int:
         """The label column: wide enough for the longest label, at least 24 characters."""
-        return max(24, len(self.model_name) + 2, len(f"your guess ({self.name})") + 2)
+        return max(24, len(self.model_name) + 2, len(self.answer_name) + 2, len(f"your guess ({self.name})") + 2)
 
     def _line(self, label: str, value: float) -> str:
         u = f" {self.unit}" if self.unit else ""
@@ -260,7 +261,7 @@ class GuessScore:
 
     def text(self) -> str:
         u = f" {self.unit}" if self.unit else ""
-        lines = [f"{self.what}:", f"  {'measured here':<{self._width}}{_fmt(self.measured)}{u}"]
+        lines = [f"{self.what}:", f"  {self.answer_name:<{self._width}}{_fmt(self.measured)}{u}"]
         if self.model is not None:
             lines.append(self._line(self.model_name, self.model))
         if self.guess is None:
@@ -297,21 +298,25 @@ def _as_number(value: Any, name: str, allow_none: bool) -> float | None:
 
 
 def score_guess(guess: float | None, measured: float, *, model: float | None = None, unit: str = "",
-                what: str = "Your prediction", model_name: str = "model", name: str = "my_guess") -> GuessScore:
+                what: str = "Your prediction", model_name: str = "model", name: str = "my_guess",
+                answer_name: str = "measured here") -> GuessScore:
     """Score the learner's ``guess`` against ``measured`` (and the analytic ``model``, if any).
 
     Used after every prediction cell in the notebooks. Returns a ``GuessScore`` that displays as a
     short report: the measurement, what the model said and how far off it was, the guess and how far
     off it was (a factor, and which way), or, with ``guess=None``, how to make one. ``name`` is the
-    variable the learner fills in, so the message can point at it.
+    variable the learner fills in, so the message can point at it; ``answer_name`` labels the answer (a
+    computed one, such as a cost model's, says so instead of "measured here").
     """
     g = _as_number(guess, "guess", allow_none=True)
     m = _as_number(measured, "measured", allow_none=False)
     mo = _as_number(model, "model", allow_none=True)
-    for arg, value in (("unit", unit), ("what", what), ("model_name", model_name), ("name", name)):
+    for arg, value in (("unit", unit), ("what", what), ("model_name", model_name), ("name", name),
+                       ("answer_name", answer_name)):
         if not isinstance(value, str):
             raise TypeError(f"{arg} must be a string, got {type(value).__name__}")
-    return GuessScore(what=what, unit=unit, guess=g, measured=m, model=mo, model_name=model_name, name=name)
+    return GuessScore(what=what, unit=unit, guess=g, measured=m, model=mo, model_name=model_name, name=name,
+                      answer_name=answer_name)
 
 
 # --- references that the library keeps inside stateful objects ------------------------------------

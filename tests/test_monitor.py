@@ -171,6 +171,8 @@ def test_sample_training_sees_the_model_and_adam_state():
     assert s["samples"] >= 2 and s["other_programs_cores"] >= 0
     with pytest.raises(ValueError, match="threads"):
         monitor.sample_training(0)
+    with pytest.raises(ValueError, match="optimizer"):
+        monitor.sample_training(1, optimizer="adamw")
 
 
 @pytest.mark.slow

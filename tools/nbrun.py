@@ -15,6 +15,7 @@ import contextlib
 import datetime as dt
 import hashlib
 import json
+import os
 import re
 import time
 from pathlib import Path
@@ -122,6 +123,10 @@ def errors(nb: nbformat.NotebookNode) -> list[str]:
 _MACHINE: dict | None = None
 
 
+# settings that hold PyTorch's CPU kernels below what the CPU has; a run made under them says so
+HOLDS = ("ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA")
+
+
 def machine() -> dict:
     """Where the outputs are made: CPU, cores, accelerator, torch and the date (asked once per process)."""
     global _MACHINE
@@ -133,14 +138,16 @@ def machine() -> dict:
         info = detect()
         accelerators = [a.name for a in info.accelerators]
         _MACHINE = {"cpu": info.cpu.model, "cores": psutil.cpu_count(logical=False) or 1,
-                    "accelerator": ", ".join(accelerators) or "none", "torch": info.torch_version}
+                    "accelerator": ", ".join(accelerators) or "none", "torch": info.torch_version,
+                    "held": {k: os.environ[k] for k in HOLDS if os.environ.get(k)}}
     return dict(_MACHINE, date=dt.date.today().isoformat())
 
 
 def describe(run: dict) -> str:
     """One line for a machine: 'AMD EPYC, 2 cores, torch 2.13.0+cpu' (and the accelerator, if any)."""
     gpu = f", {run['accelerator']}" if run.get("accelerator", "none") != "none" else ""
-    return f"{run['cpu']}, {run['cores']} cores{gpu}, torch {run['torch']}"
+    held = ", ".join(f"{k}={v}" for k, v in (run.get("held") or {}).items())
+    return f"{run['cpu']}, {run['cores']} cores{gpu}, torch {run['torch']}" + (f" (held: {held})" if held else "")
 
 
 def finish(nb: nbformat.NotebookNode, source: Path, seconds: float, out_root: Path = EXECUTED) -> Path:

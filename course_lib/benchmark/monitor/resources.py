@@ -231,9 +231,11 @@ def release_free_memory() -> bool:
 
 
 def sample_training(threads: int, *, width: int = 2048, steps: int = 8, batch: int = 256, interval: float = 0.1,
-                    seed: int = 0, device: torch.device | str | None = None) -> tuple[ResourceSampler, int]:
-    """Build an MLP 1024 -> width -> width -> 10 and train it ``steps`` steps with Adam on random data,
-    on ``threads`` threads, inside a ``ResourceSampler`` (notebook 07.2, "Resource use during a run").
+                    seed: int = 0, device: torch.device | str | None = None,
+                    optimizer: str = "adam") -> tuple[ResourceSampler, int]:
+    """Build an MLP 1024 -> width -> width -> 10 and train it ``steps`` steps with Adam (or, with
+    ``optimizer="sgd"``, plain SGD, which keeps no state) on random data, on ``threads`` threads, inside a
+    ``ResourceSampler`` (notebook 07.2, "Resource use during a run").
 
     The model and its optimizer are created inside the sampled block, after ``release_free_memory``,
     so the resident memory's growth holds the weights, gradients, Adam's two moments and whatever
@@ -244,6 +246,8 @@ def sample_training(threads: int, *, width: int = 2048, steps: int = 8, batch: i
     width = validate.positive_int("width", width)
     steps = validate.positive_int("steps", steps)
     batch = validate.positive_int("batch", batch)
+    if optimizer not in ("adam", "sgd"):
+        raise ValueError(f"optimizer must be 'adam' or 'sgd', got {optimizer!r}")
     device = as_device(device) if device is not None else torch.device("cpu")
     seed_everything(seed)
     x, y = torch.randn(batch, 1024, device=device), torch.randint(0, 10, (batch,), device=device)
@@ -254,7 +258,8 @@ def sample_training(threads: int, *, width: int = 2048, steps: int = 8, batch: i
         release_free_memory()
         with ResourceSampler(interval, device) as rs:
             model = models.MLP(1024, [width, width], 10).to(device)
-            opt = torch.optim.Adam(model.parameters(), lr=1e-4)
+            opt = (torch.optim.Adam(model.parameters(), lr=1e-4) if optimizer == "adam"
+                   else torch.optim.SGD(model.parameters(), lr=1e-4))
             for _ in range(steps):
                 train.train_step(model, (x, y), opt)
             synchronize(device)
