@@ -99,18 +99,39 @@ def _explanation(explain: Any, got: Any, rtol: float, atol: float) -> str:
     return ""
 
 
+class Checked(int):
+    """How many checks passed: an int that a notebook cell does not echo (the check prints its own line)."""
+
+    def _ipython_display_(self) -> None:
+        pass
+
+
+def _names_used(fn: Callable) -> set[str]:
+    """Every global and attribute name the code of ``fn`` (and the functions defined inside it) refers to."""
+    code, names, todo = getattr(fn, "__code__", None), set(), []
+    if code is not None:
+        todo.append(code)
+    while todo:
+        c = todo.pop()
+        names.update(c.co_names)
+        todo.extend(k for k in c.co_consts if hasattr(k, "co_names"))
+    return names
+
+
 def check_function(fn: Callable, cases: Sequence[tuple[tuple, Any]] = (), *, reference: Callable | None = None,
                    random_inputs: Callable[[random.Random], tuple] | None = None, n_random: int = 25,
                    rtol: float = 1e-6, atol: float = 0.0, hint: str = "", seed: int = 0,
-                   quiet: bool = False) -> int:
+                   quiet: bool = False, reveal: bool = True) -> int:
     """Check ``fn`` on fixed ``cases`` and on random inputs against ``reference``.
 
     A case is ``(args, expected)`` or ``(args, expected, explanation)``, where the explanation is
     a text shown when the case fails, or a mapping from plausible wrong answers to what each one
     means ("12 bytes: the gradient is missing"), so a learner's mistake gets a message that teaches.
 
-    ``random_inputs(rng)`` returns one args tuple. Returns the number of cases checked; raises
-    ``ExerciseNotDone`` or ``CheckFailed`` with an explanation otherwise.
+    ``random_inputs(rng)`` returns one args tuple. ``reveal=False`` keeps the expected value of a fixed
+    case out of the message (for a prediction whose answer is a choice among a few, where showing it would
+    hand it over). Returns the number of cases checked; raises ``ExerciseNotDone`` or ``CheckFailed`` with
+    an explanation otherwise. A ``fn`` that calls ``reference`` itself is refused.
     """
     if not callable(fn):
         raise TypeError(f"fn must be the function you wrote, got {type(fn).__name__}")
@@ -119,6 +140,12 @@ def check_function(fn: Callable, cases: Sequence[tuple[tuple, Any]] = (), *, ref
     if not cases and reference is None:
         raise ValueError("give fixed cases, a reference with random_inputs, or both")
     name = getattr(fn, "__name__", "your function")
+    ref_name = getattr(reference, "__name__", None)
+    if reference is not None and fn is not reference and ref_name and ref_name != "<lambda>" \
+            and ref_name in _names_used(fn):
+        raise CheckFailed(f"{name} calls {ref_name}, the function this check compares it with, so it would pass "
+                          "whatever it computes: write the computation yourself."
+                          + (f"\nHint: {hint}" if hint else ""))
     checked = 0
     for case in cases:
         if len(case) not in (2, 3):
@@ -126,7 +153,8 @@ def check_function(fn: Callable, cases: Sequence[tuple[tuple, Any]] = (), *, ref
         args, expected, explain = tuple(case[0]), case[1], (case[2] if len(case) == 3 else None)
         got = _call(fn, args, name, hint)
         if not _close(got, expected, rtol, atol):
-            raise CheckFailed(f"{name}{_show(args)}: expected {_show(expected)}, got {_show(got)}"
+            said = f"expected {_show(expected)}, got {_show(got)}" if reveal else f"got {_show(got)}, which is not it"
+            raise CheckFailed(f"{name}{_show(args)}: {said}"
                               + _explanation(explain, got, rtol, atol) + (f"\nHint: {hint}" if hint else ""))
         checked += 1
     if reference is not None:
@@ -142,7 +170,7 @@ def check_function(fn: Callable, cases: Sequence[tuple[tuple, Any]] = (), *, ref
             checked += 1
     if not quiet:
         print(f"\u2713 {name}: all {checked} checks passed")
-    return checked
+    return Checked(checked)
 
 
 def check_value(name: str, got: Any, expected: Any, *, rtol: float = 1e-6, atol: float = 0.0, hint: str = "",

@@ -344,3 +344,23 @@ def test_check_resume_names_what_is_missing_and_rejects_bad_setup():
         checks.check_resume(_checkpoint, None)
     with pytest.raises(ValueError, match="stops"):
         checks.check_resume(_checkpoint, _resume, stops=(0,))
+
+
+def test_check_function_refuses_code_that_calls_its_reference():
+    def lazy(n_params, n_tokens):
+        return compute.training_flops(n_params, n_tokens)
+
+    with pytest.raises(checks.CheckFailed, match="calls training_flops"):
+        checks.check_function(lazy, [((1, 2), 12)], reference=compute.training_flops,
+                              random_inputs=lambda rng: (rng.randint(1, 9), 2))
+
+
+def test_a_passing_check_is_not_echoed_by_the_notebook(capsys):
+    n = checks.check_function(good, [((1, 2, 3), 12)], quiet=True)
+    assert n == 1 and isinstance(n, int) and n._ipython_display_() is None
+
+
+def test_a_check_can_keep_its_expected_answer_out_of_the_message():
+    with pytest.raises(checks.CheckFailed) as err:
+        checks.check_function(lambda: {"add"}, [((), {"add", "matmul 256"})], reveal=False)
+    assert "matmul 256" not in str(err.value) and "which is not it" in str(err.value)
