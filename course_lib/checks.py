@@ -278,13 +278,14 @@ class GuessScore:
     def _line(self, label: str, value: float) -> str:
         u = f" {self.unit}" if self.unit else ""
         f = self._factor(value, self.measured)
+        answer = "the measurement" if self.answer_name == "measured here" else "the answer"
         if value == self.measured or (f is not None and f < 1.005):
-            rel = "equal to the measurement"
+            rel = f"equal to {answer}"
         elif f is not None:
             rel = f"{f:.2f}x" if f < 10 else f"{f:.3g}x"
-            rel += f" {'above' if value > self.measured else 'below'} the measurement"
+            rel += f" {'above' if value > self.measured else 'below'} {answer}"
         else:
-            rel = f"{_fmt(value - self.measured)}{u} from the measurement"
+            rel = f"{_fmt(value - self.measured)}{u} from {answer}"
         return f"  {label:<{self._width}}{_fmt(value)}{u}  ({rel})"
 
     def text(self) -> str:

@@ -18,11 +18,15 @@ from dataclasses import asdict, dataclass
 
 MIME = "application/vnd.course.claim+json"
 
-__all__ = ["ClaimFailed", "Claim", "claim", "judge", "MIME"]
+__all__ = ["BoundAcceptsNoEffect", "ClaimFailed", "Claim", "claim", "judge", "MIME"]
 
 
 class ClaimFailed(AssertionError):
     """A lesson's claim did not hold on this machine (the message says what was expected and measured)."""
+
+
+class BoundAcceptsNoEffect(ValueError):
+    """The bound also accepts the no-effect value, so the check could not fail."""
 
 
 @dataclass(frozen=True)
@@ -108,8 +112,8 @@ def judge(text: str, measured: float, *, above: float | None = None, below: floa
     n = _number(no_effect, "no_effect")
     probe = Claim(text, m, low, high, n, no_effect_is, unit, held=False)
     if _inside(n, low, high):
-        raise ValueError(f"the bound {probe.bound()} also accepts the no-effect value {_fmt(n)}{unit} "
-                         f"({no_effect_is}), so this check could not fail: tighten the bound")
+        raise BoundAcceptsNoEffect(f"the bound {probe.bound()} also accepts the no-effect value {_fmt(n)}{unit} "
+                                   f"({no_effect_is}), so this check could not fail: tighten the bound")
     return Claim(text, m, low, high, n, no_effect_is, unit, held=_inside(m, low, high))
 
 
@@ -121,15 +125,21 @@ def claim(text: str, measured: float, *, above: float | None = None, below: floa
     if the effect were absent, and ``no_effect_is`` says what that case is ("1.0: the same speed", "the step
     without its all-reduce, measured"). Used by every check in the lesson notebooks.
 
-    Raises ``ValueError`` when the bound also accepts ``no_effect`` (the check could not fail), and
-    :class:`ClaimFailed` when the measurement misses the bound; ``hint`` is added to that message (what the
+    Raises :class:`ClaimFailed` when the measurement misses the bound, and also when the bound accepts
+    ``no_effect`` (a control measured on this machine that cannot be told from the effect; :func:`judge`
+    raises :class:`BoundAcceptsNoEffect`, a ``ValueError``, there); ``hint`` is added to that message (what the
     learner can do: rerun on an idle machine, which setting changes the result). Returns nothing, so a claim
     on a cell's last line is not shown twice; :func:`judge` returns the :class:`Claim` instead.
     """
     if not isinstance(hint, str):
         raise TypeError(f"hint must be a string, got {type(hint).__name__}")
-    result = judge(text, measured, above=above, below=below, between=between, no_effect=no_effect,
-                   no_effect_is=no_effect_is, unit=unit)
+    try:
+        result = judge(text, measured, above=above, below=below, between=between, no_effect=no_effect,
+                       no_effect_is=no_effect_is, unit=unit)
+    except BoundAcceptsNoEffect as err:  # a control measured here landed inside the bound: nothing to tell apart
+        raise ClaimFailed(f"Claim not judged: {text}. Measured {_fmt(_number(measured, 'measured'))}{unit}, but {err}. "
+                          "On this machine the effect cannot be told from its absence; the cells above show why."
+                          + (f"\n{hint}" if hint else "")) from None
     _show(result)
     if not result.held:
         raise ClaimFailed(f"{result.line()}" + (f"\n{hint}" if hint else ""))

@@ -131,3 +131,9 @@ def test_a_claim_publishes_its_record_for_the_executed_copy():
     assert record == {"text": "x", "measured": 3.0, "low": 2.0, "high": 4.0, "no_effect": 1.0,
                       "no_effect_is": "no effect", "unit": "", "held": True}
     assert bundle["text/plain"].startswith("Claim held: x.")
+
+
+def test_a_control_inside_the_bound_stops_the_claim_with_a_reason_not_a_crash():
+    """A control measured on the learner's machine can land inside the bound: the claim then fails with why."""
+    with pytest.raises(C.ClaimFailed, match="cannot be told from its absence.*\nrerun"):
+        C.claim("faster than its control", 1.5, above=1.2, no_effect=1.3, no_effect_is="the control", hint="rerun")
