@@ -438,15 +438,21 @@ def cpu_clock_ghz() -> float | None:
 def fp32_flops_per_cycle(vector_isa: str, vendor: str = "", family: int | None = None) -> int:
     """fp32 FLOPs one core starts per cycle: ``FP32_FLOPS_PER_CYCLE[vector_isa]``, except for the cores known to run
     512-bit instructions on 256-bit units (AMD Zen 4: vendor "AuthenticAMD", family 25 with AVX-512, which double-
-    pumps them: 32 FLOP/cycle, as Zen 3's AVX2). Notebooks 00 and 01 (the data-sheet peak)."""
+    pumps them: 32 FLOP/cycle, as Zen 3's AVX2; Apple's M-series cores, whose four 128-bit NEON pipes give 32 where
+    two-pipe Arm cores such as Neoverse N1 give 16). Notebooks 00 and 01 (the data-sheet peak)."""
     isa = validate.choice("vector_isa", vector_isa, tuple(FP32_FLOPS_PER_CYCLE))
     if isa == "AVX-512" and vendor == "AuthenticAMD" and family == 25:
+        return 32
+    if isa == "NEON" and vendor == "Apple":  # M-series performance cores: four 128-bit FMA pipes, not two
         return 32
     return FP32_FLOPS_PER_CYCLE[isa]
 
 
 def cpu_vendor_family() -> tuple[str, int | None]:
-    """This x86 CPU's vendor id and family from /proc/cpuinfo ("AuthenticAMD", 25), or ("", None) elsewhere."""
+    """This x86 CPU's vendor id and family from /proc/cpuinfo ("AuthenticAMD", 25), ("Apple", None) on an Apple
+    silicon Mac, or ("", None) elsewhere."""
+    if sys.platform == "darwin" and platform.machine() == "arm64":
+        return "Apple", None
     try:
         text = Path("/proc/cpuinfo").read_text(errors="ignore")
     except OSError:

@@ -163,3 +163,11 @@ def test_bf16_counts_as_absent_where_onednn_is_held_below_it(monkeypatch):
         assert hardware._usable_capabilities(flags)["native_bf16"] is False
     monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "AVX512_CORE_AMX")
     assert hardware.onednn_isa_limit() == "AVX512_CORE_AMX"
+
+
+def test_apple_m_series_neon_peak_counts_four_pipes(monkeypatch):
+    assert hardware.fp32_flops_per_cycle("NEON", "Apple") == 32
+    assert hardware.fp32_flops_per_cycle("NEON") == 16
+    monkeypatch.setattr(hardware.sys, "platform", "darwin")
+    monkeypatch.setattr(hardware.platform, "machine", lambda: "arm64")
+    assert hardware.cpu_vendor_family() == ("Apple", None)
