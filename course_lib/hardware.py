@@ -169,8 +169,10 @@ def simd_features(flags: set[str]) -> tuple[str, ...]:
     return tuple(name for flag, name in _SIMD_FLAGS.items() if flag in flags)
 
 
-# oneDNN levels (ONEDNN_MAX_CPU_ISA) that stop below the bf16 dot-product instructions (AVX512_CORE_BF16)
+# oneDNN levels (ONEDNN_MAX_CPU_ISA) that stop below the bf16 dot-product instructions (AVX512_CORE_BF16), and
+# below the fused int8 ones (VNNI: AVX2_VNNI has them, AVX512_CORE does not, so the two lists are not one cut)
 ONEDNN_BELOW_BF16 = ("SSE41", "AVX", "AVX2", "AVX2_VNNI", "AVX2_VNNI_2", "AVX512_CORE", "AVX512_CORE_VNNI")
+ONEDNN_BELOW_VNNI = ("SSE41", "AVX", "AVX2", "AVX512_CORE")
 
 
 def onednn_isa_limit() -> str:

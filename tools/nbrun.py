@@ -39,8 +39,6 @@ ANSI = re.compile(r"\x1b\[[0-9;]*m")
 def kernel_env() -> dict:
     """The environment a notebook kernel starts with: this process's, less MPLBACKEND (the test run sets Agg for
     itself; a kernel left with it would draw no inline figures, and the executed copy would hold no plots)."""
-    import os
-
     return {k: v for k, v in os.environ.items() if k != "MPLBACKEND"}
 
 

@@ -561,7 +561,6 @@ def predicted_int8_bytes(model: nn.Module) -> int:
 # int8 dot-product instructions, by their Linux / macOS flag names
 INT8_UNITS = {"amx_int8": "AMX INT8", "avx512_vnni": "AVX-512 VNNI", "avx512vnni": "AVX-512 VNNI",
               "avx_vnni": "AVX-VNNI", "avxvnni": "AVX-VNNI"}
-_ONEDNN_BELOW_VNNI = ("SSE41", "AVX", "AVX2", "AVX512_CORE")
 INT8_EXPECTATIONS = {
     "AMX INT8": "AMX tiles multiply whole int8 blocks: compiled int8 should beat fp32 at large batches.",
     "AVX-512 VNNI": "VNNI fuses 4 int8 multiply-adds per 32-bit lane into one instruction: compiled int8 should beat "
@@ -587,6 +586,6 @@ def int8_units(flags: set[str] | frozenset[str] | None = None, architecture: str
     if arch not in ("x86_64", "amd64", "i386", "i686", "x86"):
         return "unknown"
     found = [INT8_UNITS[f.lower()] for f in flags if f.lower() in INT8_UNITS]
-    if hardware.onednn_isa_limit() in _ONEDNN_BELOW_VNNI:  # oneDNN told to stay below the int8 instructions
+    if hardware.onednn_isa_limit() in hardware.ONEDNN_BELOW_VNNI:  # oneDNN told to stay below the int8 instructions
         return "none"
     return next((name for name in ("AMX INT8", "AVX-512 VNNI", "AVX-VNNI") if name in found), "none")
