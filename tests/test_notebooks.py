@@ -60,7 +60,7 @@ def test_stored_without_outputs(path):
     """A learner who opens a notebook (on a code host, in Colab, in a fresh clone) sees no answer before guessing:
     notebooks are stored clean, and the website is built from executed copies (build/executed/)."""
     nb = _read(path)
-    assert not has_outputs(nb), (f"{path.parent.name}/{path.name} is stored with outputs or execution counts: "
+    assert not has_outputs(nb), (f"{path.parent.name}/{path.name} is stored with outputs, execution counts or timestamps: "
                                  "clear them (`jupyter nbconvert --clear-output --inplace` or the lab's Edit menu)")
     assert "widgets" not in nb.metadata, "saved widget state belongs in the executed copy, not the source"
     for c in nb.cells:

@@ -55,17 +55,20 @@ def executed_path(source: Path, root: Path = EXECUTED) -> Path:
 
 
 def clean(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
-    """The notebook as stored: no outputs, no execution counts, no saved widget state."""
+    """The notebook as stored: no outputs, no execution counts or timestamps, no saved widget state."""
     for cell in nb.cells:
         if cell.cell_type == "code":
             cell.outputs = []
             cell.execution_count = None
+        cell.get("metadata", {}).pop("execution", None)
     nb.metadata.pop("widgets", None)
     return nb
 
 
 def has_outputs(nb: nbformat.NotebookNode) -> bool:
-    return any(c.get("outputs") or c.get("execution_count") is not None for c in nb.cells if c.cell_type == "code")
+    """Whether any cell keeps what a run leaves: outputs, an execution count or the kernel's timestamps."""
+    return any(c.get("outputs") or c.get("execution_count") is not None or "execution" in c.get("metadata", {})
+               for c in nb.cells)
 
 
 def is_progress_bar(output: dict) -> bool:
