@@ -85,6 +85,8 @@ class DeviceFacts:
     tpu_on_pci: str | None = None  # TPU chips on the PCI bus, as "4 x v5e", torch_xla or not
     nvidia_driver: bool = False  # an NVIDIA GPU's device node exists, whatever torch can do with it
     torch_cuda: bool = False  # this torch build was compiled with CUDA
+    torch_arch: tuple[str, ...] = ()  # the GPU architectures this torch build has kernels for (torch.cuda.get_arch_list)
+    cuda_problem: str | None = None  # why torch cannot use the GPU, as torch said it (e.g. a driver too old)
 
     @classmethod
     def here(cls) -> DeviceFacts:
@@ -111,10 +113,34 @@ def tpu_generation(pci_root: str = "/sys/bus/pci/devices") -> str | None:
     return f"{len(found)} x {found[0]}" if found else None
 
 
+def runs_on(capability: tuple[int, int], arch_list: tuple[str, ...]) -> bool:
+    """Whether a torch built for ``arch_list`` ("sm_75", "compute_90", ...) has kernels a GPU of ``capability`` can
+    run: a cubin for sm_XY runs on the same major X at minor Y or newer; PTX (compute_XY) is compiled on the fly
+    for XY or newer. An empty list (not reported) counts as yes."""
+    if not arch_list:
+        return True
+    for arch in arch_list:
+        kind, _, digits = arch.partition("_")
+        if not digits.isdigit() or len(digits) < 2:
+            continue
+        built = (int(digits[:-1]), int(digits[-1]))
+        if (kind == "sm" and built[0] == capability[0] and built[1] <= capability[1]) or (
+                kind == "compute" and built <= capability):
+            return True
+    return False
+
+
 @functools.lru_cache(maxsize=1)
 def _here() -> DeviceFacts:
-    gpus = ()
-    if torch.cuda.is_available():
+    import warnings
+
+    gpus, problem = (), None
+    with warnings.catch_warnings(record=True) as said:  # a driver too old for this torch's CUDA warns here
+        warnings.simplefilter("always")
+        available = torch.cuda.is_available()
+    if not available and torch.version.cuda is not None and said:
+        problem = str(said[-1].message).strip().splitlines()[0]
+    if available:
         props = [torch.cuda.get_device_properties(i) for i in range(torch.cuda.device_count())]
         gpus = tuple(GPU(p.name, (p.major, p.minor), int(p.total_memory)) for p in props)
     mac = platform.mac_ver()[0]
@@ -129,7 +155,21 @@ def _here() -> DeviceFacts:
         tpu_on_pci=tpu_generation(),
         nvidia_driver=any(os.path.exists(p) for p in _NVIDIA_DEVICE_NODES),
         torch_cuda=torch.version.cuda is not None,
+        torch_arch=tuple(torch.cuda.get_arch_list()) if available else (),
+        cuda_problem=problem,
     )
+
+
+def xla_device():
+    """torch_xla's device: ``torch_xla.device()`` (torch_xla 2.5 and newer), else the older
+    ``xla_model.xla_device()``, which newer releases deprecate."""
+    import torch_xla  # type: ignore[import-not-found]
+
+    if hasattr(torch_xla, "device"):
+        return torch_xla.device()
+    import torch_xla.core.xla_model as xm  # type: ignore[import-not-found]
+
+    return xm.xla_device()
 
 
 def _xla_device():
@@ -137,9 +177,7 @@ def _xla_device():
     if importlib.util.find_spec("torch_xla") is None:
         return None
     try:
-        import torch_xla.core.xla_model as xm  # type: ignore[import-not-found]
-
-        return xm.xla_device()
+        return xla_device()
     except Exception:  # noqa: BLE001 - torch_xla installed but no TPU attached
         return None
 
@@ -207,6 +245,20 @@ def plan(facts: DeviceFacts) -> DevicePlan:
     if not gpu_ranks:
         skipped["nccl_allreduce"] = (f"needs 2 or more CUDA GPUs and an NCCL build; this machine has "
                                      f"{len(facts.gpus)} GPU(s)" + ("" if facts.nccl or not facts.gpus else ", no NCCL"))
+    unusable = [g for g in facts.gpus if not runs_on(g.capability, facts.torch_arch)]
+    if unusable:
+        gpu = unusable[0]
+        built = sorted(facts.torch_arch)
+        hints.append(f"This torch has no kernels for the {gpu.name} (compute capability {gpu.capability[0]}."
+                     f"{gpu.capability[1]}; it was built for {', '.join(built)}): its first GPU operation would fail "
+                     "with 'no kernel image is available'. Everything runs on the CPU. For the GPU, install a torch "
+                     "build that still lists this architecture (pytorch.org/get-started/previous-versions), or pick "
+                     "a newer GPU.")
+        facts = replace(facts, gpus=())
+        skipped["device_memory"] = "needs a CUDA GPU this torch has kernels for"
+        skipped["host_to_device"] = "needs a CUDA GPU this torch has kernels for"
+        skipped["nccl_allreduce"] = "needs 2 or more CUDA GPUs this torch has kernels for"
+        gpu_ranks = 0
     if facts.gpus:
         gpu = facts.gpus[0]
         device, kind = "cuda:0", "cuda"
@@ -245,9 +297,11 @@ def plan(facts: DeviceFacts) -> DevicePlan:
         hints.append(f"This machine has TPU chips ({facts.tpu_on_pci}) but torch_xla is not installed, so "
                      "everything runs on the CPU. Install the torch_xla release that matches your torch "
                      "(pip install 'torch_xla[tpu]', see github.com/pytorch/xla), then restart the runtime.")
-    if not facts.gpus and facts.nvidia_driver:
+    if not facts.gpus and facts.nvidia_driver and not unusable:
         hints.append("An NVIDIA GPU driver is present but PyTorch sees no GPU: "
-                     + ("check nvidia-smi and CUDA_VISIBLE_DEVICES." if facts.torch_cuda else
+                     + (f"torch says: {facts.cuda_problem} Update the NVIDIA driver, or install a torch built for an "
+                        "older CUDA (pytorch.org/get-started/previous-versions)." if facts.cuda_problem else
+                        "check nvidia-smi and CUDA_VISIBLE_DEVICES." if facts.torch_cuda else
                         "this torch is a CPU-only build. Install a CUDA build (pytorch.org/get-started), "
                         "e.g. with TORCH_INDEX_URL=https://download.pytorch.org/whl/cu126 python3 bootstrap.py "
                         "setup after deleting .venv."))
@@ -260,11 +314,24 @@ def plan(facts: DeviceFacts) -> DevicePlan:
 def apply(kind: str) -> None:
     """Make float32 matmuls on devices of ``kind`` ('cuda', 'xla', ...) compute in float32, so that
     every "fp32" label is true (see ``DevicePlan.fp32_matmul``). ``hardware.pick_device`` calls it."""
-    torch.set_float32_matmul_precision("highest")  # CUDA: no TF32 in matmuls
-    if kind == "cuda":
-        torch.backends.cudnn.allow_tf32 = False  # convolutions too
-    elif kind == "xla":
+    full_fp32()
+    if kind == "xla":
         _xla_full_precision()
+
+
+def full_fp32() -> None:
+    """float32 matmuls and convolutions in full float32 (no TF32), in the words the installed torch documents:
+    ``set_float32_matmul_precision("highest")`` for matmuls (every backend), and for cuDNN's convolutions and RNNs
+    ``fp32_precision = "ieee"`` from torch 2.9 on (the ``allow_tf32`` flags are deprecated there, and mixing the
+    two warns), else ``cudnn.allow_tf32 = False``. The launcher's and the training script's GPU processes call it
+    too: a fresh process lets cuDNN convolutions use TF32."""
+    torch.set_float32_matmul_precision("highest")
+    conv = getattr(torch.backends.cudnn, "conv", None)
+    if conv is not None and hasattr(conv, "fp32_precision"):  # torch 2.9 and newer
+        conv.fp32_precision = "ieee"
+        torch.backends.cudnn.rnn.fp32_precision = "ieee"
+    else:
+        torch.backends.cudnn.allow_tf32 = False
 
 
 def _xla_full_precision() -> None:  # pragma: no cover - needs torch_xla

@@ -59,6 +59,7 @@ class CPUInfo:
     native_bf16: bool = False  # bf16 dot products PyTorch can use (AVX-512 BF16, AMX, Arm BF16; oneDNN not held below)
     native_fp16: bool = False  # fp16 arithmetic in hardware (AVX-512 FP16, AMX FP16, Arm FP16)
     usable_cores: int = 0
+    bf16_known: bool = True  # the OS says whether bf16 instructions exist (Windows does not; see bf16_flags_known)
 
     @property
     def kind(self) -> str:
@@ -161,7 +162,33 @@ def _cpu_model_and_flags() -> tuple[str, set[str]]:
             if _sysctl("hw.optional.arm.FEAT_FP16") == "1":
                 flags.add("fphp")
         return model, {f.replace(".", "_") for f in flags}
+    if sys.platform == "win32":
+        return platform.processor() or "unknown", _windows_flags()
     return platform.processor() or "unknown", set()
+
+
+# IsProcessorFeaturePresent's numbers (processthreadsapi.h) for the x86 features Windows reports; it has none for
+# AVX-512 BF16/FP16/VNNI or AMX, so on Windows those stay unknown (``CPUInfo.bf16_known`` is False)
+_WINDOWS_FEATURES = {10: "sse2", 38: "sse4_2", 39: "avx", 40: "avx2", 41: "avx512f"}
+
+
+def _windows_flags() -> set[str]:
+    try:
+        import ctypes
+
+        present = ctypes.windll.kernel32.IsProcessorFeaturePresent  # type: ignore[attr-defined]
+        return {flag for number, flag in _WINDOWS_FEATURES.items() if present(number)}
+    except (AttributeError, OSError):
+        return set()
+
+
+def bf16_flags_known(system: str | None = None, flags: set[str] | frozenset[str] | None = None) -> bool:
+    """Whether the operating system says if this CPU has bf16 instructions: Linux's /proc/cpuinfo and macOS's sysctl
+    do, Windows reports no such feature (notebook 00 judges its bf16 claim only where the answer is known)."""
+    system = system or platform.system()
+    if flags is None:
+        flags = cpu_flags()
+    return system != "Windows" and bool(flags)
 
 
 def simd_features(flags: set[str]) -> tuple[str, ...]:
@@ -240,7 +267,8 @@ def _cpu_info() -> CPUInfo:
         capability = "unknown"
     return CPUInfo(model=model, architecture=platform.machine(), physical_cores=max(1, min(physical, usable)),
                    logical_cores=logical, simd=simd_features(flags), torch_capability=capability,
-                   usable_cores=usable, **_usable_capabilities(flags))
+                   usable_cores=usable, bf16_known=bf16_flags_known(platform.system(), flags),
+                   **_usable_capabilities(flags))
 
 
 def _usable_capabilities(flags: set[str]) -> dict:
@@ -376,9 +404,7 @@ def as_device(value: torch.device | str | None, name: str = "device") -> torch.d
         raise ValueError(f"{name} {value!r}: this machine has {_device_count(kind)} {kind} device(s); "
                          f"available: {available_devices()}")
     if kind == "xla":
-        import torch_xla.core.xla_model as xm  # type: ignore[import-not-found]
-
-        return xm.xla_device()
+        return devices.xla_device()
     return torch.device(kind) if index is None else torch.device(kind, index)
 
 
@@ -411,8 +437,26 @@ def synchronize(device: torch.device | str | None = None) -> None:
     elif dev.type == "xla":
         import torch_xla.core.xla_model as xm  # type: ignore[import-not-found]
 
-        xm.mark_step()
+        graph_cut(dev)
         xm.wait_device_ops()
+
+
+def graph_cut(device: torch.device | str | None = None) -> None:
+    """End the lazy graph on an XLA device (a TPU): what was traced since the last cut compiles once and runs as
+    one graph, and values read after the cut cost no retrace. A training step cuts once, after its update;
+    without the cut each step's graph would hold every step before it, and compile again. Elsewhere (CPU,
+    CUDA, MPS run each operation as it comes) this does nothing."""
+    dev = device if isinstance(device, torch.device) else as_device(device)
+    if dev.type != "xla":
+        return
+    import torch_xla  # type: ignore[import-not-found]
+
+    if hasattr(torch_xla, "sync"):  # torch_xla 2.6 and newer
+        torch_xla.sync()
+    else:
+        import torch_xla.core.xla_model as xm  # type: ignore[import-not-found]
+
+        xm.mark_step()
 
 
 # fp32 operations one core can start per clock cycle: vector lanes x 2 (a fused multiply-add counts

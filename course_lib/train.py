@@ -13,6 +13,7 @@ forward, loss, backward, update), ``train_epoch`` (all batches, with a progress 
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -23,7 +24,7 @@ from torch import nn
 from torch.utils.data import DataLoader, Dataset
 
 from . import names, validate
-from .hardware import as_device, peak_rss_bytes, reset_peak_rss, synchronize
+from .hardware import as_device, graph_cut, peak_rss_bytes, reset_peak_rss, synchronize
 from .models import OPTIMIZERS, make_optimizer  # noqa: F401  (re-exported: train.make_optimizer)
 
 PRECISIONS = names.PRECISIONS
@@ -153,6 +154,16 @@ def _split_batch(batch: Any) -> tuple[tuple[torch.Tensor, ...], torch.Tensor | N
     return tuple(inputs), target
 
 
+def progress_bar():
+    """tqdm's notebook bar where ipywidgets can draw it, its text bar elsewhere (``tqdm.auto`` would warn
+    "IProgress not found" in a kernel without ipywidgets, as a plain ``pip install`` has)."""
+    if importlib.util.find_spec("ipywidgets") is None:
+        from tqdm.std import tqdm
+    else:
+        from tqdm.auto import tqdm
+    return tqdm
+
+
 def train_step(model: nn.Module, batch: Sequence[torch.Tensor | None] | torch.Tensor,
                optimizer: torch.optim.Optimizer, loss_fn: Callable | None = None,
                device: torch.device | str | None = None, micro_batches: int = 1, *, precision: str = "fp32",
@@ -210,7 +221,7 @@ def train_step(model: nn.Module, batch: Sequence[torch.Tensor | None] | torch.Te
     pieces = [t.tensor_split(micro_batches) for t in inputs]
     targets = target.tensor_split(micro_batches) if target is not None else [None] * micro_batches
     optimizer.zero_grad(set_to_none=True)
-    total_loss, correct = 0.0, 0
+    losses, hits = [], []  # tensors, read after the step's graph cut (reading one earlier splits a TPU's graph)
     for i in range(micro_batches):
         xs = tuple(p[i] for p in pieces)
         ys = targets[i]
@@ -220,9 +231,9 @@ def train_step(model: nn.Module, batch: Sequence[torch.Tensor | None] | torch.Te
                 out = model(*xs)
                 loss = call_loss(loss_fn, out, ys, xs) * (len(xs[0]) / n)
             (scaler.scale(loss) if scaler is not None else loss).backward()
-        total_loss += float(loss.detach())
+        losses.append(loss.detach())
         if ys is not None and out.dim() == 2 and ys.dim() == 1 and not ys.dtype.is_floating_point:
-            correct += int((out.argmax(1) == ys).sum())
+            hits.append((out.argmax(1) == ys).sum())
     if before_update is not None:
         if scaler is not None:
             scaler.unscale_(optimizer)
@@ -236,6 +247,8 @@ def train_step(model: nn.Module, batch: Sequence[torch.Tensor | None] | torch.Te
     else:
         optimizer.step()
     optimizer.zero_grad(set_to_none=True)  # gradients are not kept through the next forward pass
+    graph_cut(device)  # a TPU compiles and runs this step as one graph; values are read after it
+    total_loss, correct = sum(float(t) for t in losses), sum(int(t) for t in hits)
     if measure:
         synchronize(device)
     seconds = time.perf_counter() - start
@@ -249,7 +262,7 @@ def train_epoch(model: nn.Module, loader: DataLoader, optimizer: torch.optim.Opt
     """All batches of one epoch (``train_step`` each); returns mean loss, accuracy, seconds and
     examples per second; with ``measure``, also ``steps``: every step's ``StepResult`` (loss, time,
     throughput, peak memory) and the epoch's ``peak_bytes``."""
-    from tqdm.auto import tqdm
+    tqdm = progress_bar()
 
     model.train()
     total_loss, correct, seen = 0.0, 0, 0
@@ -285,9 +298,11 @@ def evaluate(model: nn.Module, data: Dataset | DataLoader, device: torch.device 
     for x, y in loader:
         x, y = x.to(device), y.to(device)
         out = model(x)
-        total_loss += float(call_loss(loss_fn, out, y, (x,))) * len(y)
-        if out.dim() == 2 and y.dim() == 1:
-            correct += int((out.argmax(1) == y).sum())
+        loss = call_loss(loss_fn, out, y, (x,))
+        hits = (out.argmax(1) == y).sum() if out.dim() == 2 and y.dim() == 1 else None
+        graph_cut(device)  # one graph per batch on a TPU, read after the cut
+        total_loss += float(loss) * len(y)
+        correct += int(hits) if hits is not None else 0
         seen += len(y)
     return {"loss": total_loss / max(seen, 1), "acc": correct / max(seen, 1)}
 
@@ -316,7 +331,7 @@ def fit(model: nn.Module, train_data: Dataset | DataLoader, *, epochs: int = 5, 
     loss_fn = loss_fn or nn.CrossEntropyLoss()
     loader = _loader(train_data, batch_size, shuffle=True, seed=seed)
     history = History()
-    from tqdm.auto import tqdm
+    tqdm = progress_bar()
 
     for epoch in tqdm(range(1, epochs + 1), desc="epochs", disable=not progress or epochs == 1):
         row = {"epoch": epoch, **train_epoch(model, loader, opt, loss_fn, device, progress=False,

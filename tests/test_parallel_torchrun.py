@@ -6,7 +6,11 @@ what no single process can show. Everything else runs in this process.
 from __future__ import annotations
 
 import json
+import os
 import re
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -272,12 +276,38 @@ def test_kubeflow_spec_round_trips_and_problems_are_named():
         orch.kubeflow_pipeline(_steps(a=orch.Step("a", _writer("a.txt"), ("a.txt",), deps=("d",))), name="p", image="i")
 
 
-def test_vertex_command_reads_the_variables_the_cluster_spec_helper_sets():
-    env = orch.torchrun_env_from_cluster_spec({"cluster": {"workerpool0": ["m:2222"], "workerpool1": ["w:2222"]},
-                                               "task": {"type": "workerpool1", "index": 0}})
+def test_cluster_env_takes_the_environment_then_cluster_spec_and_never_guesses():
+    spec = json.dumps({"cluster": {"workerpool0": ["m:2222"], "workerpool1": ["w1:2222", "w2:2222"]},
+                       "task": {"type": "workerpool1", "index": 1}})
+    assert orch.cluster_env({"CLUSTER_SPEC": spec}, 3) == {"MASTER_ADDR": "m", "MASTER_PORT": "2222",
+                                                           "WORLD_SIZE": "3", "RANK": "2"}
+    prebuilt = {"MASTER_ADDR": "a", "MASTER_PORT": "1", "WORLD_SIZE": "3", "RANK": "0", "CLUSTER_SPEC": spec}
+    assert orch.cluster_env(prebuilt, 3)["MASTER_ADDR"] == "a"  # a PyTorch container's own variables first
+    assert orch.cluster_env({}, 1)["WORLD_SIZE"] == "1"  # one machine needs no cluster
+    with pytest.raises(ValueError, match="cannot find the others"):
+        orch.cluster_env({}, 3)  # the old command ran --nnodes=1 here: 3 replicas training alone
+    with pytest.raises(ValueError, match="describes 3 machine"):
+        orch.cluster_env({"CLUSTER_SPEC": spec}, 2)
+
+
+@pytest.mark.slow
+def test_vertex_command_runs_torchrun_with_the_cluster_or_stops(tmp_path):
+    """The container command itself, run by sh with a stand-in torchrun that prints its arguments."""
     job = orch.vertex_custom_job("j", image_uri="img", script_args=["--run-dir", "/gcs/b/r"], replica_count=2)
-    command = job["jobSpec"]["workerPoolSpecs"][1]["containerSpec"]["command"][-1]
-    read = set(re.findall(r"\$\{?([A-Z_]+)", command))
-    assert read and read == set(env), f"the command reads {sorted(read)}, the helper sets {sorted(env)}"
-    filled = re.sub(r"\$\{([A-Z_]+)(:-[^}]*)?\}", lambda m: env[m.group(1)], command)
-    assert "--nnodes=2 --node-rank=1 " in filled and "--master-addr=m --master-port=2222 " in filled, filled
+    command = job["jobSpec"]["workerPoolSpecs"][1]["containerSpec"]["command"]
+    assert command[:2] == ["sh", "-c"]
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "torchrun").write_text("#!/bin/sh\necho torchrun \"$@\"\n")
+    (bin_dir / "torchrun").chmod(0o755)
+    (bin_dir / "python").write_text(f'#!/bin/sh\nexec "{sys.executable}" "$@"\n')  # this environment's Python
+    (bin_dir / "python").chmod(0o755)
+    root = Path(orch.__file__).resolve().parents[2]
+    base = {"PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}", "PYTHONPATH": str(root)}
+    spec = json.dumps({"cluster": {"workerpool0": ["m:2222"], "workerpool1": ["w:2222"]},
+                       "task": {"type": "workerpool1", "index": 0}})
+    ran = subprocess.run(command, env={**base, "CLUSTER_SPEC": spec}, capture_output=True, text=True, timeout=120)
+    assert ran.returncode == 0, ran.stderr
+    assert "--nnodes=2 --node-rank=1 " in ran.stdout and "--master-addr=m --master-port=2222 " in ran.stdout
+    alone = subprocess.run(command, env=base, capture_output=True, text=True, timeout=120)
+    assert alone.returncode != 0 and "torchrun" not in alone.stdout and "cannot find the others" in alone.stderr

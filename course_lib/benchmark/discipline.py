@@ -58,11 +58,15 @@ class WarmupEffect:
 
 def _steps_in_fresh_process(channel, device: str, width: int, batch: int, steps: int, threads: int) -> None:
     """Runs in a child: build a model and Adam, time ``steps`` training steps, send the times."""
+    torch.set_num_threads(threads)
+    channel.send(_step_times(torch.device(device), width, batch, steps))
+
+
+def _step_times(dev: torch.device, width: int, batch: int, steps: int) -> list[float]:
+    """Seconds of each of ``steps`` training steps of a new model and Adam on ``dev``."""
     from ..models import MLP
     from ..train import train_step
 
-    torch.set_num_threads(threads)
-    dev = torch.device(device)
     torch.manual_seed(0)
     model = MLP(64, [width, width], 10).to(dev)
     opt = torch.optim.Adam(model.parameters(), lr=1e-3)
@@ -74,7 +78,7 @@ def _steps_in_fresh_process(channel, device: str, width: int, batch: int, steps:
         train_step(model, xy, opt, device=dev)
         synchronize(dev)
         times.append(time.perf_counter() - t)
-    channel.send(times)
+    return times
 
 
 def warmup_effect(device: torch.device | str | None = None, *, steps: int = 30, skip: int = 5,
@@ -85,8 +89,9 @@ def warmup_effect(device: torch.device | str | None = None, *, steps: int = 30, 
     nothing), so the first step pays what a first step pays in a fresh script or kernel: thread
     pools started, kernels chosen, Adam's state allocated, memory taken from the operating system,
     and on a GPU the CUDA context. The child runs ``threads`` torch threads (default 1, so that
-    another program on a core does not slow the warmed-up steps too and hide the effect). Notebook
-    07.1, "Warm-up".
+    another program on a core does not slow the warmed-up steps too and hide the effect). On a TPU
+    (XLA) the steps run in this process, since a child cannot open the chip the kernel holds: a new model's
+    first step there pays the compilation of its graph. Notebook 07.1, "Warm-up".
     """
     dev = as_device(device)
     steps = validate.integer("steps", steps, minimum=3)
@@ -95,6 +100,10 @@ def warmup_effect(device: torch.device | str | None = None, *, steps: int = 30, 
     validate.positive_int("batch", batch)
     threads = validate.positive_int("threads", threads)
     validate.seconds("timeout", timeout)
+    if dev.type == "xla":  # a child process cannot open the TPU this kernel holds: a new model here instead
+        times = _step_times(dev, width, batch, steps)  # its first step pays XLA's compilation of the step's graph
+        warm = statistics.median(times[skip:])
+        return WarmupEffect(times[0], warm, times[0] / warm, times, str(dev))
     times = None
     with Children("course-warmup") as kids:
         kids.start(_steps_in_fresh_process, str(dev), width, batch, steps, threads)

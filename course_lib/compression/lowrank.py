@@ -53,7 +53,7 @@ def _matrix(weight: torch.Tensor | nn.Linear) -> torch.Tensor:
 def singular_values(weight: torch.Tensor | nn.Linear) -> torch.Tensor:
     """The singular values of a weight matrix (or a Linear layer's weight), largest first, in float64
     (notebook 05.3, section 2: the spectrum of a trained layer)."""
-    return torch.linalg.svdvals(_matrix(weight).double().cpu())
+    return torch.linalg.svdvals(_matrix(weight).detach().cpu().double())  # to the CPU first: MPS has no float64
 
 
 def _check_rank(rank: int, max_rank: int) -> int:
@@ -131,7 +131,7 @@ def factorize_linear(layer: nn.Linear, rank: int | None = None, energy: float | 
     layer = _linear("layer", layer)
     if (rank is None) == (energy is None):
         raise ValueError("give exactly one of rank (an int from 1 to min(in, out)) or energy (a fraction in (0, 1])")
-    w = _matrix(layer).double().cpu()
+    w = _matrix(layer).detach().cpu().double()  # to the CPU first: MPS has no float64
     u, s, vh = torch.linalg.svd(w, full_matrices=False)
     r = _check_rank(rank, len(s)) if rank is not None else rank_for_energy(s, energy)
     root = s[:r].sqrt()
@@ -154,8 +154,8 @@ def measured_error(layer: nn.Linear, factored: LowRankLinear) -> float:
     layer = _linear("layer", layer)
     if not isinstance(factored, LowRankLinear):
         raise TypeError(f"factored must be a LowRankLinear (factorize_linear), got {type(factored).__name__}")
-    w = layer.weight.detach().double()
-    rebuilt = factored.weight().double()
+    w = layer.weight.detach().cpu().double()  # MPS has no float64
+    rebuilt = factored.weight().detach().cpu().double()
     if rebuilt.shape != w.shape:
         raise ValueError(f"factored rebuilds a {tuple(rebuilt.shape)} matrix, layer's weight is {tuple(w.shape)}")
     return float(torch.linalg.matrix_norm(w - rebuilt) / torch.linalg.matrix_norm(w))

@@ -34,7 +34,7 @@ from .. import models, train, validate
 
 __all__ = ["PRUNABLE", "magnitude_mask", "prunable_layers", "prune_unstructured", "prune_global", "prune_channels",
            "LayerSparsity", "SparsityReport", "sparsity_report", "make_permanent", "effective_weight",
-           "copy_model", "remove_units", "SparseLinear", "csr_bytes", "to_sparse", "useful_flops", "norm_removed",
+           "copy_model", "remove_units", "SparseLinear", "sparse_device", "csr_bytes", "to_sparse", "useful_flops", "norm_removed",
            "PRUNERS", "accuracy_sweep", "speed_models", "inference_fn"]
 
 #: Layer types the pruning functions act on.
@@ -450,6 +450,16 @@ def accuracy_sweep(model: nn.Module, method: str, amounts: Sequence[float], trai
         row["still_sparse"] = sparsity_report(pruned).zeros >= report.zeros
         rows.append(row)
     return rows
+
+
+def sparse_device(device: torch.device | str) -> torch.device:
+    """``device`` where PyTorch has sparse CSR kernels (CPUs, CUDA GPUs); the CPU elsewhere (Apple's GPU and TPUs
+    have no sparse layouts), after saying so: notebook 05.1 times its sparse models there."""
+    device = torch.device(device)
+    if device.type in ("cpu", "cuda"):
+        return device
+    print(f"{device.type} has no sparse tensor layouts (CSR), so this section runs on the CPU")
+    return torch.device("cpu")
 
 
 def speed_models(width: int = 1024, *, in_features: int = 64, out_features: int = 10, depth: int = 2,

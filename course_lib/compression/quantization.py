@@ -33,8 +33,10 @@ import importlib.metadata
 import io
 import logging
 import math
+import os
 import platform
 import re
+import sys
 import time
 import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -51,7 +53,7 @@ __all__ = ["SCHEMES", "GRANULARITIES", "MIN_BITS", "MAX_BITS", "qrange", "quanti
            "relu_activations", "rescale_units", "ste_fake_quantize", "FakeQuantLinear", "to_qat",
            "post_training_quantize", "qat_vs_ptq", "TORCHAO_MIN_VERSION", "torchao_problem", "torchao_ready",
            "int8_dynamic", "int8_weight_only", "dequantized_weights", "predicted_int8_bytes", "Compiled",
-           "compile_timed", "latency", "int8_units", "INT8_EXPECTATIONS"]
+           "compile_timed", "compile_ready", "cxx_compiler", "latency", "int8_units", "INT8_EXPECTATIONS"]
 
 SCHEMES = ("symmetric", "affine")
 GRANULARITIES = ("per_tensor", "per_channel")
@@ -440,6 +442,29 @@ def torchao_ready() -> bool:
     if problem is not None:
         print(f"Skipped (the hand-written quantization above needs only PyTorch): {problem}")
     return problem is None
+
+
+def cxx_compiler(platform: str | None = None, which=None) -> str | None:
+    """The C++ compiler ``torch.compile``'s CPU back end (inductor) would call, or None: on Windows Microsoft's
+    ``cl`` (from Visual Studio's Build Tools, found only in a developer prompt), elsewhere $CXX, g++ or clang++."""
+    import shutil
+
+    which = which or shutil.which
+    windows = (platform or sys.platform) == "win32"
+    names = ("cl",) if windows else (os.environ.get("CXX", ""), "g++", "clang++", "c++")
+    return next((path for name in names if name and (path := which(name))), None)
+
+
+def compile_ready(device: torch.device | str = "cpu") -> bool:
+    """True when ``torch.compile`` can build kernels for ``device`` here; otherwise prints why the compiled timings
+    are left out (a CPU needs a C++ compiler; a GPU's kernels come from Triton, which PyTorch brings)."""
+    if torch.device(device).type != "cpu" or cxx_compiler() is not None:
+        return True
+    how = ("install Visual Studio's Build Tools (the C++ workload) and start Jupyter from a developer prompt"
+           if sys.platform == "win32" else "install g++ (e.g. `apt install g++`) or clang++")
+    print(f"Skipped: torch.compile builds CPU kernels with a C++ compiler, and none was found here; {how} to "
+          "time the compiled model. The eager timings still run.")
+    return False
 
 
 def _quantized_copy(model: nn.Module, config_name: str) -> nn.Module:

@@ -39,6 +39,7 @@ worker functions under it.
 from __future__ import annotations
 
 import os
+import sys
 import time
 import traceback
 from datetime import timedelta
@@ -50,7 +51,7 @@ import torch.distributed as dist
 from .. import validate
 from ..procs import Children, require_importable
 
-__all__ = ["launch", "rank_info", "RankError", "LaunchTimeout", "BACKENDS", "max_world_size",
+__all__ = ["launch", "tcp_store", "loopback_interface", "WINDOWS_NO_LIBUV", "rank_info", "RankError", "LaunchTimeout", "BACKENDS", "max_world_size",
            "default_threads_per_rank", "last_launch_stats", "port_is_free", "HOST"]
 
 BACKENDS = ("gloo", "nccl")
@@ -144,6 +145,28 @@ def _resolve_backend(backend: str, world_size: int) -> str:
     return backend
 
 
+# PyTorch's Windows wheels build TCPStore without libuv, which every other platform's default server uses since
+# torch 2.4: asking for it there stops the first launch ("use_libuv was requested but PyTorch was built without
+# libuv support"). torchrun's own store reads the same choice from USE_LIBUV.
+WINDOWS_NO_LIBUV = {"USE_LIBUV": "0"}
+
+
+def tcp_store(host: str, port: int, world_size: int, *, is_master: bool, platform: str | None = None,
+              **kwargs) -> dist.TCPStore:
+    """``dist.TCPStore``, with the libuv server switched off on Windows (see ``WINDOWS_NO_LIBUV``)."""
+    if (platform or sys.platform) == "win32":
+        kwargs.setdefault("use_libuv", False)
+    return dist.TCPStore(host, port, world_size, is_master=is_master, **kwargs)
+
+
+def loopback_interface(platform: str | None = None) -> str | None:
+    """Name of the interface that carries 127.0.0.1 ("lo" on Linux, "lo0" on macOS), for GLOO_SOCKET_IFNAME; None
+    on Windows, where gloo's transport takes no interface name and finds 127.0.0.1 from the address itself."""
+    if (platform or sys.platform) == "win32":
+        return None
+    return _loopback_interface()
+
+
 def _loopback_interface() -> str | None:
     """Name of the interface that carries 127.0.0.1 ("lo" on Linux, "lo0" on macOS)."""
     try:
@@ -185,7 +208,10 @@ def _rank(channel, fn: Callable[..., Any], args: tuple, kwargs: dict, rank: int,
         torch.set_num_threads(threads)
         if backend == "nccl":
             torch.cuda.set_device(rank)
-        store = dist.TCPStore(HOST, port, world_size, is_master=False, timeout=timedelta(seconds=startup_s))
+            from .. import devices
+
+            devices.full_fp32()  # as the kernel has it: every "fp32" label true, no TF32
+        store = tcp_store(HOST, port, world_size, is_master=False, timeout=timedelta(seconds=startup_s))
         kw = {"device_id": torch.device("cuda", rank)} if backend == "nccl" else {}
         dist.init_process_group(backend, store=store, rank=rank, world_size=world_size,
                                 timeout=timedelta(seconds=timeout_s), **kw)
@@ -283,11 +309,11 @@ def launch(fn: Callable[..., Any], world_size: int, *args: Any, backend: str = "
     t0 = time.perf_counter()
     # The parent owns the rendezvous store: port 0 lets the OS pick a free port, and the server keeps
     # it bound for the whole job, so no other process can take it between "pick" and "use".
-    store = dist.TCPStore(HOST, 0, world_size, is_master=True, wait_for_workers=False,
-                          timeout=timedelta(seconds=max(startup, 10.0)))
+    store = tcp_store(HOST, 0, world_size, is_master=True, wait_for_workers=False,
+                      timeout=timedelta(seconds=max(startup, 10.0)))
     port = store.port
     _LAST["port"] = port
-    ifname = _loopback_interface()
+    ifname = loopback_interface()
     started: set[int] = set()
     results: dict[int, Any] = {}
     errors: dict[int, tuple[str, str]] = {}

@@ -95,11 +95,12 @@ def fedavg(states: Sequence[Mapping[str, torch.Tensor]], weights: Sequence[float
     total = sum(w)
     out: dict[str, torch.Tensor] = {}
     for k, r in ref.items():
-        acc = torch.zeros(r.shape, dtype=torch.float64, device=r.device)
+        acc = torch.zeros(r.shape, dtype=torch.float64)  # on the CPU: Apple's GPU (MPS) has no float64
         for s, wi in zip(states, w):
             if wi:
-                acc += s[k].detach().to(torch.float64) * (wi / total)
-        out[k] = acc.to(r.dtype) if r.dtype.is_floating_point or r.dtype.is_complex else acc.round().to(r.dtype)
+                acc += s[k].detach().cpu().to(torch.float64) * (wi / total)
+        acc = acc if r.dtype.is_floating_point or r.dtype.is_complex else acc.round()
+        out[k] = acc.to(device=r.device, dtype=r.dtype)
     return out
 
 
@@ -301,7 +302,7 @@ class Server:
         (p_k their weights): 0 when every client moved the model the same way, towards 1 when their
         moves cancel out (notebook 06.5, section 2: why non-IID data needs more rounds).
         """
-        deltas = [torch.cat([(u[k] - self.state[k]).flatten().double() for k in self.state]) for u in updates]
+        deltas = [torch.cat([(u[k] - self.state[k]).flatten().cpu().double() for k in self.state]) for u in updates]
         p = torch.tensor([float(c) for c in counts], dtype=torch.float64)
         p = p / p.sum()
         mean = sum(pi * d for pi, d in zip(p, deltas))

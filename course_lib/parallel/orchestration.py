@@ -30,7 +30,7 @@ from typing import Any
 from .. import validate
 
 __all__ = ["Step", "pipeline_order", "run_pipeline", "flaky", "TransientError", "digits_job", "vertex_custom_job",
-           "validate_vertex_job", "kubeflow_pipeline", "validate_kubeflow_pipeline", "to_yaml",
+           "validate_vertex_job", "cluster_env", "kubeflow_pipeline", "validate_kubeflow_pipeline", "to_yaml",
            "torchrun_env_from_cluster_spec", "MACHINE_TYPES", "ACCELERATORS"]
 
 RECORD = "run_record.json"
@@ -272,9 +272,15 @@ MACHINE_TYPES: dict[str, tuple[str | None, tuple[int, ...]]] = {
 }
 N1_GPUS = ("NVIDIA_TESLA_T4", "NVIDIA_TESLA_V100", "NVIDIA_TESLA_P100", "NVIDIA_TESLA_P4")
 ACCELERATORS = tuple(sorted({*N1_GPUS, *(a for a, _ in MACHINE_TYPES.values() if a and a != "N1")}))
-_TORCHRUN_ON_VERTEX = ("torchrun --nnodes=${WORLD_SIZE:-1} --node-rank=${RANK:-0} --nproc-per-node={nproc} "
-                       "--master-addr=${MASTER_ADDR:-127.0.0.1} --master-port=${MASTER_PORT:-29500} --max-restarts=2 "
+# Every machine first takes the cluster's variables from the environment (Vertex AI's PyTorch containers set them)
+# or from CLUSTER_SPEC (set everywhere, also in an image of your own), and stops if it finds neither: with a
+# default of one machine, N replicas would each train alone into the same run directory.
+_TORCHRUN_ON_VERTEX = ("cluster=$(python -m course_lib.parallel.orchestration --cluster-env {machines}) || exit 1; "
+                       "eval \"$cluster\"; "
+                       "torchrun --nnodes=$WORLD_SIZE --node-rank=$RANK --nproc-per-node={nproc} "
+                       "--master-addr=$MASTER_ADDR --master-port=$MASTER_PORT --max-restarts=2 "
                        "-m course_lib.parallel.train_script {args}")
+CLUSTER_VARIABLES = ("MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "RANK")
 
 
 def vertex_custom_job(display_name: str, *, image_uri: str, script_args: Sequence[str], machine_type: str = "n1-standard-8",
@@ -289,7 +295,8 @@ def vertex_custom_job(display_name: str, *, image_uri: str, script_args: Sequenc
     machine: dict[str, Any] = {"machineType": machine_type}
     if accelerator_type is not None:
         machine.update(acceleratorType=accelerator_type, acceleratorCount=accelerator_count)
-    command = _TORCHRUN_ON_VERTEX.replace("{nproc}", str(nproc)).replace("{args}", shlex.join(script_args))
+    command = (_TORCHRUN_ON_VERTEX.replace("{machines}", str(replica_count)).replace("{nproc}", str(nproc))
+               .replace("{args}", shlex.join(script_args)))
     pool = {"machineSpec": machine, "diskSpec": {"bootDiskType": "pd-ssd", "bootDiskSizeGb": 100},
             "containerSpec": {"imageUri": image_uri, "command": ["sh", "-c", command]}}
     pools = [{**pool, "replicaCount": 1}]
@@ -357,7 +364,7 @@ def validate_vertex_job(job: Mapping[str, Any]) -> None:
 def torchrun_env_from_cluster_spec(cluster_spec: str | Mapping[str, Any]) -> dict[str, str]:
     """MASTER_ADDR, MASTER_PORT, WORLD_SIZE (machines) and RANK (this machine) from Vertex AI's
     ``CLUSTER_SPEC``: the names Vertex AI's PyTorch containers set and the command of
-    :func:`vertex_custom_job` reads (``torchrun --nnodes=${WORLD_SIZE} --node-rank=${RANK} ...``), for a
+    :func:`vertex_custom_job` reads (``torchrun --nnodes=$WORLD_SIZE --node-rank=$RANK ...``, after :func:`cluster_env`), for a
     container of your own to export before that command. The primary replica (workerpool0) is the master,
     pool 1's replica i is machine 1 + i. (torchrun gives its workers their own per-process RANK and
     WORLD_SIZE.) Notebook 06.4."""
@@ -374,6 +381,28 @@ def torchrun_env_from_cluster_spec(cluster_spec: str | Mapping[str, Any]) -> dic
     host, _, port = primary.rpartition(":")
     return {"MASTER_ADDR": host, "MASTER_PORT": port, "WORLD_SIZE": str(1 + len(workers)),
             "RANK": str(0 if kind == "workerpool0" else 1 + index)}
+
+
+def cluster_env(environ: Mapping[str, str], machines: int) -> dict[str, str]:
+    """The four variables :func:`vertex_custom_job`'s command hands torchrun, for a job of ``machines`` machines:
+    from the environment where all four are set (Vertex AI's PyTorch containers), else from ``CLUSTER_SPEC``
+    (:func:`torchrun_env_from_cluster_spec`), else, for one machine only, this machine alone. Anything else is a
+    ValueError that says what is missing: a replica that guessed "one machine" would train alone."""
+    machines = validate.positive_int("machines", machines)
+    if all(environ.get(k) for k in CLUSTER_VARIABLES):
+        env, source = {k: environ[k] for k in CLUSTER_VARIABLES}, "the environment"
+    elif environ.get("CLUSTER_SPEC"):
+        env, source = torchrun_env_from_cluster_spec(environ["CLUSTER_SPEC"]), "CLUSTER_SPEC"
+    elif machines == 1:
+        return {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29500", "WORLD_SIZE": "1", "RANK": "0"}
+    else:
+        raise ValueError(f"this job has {machines} machines, but neither {', '.join(CLUSTER_VARIABLES)} nor CLUSTER_SPEC "
+                         "is set here, so this machine cannot find the others. Vertex AI sets CLUSTER_SPEC on every "
+                         "replica of a custom job; elsewhere, export the four variables before the command.")
+    if env["WORLD_SIZE"] != str(machines):
+        raise ValueError(f"{source} describes {env['WORLD_SIZE']} machine(s), the job asked for {machines}: "
+                         "check the worker pools' replica counts")
+    return env
 
 
 # ----------------------------------------------------------------------------------------------
@@ -462,10 +491,25 @@ def _main(argv: Sequence[str] | None = None) -> None:
 
     p = argparse.ArgumentParser(prog="python -m course_lib.parallel.orchestration",
                                 description="Run one step of the digits job (prepare, train, evaluate, export).")
-    p.add_argument("--step", required=True, choices=["prepare", "train", "evaluate", "export"])
-    p.add_argument("--workdir", required=True, help="storage every step sees (e.g. a mounted bucket)")
+    p.add_argument("--step", choices=["prepare", "train", "evaluate", "export"])
+    p.add_argument("--workdir", help="storage every step sees (e.g. a mounted bucket)")
     p.add_argument("--steps", type=int, default=30, help="training steps")
+    p.add_argument("--cluster-env", type=int, metavar="MACHINES",
+                   help="print `export` lines for torchrun's MASTER_ADDR, MASTER_PORT, WORLD_SIZE and RANK on a job of "
+                        "MACHINES machines (from the environment or CLUSTER_SPEC), or stop with the reason")
     args = p.parse_args(argv)
+    if args.cluster_env is not None:
+        import sys
+
+        try:
+            env = cluster_env(os.environ, args.cluster_env)
+        except ValueError as exc:
+            print(f"cluster-env: {exc}", file=sys.stderr)
+            raise SystemExit(2) from None
+        print("\n".join(f"export {k}={shlex.quote(v)}" for k, v in env.items()))
+        return
+    if args.step is None or args.workdir is None:
+        p.error("--step and --workdir are required (or --cluster-env)")
     step = {s.name: s for s in digits_job(args.steps)}[args.step]
     Path(args.workdir).mkdir(parents=True, exist_ok=True)
     step.fn(Path(args.workdir))

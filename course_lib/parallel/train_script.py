@@ -37,9 +37,10 @@ machine). The container's command then is::
         --master-addr=$MASTER_ADDR --master-port=$MASTER_PORT -m course_lib.parallel.train_script \\
         --run-dir /gcs/<bucket>/runs/d
 
-(``parallel.orchestration.vertex_custom_job`` writes and checks such a job spec; in a container of your own,
-``parallel.orchestration.torchrun_env_from_cluster_spec`` derives the same four variables from
-``CLUSTER_SPEC``: export them before the command.)
+(``parallel.orchestration.vertex_custom_job`` writes and checks such a job spec; its command first runs
+``python -m course_lib.parallel.orchestration --cluster-env N``, which takes the four variables from the
+environment or derives them from ``CLUSTER_SPEC`` in a container of your own, and stops the replica when it
+finds neither, instead of letting it train alone.)
 
 Process groups get a timeout (``--timeout``, seconds), so a rank whose peer died fails instead of waiting
 forever. Each restart attempt of torchrun (``TORCHELASTIC_RESTART_COUNT``) joins through its own prefix of the
@@ -50,6 +51,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 import time
 from datetime import timedelta
 from pathlib import Path
@@ -59,6 +61,7 @@ import torch
 import torch.distributed as dist
 
 from .. import validate
+from ..distributed.launcher import WINDOWS_NO_LIBUV, loopback_interface, tcp_store
 
 __all__ = ["main", "parse_args", "prepare_data", "load_data", "batch_indices", "read_log", "loss_curve",
            "redone_steps", "make_model", "drop_optimizer_state", "CHECKPOINT_DIR", "torchrun_args", "run_torchrun", "TorchrunResult",
@@ -175,17 +178,21 @@ def _init(backend: str, timeout_s: float) -> tuple[int, int, int, torch.device, 
     timeout = timedelta(seconds=timeout_s)
     if under_torchrun:
         addr, port = env["MASTER_ADDR"], int(env["MASTER_PORT"])
-        if addr in ("127.0.0.1", "localhost") and backend == "gloo":
-            env.setdefault("GLOO_SOCKET_IFNAME", "lo" if os.path.exists("/sys/class/net/lo") else "lo0")
+        loopback = loopback_interface()
+        if addr in ("127.0.0.1", "localhost") and backend == "gloo" and loopback:
+            env.setdefault("GLOO_SOCKET_IFNAME", loopback)
         agent_store = env.get("TORCHELASTIC_USE_AGENT_STORE") == "True"  # the agent hosts the store
-        base = dist.TCPStore(addr, port, world, is_master=(not agent_store and rank == 0), timeout=timeout)
+        base = tcp_store(addr, port, world, is_master=(not agent_store and rank == 0), timeout=timeout)
         store: dist.Store = dist.PrefixStore(f"course_train_script/attempt_{attempt}", base)
     else:
         store = dist.HashStore()
     device = torch.device("cuda", local_rank) if backend == "nccl" else torch.device("cpu")
     kw: dict[str, Any] = {}
     if backend == "nccl":
+        from .. import devices
+
         torch.cuda.set_device(device)
+        devices.full_fp32()  # no TF32: the script's "fp32" means float32, as in the notebooks
         kw["device_id"] = device
     dist.init_process_group(backend, store=store, rank=rank, world_size=world, timeout=timeout, **kw)
     return rank, world, local_rank, device, attempt
@@ -409,7 +416,7 @@ def run_torchrun(script_args: list[str], run_dir: str | os.PathLike, *, nproc_pe
                                rdzv_endpoint=endpoint, rdzv_id=rid, is_host=(i == 0)) for i in range(nnodes)]
     package_root = str(Path(__file__).resolve().parents[2])
     env = {"PYTHONPATH": os.pathsep.join(p for p in (package_root, os.environ.get("PYTHONPATH", "")) if p),
-           "OMP_NUM_THREADS": "1", "LOGLEVEL": "ERROR"}
+           "OMP_NUM_THREADS": "1", "LOGLEVEL": "ERROR", **(WINDOWS_NO_LIBUV if sys.platform == "win32" else {})}
     watch = run_dir / f"rank{kill_rank}.jsonl" if kill_rank is not None else None
     kill, exits, t0 = None, {}, time.monotonic()
     with Children("torchrun", env=env) as kids:
