@@ -4,10 +4,12 @@
     python3 bootstrap.py lab        # set up, then open JupyterLab on the course
     python3 bootstrap.py test       # set up, then run the whole test suite
     python3 bootstrap.py test --fast  # only the unit tests that start no notebook, browser or process
+    python3 bootstrap.py test notebooks --plain  # the notebooks in a kernel of a plain `pip install .` (no extras)
     python3 bootstrap.py timings    # execute every notebook into build/executed/, record run times
     python3 bootstrap.py exercises  # regenerate exercises/ from solutions/
     python3 bootstrap.py doctor     # print the hardware report
     python3 bootstrap.py site       # build the course website into build/site/html, then check it in a browser
+    python3 bootstrap.py wheel      # build dist/course_lib-<version>-py3-none-any.whl to hand a workshop
 
 Needs only Python 3.10+ (standard library). The environment lives in .venv/ next to this file;
 the second run reuses it and installs nothing unless pyproject.toml changed. `test` and `site` also
@@ -89,12 +91,56 @@ def ci_system_packages() -> None:
     _run(sudo + ["apt-get", "install", "-y", "-qq", "--no-install-recommends"] + need, env=env)
 
 
+def plain_env(where: Path = ROOT / "build" / "plain-env") -> dict:
+    """A virtual environment with only the pinned torch, `pip install .` and a kernel, as VS Code or a hand-made
+    environment has it (no `lab` extra: no ipywidgets, no JupyterLab); the settings that make the test run's
+    notebooks use its kernel."""
+    python = where / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
+    if not python.exists():
+        print(f"Creating a plain environment in {where}", flush=True)
+        venv.EnvBuilder(with_pip=True).create(where)
+    pip = [python, "-m", "pip", "install", "-q", "--disable-pip-version-check"]
+    if not _has_torch(python):
+        index = os.environ.get("TORCH_INDEX_URL")
+        _run(pip + [TORCH_PIN] + (["--index-url", index] if index else []))
+    _run(pip + [ROOT, "ipykernel"])
+    _run(pip + ["--no-deps", "--force-reinstall", ROOT])  # this checkout's course_lib, even at the same version
+    _run([python, "-m", "ipykernel", "install", "--prefix", where, "--name", "course-plain",
+          "--display-name", "Python (plain course install)"], stdout=subprocess.DEVNULL)
+    return {"JUPYTER_PATH": str(where / "share" / "jupyter"), "COURSE_KERNEL": "course-plain",
+            "COURSE_KERNEL_ENV": str(where)}
+
+
+def wheel(out: Path = ROOT / "dist") -> int:
+    """Build the course's wheel into ``out``: a file a notebook's set-up cell installs where GitHub cannot be reached."""
+    version = _version()
+    for old in out.glob("course_lib-*.whl"):
+        old.unlink()
+    _run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--disable-pip-version-check", "-q", "--wheel-dir", out,
+          ROOT])
+    [built] = out.glob(f"course_lib-{version}-*.whl")
+    print(f"""Built {built}
+Hand it to a workshop without access to the course's repository: the first cell of every notebook installs it,
+without being told, when it lies in the notebook's folder (on Colab, upload it to the Files panel, /content) or
+in a Kaggle dataset (/kaggle/input/<dataset>/); elsewhere set COURSE_SOURCE to its path before the first cell
+runs. It replaces the repository, not PyPI: what the runtime lacks (torchao, say) still comes from there.""")
+    return 0
+
+
+def _version() -> str:
+    import re
+
+    return re.search(r'^version\s*=\s*"([^"]+)"', (ROOT / "pyproject.toml").read_text(), re.M).group(1)
+
+
 def main(argv: list[str]) -> int:
-    tasks = ("lab", "test", "timings", "exercises", "doctor", "setup", "site")
+    tasks = ("lab", "test", "timings", "exercises", "doctor", "setup", "site", "wheel")
     if not argv or argv[0] not in tasks:
         print(__doc__)
         return 2
     task, rest = argv[0], argv[1:]
+    if task == "wheel":
+        return wheel()
     python = setup(FULL if task in ("test", "site", "setup") else "lab,test")
     os.chdir(ROOT)
     if task == "test":
@@ -107,6 +153,9 @@ def main(argv: list[str]) -> int:
         if hasattr(os, "geteuid") and os.geteuid() == 0 and "--allow-root" not in rest:
             cmd.append("--allow-root")  # containers and cloud VMs often run as root
     elif task == "test":
+        if "--plain" in rest:
+            rest = [r for r in rest if r != "--plain"]
+            os.environ.update(plain_env())
         cmd = [python, "-m", "pytest"] + rest
     elif task == "timings":
         cmd = [python, str(ROOT / "tools" / "run_notebooks.py")] + rest

@@ -10,7 +10,8 @@ which also marks the page: the box has the DOM classes ``course-calculator`` and
 ``course-result``, so a browser test can find every control and check the shown result.
 
 ipywidgets is imported only when a widget is built, and is not a dependency of the course: the
-notebook runtime brings its own (7.x on Colab, 8.x locally via the ``lab`` extra); both work.
+notebook runtime brings its own (7.x on Colab, 8.x locally via the ``lab`` extra); both work. Without it a
+``*_widget`` call says so and returns None: each notebook prints the text twin just before it.
 """
 from __future__ import annotations
 
@@ -24,13 +25,15 @@ from .memory import large_model_memory
 
 
 def _ipywidgets(text_twin: str):
-    """The ipywidgets module, or an ImportError that says how to get it and what to use meanwhile."""
+    """The ipywidgets module; where it is missing (a plain ``pip install``, VS Code without the ``lab`` extra), None,
+    after saying so: the cell before each calculator prints its text twin, so the lesson goes on without it."""
     try:
         import ipywidgets
-    except ImportError as exc:
-        raise ImportError(f"This calculator needs ipywidgets: run `pip install ipywidgets` (in a notebook: "
-                          f"`%pip install ipywidgets`). Without it, course_lib.widgets.{text_twin}(...) gives "
-                          "the same numbers as text.") from exc
+    except ImportError:
+        print(f"ipywidgets is not installed here, so the sliders are left out; the line above, from "
+              f"course_lib.widgets.{text_twin}(...), gives the same numbers (call it with your own values). For the "
+              "sliders, run `%pip install ipywidgets` and restart the kernel.")
+        return None
     return ipywidgets
 
 
@@ -90,6 +93,8 @@ def time_to_train_widget(n_params: float = 124e6, n_tokens: float = 2.5e9, accel
                          dtype: str = "fp16", utilization: float = 0.4, n_devices: int = 1):
     """Sliders for parameters, tokens, accelerator, dtype, utilisation and device count."""
     w = _ipywidgets("time_to_train_text")
+    if w is None:
+        return None
     chips, dtypes = [a.key for a in accelerators()], [d for d in names.DTYPES if d != "fp64"]
     return _calculator(w, time_to_train_text, {
         "n_params": _log_slider(w, n_params, 6, 12, "parameters"),
@@ -117,6 +122,8 @@ def memory_calculator_widget(n_params: float = 7e9, precision: str = "bf16-mixed
                              d_model: int = 4096, n_layers: int = 32, n_heads: int = 32):
     """Sliders for a transformer's size, precision, optimizer, ZeRO stage and batch (notebook 02)."""
     w = _ipywidgets("memory_calculator_text")
+    if w is None:
+        return None
     return _calculator(w, memory_calculator_text, {
         "n_params": _log_slider(w, n_params, 6, 12, "parameters"),
         "precision": w.Dropdown(options=list(names.PRECISIONS), value=names.precision(precision), description="precision"),
@@ -156,6 +163,8 @@ def decision_guide_widget(n_params: float = 124e6, n_samples: float = 2.5e9, tok
     from .decision import ENERGY, FRAMEWORKS, PRIVACY
 
     w = _ipywidgets("decision_guide_text")
+    if w is None:
+        return None
     controls = {
         "n_params": _log_slider(w, n_params, 4, 12, "parameters"),
         "n_samples": _log_slider(w, n_samples, 2, 13, "samples"),

@@ -2,7 +2,7 @@
 """Prove that the notebooks' set-up cell leaves a hosted runtime's own packages alone.
 
 Colab and Kaggle ship their own torch and an older Jupyter stack; the first code cell of every notebook
-installs the course into that runtime with `%pip`. This builds a stand-in for such a runtime and runs
+installs the course into that runtime with pip. This builds a stand-in for such a runtime and runs
 that very cell in it:
 
 1. a fresh virtual environment in a temporary folder, with torch 2.6.0 (not the course's pin, 2.13.0)
@@ -10,9 +10,11 @@ that very cell in it:
    7.7.1 (what Colab ships), jupyter_client 7, numpy 1.26, pip 24.1;
 2. a temporary `git clone` of this repository at HEAD, tagged v<version in pyproject.toml>;
 3. the first code cell of notebooks/00_setup.ipynb (as committed), run from a .ipy file by that
-   environment's IPython, so `%pip` really runs, with COURSE_SOURCE=git+file://localhost<the clone>.
+   environment's IPython, so pip really runs, with COURSE_SOURCE=git+file://localhost<the clone>;
+4. the course uninstalled, and the same cell run again with COURSE_SOURCE unset and the course's wheel
+   (`bootstrap.py wheel`) in the notebook's folder, as a workshop without access to the repository has it.
 
-It prints torch's and the Jupyter packages' versions before and after, and what the cell added. It exits
+Each time, it prints torch's and the Jupyter packages' versions before and after, and what the cell added. It exits
 non-zero if any package that was there before changed version or went away, if `import course_lib`
 fails afterwards, if course_lib.__version__ is not the tag's version, or if a course widget cannot be
 built with the runtime's ipywidgets 7.
@@ -107,14 +109,35 @@ def check(tmp: Path) -> list[str]:
 
     cell = tmp / "setup_cell.ipy"
     cell.write_text(setup_cell(clone))
-    print("3. The set-up cell of notebooks/00_setup.ipynb, run by the runtime's IPython:", flush=True)
+    print("3. The set-up cell of notebooks/00_setup.ipynb, run by the runtime's IPython, from the tag:", flush=True)
     print("   | " + cell.read_text().rstrip().replace("\n", "\n   | "), flush=True)
+    problems = run_cell(ipython, python, cell, workdir, env, before, version, env_dir)
+
+    print("\n4. The same cell in a room without GitHub: the course's wheel (bootstrap.py wheel) in the notebook's "
+          "folder, COURSE_SOURCE unset", flush=True)
+    run([python, "-m", "pip", "uninstall", "-y", "-q", "course-lib"], check=True)
+    run([sys.executable, clone / "bootstrap.py", "wheel"], check=True, capture_output=True)
+    [wheel] = (clone / "dist").glob(f"course_lib-{version}-*.whl")
+    shutil.copy(wheel, workdir)
+    env.pop("COURSE_SOURCE")
+    problems += [f"from the wheel: {p}" for p in run_cell(ipython, python, cell, workdir, env, before, version,
+                                                            env_dir)]
+    origin = run([python, "-m", "pip", "show", "-f", "course-lib"], capture_output=True, text=True, cwd=workdir).stdout
+    direct = next(env_dir.glob("lib/python*/site-packages/course_lib-*.dist-info/direct_url.json"), None)
+    if direct is None or wheel.name not in direct.read_text():
+        problems.append(f"course-lib was not installed from {wheel.name}:\n{origin[:500]}")
+    return problems
+
+
+def run_cell(ipython: Path, python: Path, cell: Path, workdir: Path, env: dict, before: dict, version: str,
+             env_dir: Path) -> list[str]:
+    """Run the set-up cell in the runtime; what changed that should not have, or what does not work after it."""
     ran = run([ipython, "--no-banner", "--colors=NoColor", cell], cwd=workdir, env=env)
     after = packages(python)
     probe = run([python, "-c", PROBE], cwd=workdir, env=env, capture_output=True, text=True)
 
     problems = [] if ran.returncode == 0 else [f"IPython exited with {ran.returncode} running the cell"]
-    changed = sorted(n for n in before if after.get(n) != before[n])
+    changed = sorted(n for n in before if after.get(n) != before[n] and n != "course-lib")
     problems += [f"{n} changed: {before[n]} -> {after.get(n, 'removed')}" for n in changed]
     print(f"\n{'package':28} {'before':16} after")
     for name in sorted(n for n in before if WATCHED.fullmatch(n) or n in changed):

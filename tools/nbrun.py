@@ -36,16 +36,33 @@ PROGRESS_BAR = re.compile(r"\|\s*\d+/\d+ \[")
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
+# The kernel the notebooks run in: the test run's own environment's, or (COURSE_KERNEL, with COURSE_KERNEL_ENV its
+# environment) another's, such as the plain install `bootstrap.py test --plain` builds.
+KERNEL_NAME = os.environ.get("COURSE_KERNEL", "python3")
+
+
 def kernel_env() -> dict:
     """The environment a notebook kernel starts with: this process's, less MPLBACKEND (the test run sets Agg for
-    itself; a kernel left with it would draw no inline figures, and the executed copy would hold no plots)."""
-    return {k: v for k, v in os.environ.items() if k != "MPLBACKEND"}
+    itself; a kernel left with it would draw no inline figures, and the executed copy would hold no plots). A kernel
+    of another environment (COURSE_KERNEL_ENV) gets that environment's programs first on PATH."""
+    env = {k: v for k, v in os.environ.items() if k != "MPLBACKEND"}
+    other = os.environ.get("COURSE_KERNEL_ENV")
+    if other:
+        bin_dir = Path(other) / ("Scripts" if os.name == "nt" else "bin")
+        env.update(VIRTUAL_ENV=other, PATH=f"{bin_dir}{os.pathsep}{env.get('PATH', '')}")
+    return env
 
 
 def code_hash(nb: nbformat.NotebookNode) -> str:
-    """Hash of the code cells: a recorded run time or an executed copy goes stale when the code changes."""
-    code = "\n# ---\n".join(c.source for c in nb.cells if c.cell_type == "code")
+    """Hash of the code cells after the set-up cell: a recorded run time or an executed copy goes stale when the
+    code changes. The set-up cell (written by tools/course_address.py) installs nothing where the course is
+    installed, so a new address or release does not make every run stale."""
+    code = "\n# ---\n".join(c.source for c in nb.cells if c.cell_type == "code" and not _is_setup_cell(c))
     return hashlib.sha256(code.encode()).hexdigest()[:16]
+
+
+def _is_setup_cell(cell) -> bool:
+    return cell.source.startswith("# @title Set-up: installs the course helpers")
 
 
 def executed_path(source: Path, root: Path = EXECUTED) -> Path:
@@ -173,7 +190,7 @@ def execute(source: Path, out_root: Path = EXECUTED, allow_errors: bool = False)
     """Execute ``source`` from a clean copy in a fresh kernel; write its executed copy; return (copy, seconds).
     Raises nbclient's CellExecutionError on the first failing cell unless ``allow_errors``."""
     nb = clean(nbformat.read(source, as_version=4))
-    client = NotebookClient(nb, timeout=CELL_TIMEOUT_S, kernel_name="python3", allow_errors=allow_errors,
+    client = NotebookClient(nb, timeout=CELL_TIMEOUT_S, kernel_name=KERNEL_NAME, allow_errors=allow_errors,
                             resources={"metadata": {"path": str(Path(source).resolve().parent)}})
     start = time.perf_counter()
     try:
@@ -214,7 +231,7 @@ if pytest is not None:
                     number += 1
 
         def setup(self):
-            self.client = NotebookClient(self.nb, timeout=CELL_TIMEOUT_S, kernel_name="python3",
+            self.client = NotebookClient(self.nb, timeout=CELL_TIMEOUT_S, kernel_name=KERNEL_NAME,
                                          resources={"metadata": {"path": str(self.path.parent)}})
             self.client.reset_execution_trackers()
             self._kernel = contextlib.ExitStack()

@@ -188,7 +188,9 @@ def cross_validate(x: torch.Tensor | None = None, y: torch.Tensor | None = None,
     ``CVResult.models``. The MLP is tiny: run it on one thread (``torch.set_num_threads(1)``) on a CPU.
     """
     from sklearn.model_selection import StratifiedKFold
-    from tqdm.auto import tqdm
+    from ..train import progress_bar
+
+    tqdm = progress_bar()
 
     if (x is None) != (y is None):
         raise ValueError("pass both x and y, or neither (then the digits' training part is used)")

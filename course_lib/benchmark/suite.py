@@ -253,7 +253,9 @@ def run_benchmark(*, quick: bool = False, device: torch.device | str | None = No
     threads = DEFAULT_THREADS if threads is None else validate.positive_int("threads", threads)
     all_cores = max(1, min(info0.cpu.physical_cores, info0.cpu.usable_cores or info0.cpu.physical_cores))
     settings = QUICK if quick else FULL
-    from tqdm.auto import tqdm
+    from ..train import progress_bar
+
+    tqdm = progress_bar()
 
     t_start = time.perf_counter()
     old_threads = torch.get_num_threads()
