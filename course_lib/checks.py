@@ -36,7 +36,7 @@ def _close(got: Any, expected: Any, rtol: float, atol: float) -> bool:
         return got is None
     if isinstance(expected, torch.Tensor):  # same shape, every value close (NaN matches NaN)
         return (isinstance(got, torch.Tensor) and got.shape == expected.shape
-                and bool(torch.allclose(got.detach().double().cpu(), expected.detach().double().cpu(),
+                and bool(torch.allclose(got.detach().cpu().double(), expected.detach().cpu().double(),
                                         rtol=rtol, atol=atol, equal_nan=True)))
     if isinstance(expected, (list, tuple)):
         return (isinstance(got, (list, tuple)) and len(got) == len(expected)

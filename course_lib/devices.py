@@ -46,7 +46,7 @@ DEMOS = {
     "memory_cap": "out-of-memory demos in a memory-capped child process (notebook 02)",
     "device_memory": "the memory estimator against the GPU allocator's peak (notebook 02)",
     "host_to_device": "pageable vs pinned host-to-GPU copies (notebook 03)",
-    "nccl_allreduce": "all-reduce between GPUs over NCCL (notebook 03)",
+    "nccl_allreduce": "all-reduce between GPUs over NCCL (notebook 03; DDP and pipelines on GPUs in 06.1, 06.2)",
     "accelerator_faster": "asserting that the accelerator beats the CPU on a large batch (notebook 01)",
 }
 
@@ -138,8 +138,13 @@ def _here() -> DeviceFacts:
     with warnings.catch_warnings(record=True) as said:  # a driver too old for this torch's CUDA warns here
         warnings.simplefilter("always")
         available = torch.cuda.is_available()
-    if not available and torch.version.cuda is not None and said:
-        problem = str(said[-1].message).strip().splitlines()[0]
+    if not available and torch.version.cuda is not None:
+        try:  # torch warns about an old driver only once per process: ask again, the error says it each time
+            torch.cuda.init()
+        except Exception as exc:  # noqa: BLE001 - the reason is what we want
+            problem = str(exc).strip().splitlines()[0] if str(exc).strip() else None
+        if problem is None and said:
+            problem = str(said[-1].message).strip().splitlines()[0]
     if available:
         props = [torch.cuda.get_device_properties(i) for i in range(torch.cuda.device_count())]
         gpus = tuple(GPU(p.name, (p.major, p.minor), int(p.total_memory)) for p in props)
@@ -161,7 +166,7 @@ def _here() -> DeviceFacts:
 
 
 def xla_device():
-    """torch_xla's device: ``torch_xla.device()`` (torch_xla 2.5 and newer), else the older
+    """torch_xla's device: ``torch_xla.device()`` (torch_xla 2.4 and newer), else the older
     ``xla_model.xla_device()``, which newer releases deprecate."""
     import torch_xla  # type: ignore[import-not-found]
 
@@ -296,7 +301,8 @@ def plan(facts: DeviceFacts) -> DevicePlan:
     if kind != "xla" and facts.tpu_on_pci:
         hints.append(f"This machine has TPU chips ({facts.tpu_on_pci}) but torch_xla is not installed, so "
                      "everything runs on the CPU. Install the torch_xla release that matches your torch "
-                     "(pip install 'torch_xla[tpu]', see github.com/pytorch/xla), then restart the runtime.")
+                     f"(pip install 'torch_xla[tpu]=={torch.__version__.split('+')[0]}', see github.com/pytorch/xla), then "
+                     "restart the runtime.")
     if not facts.gpus and facts.nvidia_driver and not unusable:
         hints.append("An NVIDIA GPU driver is present but PyTorch sees no GPU: "
                      + (f"torch says: {facts.cuda_problem} Update the NVIDIA driver, or install a torch built for an "
@@ -320,18 +326,14 @@ def apply(kind: str) -> None:
 
 
 def full_fp32() -> None:
-    """float32 matmuls and convolutions in full float32 (no TF32), in the words the installed torch documents:
-    ``set_float32_matmul_precision("highest")`` for matmuls (every backend), and for cuDNN's convolutions and RNNs
-    ``fp32_precision = "ieee"`` from torch 2.9 on (the ``allow_tf32`` flags are deprecated there, and mixing the
-    two warns), else ``cudnn.allow_tf32 = False``. The launcher's and the training script's GPU processes call it
-    too: a fresh process lets cuDNN convolutions use TF32."""
+    """float32 matmuls and convolutions in full float32 (no TF32): ``set_float32_matmul_precision("highest")`` and
+    ``cudnn.allow_tf32 = False``. torch 2.9 added ``fp32_precision = "ieee"`` settings for the same, but setting
+    those beside the older flags makes reading the older ones fail ("mix of the legacy and new APIs"), and torch's
+    own code (``cudnn.flags``, inductor's autotuning) still reads them; so the course keeps the older flags while
+    they exist. The launcher's and the training script's GPU processes call it too: a fresh process lets cuDNN
+    convolutions use TF32."""
     torch.set_float32_matmul_precision("highest")
-    conv = getattr(torch.backends.cudnn, "conv", None)
-    if conv is not None and hasattr(conv, "fp32_precision"):  # torch 2.9 and newer
-        conv.fp32_precision = "ieee"
-        torch.backends.cudnn.rnn.fp32_precision = "ieee"
-    else:
-        torch.backends.cudnn.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
 
 
 def _xla_full_precision() -> None:  # pragma: no cover - needs torch_xla

@@ -324,12 +324,23 @@ def detect_platform() -> str:
     return "local"
 
 
+_BLAS_NAMES = {"mkl": "MKL", "open": "OpenBLAS", "openblas": "OpenBLAS", "accelerate": "Accelerate", "blis": "BLIS",
+               "acl": "ACL", "armpl": "ArmPL", "flexi": "FlexiBLAS", "generic": "generic", "eigen": "Eigen"}
+
+
+def blas_library(config: str | None = None) -> str:
+    """The BLAS PyTorch's CPU matrix products use, from the build's ``BLAS_INFO=`` line (``torch.__config__.show()``):
+    "MKL", "OpenBLAS", "Accelerate" (macOS), ...; "unknown" where the line is missing. Words elsewhere in the config
+    ("LAPACK is enabled (usually provided by MKL)", "USE_MKL=OFF") say nothing about it."""
+    cfg = torch.__config__.show() if config is None else config
+    found = re.search(r"BLAS_INFO=\s*([A-Za-z0-9_]+)", cfg)
+    if not found:
+        return "unknown"
+    return _BLAS_NAMES.get(found.group(1).lower(), found.group(1))
+
+
 def _blas() -> str:
-    cfg = torch.__config__.show()
-    for name in ("MKL", "OpenBLAS", "Accelerate", "BLIS", "ACL"):
-        if re.search(rf"BLAS_INFO=\s*{name.lower()}|USE_{name.upper()}=ON|{name}", cfg, re.I):
-            return name
-    return "unknown"
+    return blas_library()
 
 
 def detect() -> HardwareInfo:
@@ -451,7 +462,7 @@ def graph_cut(device: torch.device | str | None = None) -> None:
         return
     import torch_xla  # type: ignore[import-not-found]
 
-    if hasattr(torch_xla, "sync"):  # torch_xla 2.6 and newer
+    if hasattr(torch_xla, "sync"):  # torch_xla 2.4 and newer
         torch_xla.sync()
     else:
         import torch_xla.core.xla_model as xm  # type: ignore[import-not-found]
@@ -494,11 +505,21 @@ def fp32_flops_per_cycle(vector_isa: str, vendor: str = "", family: int | None =
     return FP32_FLOPS_PER_CYCLE[isa]
 
 
+def windows_vendor_family(processor: str) -> tuple[str, int | None]:
+    """Vendor and family from Windows' processor string, e.g. "AMD64 Family 25 Model 97 Stepping 2, AuthenticAMD"
+    -> ("AuthenticAMD", 25): Windows has no /proc/cpuinfo."""
+    vendor = re.search(r"(AuthenticAMD|GenuineIntel)", processor or "")
+    family = re.search(r"Family (\d+)", processor or "")
+    return (vendor.group(1) if vendor else ""), (int(family.group(1)) if family else None)
+
+
 def cpu_vendor_family() -> tuple[str, int | None]:
     """This x86 CPU's vendor id and family from /proc/cpuinfo ("AuthenticAMD", 25), ("Apple", None) on an Apple
     silicon Mac, or ("", None) elsewhere."""
     if sys.platform == "darwin" and platform.machine() == "arm64":
         return "Apple", None
+    if sys.platform == "win32":
+        return windows_vendor_family(platform.processor())
     try:
         text = Path("/proc/cpuinfo").read_text(errors="ignore")
     except OSError:

@@ -171,7 +171,14 @@ def test_setup_cell_installs_this_release_and_keeps_torch(monkeypatch, capsys, t
     [call] = run_setup_cell(source, monkeypatch)
     assert _pip_args(call) == ["/data/course_lib-0.0.0-py3-none-any.whl", torch_pin]
 
+    monkeypatch.setenv("COURSE_SOURCE", "https://example.org/fork")  # a plain URL is a git URL
+    [call] = run_setup_cell(source, monkeypatch)
+    assert _pip_args(call)[0] == f"course-lib @ git+https://example.org/fork@v{version}"
+
     monkeypatch.delenv("COURSE_SOURCE")
+    (tmp_path / "course_lib-0.0.1-py3-none-any.whl").write_bytes(b"")  # another release's wheel: said, not used
+    [call] = run_setup_cell(source, monkeypatch)
+    assert _pip_args(call)[0].startswith("course-lib @ git+") and "Ignored course_lib-0.0.1" in capsys.readouterr().out
     wheel = tmp_path / f"course_lib-{version}-py3-none-any.whl"
     wheel.write_bytes(b"")  # a workshop's wheel in the notebook's folder is found without being named
     [call] = run_setup_cell(source, monkeypatch)
@@ -215,8 +222,17 @@ PIP_SAID = {
                  "asked for a password"),
     "missing wheel": ("ERROR: Could not install packages due to an OSError: [Errno 2] No such file or directory",
                       "wheel file is not there"),
-    "anything else": ("ERROR: something new", "pip's message below says why"),
+    "anything else": ("ERROR: something new", "read pip's message below"),
 }
+
+
+def test_a_wheel_without_network_is_told_that_pypi_is_missing(monkeypatch, tmp_path):
+    """The wheel replaces GitHub, not PyPI: offline, the message must not send the learner back for the wheel."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("COURSE_SOURCE", str(tmp_path / "course_lib-0.5.0-py3-none-any.whl"))
+    with pytest.raises(RuntimeError, match="the wheel is here, but .* PyPI, which cannot be reached"):
+        run_setup_cell(setup_cell(ROOT / "notebooks" / "00_setup.ipynb"), monkeypatch, returncode=1,
+                       said="NewConnectionError: Failed to establish a new connection")
 
 
 @pytest.mark.parametrize("case", PIP_SAID)

@@ -66,7 +66,7 @@ def test_windows_gets_a_store_without_libuv_and_no_loopback_name(monkeypatch):
     assert launcher.tcp_store("127.0.0.1", 0, 2, is_master=True, platform="win32") == "store"
     assert launcher.tcp_store("127.0.0.1", 0, 2, is_master=True, platform="linux") == "store"
     assert made[0]["use_libuv"] is False and "use_libuv" not in made[1]
-    assert launcher.loopback_interface("win32") is None and launcher.WINDOWS_NO_LIBUV == {"USE_LIBUV": "0"}
+    assert launcher.loopback_interface("win32") is None
 
 
 def test_windows_cpu_flags_come_from_is_processor_feature_present(monkeypatch):
@@ -172,12 +172,26 @@ def test_a_driver_too_old_is_told_apart_from_a_cpu_only_torch():
     assert "CPU-only build" in cpu_only
 
 
-def test_full_fp32_uses_the_api_the_installed_torch_documents():
+def test_full_fp32_switches_tf32_off_and_leaves_torch_able_to_read_its_flags():
+    """torch 2.9's fp32_precision settings beside the older flags make reading those fail ("mix of the legacy and
+    new APIs"), and torch's own code reads them: full_fp32 keeps to the older ones."""
     from course_lib import devices
 
     devices.full_fp32()
     assert torch.get_float32_matmul_precision() == "highest"
-    if hasattr(getattr(torch.backends.cudnn, "conv", None), "fp32_precision"):
-        assert torch.backends.cudnn.conv.fp32_precision == "ieee"
-    else:
-        assert not torch.backends.cudnn.allow_tf32
+    assert torch.backends.cudnn.allow_tf32 is False and not torch.backends.cuda.matmul.allow_tf32
+    with torch.backends.cudnn.flags(enabled=True):
+        pass
+
+
+def test_the_blas_is_read_from_its_own_line_of_the_build_config():
+    from course_lib import hardware
+
+    mac = ("  - LAPACK is enabled (usually provided by MKL)\n  - Build settings: BLAS_INFO=accelerate, "
+           "BUILD_TYPE=Release, LAPACK_INFO=accelerate, USE_MKL=OFF, USE_MKLDNN=OFF")
+    assert hardware.blas_library(mac) == "Accelerate"
+    assert hardware.blas_library("BLAS_INFO=open, LAPACK_INFO=open, USE_MKL=OFF (usually provided by MKL)") == "OpenBLAS"
+    assert hardware.blas_library("BLAS_INFO=mkl, LAPACK_INFO=mkl") == "MKL"
+    assert hardware.blas_library("no such line") == "unknown"
+    assert hardware.windows_vendor_family("AMD64 Family 25 Model 97 Stepping 2, AuthenticAMD") == ("AuthenticAMD", 25)
+    assert hardware.fp32_flops_per_cycle("AVX-512", "AuthenticAMD", 25) == 32  # Zen 4 on Windows too

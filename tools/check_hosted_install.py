@@ -80,7 +80,7 @@ def setup_cell(repo: Path) -> str:
     return "".join(source) if isinstance(source, list) else source
 
 
-def check(tmp: Path) -> list[str]:
+def check(tmp: Path, torch_req: str = TORCH) -> list[str]:
     env_dir, clone, workdir = tmp / "runtime", tmp / "course", tmp / "run"
     workdir.mkdir()  # the cell runs here, where no course_lib folder can be imported by accident
     python, ipython = env_dir / "bin" / "python", env_dir / "bin" / "ipython"
@@ -88,10 +88,11 @@ def check(tmp: Path) -> list[str]:
     venv.EnvBuilder(with_pip=True).create(env_dir)
     pip = [python, "-m", "pip", "install", "-q"]
     if reachable(f"{TORCH_INDEX}/torch/"):
-        run(pip + [TORCH, "--index-url", TORCH_INDEX], check=True)
+        run(pip + [torch_req, "--index-url", TORCH_INDEX], check=True)
     else:
-        print(f"   {TORCH_INDEX} cannot be reached: {TORCH} comes from PyPI (the CUDA build)", flush=True)
-        run(pip + [TORCH], check=True)
+        print(f"   {TORCH_INDEX} cannot be reached: {torch_req} comes from PyPI (the CUDA build) or a local wheel",
+              flush=True)
+        run(pip + [torch_req], check=True)
     run(pip + HOSTED_STACK, check=True)
     before = packages(python)
 
@@ -161,11 +162,12 @@ def run_cell(ipython: Path, python: Path, cell: Path, workdir: Path, env: dict, 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--keep", action="store_true", help="keep the temporary folder (runtime, clone)")
+    parser.add_argument("--torch", default=TORCH, help=f"the runtime's torch (default {TORCH}, not the course's pin)")
     args = parser.parse_args()
     start = time.monotonic()
     tmp = Path(tempfile.mkdtemp(prefix="hosted-install-"))
     try:
-        problems = check(tmp)
+        problems = check(tmp, args.torch)
     finally:
         if args.keep:
             print(f"kept {tmp}")

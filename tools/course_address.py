@@ -44,9 +44,12 @@ except ImportError:
     import glob, importlib, importlib.metadata as md, os, re, subprocess, sys
     # COURSE_SOURCE may name another git URL or a wheel file (`python3 bootstrap.py wheel`); a wheel of this
     # release lying in the current folder or in a Kaggle dataset is used without asking
-    wheels = (glob.glob(f"course_lib-{{COURSE_VERSION}}-*.whl")
-              + glob.glob(f"/kaggle/input/*/course_lib-{{COURSE_VERSION}}-*.whl"))
+    found = glob.glob("course_lib-*.whl") + glob.glob("/kaggle/input/**/course_lib-*.whl", recursive=True)
+    wheels = [w for w in found if os.path.basename(w).startswith(f"course_lib-{{COURSE_VERSION}}-")]
+    if found and not wheels:
+        print(f"Ignored {{', '.join(found)}}: this notebook needs the wheel of release {{COURSE_VERSION}}.")
     source = os.environ.get("COURSE_SOURCE") or (wheels[0] if wheels else f"git+{{COURSE_REPO}}")
+    source = f"git+{{source}}" if source.startswith(("http://", "https://")) and not source.endswith(".whl") else source
     wanted = source if source.endswith(".whl") else f"course-lib @ {{source}}@v{{COURSE_VERSION}}"
     try:  # pin the torch that is already installed, so pip never replaces it
         torch_version = md.version("torch")
@@ -54,29 +57,35 @@ except ImportError:
         torch_version = None
     if torch_version and tuple(int(n) for n in re.findall(r"\d+", torch_version)[:2]) < (2, 6):
         raise RuntimeError(f"This runtime has torch {{torch_version}}; the course needs torch 2.6 or newer. Choose a "
-                           "newer runtime image, or run `%pip install -U torch` and restart the kernel.") from None
+                           "newer runtime image; on your own machine, upgrade torch together with torchvision, "
+                           "torchaudio and torch_xla where you have them.") from None
     print(f"Installing the course helpers from {{source}} ...", flush=True)
     pip = subprocess.run([sys.executable, "-m", "pip", "install", "-q", wanted, f"torch=={{torch_version}}" if torch_version
                           else "torch"], capture_output=True, text=True, stdin=subprocess.DEVNULL,
                          env={{**os.environ, "GIT_TERMINAL_PROMPT": "0"}})  # git fails instead of asking for a password
     if pip.returncode != 0:
         said = pip.stdout + pip.stderr
+        offline = ("the wheel is here, but what it needs and this runtime lacks comes from PyPI, which cannot be "
+                   "reached: turn the network on (on Kaggle, Internet in the session options)"
+                   if source.endswith(".whl") else "this runtime has no network (on Kaggle, turn on Internet in the "
+                   "session options); without GitHub, ask your instructor for the course's wheel file")
         why = next((why for signs, why in [
             (("resolve host", "Name or service not known", "name resolution", "unreachable", "NewConnectionError"),
-             "this runtime has no network (on Kaggle, turn on Internet in the session options); without one, "
-             "ask your instructor for the course's wheel file and put it in this folder"),
+             offline),
             (("did not match any file", "not found in upstream", "Could not find remote"),
-             f"the source has no release v{{COURSE_VERSION}}: check COURSE_SOURCE, or open the notebook from that release"),
+             f"the source has no release v{{COURSE_VERSION}}: check COURSE_SOURCE, or ask your instructor"),
             (("Username", "terminal prompts disabled", "Authentication failed"),
              "git asked for a password: the repository is private or its address is misspelt; check COURSE_SOURCE"),
             (("does not exist", "No such file"), "the wheel file is not there: check the path in COURSE_SOURCE"),
             (("Cannot find command 'git'",), "git is not installed here: install it, or use the course's wheel file"),
-        ] if any(sign in said for sign in signs)), "pip's message below says why")
+        ] if any(sign in said for sign in signs)), "read pip's message below; if it does not help, show it to your "
+           "instructor or open an issue on the course's repository")
         raise RuntimeError(f"Installing the course helpers failed: {{why}}.\n--- pip said:\n{{said[-3000:]}}") from None
     importlib.invalidate_caches()
     import course_lib
 if course_lib.__version__ != COURSE_VERSION:
-    print(f"Note: course_lib {{course_lib.__version__}} is installed; this notebook was written for {{COURSE_VERSION}}.")'''
+    print(f"Note: course_lib {{course_lib.__version__}} is installed; this notebook was written for {{COURSE_VERSION}}. "
+          "If a cell fails, open this notebook from that release's tag, or install its release.")'''
 
 
 def setup_cell(root: Path = ROOT) -> str:

@@ -21,6 +21,7 @@ notebook can print, plot and assert on; each takes a few seconds on 2 cores.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import statistics
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -54,6 +55,9 @@ class WarmupEffect:
     ratio: float
     times: list[float]
     device: str
+
+
+_XLA_WARMUPS = itertools.count()
 
 
 def _steps_in_fresh_process(channel, device: str, width: int, batch: int, steps: int, threads: int) -> None:
@@ -101,6 +105,9 @@ def warmup_effect(device: torch.device | str | None = None, *, steps: int = 30, 
     threads = validate.positive_int("threads", threads)
     validate.seconds("timeout", timeout)
     if dev.type == "xla":  # a child process cannot open the TPU this kernel holds: a new model here instead
+        # XLA keeps compiled graphs for the process, keyed by their shapes: a width not used before makes this
+        # call's first step compile again, as a fresh process's would, when the cell is run a second time
+        width += next(_XLA_WARMUPS)
         times = _step_times(dev, width, batch, steps)  # its first step pays XLA's compilation of the step's graph
         warm = statistics.median(times[skip:])
         return WarmupEffect(times[0], warm, times[0] / warm, times, str(dev))

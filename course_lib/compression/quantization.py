@@ -450,9 +450,21 @@ def cxx_compiler(platform: str | None = None, which=None) -> str | None:
     import shutil
 
     which = which or shutil.which
-    windows = (platform or sys.platform) == "win32"
-    names = ("cl",) if windows else (os.environ.get("CXX", ""), "g++", "clang++", "c++")
+    system = platform or sys.platform
+    if system == "darwin" and which is shutil.which and not _xcode_tools():
+        return None  # /usr/bin/clang++ is a stub that only offers to install the Command Line Tools
+    names = ("cl",) if system == "win32" else (os.environ.get("CXX", ""), "g++", "clang++", "c++")
     return next((path for name in names if name and (path := which(name))), None)
+
+
+def _xcode_tools() -> bool:
+    """Whether Apple's Command Line Tools (the real compiler behind /usr/bin/clang++) are installed."""
+    import subprocess
+
+    try:
+        return subprocess.run(["xcode-select", "-p"], capture_output=True, timeout=10).returncode == 0
+    except (OSError, subprocess.SubprocessError):
+        return False
 
 
 def compile_ready(device: torch.device | str = "cpu") -> bool:
@@ -461,7 +473,8 @@ def compile_ready(device: torch.device | str = "cpu") -> bool:
     if torch.device(device).type != "cpu" or cxx_compiler() is not None:
         return True
     how = ("install Visual Studio's Build Tools (the C++ workload) and start Jupyter from a developer prompt"
-           if sys.platform == "win32" else "install g++ (e.g. `apt install g++`) or clang++")
+           if sys.platform == "win32" else "run `xcode-select --install`" if sys.platform == "darwin"
+           else "install g++ (e.g. `apt install g++`) or clang++")
     print(f"Skipped: torch.compile builds CPU kernels with a C++ compiler, and none was found here; {how} to "
           "time the compiled model. The eager timings still run.")
     return False

@@ -51,7 +51,7 @@ import torch.distributed as dist
 from .. import validate
 from ..procs import Children, require_importable
 
-__all__ = ["launch", "tcp_store", "loopback_interface", "WINDOWS_NO_LIBUV", "rank_info", "RankError", "LaunchTimeout", "BACKENDS", "max_world_size",
+__all__ = ["launch", "tcp_store", "loopback_interface", "rank_info", "RankError", "LaunchTimeout", "BACKENDS", "max_world_size",
            "default_threads_per_rank", "last_launch_stats", "port_is_free", "HOST"]
 
 BACKENDS = ("gloo", "nccl")
@@ -147,13 +147,13 @@ def _resolve_backend(backend: str, world_size: int) -> str:
 
 # PyTorch's Windows wheels build TCPStore without libuv, which every other platform's default server uses since
 # torch 2.4: asking for it there stops the first launch ("use_libuv was requested but PyTorch was built without
-# libuv support"). torchrun's own store reads the same choice from USE_LIBUV.
-WINDOWS_NO_LIBUV = {"USE_LIBUV": "0"}
+# libuv support"). The course's own stores ask for the plain server there (tcp_store). torchrun's rendezvous builds
+# its store without asking (torch 2.13), so torchrun needs Linux, macOS or WSL.
 
 
 def tcp_store(host: str, port: int, world_size: int, *, is_master: bool, platform: str | None = None,
               **kwargs) -> dist.TCPStore:
-    """``dist.TCPStore``, with the libuv server switched off on Windows (see ``WINDOWS_NO_LIBUV``)."""
+    """``dist.TCPStore``, with the libuv server switched off on Windows, whose wheels have none."""
     if (platform or sys.platform) == "win32":
         kwargs.setdefault("use_libuv", False)
     return dist.TCPStore(host, port, world_size, is_master=is_master, **kwargs)
@@ -161,7 +161,8 @@ def tcp_store(host: str, port: int, world_size: int, *, is_master: bool, platfor
 
 def loopback_interface(platform: str | None = None) -> str | None:
     """Name of the interface that carries 127.0.0.1 ("lo" on Linux, "lo0" on macOS), for GLOO_SOCKET_IFNAME; None
-    on Windows, where gloo's transport takes no interface name and finds 127.0.0.1 from the address itself."""
+    on Windows, where psutil's names ("Loopback Pseudo-Interface 1") are not ones gloo looks up: gloo then uses the
+    address the machine's name resolves to."""
     if (platform or sys.platform) == "win32":
         return None
     return _loopback_interface()

@@ -51,7 +51,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 import time
 from datetime import timedelta
 from pathlib import Path
@@ -61,7 +60,7 @@ import torch
 import torch.distributed as dist
 
 from .. import validate
-from ..distributed.launcher import WINDOWS_NO_LIBUV, loopback_interface, tcp_store
+from ..distributed.launcher import loopback_interface, tcp_store
 
 __all__ = ["main", "parse_args", "prepare_data", "load_data", "batch_indices", "read_log", "loss_curve",
            "redone_steps", "make_model", "drop_optimizer_state", "CHECKPOINT_DIR", "torchrun_args", "run_torchrun", "TorchrunResult",
@@ -416,7 +415,7 @@ def run_torchrun(script_args: list[str], run_dir: str | os.PathLike, *, nproc_pe
                                rdzv_endpoint=endpoint, rdzv_id=rid, is_host=(i == 0)) for i in range(nnodes)]
     package_root = str(Path(__file__).resolve().parents[2])
     env = {"PYTHONPATH": os.pathsep.join(p for p in (package_root, os.environ.get("PYTHONPATH", "")) if p),
-           "OMP_NUM_THREADS": "1", "LOGLEVEL": "ERROR", **(WINDOWS_NO_LIBUV if sys.platform == "win32" else {})}
+           "OMP_NUM_THREADS": "1", "LOGLEVEL": "ERROR"}
     watch = run_dir / f"rank{kill_rank}.jsonl" if kill_rank is not None else None
     kill, exits, t0 = None, {}, time.monotonic()
     with Children("torchrun", env=env) as kids:
