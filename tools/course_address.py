@@ -126,7 +126,7 @@ def _render_notebook(path: Path, root: Path) -> str:
     nb = nbformat.read(path, as_version=4)
     code = next(c for c in nb.cells if c.cell_type == "code")
     code.source = setup_cell(root)
-    code.metadata["jupyter"] = {"source_hidden": True}  # JupyterLab shows it folded; Colab shows the @title form
+    code.metadata.pop("jupyter", None)  # shown whole: a folded cell hides its prompt, and what it does
     for cell in nb.cells:
         if cell.cell_type == "markdown":
             cell.source = rewrite_text(cell.source, repo, version)
