@@ -182,12 +182,10 @@ def _windows_flags() -> set[str]:
         return set()
 
 
-def bf16_flags_known(system: str | None = None, flags: set[str] | frozenset[str] | None = None) -> bool:
-    """Whether the operating system says if this CPU has bf16 instructions: Linux's /proc/cpuinfo and macOS's sysctl
-    do, Windows reports no such feature (notebook 00 judges its bf16 claim only where the answer is known)."""
-    system = system or platform.system()
-    if flags is None:
-        flags = cpu_flags()
+def bf16_flags_known(system: str, flags: set[str] | frozenset[str]) -> bool:
+    """Whether the operating system (``platform.system()``) says, in ``flags``, if this CPU has bf16 instructions:
+    Linux's /proc/cpuinfo and macOS's sysctl do, Windows reports no such feature (notebook 00 judges its bf16
+    claim only where the answer is known)."""
     return system != "Windows" and bool(flags)
 
 
@@ -339,10 +337,6 @@ def blas_library(config: str | None = None) -> str:
     return _BLAS_NAMES.get(found.group(1).lower(), found.group(1))
 
 
-def _blas() -> str:
-    return blas_library()
-
-
 def detect() -> HardwareInfo:
     """Describe this machine: CPU, RAM, accelerators, platform, torch build (notebook 00)."""
     import psutil
@@ -358,7 +352,7 @@ def detect() -> HardwareInfo:
         python=platform.python_version(),
         torch_version=torch.__version__,
         torch_threads=torch.get_num_threads(),
-        blas=_blas(),
+        blas=blas_library(),
     )
 
 

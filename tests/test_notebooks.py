@@ -22,9 +22,7 @@ from run_notebooks import BUDGET_S  # noqa: E402
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 SOLUTIONS = sorted((ROOT / "solutions").glob("*.ipynb"))
 EXERCISES = sorted((ROOT / "exercises").glob("*.ipynb"))
-# the [project.urls] Repository line of pyproject.toml (tomllib is Python 3.11+; the course supports 3.10)
-REPO_URL = re.search(r'^Repository\s*=\s*"([^"]+)"', (ROOT / "pyproject.toml").read_text(), re.M).group(1)
-REPO = REPO_URL.removeprefix("https://github.com/")
+REPO = course_address.address()[0].removeprefix("https://github.com/")  # pyproject.toml's [project.urls] Repository
 
 
 def _read(path: Path) -> nbformat.NotebookNode:
