@@ -50,7 +50,7 @@ from .. import bench, hardware, models, train, validate
 
 __all__ = ["SCHEMES", "GRANULARITIES", "MIN_BITS", "MAX_BITS", "qrange", "quantize", "dequantize", "fake_quantize",
            "step_size", "predicted_rms", "QuantError", "quantization_error", "error_sweep", "row_errors",
-           "relu_activations", "rescale_units", "ste_fake_quantize", "FakeQuantLinear", "to_qat",
+           "relu_activations", "rescale_units", "smoothing_factors", "int8_product_error", "ste_fake_quantize", "FakeQuantLinear", "to_qat",
            "post_training_quantize", "qat_vs_ptq", "TORCHAO_MIN_VERSION", "torchao_problem", "torchao_ready",
            "int8_dynamic", "int8_weight_only", "dequantized_weights", "predicted_int8_bytes", "Compiled",
            "compile_timed", "compile_ready", "cxx_compiler", "latency", "int8_units", "INT8_EXPECTATIONS"]
@@ -263,6 +263,33 @@ def rescale_units(model: nn.Sequential, factors: torch.Tensor, layer: int = 0) -
         out[first].bias.mul_(f)
     out[second].weight.div_(f[None, :])
     return out
+
+
+def smoothing_factors(x: torch.Tensor, w: torch.Tensor, alpha: float = 0.5) -> torch.Tensor:
+    """SmoothQuant's per-input-channel factors (Xiao et al. 2023) for the product ``x @ w.T``:
+    ``s_j = max|x[:, j]|**alpha / max|w[:, j]|**(1 - alpha)``. Dividing column ``j`` of the activations by ``s_j``
+    and multiplying column ``j`` of the weights by it leaves the product unchanged and moves the activations'
+    outlier channels into the weights, which have one scale per row to absorb them (notebook 05.2, section 2)."""
+    if not isinstance(x, torch.Tensor) or not isinstance(w, torch.Tensor) or x.dim() != 2 or w.dim() != 2:
+        raise TypeError("x and w must be 2-D tensors (activations: tokens x channels; weight: out x channels)")
+    if x.shape[1] != w.shape[1]:
+        raise ValueError(f"x has {x.shape[1]} channels and w {w.shape[1]} input columns: they must match")
+    if not isinstance(alpha, (int, float)) or not 0 <= alpha <= 1:
+        raise ValueError(f"alpha must be a number in [0, 1], got {alpha!r}")
+    tiny = torch.finfo(torch.float32).tiny
+    return x.abs().amax(0).clamp_min(tiny) ** alpha / w.abs().amax(0).clamp_min(tiny) ** (1 - alpha)
+
+
+def int8_product_error(x: torch.Tensor, w: torch.Tensor, factors: torch.Tensor | None = None) -> float:
+    """Relative RMS error of ``x @ w.T`` when ``x`` is rounded to int8 with one scale per row (per token) and ``w``
+    with one per output row: the only scales an int8 matrix product can apply, since a scale must factor out of
+    the sum over channels. ``factors`` (``smoothing_factors``) divide the activations' columns and multiply the
+    weights' first (notebook 05.2, section 2)."""
+    if factors is not None:
+        x, w = x / factors, w * factors
+    exact = x @ w.T
+    approx = fake_quantize(x, 8, granularity="per_channel", axis=0) @ fake_quantize(w, 8, granularity="per_channel").T
+    return ((approx - exact).pow(2).mean() / exact.pow(2).mean().clamp_min(torch.finfo(torch.float32).tiny)).sqrt().item()
 
 
 # quantization-aware training vs post-training quantization (notebook 05.2, section 3)
@@ -604,9 +631,10 @@ INT8_EXPECTATIONS = {
     "AVX-512 VNNI": "VNNI fuses 4 int8 multiply-adds per 32-bit lane into one instruction: compiled int8 should beat "
                     "fp32 at large batches; eager pays per-call overhead.",
     "AVX-VNNI": "256-bit int8 dot products: int8 may gain at large batches, less than with AVX-512 (not asserted).",
-    "none": "no fused int8 dot-product instruction (VNNI, AMX): AVX2 still multiplies and adds int8 pairs in two steps "
-            "(VPMADDUBSW, VPMADDWD), but the int8 path torchao takes here (through oneDNN) ran many times slower than "
-            "fp32 on an AVX2-only AMD Zen 3: a property of that software path; int8 saves memory but costs time there.",
+    "none": "no fused int8 dot-product instruction (VNNI, AMX): AVX2 still multiplies and adds int8 pairs in three "
+            "steps (VPMADDUBSW, VPMADDWD, VPADDD), which FBGEMM (PyTorch's own int8 path) uses to beat fp32; "
+            "torchao's eager path ran many times slower than fp32 on an AVX2-only AMD Zen 3, a property of that "
+            "software path, not of the instructions.",
     "unknown": "an int8 path this course has not measured (Arm, Apple): the notebook prints the result only.",
 }
 

@@ -1,0 +1,198 @@
+"""int8 on a CPU: what the instructions offer, what each software path makes of them, and why batch 1 is a
+question of bytes (notebook 05.2, sections 4 and 5).
+
+Two software paths run int8 Linear layers on a CPU. PyTorch's own quantized engine
+(``torch.ao.quantization.quantize_dynamic``, deprecated since torch 2.10 in favour of torchao) calls FBGEMM on
+x86 and QNNPACK on Arm; torchao's ``quantize_`` (``quantization.int8_dynamic``) runs through other kernels
+(oneDNN's int8 product, or a float fallback). The same instructions serve both; how much each path makes of them
+differs, which is why notebook 05.2 times both.
+
+At batch 1 a Linear layer multiplies a matrix by a vector: every weight is read once and used once, so on weights
+larger than the caches the time is about ``weight bytes / memory bandwidth`` (the roofline of notebook 01), and
+fewer bytes per weight make it shorter whether or not the CPU has int8 arithmetic (``batch1_sweep``).
+"""
+from __future__ import annotations
+
+import contextlib
+import copy
+import logging
+import os
+import platform
+import warnings
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from .. import bench, hardware, validate
+
+__all__ = ["FBGEMM_ENV", "fbgemm_isa", "pytorch_int8_problem", "pytorch_int8_dynamic", "read_bandwidth",
+           "weight_stack", "Batch1Point", "batch1_sweep", "ms_per_token", "largest_model_within"]
+
+# FBGEMM picks its int8 kernels from the CPU's flags; this variable holds it lower (AVX2, AVX512, AVX512_E1 = VNNI)
+FBGEMM_ENV = "FBGEMM_ENABLE_INSTRUCTIONS"
+_FBGEMM_LEVELS = {"AVX2": "AVX2", "AVX512": "AVX-512", "AVX512_256": "AVX-512", "AVX512_E1": "AVX-512 VNNI",
+                  "AVX512_E1_256": "AVX-512 VNNI"}
+_ORDER = ("none", "AVX2", "AVX-512", "AVX-512 VNNI")
+_X86 = ("x86_64", "amd64", "i386", "i686", "x86")
+
+
+def fbgemm_isa(flags: set[str] | frozenset[str] | None = None, architecture: str | None = None,
+               env: str | None = None) -> str:
+    """The instructions FBGEMM's int8 product runs on here: "AVX-512 VNNI" (``VPDPBUSD``: four int8 products
+    summed into each 32-bit lane in one instruction), "AVX-512" or "AVX2" (``VPMADDUBSW``, ``VPMADDWD``, then
+    ``VPADDD``: the same in three), or "none" (not x86, where PyTorch uses QNNPACK, or no AVX2). FBGEMM uses no
+    AMX. ``flags``: the CPU's flags (default: this CPU's); ``env``: the value of ``FBGEMM_ENABLE_INSTRUCTIONS``
+    (default: this process's), which can only hold FBGEMM lower than the CPU allows."""
+    if flags is None:
+        flags = hardware.cpu_flags()
+    if not isinstance(flags, (set, frozenset)):
+        raise TypeError(f"flags must be a set of CPU flag names, got {type(flags).__name__}")
+    if (architecture or platform.machine()).lower() not in _X86:
+        return "none"
+    flags = {f.lower() for f in flags}
+    best = "none"
+    if {"avx2", "fma"} <= flags:
+        best = "AVX2"
+    if {"avx512f", "avx512bw", "avx512dq", "avx512vl"} <= flags:
+        best = "AVX-512"
+        if flags & {"avx512_vnni", "avx512vnni"}:
+            best = "AVX-512 VNNI"
+    held = _FBGEMM_LEVELS.get((os.environ.get(FBGEMM_ENV, "") if env is None else env).strip().upper())
+    return min(best, held, key=_ORDER.index) if held and best != "none" else best
+
+
+@contextlib.contextmanager
+def _quiet() -> Iterator[None]:
+    """Hold back torch.ao's deprecation warnings: the notebook says it once, in prose."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        previous = logging.root.manager.disable
+        logging.disable(logging.WARNING)
+        try:
+            yield
+        finally:
+            logging.disable(previous)
+
+
+def pytorch_int8_problem() -> str | None:
+    """Why PyTorch's own int8 path cannot run here (None when it can): this torch lacks
+    ``torch.ao.quantization.quantize_dynamic`` (removed after its deprecation) or has no quantized engine."""
+    try:
+        from torch.ao.quantization import quantize_dynamic  # noqa: F401
+    except ImportError:
+        return ("this torch has no torch.ao.quantization.quantize_dynamic (deprecated in torch 2.10 and since "
+                "removed): torchao's int8 (the rows above) is the path that remains")
+    engines = [e for e in torch.backends.quantized.supported_engines if e != "none"]
+    if not engines:
+        return "this torch build has no quantized engine (FBGEMM on x86, QNNPACK on Arm)"
+    return None
+
+
+def pytorch_int8_dynamic(model: nn.Module) -> nn.Module:
+    """A copy of ``model`` whose Linear layers keep int8 weights (one scale per output row) and quantize their
+    input on every call, through PyTorch's own engine (``torch.ao.quantization.quantize_dynamic``: FBGEMM on
+    x86, QNNPACK on Arm). The copy runs on the CPU. Raises RuntimeError where ``pytorch_int8_problem`` says why."""
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
+    problem = pytorch_int8_problem()
+    if problem:
+        raise RuntimeError(problem)
+    from torch.ao.quantization import quantize_dynamic
+
+    source = copy.deepcopy(model).cpu().float().eval()
+    with _quiet():
+        return quantize_dynamic(source, {nn.Linear}, dtype=torch.qint8, inplace=True)
+
+
+def read_bandwidth(n_bytes: int = 256 * 2**20, *, min_run_time: float = 0.2) -> float:
+    """Bytes/s of reading one buffer of ``n_bytes`` (summing it: one read per byte, nothing written), on all of
+    torch's threads: the rate a batch-1 matrix product needs, since it reads each weight once and writes almost
+    nothing. Pick ``n_bytes`` well above the last-level cache (default 256 MiB)."""
+    n = validate.integer("n_bytes", n_bytes, minimum=1024) // 4
+    buffer = torch.ones(n)
+    t = bench.time_fn(buffer.sum, label="read", min_run_time=min_run_time)
+    return bench.achieved_bandwidth(n * 4, t.seconds)
+
+
+def weight_stack(n_params: int, width: int = 2048, *, seed: int = 0) -> nn.Sequential:
+    """Square bias-free Linear layers of ``width`` holding about ``n_params`` weights in fp32 (at least one layer):
+    a stand-in for a model's weights at batch 1, where only their bytes matter."""
+    n_params = validate.integer("n_params", n_params, minimum=1)
+    width = validate.integer("width", width, minimum=8)
+    gen = torch.Generator().manual_seed(seed)
+    layers = []
+    for _ in range(max(1, round(n_params / width**2))):
+        layer = nn.Linear(width, width, bias=False)
+        with torch.no_grad():
+            layer.weight.copy_(torch.randn(width, width, generator=gen) / width**0.5)
+        layers.append(layer)
+    return nn.Sequential(*layers).eval()
+
+
+@dataclass
+class Batch1Point:
+    """One size of ``batch1_sweep``: fp32 weight bytes, and per kind (``fp32``, ``bf16``, ``int8``) the weight
+    bytes read per call and the interleaved ``bench.Timing`` of one batch-1 forward pass."""
+
+    n_params: int
+    weight_bytes: dict[str, int]
+    timings: dict[str, bench.Timing]
+
+    def predicted_s(self, kind: str, bandwidth: float) -> float:
+        """Seconds predicted for ``kind``: its weight bytes / ``bandwidth``."""
+        return self.weight_bytes[kind] / bandwidth
+
+
+_BYTES = {"fp32": 4, "bf16": 2, "int8": 1}
+
+
+def batch1_sweep(param_counts: Sequence[int], *, kinds: Sequence[str] = ("fp32", "bf16", "int8"), width: int = 2048,
+                 rounds: int = 3, min_run_time: float = 0.05) -> list[Batch1Point]:
+    """Time one batch-1 forward pass of ``weight_stack(n)`` for each ``n`` in ``param_counts``, with its weights in
+    each of ``kinds`` (fp32; bf16 weights and input; int8 weights through ``pytorch_int8_dynamic``), interleaved
+    per size. Sizes are built one at a time and freed, so the largest sets the memory needed (7 bytes a weight)."""
+    counts = validate.int_list("param_counts", param_counts)
+    unknown = [k for k in kinds if k not in _BYTES]
+    if unknown or not kinds:
+        raise ValueError(f"kinds must be some of {tuple(_BYTES)}, got {list(kinds)}")
+    if "int8" in kinds and pytorch_int8_problem():
+        raise RuntimeError(pytorch_int8_problem())
+    out = []
+    for n in counts:
+        fp32 = weight_stack(n, width)
+        x = torch.randn(1, width)
+        models = {"fp32": (fp32, x)}
+        if "bf16" in kinds:
+            models["bf16"] = (copy.deepcopy(fp32).to(torch.bfloat16), x.to(torch.bfloat16))
+        if "int8" in kinds:
+            models["int8"] = (pytorch_int8_dynamic(fp32), x)
+        models = {k: models[k] for k in kinds}
+        weights = sum(p.numel() for p in fp32.parameters())
+
+        def call(model: nn.Module, inp: torch.Tensor):
+            return lambda: model(inp)
+
+        with torch.inference_mode():
+            timed = bench.compare_interleaved({k: call(m, i) for k, (m, i) in models.items()}, rounds=rounds,
+                                              min_run_time=min_run_time)
+        out.append(Batch1Point(weights, {k: weights * _BYTES[k] for k in kinds}, timed))
+        del models, fp32
+    return out
+
+
+def ms_per_token(n_params: float, bytes_per_weight: float, bandwidth: float) -> float:
+    """Milliseconds to generate one token at batch 1 if every weight is read once from memory at ``bandwidth``
+    bytes/s (a decoder reads all its weights per token; the cache of keys and values is left out)."""
+    for name, value in (("n_params", n_params), ("bytes_per_weight", bytes_per_weight), ("bandwidth", bandwidth)):
+        if not isinstance(value, (int, float)) or isinstance(value, bool) or value <= 0:
+            raise ValueError(f"{name} must be a positive number, got {value!r}")
+    return 1e3 * n_params * bytes_per_weight / bandwidth
+
+
+def largest_model_within(budget_ms: float, bytes_per_weight: float, bandwidth: float) -> float:
+    """Parameters of the largest model whose weights can be read once within ``budget_ms`` at ``bandwidth``."""
+    if not isinstance(budget_ms, (int, float)) or isinstance(budget_ms, bool) or budget_ms <= 0:
+        raise ValueError(f"budget_ms must be a positive number, got {budget_ms!r}")
+    return budget_ms / ms_per_token(1, bytes_per_weight, bandwidth)
