@@ -315,3 +315,20 @@ def test_notebook_05_3_counts():
     torch.manual_seed(0)
     wide = models.MLP(64, [256, 256, 256], 10)
     assert lowrank.lowrank_parameters(256, 256, 16) * 2 + models.count_parameters(wide) - 2 * 65_792 < models.count_parameters(wide) / 3
+
+
+def test_fused_attention_equals_the_explicit_one_and_stores_no_scores():
+    torch.manual_seed(0)
+    explicit, fused = layers.make_attention("softmax", 32), layers.make_attention("fused", 32)
+    fused.load_state_dict(explicit.state_dict())
+    x = torch.randn(2, 50, 32)
+    with torch.no_grad():
+        assert torch.allclose(explicit(x), fused(x), atol=1e-5)
+    assert layers.attention_flops("fused", 50, 32) == layers.attention_flops("softmax", 50, 32)
+    with pytest.raises(ValueError):
+        layers.attention_bytes("fused", 50, 32)  # kernel-dependent: measured only
+    point = layers.attention_sweep([512], dim=32, rounds=1, min_run_time=0.001, fused=True, num_threads=1)[0]
+    assert point.fused is not None and point.fused_bytes < point.softmax_bytes / 4
+    assert layers.attention_sweep([8], dim=32, rounds=1, min_run_time=0.001)[0].fused is None
+    with pytest.raises((ValueError, TypeError)):
+        layers.attention_sweep([8], dim=32, num_threads=0)

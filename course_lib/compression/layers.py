@@ -33,7 +33,7 @@ from ..bench import Timing
 from ..memory.meters import measure_peak_memory
 
 __all__ = ["DepthwiseSeparableConv2d", "conv_parameters", "separable_parameters", "conv_flops", "separable_flops",
-           "SoftmaxAttention", "LinearAttention", "ATTENTION_KINDS", "make_attention", "attention_flops",
+           "SoftmaxAttention", "LinearAttention", "FusedAttention", "ATTENTION_KINDS", "make_attention", "attention_flops",
            "attention_bytes", "score_matrix_bytes", "state_bytes", "crossover_length", "AttentionPoint",
            "attention_sweep", "measured_crossover"]
 
@@ -151,12 +151,23 @@ class LinearAttention(_Attention):
         return torch.matmul(q, state) / norm
 
 
+class FusedAttention(_Attention):
+    """The same softmax attention as ``SoftmaxAttention`` through ``F.scaled_dot_product_attention``, which picks a
+    fused kernel (FlashAttention-style on CPUs and recent GPUs: the scores are computed block by block and never
+    stored whole, Dao et al. 2022) where one applies, the explicit product otherwise. Same interface, the same
+    ``4 n^2 d`` FLOPs; its memory depends on the kernel picked, so only a measurement gives it (notebook 05.3)."""
+
+    def mix(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        return F.scaled_dot_product_attention(q, k, v)
+
+
 ATTENTION_KINDS = {"softmax": SoftmaxAttention, "linear": LinearAttention}
+_MODULES = {**ATTENTION_KINDS, "fused": FusedAttention}
 
 
 def make_attention(kind: str, dim: int, heads: int = 1) -> _Attention:
-    """``SoftmaxAttention`` or ``LinearAttention`` by name ("softmax", "linear")."""
-    return ATTENTION_KINDS[validate.choice("kind", kind, ATTENTION_KINDS)](dim, heads)
+    """``SoftmaxAttention``, ``LinearAttention`` or ``FusedAttention`` by name ("softmax", "linear", "fused")."""
+    return _MODULES[validate.choice("kind", kind, _MODULES)](dim, heads)
 
 
 def _attention_args(kind: str, seq_len: int, dim: int, heads: int, batch: int) -> tuple[str, int, int, int, int]:
@@ -172,8 +183,9 @@ def attention_flops(kind: str, seq_len: int, dim: int, heads: int = 1, batch: in
     """Forward FLOPs of ``make_attention(kind, dim, heads)`` on (batch, seq_len, dim), counted as
     FlopCounterMode counts (matrix products only). Projections (q, k, v and output): ``8 b n d^2``,
     the same for both kinds. Softmax: ``q k^T`` and ``p v``, ``4 b n^2 d``. Linear: ``phi(k)^T v`` and
-    ``phi(q) S``, ``4 b n d d_head``, plus the normaliser ``2 b n d`` (notebook 05.3, section 3)."""
-    kind, n, d, h, b = _attention_args(kind, seq_len, dim, heads, batch)
+    ``phi(q) S``, ``4 b n d d_head``, plus the normaliser ``2 b n d`` (notebook 05.3, section 3). "fused": softmax's
+    FLOPs (a fused kernel does the same products)."""
+    kind, n, d, h, b = _attention_args("softmax" if kind == "fused" else kind, seq_len, dim, heads, batch)
     proj = 8 * b * n * d * d if validate.boolean("projections", projections) else 0
     if kind == "softmax":
         return proj + 4 * b * n * n * d
@@ -248,6 +260,8 @@ class AttentionPoint:
     linear_flops: int
     predicted_softmax_bytes: int
     predicted_linear_bytes: int
+    fused: Timing | None = None  # softmax attention through F.scaled_dot_product_attention, when swept
+    fused_bytes: int | None = None
 
     @property
     def time_ratio(self) -> float:
@@ -256,32 +270,39 @@ class AttentionPoint:
 
 
 def attention_sweep(lengths: Iterable[int], dim: int = 64, heads: int = 1, batch: int = 1, *,
-                    rounds: int = 3, min_run_time: float = 0.02, seed: int = 0,
-                    device: torch.device | str = "cpu") -> list[AttentionPoint]:
+                    rounds: int = 3, min_run_time: float = 0.02, seed: int = 0, fused: bool = False,
+                    num_threads: int | None = None, device: torch.device | str = "cpu") -> list[AttentionPoint]:
     """Softmax against linear attention at each sequence length (notebook 05.3, section 3).
 
     One module of each kind (same dimensions; inference, ``torch.no_grad``) runs on a random input of
-    shape (batch, n, dim). Time: ``bench.compare_interleaved`` (softmax and linear alternate, low
-    quantile of the rounds). Memory: ``memory.meters.measure_peak_memory`` on a CPU copy (live tensor
+    shape (batch, n, dim); ``fused=True`` adds ``FusedAttention`` with the softmax module's weights. Time:
+    ``bench.compare_interleaved`` (the kinds alternate, low quantile of the rounds) on ``num_threads`` threads
+    (default: torch's setting). Memory: ``memory.meters.measure_peak_memory`` on a CPU copy (live tensor
     bytes above the input and weights, counted exactly; a GPU's allocator would add rounding and
     library workspaces). FLOPs and bytes come from the formulas.
     """
     lengths = validate.int_list("lengths", lengths)
     validate.positive_int("rounds", rounds)
+    threads = None if num_threads is None else validate.positive_int("num_threads", num_threads)
     torch.manual_seed(validate.nonnegative_int("seed", seed))
     mods = {kind: make_attention(kind, dim, heads).to(device).eval() for kind in ATTENTION_KINDS}
+    if validate.boolean("fused", fused):
+        mods["fused"] = make_attention("fused", dim, heads).to(device).eval()
+        mods["fused"].load_state_dict(mods["softmax"].state_dict())
     cpu_mods = {kind: copy.deepcopy(m).cpu() for kind, m in mods.items()}
     out = []
     for n in lengths:
         x = torch.randn(batch, n, dim, device=device)
         calls = {kind: _no_grad_call(m, x) for kind, m in mods.items()}
-        timed = bench.compare_interleaved(calls, rounds=rounds, device=device, min_run_time=min_run_time)
+        timed = bench.compare_interleaved(calls, rounds=rounds, device=device, min_run_time=min_run_time,
+                                          num_threads=threads)
         x_cpu = x.cpu()  # memory is counted on the CPU: live tensors, exactly, whatever the device
         peak = {kind: measure_peak_memory(_no_grad_call(cpu_mods[kind], x_cpu), device="cpu").increment_bytes
                 for kind in calls}
         out.append(AttentionPoint(n, timed["softmax"], timed["linear"], peak["softmax"], peak["linear"],
                                   *(attention_flops(k, n, dim, heads, batch) for k in ATTENTION_KINDS),
-                                  *(attention_bytes(k, n, dim, heads, batch) for k in ATTENTION_KINDS)))
+                                  *(attention_bytes(k, n, dim, heads, batch) for k in ATTENTION_KINDS),
+                                  fused=timed.get("fused"), fused_bytes=peak.get("fused")))
     return out
 
 
