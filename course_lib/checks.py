@@ -79,7 +79,7 @@ def _call(fn: Callable, args: tuple, name: str, hint: str) -> Any:
     except NotImplementedError as exc:
         raise ExerciseNotDone(
             f"{name} is not written yet: replace the `raise NotImplementedError(...)` line with your code."
-            + (f"\nHint: {hint}" if hint else "") + (f"\n({exc})" if str(exc) else "")
+            + (f"\n({exc})" if str(exc) else "")  # the stub's own nudge; the check's hint is for wrong answers
         ) from None
     except Exception as exc:
         raise CheckFailed(f"{name}{_show(args)} raised {type(exc).__name__}: {exc}"

@@ -85,7 +85,10 @@ WRONG = [
      None),
     ("top-k: k rounded down", TOPK.format(**{**TOPK_RIGHT, "k": "max(1, int(ratio * acc.numel()))"}), "round up"),
     ("top-k: largest values, not magnitudes", TOPK.format(**{**TOPK_RIGHT, "chosen": "acc"}), "by magnitude"),
+    ("scale: multiplied by the scale instead of divided", SCALE.format(
+        bad=FINITE, on_overflow="None, scale * 0.5, 0", grow="==").replace("g / scale", "g * scale"), None),
     ("bytes: top-k counts values only", PAYLOAD.format(**{**PAYLOAD_RIGHT, "topk_bytes": "4"}), "int32 index"),
+    ("bytes: top-k with int64 indices", PAYLOAD.format(**{**PAYLOAD_RIGHT, "topk_bytes": "12"}), None),
     ("bytes: PowerSGD compresses every tensor", PAYLOAD.format(**{**PAYLOAD_RIGHT, "compress": "True"}),
      "would not shrink it"),
     ("bytes: PowerSGD compresses at exactly twofold", PAYLOAD.format(**{**PAYLOAD_RIGHT,

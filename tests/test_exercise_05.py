@@ -39,6 +39,28 @@ def low_rank_factors(weight, rank):
     return {first}, {second}
 '''
 FACTORS_RIGHT = dict(first="s[:rank, None] * vh[:rank]", second="u[:, :rank]")
+CSR = '''
+def csr_break_even(rows, cols, value_bytes, index_bytes):
+    room = rows * cols * value_bytes - {pointers} * index_bytes
+    if room {none_when}:
+        return None
+    return rows * cols - {most}
+'''
+CSR_RIGHT = dict(pointers="(rows + 1)", none_when="<= 0", most="(room - 1) // (value_bytes + index_bytes)")
+RMS = '''
+def predicted_rms_error(x, bits):
+    step = x.abs().max().item() / ({qmax})
+    return {rms}
+'''
+RMS_RIGHT = dict(qmax="2 ** (bits - 1) - 1", rms="step / math.sqrt(12)")
+CONV = '''
+def conv_flops_by_hand(c_in, c_out, k, size, stride, padding):
+    side = {side}
+    standard = {two} * side * side * c_out * c_in * k * k
+    return standard, {two} * ({depthwise} * side * side + c_in * c_out * {pointwise_pixels})
+'''
+CONV_RIGHT = dict(side="(size + 2 * padding - k) // stride + 1", two="2", depthwise="c_in * k * k",
+                  pointwise_pixels="side * side")
 
 # (what the mistake is, the wrong code, a piece of the message the learner must see or None)
 WRONG = [
@@ -59,8 +81,9 @@ WRONG = [
                                                           "student": "torch.log_softmax(teacher_logits / temperature, dim=1)",
                                                           "teacher": "torch.softmax(student_logits / temperature, dim=1)"}),
      "KL(student || teacher)"),
-    ("distill: no T squared", DISTILL.format(**{**DISTILL_RIGHT, "t2": "1"}), "T squared"),
-    ("distill: mean over entries", DISTILL.format(**{**DISTILL_RIGHT, "reduction": "mean"}), "batchmean"),
+    ("distill: no T squared", DISTILL.format(**{**DISTILL_RIGHT, "t2": "1"}), "4 times too small"),
+    ("distill: T, not T squared", DISTILL.format(**{**DISTILL_RIGHT, "t2": "temperature"}), None),
+    ("distill: mean over entries", DISTILL.format(**{**DISTILL_RIGHT, "reduction": "mean"}), "examples of the batch"),
     ("distill: probabilities as the input", DISTILL.format(**{**DISTILL_RIGHT,
                                                               "student": "torch.softmax(student_logits / temperature, dim=1)"}),
      None),
@@ -70,6 +93,35 @@ WRONG = [
      "FIRST `rank`"),
     ("factors: singular values left out", FACTORS.format(**{**FACTORS_RIGHT, "first": "vh[:rank]"}), None),
     ("factors: shapes swapped", FACTORS.format(first="u[:, :rank].T", second="(s[:rank, None] * vh[:rank]).T"), None),
+    ("csr: one row start per row, none for the end", CSR.format(**{**CSR_RIGHT, "pointers": "rows"}), "5 row-start"),
+    ("csr: row starts left out", CSR.format(**{**CSR_RIGHT, "pointers": "0"}), "leaves out the row-start"),
+    ("csr: a tie counted as a saving", CSR.format(**{**CSR_RIGHT, "most": "room // (value_bytes + index_bytes)"}),
+     "a tie saves nothing"),
+    ("csr: a float division, rounded", CSR.format(**{**CSR_RIGHT, "most": "round(room / (value_bytes + index_bytes))"}),
+     None),
+    ("csr: column indices left out", CSR.format(**{**CSR_RIGHT, "most": "(room - 1) // value_bytes"}), None),
+    ("csr: None only below zero room", CSR.format(**{**CSR_RIGHT, "none_when": "< 0"}), "row-start indices alone"),
+    ("csr: never None", CSR.format(**{**CSR_RIGHT, "none_when": "< -10**30"}), "row-start indices alone"),
+    ("csr: sparsity, not a count", CSR.format(**CSR_RIGHT).replace("return rows * cols - (room",
+                                                                   "return 1 - ((room").replace(
+        "value_bytes + index_bytes)\n", "value_bytes + index_bytes)) / (rows * cols)\n"), None),
+    ("rms: half a step", RMS.format(**{**RMS_RIGHT, "rms": "step / 2"}), "largest error"),
+    ("rms: uniform over a whole step each side", RMS.format(**{**RMS_RIGHT, "rms": "step / math.sqrt(3)"}),
+     "NEAREST"),
+    ("rms: the mean square", RMS.format(**{**RMS_RIGHT, "rms": "step ** 2 / 12"}), "square root"),
+    ("rms: step / 12", RMS.format(**{**RMS_RIGHT, "rms": "step / 12"}), "square root"),
+    ("rms: 2**(bits-1) levels", RMS.format(**{**RMS_RIGHT, "qmax": "2 ** (bits - 1)"}), "outermost level is 7"),
+    ("rms: step / sqrt(12) of the largest value, not magnitude", RMS.format(**RMS_RIGHT).replace("x.abs().max()",
+                                                                                                  "x.max()"), None),
+    ("conv: a multiply-add as 1 FLOP", CONV.format(**{**CONV_RIGHT, "two": "1"}), "2 FLOPs"),
+    ("conv: depthwise reads every channel", CONV.format(**{**CONV_RIGHT, "depthwise": "c_in * c_in * k * k"}),
+     "one input channel"),
+    ("conv: pointwise on the input image", CONV.format(**{**CONV_RIGHT, "pointwise_pixels": "size * size"}),
+     "runs on the depthwise output"),
+    ("conv: partial windows counted", CONV.format(**{**CONV_RIGHT, "side": "-(-(size + 2 * padding - k) // stride) + 1"}),
+     "stick out past the edge"),
+    ("conv: padding left out", CONV.format(**{**CONV_RIGHT, "side": "(size - k) // stride + 1"}), None),
+    ("conv: stride left out", CONV.format(**{**CONV_RIGHT, "side": "size + 2 * padding - k + 1"}), None),
 ]
 
 
@@ -79,4 +131,5 @@ wrong_runs, test_plausible_wrong_answer_fails_its_check = wrong_answer_tests(
 
 def test_every_exercise_has_wrong_answers():
     names = {function_name(code) for _, code, _ in WRONG}
-    assert names == {"magnitude_mask", "quantize_symmetric", "distillation_loss", "low_rank_factors"}
+    assert names == {"magnitude_mask", "csr_break_even", "quantize_symmetric", "predicted_rms_error",
+                     "distillation_loss", "low_rank_factors", "conv_flops_by_hand"}

@@ -1,6 +1,7 @@
 """Exercises are generated from solutions; every untouched stub fails its check politely."""
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 
@@ -40,6 +41,41 @@ def test_exercise_has_no_solution_left(path):
     code = "\n".join(c.source for c in nb.cells if c.cell_type == "code")
     assert "BEGIN SOLUTION" not in code and "NotImplementedError" in code
     assert all(not c.outputs for c in nb.cells if c.cell_type == "code"), "exercises are stored without outputs"
+
+
+def solution_lines(nb: nbformat.NotebookNode, shortest: int = 12) -> list[str]:
+    """The code lines inside a notebook's solution blocks, stripped of indentation and trailing comments; comment
+    lines, HINT lines and lines under ``shortest`` characters (``return m``, ``else:``) give nothing away."""
+    lines, inside = [], False
+    for cell in nb.cells:
+        if cell.cell_type != "code":
+            continue
+        for line in cell.source.splitlines():
+            if make_exercises.BEGIN.match(line) or make_exercises.END.match(line):
+                inside = bool(make_exercises.BEGIN.match(line))
+                continue
+            code = re.sub(r"\s+#\s.*$", "", line).strip()
+            if inside and not code.startswith("#") and len(code) >= shortest:
+                lines.append(code)
+    return lines
+
+
+def test_solution_lines_are_the_code_of_the_blocks():
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(
+        "def f(rows, m):\n    # BEGIN SOLUTION\n    # HINT: a nudge\n    r = min(rows, m)  # a comment\n    return m\n"
+        "    # END SOLUTION\n\nprint('outside the block')")])
+    assert solution_lines(nb) == ["r = min(rows, m)"]
+
+
+@pytest.mark.parametrize("path", EXERCISES, ids=lambda p: p.name)
+def test_no_solution_line_appears_in_the_exercise(path):
+    """A line of a solution block must not reappear anywhere in the exercise: not in the scaffold code around a
+    stub, not in a problem statement (exercise 04 once defined PowerSGD's rank with the solution's own line)."""
+    exercise = nbformat.read(path, as_version=4)
+    text = "\n".join(c.source for c in exercise.cells)
+    leaked = [line for line in solution_lines(nbformat.read(ROOT / "solutions" / path.name, as_version=4))
+              if line in text]
+    assert not leaked, f"{path.name} shows lines of its solution: {leaked}"
 
 
 @pytest.mark.slow
