@@ -293,7 +293,7 @@ def test_int8_units_from_flags():
     assert Q.int8_units({"avx512f", "avx512_vnni", "amx_int8", "amx_tile"}, "x86_64") == "AMX INT8"
     assert Q.int8_units({"avx2", "avx_vnni"}, "x86_64") == "AVX-VNNI"
     assert Q.int8_units({"asimd", "asimddp"}, "aarch64") == "unknown"
-    assert set(Q.INT8_EXPECTATIONS) >= {"AMX INT8", "AVX-512 VNNI", "AVX-VNNI", "none", "unknown"}
+    assert set(Q.INT8_EXPECTATIONS) >= {"AMX INT8", "AVX-512 VNNI", "AVX-VNNI", "none", "held", "unknown"}
     assert Q.int8_units() in Q.INT8_EXPECTATIONS
     with pytest.raises(TypeError, match="flags"):
         Q.int8_units(["avx2"], "x86_64")
@@ -301,7 +301,8 @@ def test_int8_units_from_flags():
 
 def test_int8_units_respects_onednn_held_below_vnni(monkeypatch):
     monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "AVX2")
-    assert Q.int8_units({"avx512f", "avx512_vnni"}, "x86_64") == "none"
+    assert Q.int8_units({"avx512f", "avx512_vnni"}, "x86_64") == "held"
+    assert Q.int8_units({"avx2", "fma"}, "x86_64") == "none"  # nothing to hold below
 
 
 def test_per_channel_protects_rows_rescaled_100x_apart():

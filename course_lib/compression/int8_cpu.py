@@ -106,18 +106,20 @@ def pytorch_int8_dynamic(model: nn.Module) -> nn.Module:
         return quantize_dynamic(source, {nn.Linear}, dtype=torch.qint8, inplace=True)
 
 
-def read_bandwidth(n_bytes: int = 256 * 2**20, *, min_run_time: float = 0.2) -> float:
-    """Bytes/s of reading one buffer of ``n_bytes`` (summing it: one read per byte, nothing written), on all of
-    torch's threads: the rate a batch-1 matrix product needs, since it reads each weight once and writes almost
-    nothing. Pick ``n_bytes`` well above the last-level cache (default 256 MiB)."""
+def read_bandwidth(n_bytes: int = 256 * 2**20, *, num_threads: int | None = None, min_run_time: float = 0.2) -> float:
+    """Bytes/s of reading one buffer of ``n_bytes`` (summing it: one read per byte, nothing written) on ``num_threads``
+    threads (default: torch's setting): the rate a batch-1 matrix product needs, since it reads each weight once and
+    writes almost nothing. Pick ``n_bytes`` well above the last-level cache (default 256 MiB)."""
     n = validate.integer("n_bytes", n_bytes, minimum=1024) // 4
+    threads = None if num_threads is None else validate.positive_int("num_threads", num_threads)
     buffer = torch.ones(n)
-    t = bench.time_fn(buffer.sum, label="read", min_run_time=min_run_time)
+    t = bench.time_fn(buffer.sum, label="read", min_run_time=min_run_time, num_threads=threads)
     return bench.achieved_bandwidth(n * 4, t.seconds)
 
 
-def weight_stack(n_params: int, width: int = 2048, *, seed: int = 0) -> nn.Sequential:
-    """Square bias-free Linear layers of ``width`` holding about ``n_params`` weights in fp32 (at least one layer):
+def weight_stack(n_params: int, width: int = 1024, *, seed: int = 0) -> nn.Sequential:
+    """Square bias-free Linear layers of ``width`` (default 1024: 4 MiB each in fp32, within most CPUs' last-level
+    cache) holding about ``n_params`` weights in fp32 (at least one layer):
     a stand-in for a model's weights at batch 1, where only their bytes matter."""
     n_params = validate.integer("n_params", n_params, minimum=1)
     width = validate.integer("width", width, minimum=8)
@@ -148,12 +150,14 @@ class Batch1Point:
 _BYTES = {"fp32": 4, "bf16": 2, "int8": 1}
 
 
-def batch1_sweep(param_counts: Sequence[int], *, kinds: Sequence[str] = ("fp32", "bf16", "int8"), width: int = 2048,
-                 rounds: int = 3, min_run_time: float = 0.05) -> list[Batch1Point]:
+def batch1_sweep(param_counts: Sequence[int], *, kinds: Sequence[str] = ("fp32", "bf16", "int8"), width: int = 1024,
+                 rounds: int = 3, min_run_time: float = 0.05, num_threads: int | None = None) -> list[Batch1Point]:
     """Time one batch-1 forward pass of ``weight_stack(n)`` for each ``n`` in ``param_counts``, with its weights in
     each of ``kinds`` (fp32; bf16 weights and input; int8 weights through ``pytorch_int8_dynamic``), interleaved
-    per size. Sizes are built one at a time and freed, so the largest sets the memory needed (7 bytes a weight)."""
+    per size, on ``num_threads`` threads (default: torch's setting). Sizes are built one at a time and freed, so the
+    largest sets the memory needed (7 bytes a weight)."""
     counts = validate.int_list("param_counts", param_counts)
+    threads = None if num_threads is None else validate.positive_int("num_threads", num_threads)
     unknown = [k for k in kinds if k not in _BYTES]
     if unknown or not kinds:
         raise ValueError(f"kinds must be some of {tuple(_BYTES)}, got {list(kinds)}")
@@ -176,7 +180,7 @@ def batch1_sweep(param_counts: Sequence[int], *, kinds: Sequence[str] = ("fp32",
 
         with torch.inference_mode():
             timed = bench.compare_interleaved({k: call(m, i) for k, (m, i) in models.items()}, rounds=rounds,
-                                              min_run_time=min_run_time)
+                                              min_run_time=min_run_time, num_threads=threads)
         out.append(Batch1Point(weights, {k: weights * _BYTES[k] for k in kinds}, timed))
         del models, fp32
     return out

@@ -268,8 +268,9 @@ def rescale_units(model: nn.Sequential, factors: torch.Tensor, layer: int = 0) -
 def smoothing_factors(x: torch.Tensor, w: torch.Tensor, alpha: float = 0.5) -> torch.Tensor:
     """SmoothQuant's per-input-channel factors (Xiao et al. 2023) for the product ``x @ w.T``:
     ``s_j = max|x[:, j]|**alpha / max|w[:, j]|**(1 - alpha)``. Dividing column ``j`` of the activations by ``s_j``
-    and multiplying column ``j`` of the weights by it leaves the product unchanged and moves the activations'
-    outlier channels into the weights, which have one scale per row to absorb them (notebook 05.2, section 2)."""
+    and multiplying column ``j`` of the weights by it leaves the product unchanged and shares the activations'
+    outlier channels with the weights, so that neither has channels far larger than the rest (notebook 05.2,
+    section 2). With ``alpha = 0.5`` the factors undo any per-channel rescaling exactly."""
     if not isinstance(x, torch.Tensor) or not isinstance(w, torch.Tensor) or x.dim() != 2 or w.dim() != 2:
         raise TypeError("x and w must be 2-D tensors (activations: tokens x channels; weight: out x channels)")
     if x.shape[1] != w.shape[1]:
@@ -633,8 +634,11 @@ INT8_EXPECTATIONS = {
     "AVX-VNNI": "256-bit int8 dot products: int8 may gain at large batches, less than with AVX-512 (not asserted).",
     "none": "no fused int8 dot-product instruction (VNNI, AMX): AVX2 still multiplies and adds int8 pairs in three "
             "steps (VPMADDUBSW, VPMADDWD, VPADDD), which FBGEMM (PyTorch's own int8 path) uses to beat fp32; "
-            "torchao's eager path ran many times slower than fp32 on an AVX2-only AMD Zen 3, a property of that "
-            "software path, not of the instructions.",
+            "torchao's eager path ran many times slower than fp32 on some AVX2-only CPUs and about as fast on others: "
+            "a property of that software path, not of the instructions.",
+    "held": "the CPU has fused int8 instructions, but oneDNN (torchao's int8 path) is held below them by "
+            "ONEDNN_MAX_CPU_ISA: its int8 runs on what the hold allows, as on a CPU without them; FBGEMM has its own "
+            "hold (FBGEMM_ENABLE_INSTRUCTIONS).",
     "unknown": "an int8 path this course has not measured (Arm, Apple): the notebook prints the result only.",
 }
 
@@ -642,7 +646,8 @@ INT8_EXPECTATIONS = {
 def int8_units(flags: set[str] | frozenset[str] | None = None, architecture: str | None = None) -> str:
     """Which int8 dot-product instructions PyTorch's int8 kernels can use here (notebook 05.2, section 4):
     "AMX INT8", "AVX-512 VNNI", "AVX-VNNI", "none" (an x86 CPU without them, or with oneDNN, which runs
-    PyTorch's int8 product, held below them by ``ONEDNN_MAX_CPU_ISA``) or "unknown" (Arm and others).
+    PyTorch's int8 product), "held" (an x86 CPU with them, oneDNN held below them by ``ONEDNN_MAX_CPU_ISA``) or
+    "unknown" (Arm and others).
     ``flags``: the CPU's flag names (default: this CPU's); ``INT8_EXPECTATIONS`` says what each means."""
     if flags is None:
         flags = hardware.cpu_flags()
@@ -652,6 +657,7 @@ def int8_units(flags: set[str] | frozenset[str] | None = None, architecture: str
     if arch not in ("x86_64", "amd64", "i386", "i686", "x86"):
         return "unknown"
     found = [INT8_UNITS[f.lower()] for f in flags if f.lower() in INT8_UNITS]
-    if hardware.onednn_isa_limit() in hardware.ONEDNN_BELOW_VNNI:  # oneDNN told to stay below the int8 instructions
-        return "none"
-    return next((name for name in ("AMX INT8", "AVX-512 VNNI", "AVX-VNNI") if name in found), "none")
+    best = next((name for name in ("AMX INT8", "AVX-512 VNNI", "AVX-VNNI") if name in found), "none")
+    if best != "none" and hardware.onednn_isa_limit() in hardware.ONEDNN_BELOW_VNNI:  # oneDNN kept below them
+        return "held"
+    return best
