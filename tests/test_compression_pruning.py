@@ -91,22 +91,107 @@ def test_channels_zero_whole_rows_and_their_biases_not_the_output_layer():
         rows = layer.weight.flatten(1).abs().sum(1) == 0
         assert int(rows.sum()) == round(0.25 * units)
         assert torch.all(layer.bias[rows] == 0) and torch.all(layer.bias_mask[~rows] == 1)
-    assert not hasattr(model[4], "weight_mask")
-    # the lowest-L2 rows went
+    assert not hasattr(model[4], "bias_mask") and (model[4].weight != 0).all(0).sum() == 12  # only columns go
+    # the lowest-L2 rows went, the same ones torch's ln_structured picks
+    ref = pruning.copy_model(_mlp())
+    prune.ln_structured(ref[0], "weight", amount=0.25, n=2, dim=0)
+    assert torch.equal(ref[0].weight_mask, model[0].weight_mask)
+
+
+def test_channels_mask_the_columns_that_read_removed_units():
+    """A removed unit outputs 0: the next layer's weights reading it are removed too, and masked, so the zero count
+    is what is really gone (9,472 weights of a 64 -> 128 -> 10 MLP all belong to some hidden unit)."""
     torch.manual_seed(0)
-    ref = _mlp()
-    norms = ref[0].weight.norm(dim=1)
-    assert set(torch.where(model[0].weight.norm(dim=1) == 0)[0].tolist()) == set(norms.argsort()[:8].tolist())
+    model = pruning.prune_channels(models.MLP(), 0.9)
+    report = pruning.sparsity_report(model)
+    assert report.zeros == 115 * 64 + 115 * 10 and report.dead == 0
+    assert report.fraction == report.removed_fraction == pytest.approx(115 / 128)
+    dead_rows = (model[0].weight == 0).all(1)
+    assert torch.all(model[2].weight[:, dead_rows] == 0) and torch.all(model[2].weight[:, ~dead_rows] != 0)
+    rows_only = pruning.prune_channels(models.MLP(), 0.9, inputs=False)
+    assert pruning.sparsity_report(rows_only).zeros == 115 * 64 and not hasattr(rows_only[2], "weight_mask")
+
+
+def test_channels_rank_the_next_layer_on_its_live_weights():
+    torch.manual_seed(1)
+    model = _mlp()
+    masked = pruning.prune_channels(pruning.copy_model(model), 0.5)
+    cols = ~(masked[0].weight == 0).all(1)  # the units of layer 0 that stay
+    norms = model[2].weight[:, cols].norm(dim=1)  # layer 2's rows without the columns that read removed units
+    assert set(torch.where((masked[2].weight == 0).all(1))[0].tolist()) == set(norms.argsort()[:8].tolist())
+
+
+def test_sparsity_report_counts_dead_weights_of_torch_row_masks():
+    """torch's ln_structured masks a unit's row only: the report finds the next layer's weights that read it."""
+    torch.manual_seed(0)
+    model = models.MLP()
+    prune.ln_structured(model[0], "weight", amount=0.9, n=2, dim=0)
+    report = pruning.sparsity_report(model)
+    rows = model[0].weight_mask[:, 0] == 0
+    # a zero row outputs relu(bias): dead only where the bias is <= 0
+    assert report.dead == 10 * int((model[0].bias[rows] <= 0).sum()) and 0 < report.dead < 1150
+    prune.custom_from_mask(model[0], "bias", model[0].weight_mask[:, 0])
+    report = pruning.sparsity_report(model)
+    assert (report.zeros, report.dead, report.removed) == (115 * 64, 115 * 10, 115 * 74)
+    assert report.fraction == pytest.approx(7360 / 9472) and report.removed_fraction == pytest.approx(8510 / 9472)
+    assert [r.dead for r in report.layers] == [0, 1150] and report.layers[1].removed_fraction == pytest.approx(0.898, abs=1e-3)
+    text = str(report)
+    assert "dead" in text and "89.8%" in text and "77.7%" in text and "1,150" in text
+    # a unit whose inputs are all zero and whose bias is negative is dead under ReLU, not under Sigmoid
+    net = nn.Sequential(nn.Linear(3, 2), nn.ReLU(), nn.Linear(2, 4))
+    with torch.no_grad():
+        net[0].weight[0] = 0
+        net[0].bias[0] = -1.0
+    assert pruning.sparsity_report(net).dead == 4
+    net[1] = nn.Sigmoid()
+    report = pruning.sparsity_report(net)
+    assert report.dead == 0 and report.traced, "sigmoid(-1) is not 0: the unit still feeds a constant"
 
 
 def test_channels_on_conv_layers():
     torch.manual_seed(0)
-    cnn = pruning.prune_channels(models.SmallCNN(), 0.5)
+    cnn = pruning.prune_channels(models.SmallCNN(), 0.5, inputs=False)
     report = pruning.sparsity_report(cnn)
     assert [(r.name, r.kind, r.fraction) for r in report.layers] == [
         ("features.0", "Conv2d", 0.5), ("features.4", "Conv2d", 0.5), ("head", "Linear", 0.0)]
+    assert not report.traced and "not counted" in str(report)
     filters = cnn.features[0].weight.flatten(1).abs().sum(1)
     assert int((filters == 0).sum()) == 8
+    with pytest.raises(ValueError, match="inputs=False"):
+        pruning.prune_channels(models.SmallCNN(), 0.5)
+
+
+def test_channels_follow_a_conv_chain_through_batchnorm():
+    """In a Conv2d chain the removed filter's BatchNorm scale and shift are masked (else it outputs a constant) and
+    the next convolution's kernels that read it too; remove_units then computes exactly the same."""
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Conv2d(1, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(), nn.MaxPool2d(2),
+                        nn.Conv2d(8, 6, 3, padding=1), nn.ReLU(), nn.Conv2d(6, 4, 1))
+    with torch.no_grad():
+        net[1].bias.uniform_(-1, 1)
+        net[1].running_mean.uniform_(-1, 1)
+    net.eval()
+    masked = pruning.prune_channels(pruning.copy_model(net), 0.5)
+    gone = (masked[0].weight == 0).flatten(1).all(1)
+    assert int(gone.sum()) == 4 and torch.all(masked[1].weight[gone] == 0) and torch.all(masked[1].bias[gone] == 0)
+    assert torch.all(masked[4].weight[:, gone] == 0)
+    report = pruning.sparsity_report(masked)
+    assert report.dead == 0 and report.layers[1].zeros == 6 * 8 * 9 - 3 * 4 * 9
+    small = pruning.remove_units(masked, 0.5)
+    x = torch.randn(2, 1, 8, 8)
+    assert torch.allclose(small(x), masked(x), atol=1e-6)
+    assert models.count_parameters(net) - models.count_parameters(small) == (
+        report.removed + 4 + 2 * 4 + 3)  # weights + conv biases + BatchNorm scale and shift + the second conv's biases
+
+
+def test_channels_refuse_what_they_cannot_follow():
+    with pytest.raises(ValueError, match="Sigmoid"):
+        pruning.prune_channels(nn.Sequential(nn.Linear(4, 4), nn.Sigmoid(), nn.Linear(4, 2)), 0.5)
+    with pytest.raises(ValueError, match="affine"):
+        pruning.prune_channels(nn.Sequential(nn.Linear(4, 4), nn.BatchNorm1d(4, affine=False), nn.Linear(4, 2)), 0.5)
+    pruning.prune_channels(nn.Sequential(nn.Linear(4, 4), nn.Sigmoid(), nn.Linear(4, 2)), 0.5, inputs=False)
+    with pytest.raises(TypeError, match="inputs"):
+        pruning.prune_channels(_mlp(), 0.5, inputs="yes")
 
 
 def test_report_text_and_totals():
@@ -189,6 +274,15 @@ def test_remove_units_equals_the_channel_masks():
         small = pruning.remove_units(source, 0.5)
         assert torch.allclose(small(x), masked(x), atol=1e-6)
     assert models.count_parameters(pruning.remove_units(model, 0.0)) == models.count_parameters(model)
+
+
+def test_remove_units_removes_exactly_what_the_report_counts():
+    for hidden, fraction in (((32, 16), 0.5), ((128,), 0.9), ((20, 30, 10), 0.3)):
+        model = _mlp(hidden=hidden)
+        masked = pruning.prune_channels(pruning.copy_model(model), fraction)
+        biases = sum(int((pruning.effective_weight(m, "bias") == 0).sum()) for m in masked if isinstance(m, nn.Linear))
+        fewer = models.count_parameters(model) - models.count_parameters(pruning.remove_units(masked, fraction))
+        assert fewer == pruning.sparsity_report(masked).removed + biases, hidden
 
 
 def test_remove_units_leaves_the_input_model_alone_and_keeps_one_unit():
@@ -277,6 +371,41 @@ def test_norm_removed_orders_the_methods():
         pruning.norm_removed(model, _mlp(hidden=(8, 8)))
 
 
+def test_sensitivity_scan_prunes_one_layer_at_a_time():
+    split = data.load_digits(fraction=0.3)
+    model = _mlp()
+    train.fit(model, split.train, epochs=3, lr=1e-2, progress=False)
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    scan = pruning.sensitivity_scan(model, [0.0, 0.5, 0.95], split.test)
+    assert [s.layer for s in scan] == ["0", "2", "4"] and [s.weights for s in scan] == [64 * 32, 32 * 16, 16 * 10]
+    assert all(torch.equal(before[k], v) for k, v in model.state_dict().items()), "the scan prunes copies"
+    base = train.evaluate(model, split.test)["acc"]
+    for s in scan:
+        assert s.baseline == base and s.accuracy[0] == base and s.drop_at(0.0) == 0
+        assert s.drops == tuple(100 * (base - a) for a in s.accuracy)
+    # the scan's accuracy is the model with that one layer, and only that one, pruned by magnitude
+    twin = pruning.copy_model(model)
+    prune.l1_unstructured(twin[2], "weight", amount=0.95)
+    assert scan[1].accuracy[2] == train.evaluate(twin, split.test)["acc"]
+    with pytest.raises(ValueError, match="not scanned"):
+        scan[0].drop_at(0.9)
+    with pytest.raises(ValueError, match="amounts"):
+        pruning.sensitivity_scan(model, [1.0], split.test)
+    with pytest.raises(ValueError, match="at least one"):
+        pruning.sensitivity_scan(model, [], split.test)
+    with pytest.raises(TypeError, match="model"):
+        pruning.sensitivity_scan("model", [0.5], split.test)
+
+
+def test_sensitivity_tolerated_sparsity():
+    s = pruning.Sensitivity("0", 10, (0.5, 0.8, 0.9, 0.95), (0.97, 0.965, 0.90, 0.96), 0.97)
+    assert s.drops == pytest.approx((0.0, 0.5, 7.0, 1.0))
+    assert s.tolerated(1.0) == 0.8, "the first amount past the budget ends it, even if a higher one looks fine"
+    assert s.tolerated(10) == 0.95 and pruning.Sensitivity("0", 1, (0.5,), (0.5,), 0.9).tolerated(1) == 0.0
+    with pytest.raises(ValueError, match="max_drop"):
+        s.tolerated(-1)
+
+
 def test_accuracy_sweep_rows():
     split = data.load_digits(fraction=0.3)
     model = _mlp()
@@ -284,6 +413,9 @@ def test_accuracy_sweep_rows():
     rows = pruning.accuracy_sweep(model, "global", [0.0, 0.9], split.train, split.test, finetune_epochs=1, lr=1e-2)
     assert [r["amount"] for r in rows] == [0.0, 0.9]
     assert rows[1]["sparsity"] == pytest.approx(0.9, abs=1e-3) and all(r["still_sparse"] for r in rows)
+    assert rows[1]["removed"] >= rows[1]["sparsity"]
+    units = pruning.accuracy_sweep(model, "channels", [0.5], split.train, split.test, finetune_epochs=1)
+    assert units[0]["removed"] == units[0]["sparsity"] == pytest.approx((16 * 64 + 16 * 16 + 8 * 16 + 8 * 10) / 2720)
     assert rows[0]["norm_removed"] == 0 and rows[1]["norm_removed"] > 0
     assert not hasattr(model[0], "weight_mask"), "the sweep prunes copies"
     with pytest.raises(ValueError, match="method"):

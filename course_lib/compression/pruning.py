@@ -7,9 +7,14 @@ itself: their gradient reaches ``weight_orig`` multiplied by 0.
 
 * ``magnitude_mask``: the rule written out (the reference for exercise 05).
 * ``prune_unstructured`` (each layer), ``prune_global`` (one threshold over the whole model) and
-  ``prune_channels`` (whole output units or channels, by their L2 norm): masks only, the shapes stay.
-* ``sparsity_report`` and ``make_permanent`` (bake the zeros into ``.weight``, drop the masks).
+  ``prune_channels`` (whole output units or channels, by their L2 norm, *and* the next layer's weights
+  that read them): masks only, the shapes stay.
+* ``sparsity_report`` (zeros, and the weights that are not zero but only ever multiply a removed unit's
+  output, which is always 0: what is really removed) and ``make_permanent`` (bake the zeros into
+  ``.weight``, drop the masks).
 * ``remove_units``: a new, really smaller model without the weakest hidden units.
+* ``sensitivity_scan``: each layer pruned alone at rising sparsity, accuracy measured (which layers
+  tolerate pruning).
 * ``SparseLinear`` / ``to_sparse``: the weights stored in a sparse format (CSR), multiplied with
   ``torch.sparse.mm`` so that only the non-zeros are stored and multiplied.
 * ``accuracy_sweep`` and ``speed_models``: the notebook's experiments (accuracy against sparsity
@@ -35,7 +40,7 @@ from .. import models, train, validate
 __all__ = ["PRUNABLE", "magnitude_mask", "prunable_layers", "prune_unstructured", "prune_global", "prune_channels",
            "LayerSparsity", "SparsityReport", "sparsity_report", "make_permanent", "effective_weight",
            "copy_model", "remove_units", "SparseLinear", "sparse_device", "csr_bytes", "to_sparse", "useful_flops", "norm_removed",
-           "PRUNERS", "accuracy_sweep", "speed_models", "inference_fn"]
+           "PRUNERS", "accuracy_sweep", "Sensitivity", "sensitivity_scan", "speed_models", "inference_fn"]
 
 #: Layer types the pruning functions act on.
 PRUNABLE = (nn.Linear, nn.Conv2d)
@@ -101,7 +106,7 @@ def prune_unstructured(model: nn.Module, sparsity: float) -> nn.Module:
     """Zero the ``sparsity`` share of smallest-magnitude weights in *each* layer (``prune.l1_unstructured``).
 
     Works in place on every Linear and Conv2d layer (masks; biases untouched) and returns ``model``.
-    Used in notebook 05.1 section 3 (50 % scattered zeros to time).
+    Used in notebook 05.1 section 4 (50 % scattered zeros to time).
     """
     sparsity = _share("sparsity", sparsity)
     for _, layer in prunable_layers(model):
@@ -118,22 +123,85 @@ def prune_global(model: nn.Module, sparsity: float) -> nn.Module:
     return model
 
 
-def prune_channels(model: nn.Module, fraction: float, *, n: int = 2, include_output: bool = False) -> nn.Module:
-    """Zero whole output units (Linear rows) or channels (Conv2d filters): in every layer, the
-    ``fraction`` with the smallest L``n`` norm (``prune.ln_structured`` on dim 0; masks only).
+def prune_channels(model: nn.Module, fraction: float, *, n: int = 2, include_output: bool = False,
+                   inputs: bool = True) -> nn.Module:
+    """Remove whole output units (Linear rows) or channels (Conv2d filters) by masks: in every layer, the
+    ``fraction`` with the smallest L``n`` norm, ``round(fraction * units)`` of them (at least one stays), ranked
+    as ``prune.ln_structured`` ranks them (dim 0) and applied with ``prune.custom_from_mask``. In place; returns
+    ``model``. Notebook 05.1 section 2.
 
-    The biases of the removed units are masked too, so a removed unit outputs exactly 0 and the
-    model computes what ``remove_units`` builds. The output layer is left alone unless
-    ``include_output`` (its units are the classes). Notebook 05.1 section 2.
+    A removed unit must output exactly 0, so its bias is masked too, and so are the scale and shift of a
+    BatchNorm after it. Then the next layer's weights that read it (a Linear's column, a Conv2d's input-channel
+    slice) multiply 0 on every input: they are removed as well, and with ``inputs`` (the default) they are
+    masked, so that ``sparsity_report`` counts what is really gone and the model computes exactly what
+    ``remove_units`` builds. (``prune.ln_structured`` alone masks only the rows: the dead columns still count as
+    weights.) Units are ranked on their live weights, after the columns reading removed units are masked.
+    Following the units needs an ``nn.Sequential`` chain whose activations map 0 to 0 (ReLU, GELU, Tanh ...;
+    not Sigmoid, whose 0.5 would still reach the next layer); elsewhere ``inputs=True`` raises a ValueError
+    and ``inputs=False`` masks only the units' own weights and biases. The output layer is left alone unless
+    ``include_output`` (its units are the classes).
     """
     fraction = _share("fraction", fraction)
     n = validate.positive_int("n", n)
-    for _, layer in prunable_layers(model, include_output):
-        prune.ln_structured(layer, "weight", amount=fraction, n=n, dim=0)
-        if layer.bias is not None:
-            rows = layer.weight_mask.flatten(1).amax(dim=1)  # 1 for a unit that keeps any weight
-            prune.custom_from_mask(layer, "bias", mask=rows)
+    validate.boolean("inputs", inputs)
+    layers = prunable_layers(model)
+    validate.boolean("include_output", include_output)
+    between = _between(model) if inputs else None
+    if inputs and isinstance(between, str):
+        raise ValueError(f"prune_channels cannot follow the removed units into the layers that read them: {between}. "
+                         "Pass inputs=False to mask only the units' own weights and biases (the weights reading "
+                         "them then still count as alive)")
+    last = len(layers) - 1
+    removed_in = None  # the inputs of the current layer that a removed unit of the previous one feeds
+    for i, (_, layer) in enumerate(layers):
+        weight = effective_weight(layer).detach()
+        keep = torch.ones_like(weight, dtype=torch.bool)
+        if removed_in is not None:
+            keep[:, removed_in] = False
+        removed = None
+        if i < last or include_output:
+            norms = (weight * keep).flatten(1).norm(p=n, dim=1)  # live weights only
+            k = min(round(fraction * len(norms)), len(norms) - 1)
+            removed = torch.zeros(len(norms), dtype=torch.bool, device=weight.device)
+            removed[torch.sort(norms, stable=True).indices[:k]] = True
+            keep[removed] = False
+        if removed is not None or removed_in is not None:
+            prune.custom_from_mask(layer, "weight", mask=keep)
+        if removed is not None and layer.bias is not None:
+            prune.custom_from_mask(layer, "bias", mask=~removed)
+        removed_in = None
+        if inputs and removed is not None and i < last:
+            for norm in (m for m in between[i] if isinstance(m, _NORMS)):
+                for name in ("weight", "bias"):
+                    prune.custom_from_mask(norm, name, mask=~removed)
+            removed_in = removed
     return model
+
+
+def _between(model: nn.Module, *, masks: bool = True) -> list[list[nn.Module]] | str:
+    """For an ``nn.Sequential`` chain of Linear (or Conv2d) layers, the modules between each weighted layer
+    and the next; otherwise why not. With ``masks``, also refused: a module in which a removed unit's 0 does not
+    stay 0 (so the next layer's weights reading it cannot simply be masked)."""
+    if not isinstance(model, nn.Sequential):
+        return f"{type(model).__name__} is not an nn.Sequential chain (it has its own forward)"
+    try:
+        kind = _check_chain(list(model))
+    except ValueError as err:
+        return str(err).replace("remove_units", "this")
+    groups: list[list[nn.Module]] = []
+    for i, m in enumerate(model):
+        if isinstance(m, kind):
+            groups.append([])
+        elif groups:
+            if not masks:
+                groups[-1].append(m)
+                continue
+            if isinstance(m, nn.Sigmoid):
+                return f"layer {i} (Sigmoid) maps 0 to 0.5, so a removed unit still feeds the next layer"
+            if isinstance(m, _NORMS) and not m.affine:
+                return f"layer {i} ({type(m).__name__} without affine) shifts a zero channel by its running mean"
+            groups[-1].append(m)
+    return groups[:-1]
 
 
 def effective_weight(layer: nn.Module, name: str = "weight") -> torch.Tensor | None:
@@ -147,27 +215,49 @@ def effective_weight(layer: nn.Module, name: str = "weight") -> torch.Tensor | N
 
 @dataclass(frozen=True)
 class LayerSparsity:
-    """One layer's row of a ``SparsityReport``: zero weights, weights, their fraction."""
+    """One layer's row of a ``SparsityReport``: zero weights; ``dead`` weights, not zero but multiplying an input
+    that is always 0 (a removed unit of the layer before); all its weights; their fractions."""
 
     name: str
     kind: str
     zeros: int
     parameters: int
+    dead: int = 0
 
     @property
     def fraction(self) -> float:
+        """Share of the weights that are exactly zero."""
         return self.zeros / self.parameters if self.parameters else 0.0
+
+    @property
+    def removed(self) -> int:
+        """Weights that contribute nothing: the zeros and the dead ones."""
+        return self.zeros + self.dead
+
+    @property
+    def removed_fraction(self) -> float:
+        return self.removed / self.parameters if self.parameters else 0.0
 
 
 @dataclass(frozen=True)
 class SparsityReport:
-    """Per-layer and total sparsity of the weights of a model's Linear and Conv2d layers."""
+    """Per-layer and total sparsity of the weights of a model's Linear and Conv2d layers. ``traced``: whether the
+    layers' order could be followed (an ``nn.Sequential`` chain), so that dead weights were counted at all."""
 
     layers: tuple[LayerSparsity, ...]
+    traced: bool = True
 
     @property
     def zeros(self) -> int:
         return sum(r.zeros for r in self.layers)
+
+    @property
+    def dead(self) -> int:
+        return sum(r.dead for r in self.layers)
+
+    @property
+    def removed(self) -> int:
+        return self.zeros + self.dead
 
     @property
     def parameters(self) -> int:
@@ -175,14 +265,24 @@ class SparsityReport:
 
     @property
     def fraction(self) -> float:
+        """Share of the weights that are exactly zero (what a zero count sees)."""
         return self.zeros / self.parameters if self.parameters else 0.0
+
+    @property
+    def removed_fraction(self) -> float:
+        """Share of the weights really removed: zero, or reading only a removed unit's 0."""
+        return self.removed / self.parameters if self.parameters else 0.0
 
     def text(self) -> str:
         width = max(8, *(len(r.name) for r in self.layers))
-        lines = [f"{'layer':<{width}}  {'kind':<7}{'zeros':>10}{'weights':>10}{'fraction':>10}"]
+        lines = [f"{'layer':<{width}}  {'kind':<7}{'zeros':>10}{'dead':>8}{'weights':>10}{'zero':>8}{'removed':>9}"]
         for r in self.layers:
-            lines.append(f"{r.name:<{width}}  {r.kind:<7}{r.zeros:>10,}{r.parameters:>10,}{r.fraction:>10.1%}")
-        lines.append(f"{'total':<{width}}  {'':<7}{self.zeros:>10,}{self.parameters:>10,}{self.fraction:>10.1%}")
+            lines.append(f"{r.name:<{width}}  {r.kind:<7}{r.zeros:>10,}{r.dead:>8,}{r.parameters:>10,}"
+                         f"{r.fraction:>8.1%}{r.removed_fraction:>9.1%}")
+        lines.append(f"{'total':<{width}}  {'':<7}{self.zeros:>10,}{self.dead:>8,}{self.parameters:>10,}"
+                     f"{self.fraction:>8.1%}{self.removed_fraction:>9.1%}")
+        lines.append("dead: not zero, but multiplying a removed unit's output (always 0); removed = zeros + dead"
+                     if self.traced else "dead: not counted (the model is not an nn.Sequential chain to follow)")
         return "\n".join(lines)
 
     __str__ = text
@@ -191,14 +291,51 @@ class SparsityReport:
         return self.text()
 
 
+def _constant_through(between: list[nn.Module], c: torch.Tensor) -> torch.Tensor:
+    """What a unit whose weights are all zero outputs after the modules between its layer and the next: its
+    bias ``c`` (a constant) through activations and BatchNorm (eval statistics); pooling and dropout keep it."""
+    with torch.no_grad():
+        for m in between:
+            if isinstance(m, _NORMS):
+                scale = effective_weight(m)
+                shift = effective_weight(m, "bias")
+                c = (c - m.running_mean) / torch.sqrt(m.running_var + m.eps) if m.track_running_stats else c * 0
+                c = c * (scale if scale is not None else 1) + (shift if shift is not None else 0)
+            elif not isinstance(m, _SPATIAL + (nn.Dropout, nn.Identity)):
+                c = m(c)
+    return c
+
+
+def _dead_counts(model: nn.Module) -> list[int] | None:
+    """Per prunable layer, its non-zero weights that read an input which is always 0: a unit of the layer before
+    whose weights are all zero and whose bias (through what lies between) gives 0. None: not a chain to follow."""
+    between = _between(model, masks=False)
+    if isinstance(between, str):
+        return None
+    layers = [m for _, m in prunable_layers(model)]
+    counts = [0]
+    for producer, mods, consumer in zip(layers, between, layers[1:]):
+        w = effective_weight(producer).detach()
+        bias = effective_weight(producer, "bias")
+        c = bias.detach() if bias is not None else torch.zeros(w.shape[0], device=w.device, dtype=w.dtype)
+        dead = (w.flatten(1) == 0).all(dim=1) & (_constant_through(mods, c) == 0)
+        reads = effective_weight(consumer).detach()[:, dead]
+        counts.append(int((reads != 0).sum()))
+    return counts
+
+
 def sparsity_report(model: nn.Module) -> SparsityReport:
-    """Zeros, weights and their fraction per Linear/Conv2d layer and in total (biases not counted),
-    masked or permanent alike (notebook 05.1 sections 1-2)."""
+    """Zeros, dead weights (not zero, but reading only a removed unit's 0) and all weights per Linear/Conv2d
+    layer and in total (biases not counted), masked or permanent alike (notebook 05.1 sections 1-2). Dead
+    weights are counted in ``nn.Sequential`` chains, where the order of the layers is known."""
+    layers = prunable_layers(model)
+    dead = _dead_counts(model)
     rows = []
-    for name, layer in prunable_layers(model):
+    for i, (name, layer) in enumerate(layers):
         w = effective_weight(layer).detach()
-        rows.append(LayerSparsity(name or type(layer).__name__, type(layer).__name__, int((w == 0).sum()), w.numel()))
-    return SparsityReport(tuple(rows))
+        rows.append(LayerSparsity(name or type(layer).__name__, type(layer).__name__, int((w == 0).sum()), w.numel(),
+                                  dead[i] if dead is not None else 0))
+    return SparsityReport(tuple(rows), traced=dead is not None)
 
 
 def _pruning_hooks(model: nn.Module):
@@ -270,28 +407,34 @@ def _rebuild(layer: nn.Module, weight: torch.Tensor, bias: torch.Tensor | None) 
 
 
 def _slice_norm(norm: nn.Module, keep: torch.Tensor) -> nn.Module:
-    new = copy.deepcopy(norm)
-    new.num_features = len(keep)
-    for name in ("weight", "bias", "running_mean", "running_var"):
-        t = getattr(norm, name, None)
-        if t is not None:
-            sliced = t.detach()[keep].clone()
-            setattr(new, name, nn.Parameter(sliced, t.requires_grad) if isinstance(t, nn.Parameter) else sliced)
-    return new
+    """A new BatchNorm with only the ``keep`` channels of ``norm`` (its masked scale and shift, if pruned)."""
+    new = type(norm)(len(keep), eps=norm.eps, momentum=norm.momentum, affine=norm.affine,
+                     track_running_stats=norm.track_running_stats, device=keep.device)
+    with torch.no_grad():
+        for name in ("weight", "bias"):
+            if norm.affine:
+                getattr(new, name).copy_(effective_weight(norm, name).detach()[keep])
+        if norm.track_running_stats:
+            new.running_mean.copy_(norm.running_mean[keep])
+            new.running_var.copy_(norm.running_var[keep])
+            new.num_batches_tracked.copy_(norm.num_batches_tracked)
+    return new.train(norm.training)
 
 
 def remove_units(model: nn.Module, fraction: float, *, n: int = 2) -> nn.Sequential:
     """A NEW, smaller ``nn.Sequential``: each hidden Linear (or Conv2d) loses the ``fraction`` of output
     units (channels) with the smallest L``n`` weight norm, with their biases, and the next layer loses
-    the matching input columns (notebook 05.1 section 3: a model that really is smaller and faster).
+    the matching input columns (notebook 05.1 sections 2 and 4: a model that really is smaller and faster).
+    Units are ranked on the weights left once the columns reading the previous layer's removed units are gone.
 
     Works on ``models.MLP`` and any ``nn.Sequential`` chain of Linear layers, or of Conv2d layers
     (groups 1), with elementwise activations, dropout, pooling (Conv2d) and BatchNorm between them;
     anything else is refused with a ValueError naming the layer. ``round(fraction * units)`` units go
     per layer (at least one stays), as in ``prune_channels``; on a model that ``prune_channels``
     masked with the same fraction, exactly the masked units go (their norm is 0), so both compute the
-    same outputs when the activations map 0 to 0 (ReLU). The input model is not changed; masks are
-    applied, and the result has plain layers.
+    same outputs (the activations map 0 to 0 there), and the parameters that go are exactly those
+    ``sparsity_report`` counts as removed, plus the masked biases. The input model is not changed;
+    masks are applied, and the result has plain layers.
     """
     _model(model)
     fraction = _share("fraction", fraction)
@@ -305,7 +448,9 @@ def remove_units(model: nn.Module, fraction: float, *, n: int = 2) -> nn.Sequent
     out, keep_in = [], None
     for i, layer in enumerate(layers):
         if isinstance(layer, _NORMS):
-            out.append(_slice_norm(layer, keep_in) if keep_in is not None else copy.deepcopy(layer))
+            everything = torch.arange(layer.num_features, device=layer.running_mean.device
+                                      if layer.running_mean is not None else None)
+            out.append(_slice_norm(layer, keep_in if keep_in is not None else everything))
             continue
         if not isinstance(layer, kind):
             out.append(copy.deepcopy(layer))
@@ -313,9 +458,9 @@ def remove_units(model: nn.Module, fraction: float, *, n: int = 2) -> nn.Sequent
         weight = effective_weight(layer).detach()
         bias = effective_weight(layer, "bias")
         bias = bias.detach() if bias is not None else None
-        norms = weight.flatten(1).norm(p=n, dim=1)  # whole rows, as prune.ln_structured ranks them
         if keep_in is not None:
             weight = weight[:, keep_in]
+        norms = weight.flatten(1).norm(p=n, dim=1)  # whole rows of live weights, as prune_channels ranks them
         if i < last:
             k = min(round(fraction * len(norms)), len(norms) - 1)
             keep_in = torch.sort(torch.sort(norms, stable=True).indices[k:]).values
@@ -331,7 +476,7 @@ def remove_units(model: nn.Module, fraction: float, *, n: int = 2) -> nn.Sequent
 class SparseLinear(nn.Module):
     """A Linear layer whose weight is stored in CSR (compressed sparse rows: the non-zero values, their
     column indices, and where each row starts) and multiplied with ``torch.sparse.mm``, so only the
-    non-zeros are stored and multiplied. Inference only (notebook 05.1 section 3).
+    non-zeros are stored and multiplied. Inference only (notebook 05.1 section 4).
 
     CSR keeps an index with every value (int64 by default, 8 bytes beside a 4-byte fp32 value), so it
     is smaller than the dense matrix only above about 2/3 sparsity, and sparse kernels reach a small
@@ -369,7 +514,7 @@ class SparseLinear(nn.Module):
 
 def csr_bytes(rows: int, nonzeros: int, *, value_bytes: int = 4, index_bytes: int = 8) -> int:
     """Bytes of a CSR matrix by formula: each non-zero's value and column index, plus one row-start
-    index per row and one more (notebook 05.1 section 4's prediction; int64 indices by default)."""
+    index per row and one more (notebook 05.1 section 5's prediction; int64 indices by default)."""
     rows, nonzeros = validate.nonnegative_int("rows", rows), validate.nonnegative_int("nonzeros", nonzeros)
     value_bytes = validate.positive_int("value_bytes", value_bytes)
     index_bytes = validate.positive_int("index_bytes", index_bytes)
@@ -429,7 +574,8 @@ def accuracy_sweep(model: nn.Module, method: str, amounts: Sequence[float], trai
     ``model`` pruned by ``method`` ("global", "layer" or "channels"), evaluated, fine-tuned with
     ``train.fit`` (Adam, masks kept: pruned weights stay 0) and evaluated again.
 
-    Returns one dict per amount: ``amount``, ``sparsity`` (zero fraction of the weights),
+    Returns one dict per amount: ``amount``, ``sparsity`` (zero fraction of the weights), ``removed``
+    (the fraction really removed: zero, or reading only a removed unit's 0; ``sparsity_report``),
     ``norm_removed`` (the prediction: ``norm_removed``), ``acc`` (before fine-tuning),
     ``acc_finetuned`` and ``still_sparse`` (the zeros survived training).
     """
@@ -442,7 +588,8 @@ def accuracy_sweep(model: nn.Module, method: str, amounts: Sequence[float], trai
     for amount in amounts:
         pruned = prune_fn(copy_model(model), amount)
         report = sparsity_report(pruned)
-        row = {"amount": amount, "sparsity": report.fraction, "norm_removed": norm_removed(model, pruned),
+        row = {"amount": amount, "sparsity": report.fraction, "removed": report.removed_fraction,
+               "norm_removed": norm_removed(model, pruned),
                "acc": train.evaluate(pruned, test_data, device)["acc"]}
         if finetune_epochs:
             train.fit(pruned, train_data, epochs=finetune_epochs, lr=lr, optimizer="adam", progress=False, seed=seed)
@@ -450,6 +597,64 @@ def accuracy_sweep(model: nn.Module, method: str, amounts: Sequence[float], trai
         row["still_sparse"] = sparsity_report(pruned).zeros >= report.zeros
         rows.append(row)
     return rows
+
+
+@dataclass(frozen=True)
+class Sensitivity:
+    """One layer of ``sensitivity_scan``: held-out accuracy with only this layer pruned to each sparsity."""
+
+    layer: str
+    weights: int
+    amounts: tuple[float, ...]
+    accuracy: tuple[float, ...]
+    baseline: float
+
+    @property
+    def drops(self) -> tuple[float, ...]:
+        """Accuracy lost at each amount, in points (baseline minus pruned, x 100)."""
+        return tuple(100 * (self.baseline - a) for a in self.accuracy)
+
+    def drop_at(self, amount: float) -> float:
+        """Points lost at one of the scanned ``amounts``."""
+        if amount not in self.amounts:
+            raise ValueError(f"amount {amount!r} was not scanned; scanned: {', '.join(map(str, self.amounts))}")
+        return self.drops[self.amounts.index(amount)]
+
+    def tolerated(self, max_drop: float) -> float:
+        """The highest scanned sparsity at which this layer, and every lower one, lost at most ``max_drop``
+        points (0.0 when even the lowest lost more): how far this layer can be pruned alone."""
+        max_drop = validate.nonnegative("max_drop", max_drop)
+        best = 0.0
+        for amount, drop in sorted(zip(self.amounts, self.drops)):
+            if drop > max_drop:
+                break
+            best = amount
+        return best
+
+
+def sensitivity_scan(model: nn.Module, amounts: Sequence[float], test_data, *,
+                     device: torch.device | str | None = None) -> list[Sensitivity]:
+    """Which layers tolerate pruning (notebook 05.1 section 3): each Linear/Conv2d layer of the trained
+    ``model`` is pruned *alone*, by magnitude (``prune.l1_unstructured``), to each of ``amounts``, on a copy,
+    and the copy is evaluated on ``test_data``, with no fine-tuning. One ``Sensitivity`` per layer, in module
+    order. This is the per-layer sensitivity analysis that sets a pruning threshold per layer (Han et al.,
+    *Learning both Weights and Connections*, 2015; Li et al., *Pruning Filters for Efficient ConvNets*, 2017,
+    did the same with whole filters)."""
+    _model(model)
+    amounts = tuple(_share("every entry of amounts", a) for a in amounts)
+    if not amounts:
+        raise ValueError("amounts must list at least one sparsity, e.g. [0.5, 0.9]")
+    device = device if device is not None else next(model.parameters()).device
+    baseline = train.evaluate(model, test_data, device)["acc"]
+    out = []
+    for name, layer in prunable_layers(model):
+        accs = []
+        for amount in amounts:
+            pruned = copy_model(model)
+            prune.l1_unstructured(pruned.get_submodule(name), "weight", amount=amount)
+            accs.append(train.evaluate(pruned, test_data, device)["acc"])
+        out.append(Sensitivity(name, effective_weight(layer).numel(), amounts, tuple(accs), baseline))
+    return out
 
 
 def sparse_device(device: torch.device | str) -> torch.device:
@@ -465,7 +670,7 @@ def sparse_device(device: torch.device | str) -> torch.device:
 def speed_models(width: int = 1024, *, in_features: int = 64, out_features: int = 10, depth: int = 2,
                  fraction: float = 0.5, sparse_at: Sequence[float] = (0.5, 0.95), seed: int = 0,
                  device: torch.device | str = "cpu") -> dict[str, nn.Module]:
-    """The models notebook 05.1 section 3 times side by side, all from one seeded ``models.MLP``
+    """The models notebook 05.1 section 4 times side by side, all from one seeded ``models.MLP``
     (``depth`` hidden layers of ``width``), in eval mode: "dense"; "zeros" (``fraction`` of each
     layer's weights zeroed, same shapes); "shrunk" (``fraction`` of the hidden units removed);
     "CSR 50%" etc. (each layer pruned to that sparsity, stored in CSR). Untrained weights: speed
