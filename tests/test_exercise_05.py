@@ -68,6 +68,8 @@ WRONG = [
      "large negative weight"),
     ("mask: count rounded down", MASK.format(**{**MASK_RIGHT, "count": "int(sparsity * weight.numel())"}),
      "round(1.5) is 2"),
+    ("mask: halves rounded up", MASK.format(**{**MASK_RIGHT, "count": "int(sparsity * weight.numel() + 0.5)"}),
+     "round(2.5) is 2"),
     ("mask: the largest pruned", MASK.format(**{**MASK_RIGHT, "order": "weight.abs().flatten().argsort(descending=True)"}),
      None),
     ("mask: True where pruned", MASK.format(**MASK_RIGHT).replace("torch.ones(", "torch.zeros(").replace("] = False", "] = True"),
