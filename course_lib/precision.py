@@ -15,6 +15,15 @@ Three questions, each answered by a measurement next to a prediction:
   largest power of two that still overflows nothing (the ceiling GradScaler's growth approaches).
   :func:`gradients_while_training` records a model's gradients at chosen steps of a real training
   run: late in training they shrink, and fp16 loses a measurable share of them.
+* **Where does fp16 really underflow?** Inside the backward pass: :func:`backward_underflow` runs one
+  autocast fp16 backward pass and one in fp32 and counts the activation and weight gradients fp16
+  flushed to zero (casting finished gradients, above, is a proxy).
+* **Why fp32 master weights?** :func:`weights_run` trains with the weights stored in fp32 (mixed
+  precision) or in bf16 and counts the updates a bf16 weight rounds away (those below about 2^-8 of it).
+* **Where does a mixed-precision step's time go?** :func:`record_matmuls` lists a step's matrix
+  products, :func:`products_fn` replays them, :func:`step_decomposition` times step and products in
+  fp32 and 16 bits interleaved, and :func:`predicted_step_ratio` is the hand model
+  ``share x product_ratio + (1 - share)``.
 * **Will this dtype be fast here?** :func:`check_compute_dtype` refuses fp16 arithmetic on a CPU
   (no fp16 units: every operation converts, hundreds of times slower than fp32) and warns when bf16
   is emulated (no AVX-512 BF16, AMX or Arm BF16).
@@ -29,7 +38,7 @@ import math
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 from torch import nn
@@ -38,9 +47,10 @@ from . import devices, hardware, names, validate
 from .train import FP16_ON_CPU
 
 __all__ = ["FORMATS", "STORAGE_FORMATS", "COMPUTE_DTYPES", "NumberFormat", "CastResult", "EmulatedDtypeWarning",
-           "format_name", "format_from_bits", "number_formats", "number_format", "format_table",
-           "gradient_values", "gradients_while_training", "underflow", "loss_scale_rescue", "largest_safe_scale",
-           "check_compute_dtype"]
+           "BackwardUnderflow", "Product", "StepDecomposition", "format_name", "format_from_bits", "number_formats",
+           "number_format", "format_table", "gradient_values", "gradients_while_training", "underflow",
+           "loss_scale_rescue", "largest_safe_scale", "check_compute_dtype", "backward_underflow", "weights_run",
+           "record_matmuls", "products_fn", "predicted_step_ratio", "step_decomposition"]
 
 #: Every format of the table, in order of size.
 FORMATS = ("fp32", "tf32", "bf16", "fp16", "fp8-e4m3", "fp8-e5m2")
@@ -436,3 +446,376 @@ def check_compute_dtype(dtype: Any, device: torch.device | str = "cpu", *, cpu: 
     if note and warn:
         warnings.warn(note, EmulatedDtypeWarning, stacklevel=2)
     return note
+
+
+# ----------------------------------------------------------------------------------------------
+# fp16 inside the backward pass (not a cast of finished gradients)
+
+@dataclass(frozen=True)
+class BackwardUnderflow:
+    """What one backward pass in a 16-bit format lost, against the same pass in fp32 (notebook 04).
+
+    ``layers``: for each layer with parameters, ``(name, nonzero, lost)``: how many entries of the
+    gradient of its *output* (the activation gradient the backward pass carries, a 16-bit tensor under
+    autocast) are non-zero in fp32, and the fraction of those the 16-bit pass returned as 0.
+    ``param_nonzero``/``param_lost``: the same for the parameters' gradients (computed in 16 bits
+    from those activation gradients, then accumulated into the fp32 ``.grad``)."""
+
+    dtype: str
+    scale: float
+    layers: tuple[tuple[str, int, float], ...]
+    param_nonzero: int
+    param_lost: float
+
+    @property
+    def activation_lost(self) -> float:
+        """Fraction of all non-zero activation-gradient entries (every layer together) lost."""
+        total = sum(n for _, n, _ in self.layers)
+        return sum(n * lost for _, n, lost in self.layers) / total if total else 0.0
+
+    def __str__(self) -> str:
+        parts = ", ".join(f"{name} {lost:.1%}" for name, _, lost in self.layers)
+        return (f"{self.dtype} backward x {self.scale:g}: weight gradients lost {self.param_lost:.2%} of "
+                f"{self.param_nonzero}; activation gradients lost {self.activation_lost:.1%} ({parts})")
+
+
+def _layer_output_grads(model: nn.Module, x: torch.Tensor, y: torch.Tensor, dtype: torch.dtype | None,
+                        scale: float, device: torch.device) -> tuple[list[tuple[str, torch.Tensor]], torch.Tensor]:
+    from .train import default_loss
+
+    layers = [(name, m) for name, m in model.named_modules() if any(True for _ in m.parameters(recurse=False))]
+    found: list[tuple[str, torch.Tensor]] = []
+
+    def keep(name: str):
+        def hook(module, inputs, output):
+            if isinstance(output, torch.Tensor) and output.requires_grad:
+                output.register_hook(lambda g: found.append((name, g.detach().clone())))
+        return hook
+
+    handles = [m.register_forward_hook(keep(name)) for name, m in layers]
+    model.zero_grad(set_to_none=True)
+    try:
+        if dtype is None:
+            loss = default_loss(model(x), y)
+        else:
+            with torch.autocast(device.type, dtype=dtype):
+                loss = default_loss(model(x), y)
+        (loss * scale).backward()
+    finally:
+        for h in handles:
+            h.remove()
+    grads = torch.cat([p.grad.detach().flatten() for p in model.parameters() if p.grad is not None])
+    model.zero_grad(set_to_none=True)
+    return found, grads
+
+
+def backward_underflow(model: nn.Module, batch: Sequence[torch.Tensor], dtype: Any = "fp16", *,
+                       scale: float = 1.0) -> BackwardUnderflow:
+    """Run one backward pass under ``torch.autocast`` in ``dtype`` and one in fp32; count what the
+    16-bit pass flushed to zero (notebook 04: where fp16 underflow really happens).
+
+    Under fp16 autocast the matrix products run in fp16, so the gradient flowing back through every
+    layer (the gradient of its output) is an fp16 tensor, and the weight gradients are computed from
+    it: a value below fp16's smallest subnormal (6e-8) becomes 0 *there*, before any ``.grad`` exists.
+    Casting finished fp32 gradients (:func:`underflow`) is only a proxy for that. ``scale`` multiplies
+    the loss before ``backward()``, as ``torch.amp.GradScaler`` does. ``batch`` is ``(inputs, targets)``
+    on the model's device; the loss is ``train.default_loss``. Neither pass changes the model's weights.
+    A 16-bit forward pass rounds activations, so a ReLU whose input was near 0 may switch off and
+    zero a gradient that fp32 kept: a floor of a few in 10^4 that bf16 (fp32's range, no underflow)
+    measures on its own.
+
+    ``dtype``: "fp16" or "bf16". fp16 arithmetic on a CPU runs in a slow fallback, so on a CPU this
+    refuses a pass of more than 5e7 multiply-adds (parameters x examples): the digits MLP on its
+    training set is about 1.3e7.
+    """
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
+    key = format_name(dtype, accepted=("fp16", "bf16"))
+    scale = validate.positive("scale", scale)
+    if not isinstance(batch, (tuple, list)) or len(batch) != 2 or not all(isinstance(t, torch.Tensor) for t in batch):
+        raise TypeError("batch must be a pair (inputs, targets) of tensors")
+    params = list(model.parameters())
+    if not params:
+        raise ValueError("model has no parameters")
+    device = params[0].device
+    x, y = (t.to(device) for t in batch)
+    macs = sum(p.numel() for p in params) * len(x)
+    if device.type == "cpu" and key == "fp16" and macs > 5e7:
+        raise ValueError(f"an fp16 backward pass of {macs:.1e} multiply-adds on a CPU would run in its slow fp16 "
+                         "fallback: use fewer examples or a smaller model (at most 5e7 parameters x examples), "
+                         "or a GPU")
+    ref_layers, ref_grads = _layer_output_grads(model, x, y, None, 1.0, device)
+    low_layers, low_grads = _layer_output_grads(model, x, y, _TORCH[key], scale, device)
+    rows = []
+    for (name, ref), (_, low) in zip(reversed(ref_layers), reversed(low_layers)):  # hooks fire last layer first
+        nonzero = ref != 0
+        n = int(nonzero.sum())
+        rows.append((name, n, int((nonzero & (low == 0)).sum()) / n if n else 0.0))
+    nonzero = ref_grads != 0
+    n = int(nonzero.sum())
+    return BackwardUnderflow(key, scale, tuple(rows), n, int((nonzero & (low_grads == 0)).sum()) / max(n, 1))
+
+
+# ----------------------------------------------------------------------------------------------
+# why the master weights stay fp32
+
+def weights_run(weights: Any, make_model: Any, batch: Sequence[torch.Tensor], *, optimizer: str = "adam",
+                lr: float = 1e-4, steps: int = 200, batch_size: int = 64, seed: int = 0) -> dict[str, float]:
+    """Train ``make_model()`` with its weights stored in ``weights`` ("fp32" or "bf16"), bf16 compute
+    either way; count the updates the stored weights ignored (notebook 04: why master weights are fp32).
+
+    "fp32" is mixed precision: fp32 master weights, the products in bf16 under ``torch.autocast``.
+    "bf16" stores the weights themselves in bf16 (the model cast with ``.to(torch.bfloat16)``), so
+    the optimizer adds every update to a bf16 number: an update smaller than half the gap between
+    that weight and the next bf16 value (about 2^-8 to 2^-9 of the weight, bf16 having 8 significant
+    bits) rounds away. Both runs draw the same ``steps`` batches of ``batch_size`` from ``batch``
+    ``(inputs, targets)``. Returns ``{"loss_start", "loss_end"`` (full-batch loss in fp32),
+    ``"ignored"`` (over the steps, the mean fraction of weights with a non-zero gradient whose stored
+    value did not change), ``"steps"}``.
+    """
+    from .models import make_optimizer
+    from .train import default_loss, train_step
+
+    key = format_name(weights, "weights", accepted=("fp32", "bf16"))
+    validate.function("make_model", make_model)
+    steps = validate.positive_int("steps", steps)
+    batch_size = validate.positive_int("batch_size", batch_size)
+    seed = validate.nonnegative_int("seed", seed)
+    if not isinstance(batch, (tuple, list)) or len(batch) != 2 or not all(isinstance(t, torch.Tensor) for t in batch):
+        raise TypeError("batch must be a pair (inputs, targets) of tensors")
+    torch.manual_seed(seed)
+    model = make_model()
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"make_model must return a torch.nn.Module, got {type(model).__name__}")
+    device = next(model.parameters()).device
+    x, y = (t.to(device) for t in batch)
+    if key == "bf16":
+        model = model.to(torch.bfloat16)
+    store = next(model.parameters()).dtype
+    opt = make_optimizer(optimizer, model.parameters(), lr=lr)
+
+    def full_loss() -> float:
+        with torch.no_grad():
+            return float(default_loss(model(x.to(store)).float(), y))
+
+    start, ignored = full_loss(), []
+    g = torch.Generator().manual_seed(seed)
+    for _ in range(steps):
+        idx = torch.randint(0, len(x), (batch_size,), generator=g).to(device)
+        seen: list[tuple[torch.Tensor, torch.Tensor]] = []
+        keep = lambda m: seen.extend((p.detach().clone(), p.grad != 0) for p in m.parameters())  # noqa: E731
+        train_step(model, (x[idx].to(store), y[idx]), opt, precision="bf16-mixed" if key == "fp32" else "fp32",
+                   before_update=keep)
+        moved = [(p.detach() == old) & live for p, (old, live) in zip(model.parameters(), seen)]
+        live = sum(int(m.sum()) for _, m in seen)
+        ignored.append(sum(int(m.sum()) for m in moved) / max(live, 1))
+    return {"loss_start": start, "loss_end": full_loss(), "ignored": sum(ignored) / steps, "steps": steps}
+
+
+# ----------------------------------------------------------------------------------------------
+# where a mixed-precision step's time goes
+
+_MATMULS = ("mm", "addmm", "bmm", "baddbmm")
+
+
+class Product(NamedTuple):
+    """One matrix product of a step (:func:`record_matmuls`): ``batch`` products of ``m x k`` by ``k x n``;
+    ``a_t``/``b_t``: that operand was a transposed view (kernels take different paths for it)."""
+
+    batch: int
+    m: int
+    k: int
+    n: int
+    a_t: bool
+    b_t: bool
+
+    @property
+    def flops(self) -> int:
+        """Floating-point operations: ``2 batch m k n`` (a multiply and an add per term)."""
+        return 2 * self.batch * self.m * self.k * self.n
+
+
+def _transposed(t: torch.Tensor) -> bool:
+    return t.dim() >= 2 and t.stride(-2) == 1 and t.stride(-1) != 1
+
+
+def record_matmuls(fn: Any) -> list[Product]:
+    """Call ``fn()`` once and list the matrix products it ran (notebook 04: where a step's time goes).
+
+    A ``TorchDispatchMode`` sees every ``aten.mm``/``addmm`` (``batch`` 1) and ``bmm``/``baddbmm``
+    below autograd, so the backward pass's products are listed too: a ``Linear`` layer shows up as
+    its forward product, the gradient of its input (absent for the first layer, whose input needs no
+    gradient) and the gradient of its weight, with the layout of each operand (a weight enters
+    transposed). Shapes only: the dtype autocast picks does not change them.
+    """
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    validate.function("fn", fn)
+    found: list[Product] = []
+    ops = {getattr(torch.ops.aten, name).default: name for name in _MATMULS}
+
+    class Record(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            name = ops.get(func)
+            if name is not None:
+                a, b = (args[0], args[1]) if name in ("mm", "bmm") else (args[1], args[2])
+                batch = 1 if name in ("mm", "addmm") else a.shape[0]
+                found.append(Product(batch, a.shape[-2], a.shape[-1], b.shape[-1], _transposed(a), _transposed(b)))
+            return func(*args, **(kwargs or {}))
+
+    with Record():
+        fn()
+    return found
+
+
+def _operand(batch: int, rows: int, cols: int, transposed: bool, gen: torch.Generator) -> torch.Tensor:
+    t = torch.randn(batch, cols, rows, generator=gen).transpose(-2, -1) if transposed else \
+        torch.randn(batch, rows, cols, generator=gen)
+    return t[0] if batch == 1 else t
+
+
+def products_fn(products: Sequence[Product], dtype: Any, device: torch.device | str = "cpu"):
+    """A no-argument function that runs ``products`` (from :func:`record_matmuls`) on random ``dtype``
+    matrices of the same shapes and layouts, one after the other (notebook 04: a step's products
+    without the rest of the step)."""
+    key = format_name(dtype, accepted=("fp32", "bf16", "fp16"))
+    dev = torch.device(device) if isinstance(device, str) else device
+    if not isinstance(dev, torch.device):
+        raise TypeError(f"device must be a torch.device or a str, got {type(device).__name__}")
+    if not isinstance(products, (list, tuple)) or not products:
+        raise ValueError("products must be a non-empty list of Product, as record_matmuls returns")
+    if not all(isinstance(p, Product) for p in products):
+        raise TypeError("products must hold Product tuples (record_matmuls returns them)")
+    gen = torch.Generator().manual_seed(0)
+    pairs = []
+    for p in products:
+        for size in (p.batch, p.m, p.k, p.n):
+            validate.positive_int("every size of products", size)
+        a = _operand(p.batch, p.m, p.k, p.a_t, gen).to(dev, _TORCH[key])
+        b = _operand(p.batch, p.k, p.n, p.b_t, gen).to(dev, _TORCH[key])
+        pairs.append((a, b))
+
+    def run() -> None:
+        for a, b in pairs:
+            torch.matmul(a, b)
+
+    return run
+
+
+def predicted_step_ratio(share: float, product_ratio: float, rest_ratio: float = 1.0) -> float:
+    """Mixed-precision step time over fp32 step time, from the step's parts (notebook 04):
+    ``share x product_ratio + (1 - share) x rest_ratio``.
+
+    ``share`` is the fraction of the fp32 step spent in matrix products, ``product_ratio`` their
+    16-bit time over their fp32 time, ``rest_ratio`` the same for everything else (optimizer update,
+    elementwise work, autocast's casts): about 1, since 16 bits do not speed them up much on a CPU.
+    Amdahl's law: a step whose products take 10 % of its time can gain at most 10 %.
+    """
+    share = validate.number("share", share, minimum=0, maximum=1)
+    product_ratio = validate.positive("product_ratio", product_ratio)
+    rest_ratio = validate.positive("rest_ratio", rest_ratio)
+    return share * product_ratio + (1 - share) * rest_ratio
+
+
+@dataclass(frozen=True)
+class StepDecomposition:
+    """A training step split into its matrix products and the rest, in fp32 and mixed precision,
+    all timed interleaved (notebook 04). Seconds per call; ``casts_low``: autocast's casts of every
+    weight to 16 bits and of every weight gradient back to fp32, timed alone; ``noisy``: a timing
+    spread widely."""
+
+    batch: int
+    low: str
+    products: int
+    step_fp32: float
+    step_low: float
+    products_fp32: float
+    products_low: float
+    casts_low: float
+    noisy: bool
+
+    @property
+    def share(self) -> float:
+        """Fraction of the fp32 step spent in its matrix products (at most 1)."""
+        return min(1.0, self.products_fp32 / self.step_fp32)
+
+    @property
+    def product_ratio(self) -> float:
+        """The same products in 16 bits over fp32."""
+        return self.products_low / self.products_fp32
+
+    @property
+    def rest_ratio(self) -> float:
+        """Everything but the products, 16-bit step over fp32 step (measured as step minus products)."""
+        rest = self.step_fp32 - self.products_fp32
+        return (self.step_low - self.products_low) / rest if rest > 0 else float("nan")
+
+    @property
+    def predicted(self) -> float:
+        """:func:`predicted_step_ratio` from the share and the products' ratio (the rest unchanged)."""
+        return predicted_step_ratio(self.share, self.product_ratio)
+
+    @property
+    def predicted_with_casts(self) -> float:
+        """:attr:`predicted` plus autocast's casts (``casts_low``) as a share of the fp32 step."""
+        return self.predicted + self.casts_low / self.step_fp32
+
+    @property
+    def measured(self) -> float:
+        """Mixed-precision step time over fp32 step time, measured."""
+        return self.step_low / self.step_fp32
+
+
+def _casts_fn(model: nn.Module, half: torch.dtype):
+    """What autocast adds per step for ``model``: each weight cast to ``half`` (forward) and a ``half``
+    gradient of each cast back to fp32 (backward, into the fp32 ``.grad``)."""
+    weights = [p.detach() for p in model.parameters() if p.dim() >= 2]
+    grads = [torch.zeros_like(w, dtype=half) for w in weights]
+
+    def run() -> None:
+        for w, g in zip(weights, grads):
+            w.to(half)
+            g.to(torch.float32)
+
+    return run
+
+
+def step_decomposition(make_model: Any, batch: Sequence[torch.Tensor], *, low: str = "bf16-mixed",
+                       optimizer: str = "adam", rounds: int = 3, min_run_time: float = 0.05) -> StepDecomposition:
+    """Time a training step of ``make_model()`` on ``batch`` in fp32 and in ``low`` precision, the same
+    step's matrix products alone in fp32 and in 16 bits, and autocast's weight casts, interleaved
+    (A B C D E A B ...; notebook 04).
+
+    The products are the ones :func:`record_matmuls` sees in one fp32 step, replayed on random
+    matrices (:func:`products_fn`); ``train.make_step_fn`` makes the steps (each its own model, the
+    same seed). ``bench.compare_interleaved`` times the five, ``rounds`` rounds. Autocast casts the
+    weights of products (``Linear``, convolutions), so the casts timed are those of every parameter
+    with two or more dimensions.
+    """
+    from . import bench
+    from .train import make_step_fn
+
+    validate.function("make_model", make_model)
+    low = names.precision(low)
+    if low == "fp32":
+        raise ValueError("low must be a mixed precision ('bf16-mixed' or 'fp16-mixed'), not 'fp32'")
+    if not isinstance(batch, (tuple, list)) or len(batch) != 2:
+        raise TypeError("batch must be a pair (inputs, targets) of tensors")
+    steps, built = {}, {}
+    for p in ("fp32", low):
+        torch.manual_seed(0)
+        built[p] = make_model()
+        if not isinstance(built[p], nn.Module):
+            raise TypeError(f"make_model must return a torch.nn.Module, got {type(built[p]).__name__}")
+        steps[p] = make_step_fn(built[p], batch[0], batch[1], optimizer, precision=p)
+    shapes = record_matmuls(steps["fp32"])
+    if not shapes:
+        raise ValueError("the step ran no matrix products (mm, addmm, bmm): nothing to decompose")
+    dev = batch[0].device
+    half = "bf16" if low == "bf16-mixed" else "fp16"
+    fns = {"step fp32": steps["fp32"], f"step {low}": steps[low],
+           "products fp32": products_fn(shapes, "fp32", dev), f"products {half}": products_fn(shapes, half, dev),
+           "casts": _casts_fn(built[low], _TORCH[half])}
+    timed = bench.compare_interleaved(fns, rounds=rounds, device=dev, min_run_time=min_run_time)
+    s = [timed[k].seconds for k in fns]
+    return StepDecomposition(len(batch[0]), low, len(shapes), *s, any(t.noisy for t in timed.values()))

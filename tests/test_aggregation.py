@@ -89,12 +89,84 @@ def test_topk_compressor_conserves_and_eventually_sends_everything():
     assert previous.abs().max() < 20, "the residual should stay bounded, not grow with the steps"
 
 
+def test_momentum_correction_at_ratio_one_without_masking_is_momentum_sgd():
+    """DGC's momentum correction keeps the velocity before compression: when everything is sent and the
+    velocity is not masked, plain SGD on what was sent is exactly SGD with momentum on the raw gradients."""
+    torch.manual_seed(0)
+    grads = [torch.randn(20) for _ in range(6)]
+    comp = agg.TopKCompressor(1.0, momentum=0.9, factor_masking=False)
+    w_dgc = torch.nn.Parameter(torch.zeros(20))
+    w_ref = torch.nn.Parameter(torch.zeros(20))
+    sgd = torch.optim.SGD([w_dgc], lr=0.1)
+    ref = torch.optim.SGD([w_ref], lr=0.1, momentum=0.9)
+    for g in grads:
+        values, indices = comp.compress(g.clone())
+        w_dgc.grad = agg.TopKCompressor.decompress(values, indices, 20)
+        w_ref.grad = g.clone()
+        sgd.step()
+        ref.step()
+    torch.testing.assert_close(w_dgc.detach(), w_ref.detach())
+
+
+def test_momentum_factor_masking_clears_the_velocity_of_what_was_sent():
+    comp = agg.TopKCompressor(0.25, momentum=0.5)
+    g = torch.tensor([4.0, 1.0, 0.5, 0.25])
+    values, indices = comp.compress(g, "b")
+    assert indices.tolist() == [0] and values.tolist() == [4.0]
+    assert comp.velocities["b"].tolist() == [0.0, 1.0, 0.5, 0.25]  # the sent entry's velocity is cleared
+    values, indices = comp.compress(g, "b")  # velocity 0.5 u + g = [4, 1.5, 0.75, 0.375]; residual adds [0, 1, .5, .25]
+    assert indices.tolist() == [0] and comp.residuals["b"].tolist() == [0.0, 2.5, 1.25, 0.625]
+    plain = agg.TopKCompressor(0.25)
+    assert plain.momentum == 0.0 and not plain.velocities
+    plain.compress(g)
+    assert not plain.velocities  # without momentum nothing is kept but the residual
+
+
 def test_topk_ratio_one_sends_everything_and_keeps_no_residual():
     comp = agg.TopKCompressor(1.0)
     g = torch.randn(50)
     values, indices = comp.compress(g)
     torch.testing.assert_close(agg.TopKCompressor.decompress(values, indices, 50), g)
     assert comp.residuals[0].abs().max() == 0
+
+
+def test_ddp_buckets_follow_the_reverse_order_and_the_caps():
+    # 4-byte elements: the first bucket closes at 1 MiB (262,144 elements), the others at 25 MiB
+    assert agg.ddp_bucket_numels(SHAPES) == [N]  # the digits MLP fits the first bucket
+    big = [(1024, 1024)] * 10  # 4 MiB each
+    assert agg.ddp_bucket_numels(big) == [1024 * 1024] + [7 * 1024 * 1024] + [2 * 1024 * 1024]
+    assert agg.ddp_bucket_numels([(10,), (300_000,)]) == [300_000, 10]  # the last parameter first
+    gpt2 = agg.ddp_bucket_numels(GPT2)
+    assert sum(gpt2) == sum(a * b for a, b in GPT2) and len(gpt2) == 14
+    assert agg.ddp_bucket_numels(big, bucket_bytes=2**40) == [1024 * 1024, 9 * 1024 * 1024]
+
+
+def test_collective_calls_and_the_latency_term():
+    assert agg.collective_calls("none", 3) == {"all_reduce": 3.0, "all_gather": 0.0}
+    assert agg.collective_calls("powersgd", 2)["all_reduce"] == 6.0  # uncompressed, P, Q per bucket
+    assert agg.collective_calls("topk", 2) == {"all_reduce": 0.0, "all_gather": 4.0}
+    assert agg.collective_calls("local_sgd", 5, period=8)["all_reduce"] == 1 / 8
+    alpha = 50e-6
+    t = agg.exchange_seconds("none", 4 * N, 8, "eth-1g", alpha_s=alpha, buckets=2)
+    assert t["bandwidth_s"] == pytest.approx(agg.link_seconds("none", 4 * N, 8, "eth-1g"))
+    assert t["latency_s"] == pytest.approx(2 * 2 * 7 * alpha) and t["calls"] == 2
+    assert t["total_s"] == pytest.approx(t["bandwidth_s"] + t["latency_s"])
+    g = agg.exchange_seconds("topk", 392, 8, "nvlink4", alpha_s=alpha)
+    assert g["latency_s"] == pytest.approx(2 * 7 * alpha)  # two all-gathers, p - 1 steps each
+    assert agg.exchange_seconds("none", 4 * N, 8, "eth-1g", alpha_s=0)["latency_s"] == 0.0
+    # a compressed exchange on a fast link is latency-bound: PowerSGD's 3 calls cost more than its bytes
+    p = agg.exchange_seconds("powersgd", 1.6e6, 8, "nvlink4", alpha_s=2e-6, buckets=14)
+    assert p["latency_s"] > 10 * p["bandwidth_s"]
+
+
+def test_topk_all_gather_grows_with_ranks_while_all_reduce_does_not():
+    n = 10**8
+    for p in (2, 8, 64):
+        dense = agg.bytes_per_step("none", n, p, wire=True)
+        assert dense < 8 * n  # 2(p-1)/p x 4n
+    sparse = {p: agg.bytes_per_step("topk", n, p, ratio=0.01, wire=True) for p in (2, 8, 64, 128)}
+    assert sparse[8] == pytest.approx(7 * sparse[2]) and sparse[64] == pytest.approx(63 * sparse[2])
+    assert sparse[64] < agg.bytes_per_step("none", n, 64, wire=True) < sparse[128]  # crossover near p = 1 / ratio
 
 
 # ----------------------------------------------------------------------------------------------
@@ -116,9 +188,21 @@ def test_topk_ratio_one_sends_everything_and_keeps_no_residual():
     (lambda: agg.compare_methods(period=0), r"period"),
     (lambda: agg.compare_methods(powersgd_rank=0), r"powersgd_rank"),
     (lambda: agg.compare_methods(world_size=1), r"world_size must be an int >= 2"),
+    (lambda: agg.TopKCompressor(0.1, momentum=1.0), r"momentum must be a number >= 0 and < 1"),
+    (lambda: agg.TopKCompressor(0.1, momentum=-0.5), r"momentum"),
+    (lambda: agg.compare_variants({}), r"non-empty dict"),
+    (lambda: agg.compare_variants({"a": {"method": "none", "speed": 3}}), r"unknown option.*speed"),
+    (lambda: agg.compare_variants({"a": {"method": "gzip"}}), r"accepted values"),
+    (lambda: agg.compare_variants({"a": {"method": "dgc", "momentum": 0.9, "optimizer": "adam"}}),
+     r"optimizer='sgd'"),
+    (lambda: agg.compare_variants({"a": {"method": "none", "momentum": 2}}), r"momentum"),
+    (lambda: agg.ddp_bucket_numels([]), r"at least one"),
+    (lambda: agg.ddp_bucket_numels([(0, 3)]), r"every dimension"),
+    (lambda: agg.collective_calls("none", 0), r"buckets"),
+    (lambda: agg.exchange_seconds("none", 1.0, 2, "eth-1g", alpha_s=-1), r"alpha_s"),
 ])
 def test_bad_input_names_the_argument(call, match):
-    with pytest.raises((ValueError, KeyError), match=match):
+    with pytest.raises((ValueError, KeyError, TypeError), match=match):
         call()
 
 
@@ -154,6 +238,17 @@ def test_measured_bytes_equal_the_formulas(rows):
 
 
 @pytest.mark.slow
+def test_counted_collective_calls_equal_the_latency_model(rows):
+    """The number of messages exchange_seconds charges latency for, against the calls the hooks really made."""
+    start = agg.POWERSGD_START_ITER
+    for method in ("none", "fp16", "topk"):
+        calls = agg.collective_calls(method, 1)
+        assert rows[method]["calls_per_step"] == calls["all_reduce"] + calls["all_gather"], method
+    assert rows["powersgd"]["calls_per_step"] * STEPS == start + 3 * (STEPS - start)
+    assert rows["local_sgd"]["calls_per_step"] * STEPS == math.ceil(STEPS / PERIOD)
+
+
+@pytest.mark.slow
 def test_compressed_methods_learn_about_as_well_with_far_fewer_bytes(rows):
     base = rows["none"]["accuracy"]
     assert base > 0.85, f"uncompressed training reached only {base:.3f} on digits"
@@ -169,13 +264,22 @@ GPT2 = [(768, 2304), (768, 768), (768, 3072), (3072, 768)] * 12 + [(50257, 768),
 
 
 def test_gpt2_exchange_table_of_notebook_04():
-    """Notebook 04's table for GPT-2 small on 8 GPUs: MB per step, seconds on 1 GbE, ms on NVLink 4."""
+    """Notebook 04's table for GPT-2 small on 8 GPUs with DDP's buckets: MB per step, calls, and seconds on 1 GbE
+    and NVLink 4 (bandwidth term, and latency at the notebook's assumed 50 us and 2 us per message)."""
     n = sum(a * b for a, b in GPT2)
     assert n == 124_318_464
-    table = {"none": (497.3, 6.96, 1.93), "fp16": (248.6, 3.48, 0.97), "powersgd": (1.6, 0.02, 0.01),
-             "topk": (9.9, 0.56, 0.15), "local_sgd": (62.2, 0.87, 0.24)}
-    for method, (mb, eth, nvl) in table.items():
-        b = agg.bytes_per_step(method, n, 8, shapes=GPT2, bucket_numels=[n])
+    buckets = agg.ddp_bucket_numels(GPT2)
+    assert len(buckets) == 14
+    table = {"none": (497.3, 14, 6.96, 9.8, 1.93, 0.39), "fp16": (248.6, 14, 3.48, 9.8, 0.97, 0.39),
+             "powersgd": (1.6, 42, 0.022, 29.4, 0.01, 1.18), "topk": (9.9, 28, 0.56, 9.8, 0.15, 0.39),
+             "local_sgd": (62.2, 0.125, 0.87, 0.1, 0.24, 0.0)}
+    for method, (mb, calls, eth, eth_lat_ms, nvl_ms, nvl_lat_ms) in table.items():
+        b = agg.bytes_per_step(method, n, 8, shapes=GPT2, bucket_numels=buckets)
         assert b / 1e6 == pytest.approx(mb, abs=0.051)
-        assert agg.link_seconds(method, b, 8, "eth-1g") == pytest.approx(eth, abs=0.0051)
-        assert agg.link_seconds(method, b, 8, "nvlink4") * 1e3 == pytest.approx(nvl, abs=0.0051)
+        e = agg.exchange_seconds(method, b, 8, "eth-1g", alpha_s=50e-6, buckets=len(buckets))
+        v = agg.exchange_seconds(method, b, 8, "nvlink4", alpha_s=2e-6, buckets=len(buckets))
+        assert e["calls"] == v["calls"] == pytest.approx(calls)
+        assert e["bandwidth_s"] == pytest.approx(eth, abs=0.0051 if eth > 0.1 else 0.00051)
+        assert e["latency_s"] * 1e3 == pytest.approx(eth_lat_ms, abs=0.051)
+        assert v["bandwidth_s"] * 1e3 == pytest.approx(nvl_ms, abs=0.0051)
+        assert v["latency_s"] * 1e3 == pytest.approx(nvl_lat_ms, abs=0.0051)

@@ -298,3 +298,94 @@ def test_accumulation_changes_a_batchnorm_models_gradient():
 
     gap = {bn: ((gradient(bn, 1) - gradient(bn, 8)).norm() / gradient(bn, 1).norm()).item() for bn in (False, True)}
     assert gap[False] < 1e-5 and gap[True] > 0.01, gap
+
+
+def test_progress_by_examples_records_held_out_metrics_against_examples_seen():
+    split = data.load_digits()
+    curve = train.progress_by_examples(models.MLP, split.train, split.test, batch_size=64, lr=0.5, epochs=2,
+                                       evals_per_epoch=2, seed=0)
+    per_epoch = len(split.train) // 64  # the last partial batch is dropped
+    assert curve.steps == 2 * per_epoch == len(curve.step_losses)
+    assert curve.examples[0] == 0 and curve.examples[-1] == 2 * per_epoch * 64 and len(curve.examples) == 5
+    assert curve.test_acc[-1] > curve.test_acc[0] + 0.3, curve.test_acc  # it learns
+    assert curve.peak_loss == max(curve.step_losses)
+    assert curve.at(per_epoch * 64)["examples"] == per_epoch * 64 and curve.at(10)["examples"] == 0
+    same = train.progress_by_examples(models.MLP, split.train, split.test, batch_size=64, lr=0.5, epochs=2, seed=0)
+    assert same.test_acc == curve.test_acc  # seeded
+
+
+def test_progress_by_examples_with_accumulation_equals_the_large_batch():
+    split = data.load_digits()
+    whole = train.progress_by_examples(models.MLP, split.train, split.test, batch_size=128, lr=0.5, epochs=1)
+    pieces = train.progress_by_examples(models.MLP, split.train, split.test, batch_size=128, micro_batches=8,
+                                        lr=0.5, epochs=1)
+    assert whole.steps == pieces.steps and pieces.micro_batches == 8
+    assert max(abs(a - b) for a, b in zip(whole.test_loss, pieces.test_loss)) < 1e-4
+
+
+@pytest.mark.parametrize("kwargs, error, match", [
+    ({"batch_size": 0, "lr": 0.1}, ValueError, "batch_size"),
+    ({"batch_size": 10_000, "lr": 0.1}, ValueError, "larger than the training set"),
+    ({"batch_size": 8, "lr": -1}, ValueError, "lr"),
+    ({"batch_size": 8, "lr": 0.1, "micro_batches": 16}, ValueError, "micro_batches"),
+    ({"batch_size": 8, "lr": 0.1, "optimizer": "lbfgs"}, ValueError, "optimizer"),
+    ({"batch_size": 8, "lr": 0.1, "evals_per_epoch": 0}, ValueError, "evals_per_epoch"),
+])
+def test_progress_by_examples_bad_input(kwargs, error, match):
+    split = data.load_digits()
+    with pytest.raises(error, match=match):
+        train.progress_by_examples(models.MLP, split.train, split.test, epochs=1, **kwargs)
+
+
+def test_progress_by_examples_wrong_kinds():
+    split = data.load_digits()
+    with pytest.raises(TypeError, match="train_data"):
+        train.progress_by_examples(models.MLP, split.x_train, split.test, batch_size=8, lr=0.1)
+    with pytest.raises(TypeError, match="make_model"):
+        train.progress_by_examples(lambda: "mlp", split.train, split.test, batch_size=8, lr=0.1)
+
+
+def test_gradient_noise_scale_by_hand():
+    """A linear model with a squared loss: per-example gradients are known in closed form, so tr(Sigma) and |G|^2
+    can be computed by hand and compared with the per-example gradients torch.func computes."""
+    torch.manual_seed(0)
+    x, y = torch.randn(200, 3), torch.randn(200, 1)
+    model = torch.nn.Linear(3, 1, bias=False)
+    w = model.weight.detach()
+    per = 2 * ((x @ w.T) - y) * x  # d/dw (w.x - y)^2
+    mean = per.mean(0)
+    trace = float(((per - mean) ** 2).sum(1).sum() / 199)
+    g2 = float(mean.pow(2).sum()) - trace / 200
+    got = train.gradient_noise_scale(model, (x, y), lambda out, t: ((out - t) ** 2).mean())
+    assert got["examples"] == 200
+    assert got["trace_sigma"] == pytest.approx(trace, rel=1e-5) and got["grad_norm_sq"] == pytest.approx(g2, rel=1e-5)
+    assert got["b_simple"] == pytest.approx(trace / g2, rel=1e-5)
+
+
+def test_gradient_noise_scale_of_the_untrained_digits_mlp():
+    """Measured: about 83 at initialisation (seed 0), from either half of the training set within 2x; during
+    training it swings with the learning rate (a run bouncing across a valley has a large |G|), so notebook 04
+    reads it at the start only."""
+    split = data.load_digits()
+    torch.manual_seed(0)
+    model = models.MLP()
+    whole = train.gradient_noise_scale(model, split.train)
+    half = train.gradient_noise_scale(model, (split.x_train[:674], split.y_train[:674]))
+    assert 40 < whole["b_simple"] < 200 and whole["examples"] == len(split.train), whole
+    assert 0.5 < half["b_simple"] / whole["b_simple"] < 2, (half, whole)
+    capped = train.gradient_noise_scale(model, split.train, max_examples=100)
+    assert capped["examples"] == 100
+
+
+def test_gradient_noise_scale_bad_input():
+    x, y = torch.randn(10, 3), torch.randint(0, 2, (10,))
+    with pytest.raises(TypeError, match="nn.Module"):
+        train.gradient_noise_scale("m", (x, y))
+    with pytest.raises(TypeError, match="TensorDataset"):
+        train.gradient_noise_scale(torch.nn.Linear(3, 2), x)
+    with pytest.raises(ValueError, match="BatchNorm"):
+        train.gradient_noise_scale(torch.nn.Sequential(torch.nn.Linear(3, 2), torch.nn.BatchNorm1d(2)), (x, y))
+    with pytest.raises(ValueError, match="max_examples"):
+        train.gradient_noise_scale(torch.nn.Linear(3, 2), (x, y), max_examples=1)
+    with pytest.raises(ValueError, match="at least 2"):
+        train.gradient_noise_scale(torch.nn.Linear(3, 2), (x[:1], y[:1]))

@@ -305,3 +305,155 @@ def test_bf16_flushes_no_normal_fp32_value():
     number underflows to zero in bf16."""
     v = torch.logspace(-37.9, 37.9, 2000)
     assert precision.underflow(v, "bf16").underflow == 0 == precision.underflow(-v, "bf16").underflow
+
+
+# ----------------------------------------------------------------------------------------------
+# fp16 inside the backward pass
+
+def _trained_digits_mlp():
+    with cpu.limit_threads(1):
+        hardware.seed_everything(0)
+        split = data.load_digits()
+        model = models.MLP(64, 128, 10)
+        precision.gradients_while_training(model, (split.x_train, split.y_train), [100])
+        return model, (split.x_train, split.y_train)
+
+
+def test_the_fp16_backward_flushes_activation_gradients_and_loss_scaling_saves_them():
+    """Measured inside autocast's backward pass (not a cast of finished gradients): late in training the
+    logits' gradient, (softmax - one-hot) / batch, is far below fp16's smallest subnormal for most entries."""
+    model, batch = _trained_digits_mlp()
+    before = [p.detach().clone() for p in model.parameters()]
+    with cpu.limit_threads(1):
+        plain = precision.backward_underflow(model, batch, "fp16")
+        scaled = precision.backward_underflow(model, batch, "fp16", scale=2.0 ** 16)
+        bf16 = precision.backward_underflow(model, batch, "bf16")
+    assert all(torch.equal(p, b) for p, b in zip(model.parameters(), before)), "the passes must not train the model"
+    assert [name for name, _, _ in plain.layers] == ["0", "2"]  # both Linear layers, input side first
+    # measured: weight gradients 4.8 % lost, activation gradients 45 % (hidden) and 77 % (logits)
+    assert plain.param_lost > 0.01 and plain.activation_lost > 0.2, plain
+    assert scaled.param_lost < plain.param_lost / 10 and scaled.activation_lost < plain.activation_lost / 5, scaled
+    # bf16 has fp32's exponent range: what it "loses" is a ReLU that its rounded forward pass switched off
+    assert bf16.param_lost < 1e-3 and bf16.activation_lost < 1e-3, bf16
+    assert "weight gradients lost" in str(plain) and plain.dtype == "fp16" and scaled.scale == 2.0 ** 16
+
+
+def test_backward_underflow_bad_input():
+    lin = torch.nn.Linear(4, 2)
+    batch = (torch.randn(3, 4), torch.tensor([0, 1, 0]))
+    with pytest.raises(TypeError, match="nn.Module"):
+        precision.backward_underflow("model", batch)
+    with pytest.raises(ValueError, match="accepted values"):
+        precision.backward_underflow(lin, batch, "fp8-e4m3")
+    with pytest.raises(ValueError, match="scale"):
+        precision.backward_underflow(lin, batch, scale=0)
+    with pytest.raises(TypeError, match="pair"):
+        precision.backward_underflow(lin, batch[0])
+    big = torch.nn.Linear(4096, 4096)  # 1.7e7 parameters x 8 examples: the slow CPU fp16 path is refused
+    with pytest.raises(ValueError, match="slow fp16 fallback"):
+        precision.backward_underflow(big, (torch.randn(8, 4096), torch.zeros(8, dtype=torch.long)))
+
+
+# ----------------------------------------------------------------------------------------------
+# master weights
+
+def test_bf16_weights_ignore_small_updates_that_fp32_master_weights_keep():
+    """Adam moves each weight by about lr per step; at lr 1e-4 that is below 2^-8 of most weights of the
+    digits MLP (|w| up to 1/8), so a bf16 weight rounds it away. Measured: 84 % ignored, the loss barely moves."""
+    split = data.load_digits()
+    with cpu.limit_threads(1):
+        runs = {w: precision.weights_run(w, models.MLP, split.train.tensors, steps=60) for w in ("fp32", "bf16")}
+    assert runs["fp32"]["ignored"] < 0.01 and runs["bf16"]["ignored"] > 0.5, runs
+    drop = {w: r["loss_start"] - r["loss_end"] for w, r in runs.items()}
+    assert drop["fp32"] > 0.05 and drop["bf16"] < 0.5 * drop["fp32"], drop
+    assert runs["fp32"]["loss_start"] == pytest.approx(runs["bf16"]["loss_start"], abs=0.01)  # the same model
+
+
+def test_one_bf16_addition_loses_updates_below_half_a_gap():
+    """The rule weights_run measures, in one addition: 1 + u in bf16 stays 1 for u <= 2^-8 (half of bf16's
+    gap 2^-7 above 1; a tie rounds to even) and moves for u a little above it."""
+    one = torch.ones((), dtype=torch.bfloat16)
+    assert one + torch.tensor(2.0 ** -8, dtype=torch.bfloat16) == one
+    assert one + torch.tensor(2.0 ** -8 * 1.01, dtype=torch.bfloat16) != one
+    assert torch.tensor(1.0) + 2.0 ** -20 != torch.tensor(1.0)  # fp32 keeps it
+
+
+def test_weights_run_bad_input():
+    x = (torch.randn(8, 4), torch.zeros(8, dtype=torch.long))
+    with pytest.raises(ValueError, match="accepted values"):
+        precision.weights_run("fp16", lambda: torch.nn.Linear(4, 2), x)
+    with pytest.raises(TypeError, match="make_model"):
+        precision.weights_run("bf16", "mlp", x)
+    with pytest.raises(TypeError, match="nn.Module"):
+        precision.weights_run("bf16", lambda: 3, x)
+    with pytest.raises(ValueError, match="steps"):
+        precision.weights_run("bf16", lambda: torch.nn.Linear(4, 2), x, steps=0)
+    with pytest.raises(TypeError, match="pair"):
+        precision.weights_run("bf16", lambda: torch.nn.Linear(4, 2), x[0])
+
+
+# ----------------------------------------------------------------------------------------------
+# where the step's time goes
+
+def test_record_matmuls_lists_a_linear_stacks_forward_and_backward_products():
+    from course_lib import train
+
+    model = models.MLP(32, [16, 16], 4)  # 32 -> 16 -> 16 -> 4
+    step = train.make_step_fn(model, torch.randn(8, 32), torch.randint(0, 4, (8,)), "sgd")
+    found = precision.record_matmuls(step)
+    # forward: 3 products; backward: the first layer's weight gradient only (its input needs none), 2 for the others
+    assert len(found) == 3 + 1 + 2 * 2
+    assert [(p.m, p.k, p.n) for p in found[:3]] == [(8, 32, 16), (8, 16, 16), (8, 16, 4)]
+    assert all(p.b_t for p in found[:3]) and not any(p.a_t for p in found[:3])  # x @ W.T
+    weight_grads = sorted((p.m, p.k, p.n) for p in found[3:] if p.a_t)  # dY.T @ X
+    assert weight_grads == [(4, 8, 16), (16, 8, 16), (16, 8, 32)]
+    assert sum(p.flops for p in found) == 2 * 8 * (3 * 32 * 16 + 3 * 16 * 16 + 3 * 16 * 4) - 2 * 8 * 32 * 16
+    bmm = precision.record_matmuls(lambda: torch.bmm(torch.randn(3, 4, 5), torch.randn(3, 5, 6)))
+    assert bmm == [precision.Product(3, 4, 5, 6, False, False)]
+
+
+def test_products_fn_replays_shapes_and_layouts():
+    prods = [precision.Product(1, 8, 16, 4, False, True), precision.Product(2, 3, 5, 7, True, False)]
+    seen = precision.record_matmuls(precision.products_fn(prods, "bf16"))
+    assert seen == prods
+    with pytest.raises(ValueError, match="non-empty"):
+        precision.products_fn([], "fp32")
+    with pytest.raises(TypeError, match="Product"):
+        precision.products_fn([(1, 2, 3, 4)], "fp32")
+    with pytest.raises(ValueError, match="accepted values"):
+        precision.products_fn(prods, "fp8-e5m2")
+    with pytest.raises(ValueError, match="every size"):
+        precision.products_fn([precision.Product(1, 0, 2, 2, False, False)], "fp32")
+
+
+def test_predicted_step_ratio_is_amdahls_law():
+    assert precision.predicted_step_ratio(0.0, 0.25) == 1.0  # no products: nothing to gain
+    assert precision.predicted_step_ratio(1.0, 0.25) == 0.25  # all products: their ratio
+    assert precision.predicted_step_ratio(0.1, 0.25) == pytest.approx(0.925)  # 10 % products gain 7.5 %
+    assert precision.predicted_step_ratio(0.1, 40.0) == pytest.approx(4.9)  # emulated bf16: 40x slower products
+    assert precision.predicted_step_ratio(0.5, 0.5, rest_ratio=1.2) == pytest.approx(0.85)
+    for bad, match in (((1.5, 0.5), "share"), ((0.5, 0.0), "product_ratio"), ((0.5, 1.0, -1.0), "rest_ratio")):
+        with pytest.raises(ValueError, match=match):
+            precision.predicted_step_ratio(*bad)
+    with pytest.raises(TypeError, match="share"):
+        precision.predicted_step_ratio("0.5", 1.0)
+
+
+def test_step_decomposition_times_five_things_and_derives_the_model():
+    torch.manual_seed(0)
+    batch = (torch.randn(64, 256), torch.randint(0, 10, (64,)))
+    with cpu.limit_threads(1):
+        d = precision.step_decomposition(lambda: models.MLP(256, [256, 256], 10), batch, rounds=1, min_run_time=0.01)
+    assert d.batch == 64 and d.low == "bf16-mixed" and d.products == 3 + 1 + 2 * 2
+    assert 0 < d.share <= 1 and d.step_fp32 > 0 and d.products_low > 0
+    assert d.predicted == pytest.approx(d.share * d.product_ratio + 1 - d.share)
+    assert d.predicted_with_casts == pytest.approx(d.predicted + d.casts_low / d.step_fp32) and d.casts_low > 0
+    assert d.measured == pytest.approx(d.step_low / d.step_fp32)
+    with pytest.raises(ValueError, match="mixed precision"):
+        precision.step_decomposition(lambda: models.MLP(), batch, low="fp32")
+    with pytest.raises(TypeError, match="pair"):
+        precision.step_decomposition(lambda: models.MLP(), batch[0])
+    with pytest.raises(TypeError, match="make_model must return"):
+        precision.step_decomposition(lambda: "mlp", batch)
+    with pytest.raises(ValueError, match="no matrix products"):
+        precision.step_decomposition(lambda: torch.nn.LayerNorm(3), (torch.randn(4, 3), None))
