@@ -117,8 +117,9 @@ class StepResult:
         return self.examples / self.seconds if self.seconds > 0 else float("inf")
 
 
-FP16_ON_CPU = ("fp16 compute on a CPU is hundreds of times slower than fp32: CPUs have no fp16 arithmetic "
-               "units, so every fp16 operation converts its inputs and runs in a slow fallback (a step can "
+FP16_ON_CPU = ("fp16 compute on a CPU is hundreds of times slower than fp32: most CPUs have no fp16 arithmetic "
+               "(AVX-512 FP16 and Arm's FP16 are the exceptions), and PyTorch's CPU fp16 kernels convert "
+               "the inputs and run in a slow fallback (a step can "
                "take minutes). Use bf16 (precision='bf16-mixed': the same 2 bytes per value, with fp32's range), "
                "or a GPU for fp16. To see what fp16 does to gradients on a CPU, cast tensors to torch.float16 "
                "(precision.underflow, notebook 04).")
