@@ -123,9 +123,13 @@ def test_single_process_scenarios_find_their_designed_bottleneck(name, tmp_path)
 @pytest.mark.slow
 def test_communication_scenario_finds_communication(tmp_path):
     prof = monitor.run_scenario("tiny-batch-ddp", steps=2, trace_dir=tmp_path)
-    # communication is the notebook's designed bottleneck (57-80 % of a step on an idle machine); a test run next
-    # to other work once measured 42 % with compute at 52 %, so the unit test asks for a large share only
-    assert prof.shares["communication"] > 0.3, prof.table()
+    # communication is the notebook's designed bottleneck (52-80 % of a step on an idle machine), but its share
+    # depends on how fast this CPU computes (a CI host once measured 28 % with compute at 63 ms a step). What does
+    # not: the step's communication costs about the bare all-reduce of its gradients, timed beside it (best of 3),
+    # where a skipped all-reduce would cost nothing
+    comm_s = prof.seconds["communication"] / prof.steps
+    assert comm_s / prof.extra["allreduce_s"] > 0.5, (comm_s, prof.extra["allreduce_s"], prof.table())
+    assert prof.shares["communication"] > 0.15, prof.table()
     assert prof.extra["grad_bytes"] == 4 * prof.extra["params"] and prof.extra["world_size"] == 2
     # rank 1 is only printed by the notebook: on a loaded machine its step can look compute-bound (it waits less
     # when rank 0 is the slow one), so the test asks only that communication is a real part of it
