@@ -238,6 +238,62 @@ def test_redundancy_and_cost_models(tmp_path):
     assert ft.timed_save(tmp_path / "t.pt", {"w": torch.ones(2)}) > 0
 
 
+def test_restarts_follow_daly_and_daly_refines_young():
+    """Daly (2006): the exact loss for random failures, restarts included, is what the simulation measures; his
+    interval is a little shorter than Young's and the restart cost does not move it."""
+    for write, mtbf, restart in ((2.0, 3600.0, 0.0), (2.0, 648.0, 600.0), (60.0, 3600.0, 120.0)):
+        tau = ft.daly_interval(write, mtbf)
+        assert tau < ft.young_daly_interval(write, mtbf)
+        exact = ft.daly_lost_fraction(tau, write, mtbf, restart)
+        assert ft.simulate_lost_fraction(tau, write, mtbf, failures=50_000, seed=2, restart_s=restart) == \
+            pytest.approx(exact, rel=0.03)
+        assert restart == 0 or exact > ft.daly_lost_fraction(tau, write, mtbf)
+        # first order, the restart adds R / MTBF whatever the interval
+        assert ft.lost_fraction(tau, write, mtbf, restart) - ft.lost_fraction(tau, write, mtbf) == pytest.approx(restart / mtbf)
+    assert ft.daly_interval(10.0, 4.0) == 4.0  # a write longer than twice the MTBF: checkpoint every MTBF
+    with pytest.raises(ValueError, match="restart_s"):
+        ft.daly_lost_fraction(10.0, 1.0, 100.0, restart_s=-1)
+    with pytest.raises(ValueError, match="restart_s"):
+        ft.simulate_lost_fraction(10.0, 1.0, 100.0, restart_s=-1)
+
+
+def test_jittered_retries_wait_a_random_part_of_the_back_off():
+    def failing():
+        raise ConnectionRefusedError()
+
+    plain, jittered, again = [], [], []
+    for out, jitter, seed in ((plain, False, None), (jittered, True, 3), (again, True, 3)):
+        with pytest.raises(ConnectionRefusedError):
+            ft.retry(failing, attempts=6, backoff=0.1, jitter=jitter, seed=seed, sleep=out.append)
+    assert plain == pytest.approx([0.1, 0.2, 0.4, 0.8, 1.6])
+    assert jittered == again and all(0 <= j <= p for j, p in zip(jittered, plain)) and jittered != plain
+    with pytest.raises(TypeError, match="jitter"):
+        ft.retry(failing, jitter="yes")
+
+
+@pytest.mark.slow
+def test_many_clients_retry_in_lockstep_unless_jittered():
+    storms = {j: ft.retry_storm(clients=12, down_s=0.3, backoff=0.04, jitter=j) for j in (False, True)}
+    assert storms[False]["peak_share"] >= 10 / 12, storms[False]
+    assert storms[True]["peak_share"] <= 0.6, storms[True]
+    assert all(0.3 <= t < 5 for s in storms.values() for t in s["connected_s"])
+    with pytest.raises(ValueError, match="clients"):
+        ft.retry_storm(clients=0)
+
+
+@pytest.mark.slow
+def test_a_job_fails_when_any_worker_dies_and_big_jobs_fail_more():
+    jobs = ft.job_survival([1, 4], trials=6, steps=10, hazard=0.02, step_s=0.0)
+    assert jobs[1]["predicted"] == pytest.approx(0.98 ** 10) and jobs[4]["predicted"] == pytest.approx(0.98 ** 40)
+    assert jobs[4]["finished"] < jobs[1]["finished"], jobs
+    assert ft.job_survival([2], trials=2, steps=3, hazard=0.0, step_s=0.0)[2]["finished"] == 2
+    assert ft.job_survival([2], trials=2, steps=3, hazard=1.0, step_s=0.0)[2]["finished"] == 0
+    with pytest.raises(ValueError, match="sizes"):
+        ft.job_survival([])
+    with pytest.raises(ValueError, match="hazard"):
+        ft.job_survival([1], hazard=1.5)
+
+
 def test_notebook_06_3_checkpoint_is_its_tensors_plus_a_little(tmp_path):
     """Notebook 06.3 prints this as computed: a checkpoint is its tensors' bytes plus a few % of zip structure, and
     loads back unchanged."""

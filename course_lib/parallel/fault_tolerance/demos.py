@@ -18,7 +18,7 @@ from .checkpoint import (CheckpointError, ShuffledBatches, _as_path, _blob, _dir
                          checkpoint_path, load_checkpoint, load_latest, restore_state, save_checkpoint)
 
 __all__ = ["training_run", "run_in_child", "killed_write_trial", "dcp_roundtrip", "load_dcp_unsharded",
-           "stuck_peer"]
+           "stuck_peer", "job_survival", "retry_storm"]
 
 
 # ----------------------------------------------------------------------------------------------
@@ -258,3 +258,110 @@ def stuck_peer(timeouts: list[float]) -> dict:
             out[t] = (time.perf_counter() - start, error)
         dist.barrier()  # rank 1 waits here the whole time: stuck, from rank 0's point of view
     return out
+
+
+# ----------------------------------------------------------------------------------------------
+# failures at scale (notebook 06.3, section "Restarts, and failures at scale")
+
+def _hazard_worker(channel: Any, steps: int, step_s: float, hazard: float, seed: int) -> None:  # pragma: no cover
+    """One worker of a job: ``steps`` steps of ``step_s`` seconds; after each it dies (``os._exit(3)``, no
+    clean-up, as a crashed process or a lost machine) with probability ``hazard``, from its own seeded draws."""
+    import time
+
+    draw = random.Random(seed).random
+    for _ in range(steps):
+        time.sleep(step_s)
+        if draw() < hazard:
+            os._exit(3)
+    channel.send("done")
+
+
+def job_survival(sizes: list[int], trials: int = 12, steps: int = 20, hazard: float = 0.004,
+                 step_s: float = 0.002, seed: int = 0, timeout: float = 60.0) -> dict[int, dict]:
+    """Run ``trials`` jobs of each size in ``sizes``: a job of size N is N worker processes
+    (``procs.Children``) that each take ``steps`` steps and die after any step with probability ``hazard``
+    (seeded per job and worker, so a rerun injects the same failures). The job, like one under torchrun
+    without restarts, fails as soon as any worker dies: its other workers are stopped. Returns, per size,
+    ``{"finished", "trials", "predicted"}`` with ``predicted = (1 - hazard) ** (N * steps)``, the chance that
+    all N * steps draws survive. Notebook 06.3 (failures at scale)."""
+    import time
+
+    from ...procs import Children
+
+    if not isinstance(sizes, (list, tuple)) or not sizes:
+        raise ValueError(f"sizes must be a non-empty list of job sizes, got {sizes!r}")
+    sizes = [validate.positive_int("sizes", n) for n in sizes]
+    trials, steps = validate.positive_int("trials", trials), validate.positive_int("steps", steps)
+    hazard = validate.fraction("hazard", hazard, allow_zero=True, allow_one=True)
+    step_s, timeout = validate.nonnegative("step_s", step_s), validate.seconds("timeout", timeout)
+    out = {}
+    for n in sizes:
+        finished = 0
+        for trial in range(trials):
+            with Children("course-job") as kids:
+                for rank in range(n):
+                    kids.start(_hazard_worker, steps, step_s, hazard, (seed * 1_000_003 + n * 1_009 + trial) * 131 + rank)
+                done, failed, deadline = 0, False, time.monotonic() + timeout
+                while done < n and not failed:
+                    if time.monotonic() > deadline:
+                        raise TimeoutError(f"a job of {n} workers did not end within {timeout:g} s")
+                    for event in kids.events(0.5):
+                        done += event.kind == "message"
+                        failed |= event.kind == "error" or (event.kind == "exit" and event.value != 0)
+            finished += not failed
+        out[n] = {"finished": finished, "trials": trials, "predicted": (1 - hazard) ** (n * steps)}
+    return out
+
+
+# ----------------------------------------------------------------------------------------------
+# many clients retrying at once (notebook 06.3, section "Retries")
+
+def retry_storm(clients: int = 16, down_s: float = 0.5, backoff: float = 0.05, jitter: bool = False,
+                window_s: float = 0.01, timeout: float = 20.0) -> dict:
+    """``clients`` threads lose a service at the same moment (it comes back after ``down_s`` seconds, a
+    :class:`~.robust.DelayedService`) and reconnect with :func:`~.robust.retry` (``backoff``, factor 2,
+    ``jitter`` or not; client i draws from seed i). Every connection attempt's time is recorded. Returns
+    ``{"attempts", "retries", "peak", "peak_share", "connected_s"}``: ``peak`` is the most retries that
+    fell in any ``window_s`` window (the load a recovering service sees at once), ``peak_share`` that over
+    ``clients`` (1.0: all in lockstep), ``connected_s`` each client's connection time after the failure.
+    Notebook 06.3 (retries)."""
+    import threading
+    import time
+
+    from .robust import DelayedService, connect, retry
+
+    clients = validate.positive_int("clients", clients)
+    down_s, backoff = validate.positive("down_s", down_s), validate.positive("backoff", backoff)
+    window_s, timeout = validate.positive("window_s", window_s), validate.seconds("timeout", timeout)
+    if not isinstance(jitter, bool):
+        raise TypeError(f"jitter must be True or False, got {jitter!r}")
+    attempts: list[float] = []
+    connected: list[float] = [float("nan")] * clients
+    lock, go = threading.Lock(), threading.Event()
+
+    def attempt(port: int) -> float:
+        with lock:
+            attempts.append(time.perf_counter())
+        return connect(port, timeout=2.0)
+
+    def client(i: int, port: int, t0_box: list) -> None:
+        go.wait()
+        at = retry(lambda: attempt(port), attempts=30, backoff=backoff, retry_on=ConnectionRefusedError,
+                   jitter=jitter, seed=i)
+        connected[i] = at - t0_box[0]
+
+    with DelayedService(down_s) as service:
+        t0_box = [0.0]
+        threads = [threading.Thread(target=client, args=(i, service.port, t0_box), daemon=True) for i in range(clients)]
+        for t in threads:
+            t.start()
+        t0_box[0] = time.perf_counter()
+        go.set()
+        for t in threads:
+            t.join(timeout)
+    if any(t.is_alive() for t in threads):
+        raise TimeoutError(f"some of the {clients} clients did not reconnect within {timeout:g} s")
+    retries = sorted(attempts)[clients:]  # the first `clients` attempts are the failure itself, all at once
+    peak = max((sum(1 for u in retries if t <= u < t + window_s) for t in retries), default=0)
+    return {"attempts": len(attempts), "retries": len(retries), "peak": peak, "peak_share": peak / clients,
+            "connected_s": connected}

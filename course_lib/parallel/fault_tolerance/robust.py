@@ -9,7 +9,9 @@
   first that loads.
 * :func:`write_cost_fit` fits ``seconds = fixed + bytes / bandwidth`` to measured checkpoint writes;
   :func:`young_daly_interval` is the checkpoint interval that minimises the time lost,
-  ``sqrt(2 * write_time * MTBF)``, and :func:`lost_fraction` the fraction lost at any interval.
+  ``sqrt(2 * write_time * MTBF)`` (Young), :func:`daly_interval` its higher-order form (Daly);
+  :func:`lost_fraction` is the fraction lost at any interval to first order, restarts included, and
+  :func:`daly_lost_fraction` the exact expectation for random failures.
 """
 from __future__ import annotations
 
@@ -26,8 +28,8 @@ from ... import validate
 from .checkpoint import CheckpointError, _as_path, load_checkpoint, save_checkpoint
 
 __all__ = ["retry", "retry_schedule", "predicted_success_time", "DelayedService", "connect", "availability",
-           "save_replicated", "load_first_good", "replica_trials", "timed_save", "write_cost_fit", "young_daly_interval", "lost_fraction",
-           "simulate_lost_fraction"]
+           "save_replicated", "load_first_good", "replica_trials", "timed_save", "write_cost_fit", "young_daly_interval",
+           "daly_interval", "lost_fraction", "daly_lost_fraction", "simulate_lost_fraction"]
 
 
 def _exception_types(retry_on: Any) -> tuple[type[BaseException], ...]:
@@ -38,15 +40,23 @@ def _exception_types(retry_on: Any) -> tuple[type[BaseException], ...]:
 
 
 def retry(fn: Callable[[], Any], attempts: int = 5, backoff: float = 0.1, retry_on: Any = (OSError, TimeoutError),
-          *, factor: float = 2.0, on_retry: Callable[[int, BaseException, float], Any] | None = None,
+          *, factor: float = 2.0, jitter: bool = False, seed: int | None = None,
+          on_retry: Callable[[int, BaseException, float], Any] | None = None,
           sleep: Callable[[float], Any] = time.sleep) -> Any:
     """``fn()``, called up to ``attempts`` times while it raises one of ``retry_on``; the wait before retry
-    ``i`` (1, 2, ...) is ``backoff * factor**(i - 1)``. Other exceptions, and the last failure, are
-    raised. ``on_retry(attempt, error, delay)`` is told about each failure. Notebook 06.3 (retries)."""
+    ``i`` (1, 2, ...) is ``backoff * factor**(i - 1)``, or with ``jitter`` a uniform draw between 0 and that
+    ("full jitter": many clients that failed together then retry at different moments instead of in
+    lockstep; ``seed`` makes the draws repeatable). Other exceptions, and the last failure, are raised.
+    ``on_retry(attempt, error, delay)`` is told about each failure. Notebook 06.3 (retries)."""
+    import random
+
     validate.function("fn", fn)
     attempts = validate.positive_int("attempts", attempts)
     backoff = validate.nonnegative("backoff", backoff)
     factor = validate.number("factor", factor, minimum=1.0)
+    if not isinstance(jitter, bool):
+        raise TypeError(f"jitter must be True or False, got {jitter!r}")
+    draw = random.Random(seed if seed is None else validate.nonnegative_int("seed", seed)).random
     kinds = _exception_types(retry_on)
     for i in range(attempts):
         try:
@@ -54,7 +64,7 @@ def retry(fn: Callable[[], Any], attempts: int = 5, backoff: float = 0.1, retry_
         except kinds as exc:
             if i == attempts - 1:
                 raise
-            delay = backoff * factor ** i
+            delay = backoff * factor ** i * (draw() if jitter else 1.0)
             if on_retry is not None:
                 on_retry(i + 1, exc, delay)
             sleep(delay)
@@ -226,32 +236,61 @@ def write_cost_fit(nbytes: Sequence[float], seconds: Sequence[float]) -> tuple[f
 
 
 def young_daly_interval(write_s: float, mtbf_s: float) -> float:
-    """Young's optimal time between checkpoints, ``sqrt(2 * write_s * mtbf_s)`` (first order; Daly's
-    refinement differs when the write time approaches the MTBF). Notebook 06.3."""
+    """Young's optimal time between checkpoints, ``sqrt(2 * write_s * mtbf_s)`` (Young 1974, first order:
+    accurate while the write takes a small part of the MTBF; :func:`daly_interval` is the higher-order one).
+    Notebook 06.3."""
     return math.sqrt(2 * validate.positive("write_s", write_s) * validate.positive("mtbf_s", mtbf_s))
 
 
-def lost_fraction(interval_s: float, write_s: float, mtbf_s: float) -> float:
-    """The fraction of time lost, to first order: writing (``write_s / interval_s``) plus work redone after a
-    failure (half an interval on average, once per MTBF: ``interval_s / (2 * mtbf_s)``). Notebook 06.3."""
+def daly_interval(write_s: float, mtbf_s: float) -> float:
+    """Daly's higher-order optimum (Daly 2006, Future Generation Computer Systems 22): with d = write_s and
+    M = mtbf_s, ``sqrt(2dM) * (1 + sqrt(d / 2M) / 3 + d / 18M) - d`` while d < 2M, else M. The restart cost
+    does not move it (every failure pays the restart whatever the interval); it only adds to the loss.
+    Notebook 06.3."""
+    d, m = validate.positive("write_s", write_s), validate.positive("mtbf_s", mtbf_s)
+    if d >= 2 * m:
+        return m
+    return math.sqrt(2 * d * m) * (1 + math.sqrt(d / (2 * m)) / 3 + d / (18 * m)) - d
+
+
+def lost_fraction(interval_s: float, write_s: float, mtbf_s: float, restart_s: float = 0.0) -> float:
+    """The fraction of time lost, to first order: writing (``write_s / interval_s``), work redone after a
+    failure (half an interval on average, once per MTBF: ``interval_s / (2 * mtbf_s)``) and the restart
+    each failure pays (``restart_s / mtbf_s``: relaunch, rendezvous, reading the checkpoint). Notebook 06.3."""
     interval_s = validate.positive("interval_s", interval_s)
-    return validate.nonnegative("write_s", write_s) / interval_s + interval_s / (2 * validate.positive("mtbf_s", mtbf_s))
+    mtbf_s = validate.positive("mtbf_s", mtbf_s)
+    return (validate.nonnegative("write_s", write_s) / interval_s + interval_s / (2 * mtbf_s)
+            + validate.nonnegative("restart_s", restart_s) / mtbf_s)
+
+
+def daly_lost_fraction(interval_s: float, write_s: float, mtbf_s: float, restart_s: float = 0.0) -> float:
+    """The fraction of time lost, exactly, for failures that arrive at random (exponential gaps, mean
+    ``mtbf_s``), including failures during a write or a restart (Daly 2006): the expected wall time
+    of ``T`` seconds of work is ``M e^(R/M) (e^((tau + d)/M) - 1) T / tau``, so the lost fraction is
+    ``1 - tau / (M e^(R/M) (e^((tau + d)/M) - 1))``. Notebook 06.3 checks it against
+    :func:`simulate_lost_fraction`."""
+    tau = validate.positive("interval_s", interval_s)
+    d, m = validate.nonnegative("write_s", write_s), validate.positive("mtbf_s", mtbf_s)
+    r = validate.nonnegative("restart_s", restart_s)
+    return 1.0 - tau / (m * math.exp(r / m) * math.expm1((tau + d) / m))
 
 
 def simulate_lost_fraction(interval_s: float, write_s: float, mtbf_s: float, failures: int = 100_000,
-                           seed: int = 0) -> float:
+                           seed: int = 0, restart_s: float = 0.0) -> float:
     """The fraction of time lost, *simulated*: ``failures`` failures arrive at random (exponential gaps,
-    mean ``mtbf_s``, seeded); between two failures the job repeats ``interval_s`` of work then a
-    ``write_s`` checkpoint, and keeps only the intervals whose checkpoint finished. Lost = 1 - kept work
-    / elapsed time. Notebook 06.3 (section 8) compares it with :func:`lost_fraction` and Young's interval.
+    mean ``mtbf_s``, seeded); after each failure the job first spends ``restart_s`` restarting (a failure
+    during the restart starts it again), then repeats ``interval_s`` of work and a ``write_s`` checkpoint,
+    keeping only the intervals whose checkpoint finished. Lost = 1 - kept work / elapsed time. Notebook
+    06.3 (section 8) compares it with :func:`lost_fraction`, :func:`daly_lost_fraction` and the intervals.
     """
     import torch  # local: the rest of this module needs no torch
 
     interval_s = validate.positive("interval_s", interval_s)
     write_s = validate.nonnegative("write_s", write_s)
     mtbf_s = validate.positive("mtbf_s", mtbf_s)
+    restart_s = validate.nonnegative("restart_s", restart_s)
     failures = validate.positive_int("failures", failures)
     gen = torch.Generator().manual_seed(int(seed))
     gaps = torch.empty(failures, dtype=torch.float64).exponential_(1.0 / mtbf_s, generator=gen)
-    kept = torch.floor(gaps / (interval_s + write_s)) * interval_s
+    kept = torch.floor((gaps - restart_s).clamp(min=0) / (interval_s + write_s)) * interval_s
     return float(1.0 - kept.sum() / gaps.sum())
