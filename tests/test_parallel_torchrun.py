@@ -136,6 +136,29 @@ def test_a_killed_worker_is_restarted_and_the_curve_is_unchanged(data_file, tmp_
     assert not procs.leftover_processes()
 
 
+@pytest.mark.slow
+def test_each_rank_resumes_its_own_random_stream(data_file, tmp_path):
+    """Dropout on two ranks: stopped after step 10 and resumed to 20, the run repeats the uninterrupted run's losses
+    exactly; resumed with rank 0's generators on every rank (a checkpoint of rank 0's state alone), it does not."""
+    def run(name, steps, *extra):
+        return ts.run_torchrun(_script(data_file, steps, "--dropout", "0.3", *extra), tmp_path / name, timeout=180)
+
+    full = run("full", 20).curve
+    for name, extra in (("each", ()), ("rank0", ("--restore-rng", "rank0"))):
+        run(name, 10)
+        assert run(name, 20, *extra).curve[:10] == full[:10]
+    assert ts.loss_curve(tmp_path / "each") == full
+    assert max(abs(a - b) for a, b in zip(ts.loss_curve(tmp_path / "rank0")[10:], full[10:])) > 1e-4
+
+
+def test_rank_seeds_differ_and_check_their_input():
+    assert len({ts.rank_seed(s, r) for s in range(4) for r in range(8)}) == 32
+    with pytest.raises(ValueError, match="rank"):
+        ts.rank_seed(0, -1)
+    with pytest.raises(ValueError, match="dropout"):
+        ts.parse_args(["--run-dir", "r", "--dropout", "1.0"])
+
+
 # ----------------------------------------------------------------------------------------------
 # the pipeline
 
@@ -260,13 +283,16 @@ def test_kubeflow_spec_round_trips_and_problems_are_named():
     assert yaml.safe_load(text) == spec
     assert orch.validate_kubeflow_pipeline(text) == ["prepare", "train", "evaluate", "export"]
     assert spec["root"]["dag"]["tasks"]["train"]["retryPolicy"]["maxRetryCount"] == 2
+    assert not any(t["cachingOptions"]["enableCache"] for t in spec["root"]["dag"]["tasks"].values())
     cases = [(lambda s: s.pop("deploymentSpec"), "missing 'deploymentSpec'"),
              (lambda s: s["components"].pop("comp-train"), "component 'comp-train'"),
              (lambda s: s["root"]["dag"]["tasks"]["train"].update(dependentTasks=["nope"]), "not tasks"),
              (lambda s: s["root"]["dag"]["tasks"]["prepare"].update(dependentTasks=["export"]), "cycle"),
              (lambda s: s["deploymentSpec"]["executors"]["exec-train"]["container"]["resources"]["accelerator"]
               .update(type="TPU_V9"), "valid: NVIDIA"),
-             (lambda s: s["deploymentSpec"]["executors"]["exec-export"]["container"].pop("image"), "no container image")]
+             (lambda s: s["deploymentSpec"]["executors"]["exec-export"]["container"].pop("image"), "no container image"),
+             # a cached step whose inputs are files in a shared folder would be skipped after they change
+             (lambda s: s["root"]["dag"]["tasks"]["train"]["cachingOptions"].update(enableCache=True), "declares no inputs")]
     for change, message in cases:
         broken = yaml.safe_load(text)
         change(broken)

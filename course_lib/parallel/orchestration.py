@@ -419,7 +419,10 @@ def kubeflow_pipeline(steps: Sequence[Step], *, name: str, image: str, accelerat
     tasks, components, executors = {}, {}, {}
     for s in steps:
         task: dict[str, Any] = {"taskInfo": {"name": s.name}, "componentRef": {"name": f"comp-{s.name}"},
-                                "cachingOptions": {"enableCache": True}}  # a finished step is not run again
+                                # off: Kubeflow's cache key is the task's spec and its declared inputs, and these steps
+                                # share files in a folder outside their declared artifacts, so a cached "train" would be
+                                # skipped after "prepare" wrote new data; each step's own check decides instead
+                                "cachingOptions": {"enableCache": False}}
         if s.deps:
             task["dependentTasks"] = list(s.deps)
         if s.retries:
@@ -442,8 +445,9 @@ def kubeflow_pipeline(steps: Sequence[Step], *, name: str, image: str, accelerat
 
 def validate_kubeflow_pipeline(spec: Mapping[str, Any]) -> list[str]:
     """Check a pipeline spec (a dict, or YAML text); return the task order. ValueError for a missing field,
-    a task whose component or executor does not exist, a dependency that is not a task, a cycle, or an
-    accelerator not in :data:`ACCELERATORS` (listing them). Notebook 06.4."""
+    a task whose component or executor does not exist, a task that caches its result while its component
+    declares no inputs or outputs, a dependency that is not a task, a cycle, or an accelerator not in
+    :data:`ACCELERATORS` (listing them). Notebook 06.4."""
     if isinstance(spec, str):
         import yaml
 
@@ -464,6 +468,11 @@ def validate_kubeflow_pipeline(spec: Mapping[str, Any]) -> list[str]:
         comp = task.get("componentRef", {}).get("name")
         if comp not in spec["components"]:
             raise ValueError(f"task {name!r} refers to component {comp!r}, which is not in components")
+        declared = {"inputDefinitions", "outputDefinitions"} & set(spec["components"][comp])
+        if task.get("cachingOptions", {}).get("enableCache") and not declared:
+            raise ValueError(f"task {name!r} caches its result but its component declares no inputs or outputs: the cache "
+                             "key cannot see the files it shares with other steps, so it would be skipped after they "
+                             "change. Declare them as artifacts, or set cachingOptions.enableCache to false")
         label = spec["components"][comp].get("executorLabel")
         container = executors.get(label, {}).get("container")
         if not container or not container.get("image"):

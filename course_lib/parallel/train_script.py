@@ -63,7 +63,7 @@ from .. import validate
 from ..distributed.launcher import loopback_interface, tcp_store
 
 __all__ = ["main", "parse_args", "prepare_data", "load_data", "batch_indices", "read_log", "loss_curve",
-           "redone_steps", "make_model", "drop_optimizer_state", "CHECKPOINT_DIR", "torchrun_args", "run_torchrun", "TorchrunResult",
+           "redone_steps", "make_model", "rank_seed", "drop_optimizer_state", "CHECKPOINT_DIR", "torchrun_args", "run_torchrun", "TorchrunResult",
            "restart_summary", "steps_timeline", "free_port"]
 
 CHECKPOINT_DIR = "checkpoints"
@@ -115,12 +115,19 @@ def batch_indices(step: int, n_examples: int, batch_size: int, seed: int) -> tor
     return order[j * batch_size:(j + 1) * batch_size]
 
 
-def make_model(hidden: int = 256, seed: int = 0) -> torch.nn.Module:
-    """The digits MLP (64 -> hidden -> 10), initialised from ``seed``."""
+def make_model(hidden: int = 256, seed: int = 0, dropout: float = 0.0) -> torch.nn.Module:
+    """The digits MLP (64 -> hidden -> 10, with ``dropout`` after the hidden layer), initialised from
+    ``seed``: the same weights on every rank."""
     from ..models import MLP
 
     torch.manual_seed(seed)
-    return MLP(64, hidden, 10)
+    return MLP(64, hidden, 10, dropout=dropout)
+
+
+def rank_seed(seed: int, rank: int) -> int:
+    """The seed of rank ``rank``'s own random stream (dropout masks, augmentation): different on every rank,
+    as it must be, or all ranks drop the same units and data parallelism averages N copies of one mask."""
+    return validate.nonnegative_int("seed", seed) * 1_000_003 + 7_919 * (validate.nonnegative_int("rank", rank) + 1)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -138,6 +145,10 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--optimizer", default="momentum", help="sgd, momentum, adam or adamw")
     p.add_argument("--checkpoint-every", type=int, default=5, help="steps between checkpoints (rank 0 writes)")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--dropout", type=float, default=0.0, help="dropout after the hidden layer (each rank its own masks)")
+    p.add_argument("--restore-rng", default="each", choices=("each", "rank0"),
+                   help="each: every rank resumes its own random stream (saved in the checkpoint); rank0: every rank "
+                        "takes rank 0's, as a script that saves only rank 0's state does (for comparison)")
     p.add_argument("--backend", default="auto", choices=BACKENDS, help="auto: nccl with a GPU per local rank, else gloo")
     p.add_argument("--timeout", type=float, default=30.0, help="process-group timeout in seconds (dead peers)")
     p.add_argument("--step-delay", type=float, default=0.0,
@@ -154,6 +165,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     validate.nonnegative_int("seed", args.seed)
     validate.positive("lr", args.lr)
     validate.positive("timeout", args.timeout)
+    validate.number("dropout", args.dropout, minimum=0, maximum=1, open_high=True)
     validate.nonnegative("step_delay", args.step_delay)
     return args
 
@@ -242,12 +254,19 @@ def main(argv: list[str] | None = None) -> dict:
         log_path = run_dir / f"rank{rank}.jsonl"
         data = load_data(args.data, args.seed)
         x, y = data["x_train"], data["y_train"]
-        model = make_model(args.hidden, args.seed).to(device)
+        model = make_model(args.hidden, args.seed, args.dropout).to(device)
         optimizer = make_optimizer(args.optimizer, model.parameters(), lr=args.lr)
+        torch.manual_seed(rank_seed(args.seed, rank))  # same weights everywhere, then each rank its own stream
         start = 0
         state = ft.load_latest(ck_dir, report=lambda m: _log(log_path, {"event": "skipped", "message": m}))
         if state is not None:
-            start = int(ft.restore_state(state, model, optimizer)["step"])
+            start = int(ft.restore_state(state, model, optimizer)["step"])  # puts back rank 0's generators
+            saved = state["position"].get("rank_rng")
+            if args.restore_rng == "each" and saved is not None:
+                if len(saved) != world:  # another world size: no saved stream fits, derive a fresh one per rank
+                    torch.manual_seed(rank_seed(args.seed + start, rank))
+                else:
+                    ft.set_rng_state(saved[rank])
         starts = [None] * world
         dist.all_gather_object(starts, start)  # every rank must resume from the same step
         if len(set(starts)) != 1:
@@ -265,9 +284,13 @@ def main(argv: list[str] | None = None) -> dict:
             loss = float(total.item()) / args.batch_size
             _log(log_path, {"step": step, "loss": loss, "attempt": attempt, "pid": os.getpid(), "time": time.time()})
             done = step + 1
-            if rank == 0 and (done % args.checkpoint_every == 0 or done == args.steps):
-                ft.save_checkpoint(ft.checkpoint_path(ck_dir, done),
-                                   ft.capture_state(model, optimizer, {"step": done, "world_size": world}), keep=3)
+            if done % args.checkpoint_every == 0 or done == args.steps:
+                streams = [None] * world
+                dist.all_gather_object(streams, ft.rng_state())  # every rank's generators, for rank 0 to save
+                if rank == 0:
+                    position = {"step": done, "world_size": world, "rank_rng": streams}
+                    ft.save_checkpoint(ft.checkpoint_path(ck_dir, done), ft.capture_state(model, optimizer, position),
+                                       keep=3)
             if args.step_delay:
                 time.sleep(args.step_delay)
         _log(log_path, {"event": "done", "attempt": attempt, "pid": os.getpid(), "time": time.time()})
