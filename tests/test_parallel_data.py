@@ -118,6 +118,16 @@ def test_memory_per_rank_on_four_ranks_as_notebook_06_1_counts_it():
     shards = [m["total"] for m in run["memory"]["fully_shard"]]
     assert sum(shards) == 12 * n and shards == [29_604] * 3 + [26_508]
     assert dp.model_states_formula(n, 4, "fully_shard") == 28_830
+    # the peak of live tensors (torch's FSDPMemTracker / MemTracker) holds the shards and more: the largest layer
+    # unsharded, twice (the all-gather output and the unsharded parameters, 64 x 128 + 128 floats each)
+    peaks = run["peak_memory"]
+    for f, count in zip(peaks["fully_shard"], shards):
+        assert f["Total"] > 3 * count
+        assert f["All Gather"] == f["Unsharded Param"] == 4 * (64 * 128 + 128)
+        assert f["Sharded Param"] + f["Sharded Grad"] + f["OptState"] <= count
+    assert all(p["Total"] > 12 * n for p in peaks["ddp"])  # a replica plus activations
+    assert max(p["Total"] for p in peaks["fully_shard"]) < min(p["Total"] for p in peaks["ddp"])
+    assert run["strong_step_s"] > 0 and run["strong_speedup"] > 0  # the default bench splits 64 over 4 ranks
 
 
 def test_speedup_model_with_measured_slowdowns():

@@ -12,6 +12,9 @@
 ``aggregation``   gradient aggregation on thin links (notebook 04): DDP hooks that count the bytes
                   they send (fp16, PowerSGD, ``topk_hook`` with error feedback), local SGD,
                   ``bytes_per_step`` (the formulas), ``compare_methods``, ``CollectiveCounter``
+``async_sgd``     asynchronous SGD beside synchronous (notebook 06.1): ``run_hogwild`` (Hogwild! on
+                  shared memory, staleness counted), ``run_sync`` (DDP on the same updates),
+                  ``sgd_batches``, ``accuracy``
 ================  ============================================================================
 
 Scripts that call ``launch`` run unchanged under ``torchrun`` on one machine or many: inside a
@@ -23,6 +26,7 @@ from .collectives import ALLREDUCE_SIZES, allreduce_benchmark, check_ring_agains
 from .demos import (demo_dataloader_sum, demo_raise_on_rank, demo_rank_info, demo_rank_sum, demo_sleep_on_rank,
                     demo_subprocess_then_hang, demo_workers_then_hang)
 from .scaling import data_parallel_benchmark, measure_data_parallel
+from .async_sgd import run_hogwild, run_sync
 from .launcher import (BACKENDS, HOST, LaunchTimeout, RankError, default_threads_per_rank, last_launch_stats, launch,
                        max_world_size, port_is_free, rank_info)
 
@@ -31,5 +35,5 @@ __all__ = [
     "default_threads_per_rank", "last_launch_stats", "port_is_free", "allreduce_benchmark", "ring_all_reduce",
     "check_ring_against_library", "demo_rank_sum", "demo_raise_on_rank", "demo_sleep_on_rank", "demo_rank_info",
     "demo_dataloader_sum", "demo_subprocess_then_hang", "demo_workers_then_hang", "data_parallel_benchmark",
-    "measure_data_parallel",
+    "measure_data_parallel", "run_hogwild", "run_sync",
 ]

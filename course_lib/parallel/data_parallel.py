@@ -9,10 +9,13 @@
   1. the same training with ``DistributedDataParallel``, every rank on its slice of every global batch;
   2. the same training again with ``fully_shard`` (FSDP2) on a CPU device mesh (a CUDA mesh under NCCL),
      with the bytes of the parameters, gradients and optimizer state each rank holds (its local shards,
-     ``DTensor.to_local()``), next to what a DDP replica holds;
-  3. a throughput measurement: DDP steps of a larger MLP on a fixed batch per rank (weak scaling), with
-     rank 0 also taking steps alone between them (the one-process baseline, under the same conditions),
-     and, when asked, all-reduce timings to fit the link with (``distributed.allreduce_benchmark``).
+     ``DTensor.to_local()``), next to what a DDP replica holds, and for both strategies the peak of live
+     tensor bytes over two more steps of a fresh copy, by category, from torch's ``FSDPMemTracker`` /
+     ``MemTracker`` (all-gather buffers, unsharded layers, activations included);
+  3. a throughput measurement: DDP steps of a larger MLP on a fixed batch per rank (weak scaling) and on
+     1/N of that batch per rank (strong scaling: one process's global batch split), with rank 0 also taking
+     steps alone between them (the one-process baseline, under the same conditions), and, when asked,
+     all-reduce timings to fit the link with (``distributed.allreduce_benchmark``).
 
 * ``run_data_parallel``: launches the worker on ``world_size`` ranks and returns one summary.
 * ``speedup_model``: the interconnect module's speed-up model (``comm.data_parallel_speedup``) with each
@@ -196,16 +199,55 @@ def _train_replicated(strategy: str, batches, hidden: int, lr: float, seed: int,
     loss = torch.tensor(losses, dtype=torch.float64, device=device)
     dist.all_reduce(loss)  # mean of the slices' mean losses = the global batch's mean loss
     memory = _state_bytes(wrapped, opt, grads.value)
+    peak = _peak_memory(strategy, batches, hidden, lr, seed, rank, world, device)
     if strategy == "ddp":
         params = {k: v.detach().cpu().clone() for k, v in wrapped.module.state_dict().items()}
     else:  # every rank takes part in gathering the full tensors
         params = {k: v.full_tensor().detach().cpu() for k, v in model.state_dict().items()}
-    return {"losses": (loss / world).tolist(), "params": params if rank == 0 else None, "memory": memory}
+    return {"losses": (loss / world).tolist(), "params": params if rank == 0 else None, "memory": memory,
+            "peak": peak}
+
+
+def _peak_memory(strategy: str, batches, hidden: int, lr: float, seed: int, rank: int, world: int,
+                 device: torch.device, steps: int = 2) -> dict[str, int]:
+    """The peak of live tensor bytes on this rank over ``steps`` training steps of a fresh copy of the model,
+    from torch's own trackers (``FSDPMemTracker`` for ``fully_shard``, ``MemTracker`` for DDP): everything
+    alive at the peak, all-gathered weights and prefetched layers included, by category."""
+    from torch.distributed._tools.fsdp2_mem_tracker import FSDPMemTracker
+    from torch.distributed._tools.mem_tracker import MemTracker
+
+    model = _model(hidden, seed, device)
+    if strategy == "ddp":
+        ids = [device.index] if device.type == "cuda" else None
+        wrapped = nn.parallel.DistributedDataParallel(model, device_ids=ids, gradient_as_bucket_view=True)
+    else:
+        from torch.distributed.device_mesh import init_device_mesh
+        from torch.distributed.fsdp import fully_shard
+
+        mesh = init_device_mesh(device.type, (world,))
+        for layer in model:
+            if isinstance(layer, nn.Linear):
+                fully_shard(layer, mesh=mesh)
+        wrapped = fully_shard(model, mesh=mesh)
+    opt = train.make_optimizer(OPTIMIZER, wrapped.parameters(), lr=lr)
+    tracker = MemTracker() if strategy == "ddp" else FSDPMemTracker(wrapped, opt)
+    if strategy == "ddp":
+        tracker.track_external(wrapped, opt)
+    with tracker:
+        for i, b in enumerate(batches[:steps]):
+            if i:
+                tracker.reset_mod_stats()  # module stats per iteration; the peak is kept over all of them
+            train.train_step(wrapped, rank_slice(b, rank, world), opt, device=device)
+    snap = tracker.get_tracker_snapshot("peak")
+    at_peak = next(iter(snap.values())) if snap else {}
+    return {str(getattr(k, "value", k)): int(v) for k, v in at_peak.items()}
 
 
 def _throughput(device: torch.device, rank: int, in_features: int, hidden: int, layers: int, batch_size: int,
                 steps: int, warmup: int, seed: int) -> dict[str, Any]:
-    """DDP steps on a batch of ``batch_size`` per rank; before each, one step alone on rank 0 (the baseline)."""
+    """DDP steps on a batch of ``batch_size`` per rank (weak scaling) and on 1/world of it per rank (strong
+    scaling: the same global batch as one process); before each, one step alone on rank 0 (the baseline)."""
+    world = dist.get_world_size()
     torch.manual_seed(seed)
     model = models.MLP(in_features, [hidden] * layers, 10).to(device)
     solo = models.MLP(in_features, [hidden] * layers, 10).to(device)
@@ -216,7 +258,8 @@ def _throughput(device: torch.device, rank: int, in_features: int, hidden: int, 
     batch = (torch.randn(batch_size, in_features, generator=g), torch.randint(0, 10, (batch_size,), generator=g))
     opt = train.make_optimizer("sgd", ddp.parameters(), lr=0.01)
     solo_opt = train.make_optimizer("sgd", solo.parameters(), lr=0.01)
-    step_s, solo_s, together_s = [], [], []
+    step_s, solo_s, together_s, strong_s = [], [], [], []
+    strong = rank_slice(batch, rank, world) if batch_size % world == 0 else None  # a fixed global batch, split
     for _ in range(warmup + steps):
         dist.barrier()
         if rank == 0:
@@ -226,9 +269,12 @@ def _throughput(device: torch.device, rank: int, in_features: int, hidden: int, 
             together_s.append(train.train_step(ddp, batch, opt, device=device, measure=True).seconds)
         dist.barrier()
         step_s.append(train.train_step(ddp, batch, opt, device=device, measure=True).seconds)
+        if strong is not None:  # strong scaling: the same global batch as one process, 1/world of it per rank
+            dist.barrier()
+            strong_s.append(train.train_step(ddp, strong, opt, device=device, measure=True).seconds)
     n_params = models.count_parameters(model)
     return {"step_s": step_s[warmup:], "solo_s": solo_s[warmup:], "together_s": together_s[warmup:],
-            "n_params": n_params, "grad_bytes": 4 * n_params}
+            "strong_s": strong_s[warmup:], "n_params": n_params, "grad_bytes": 4 * n_params}
 
 
 def data_parallel_worker(batches: list[tuple[torch.Tensor, torch.Tensor]], hidden: int = 128, lr: float = 0.1,
@@ -269,7 +315,10 @@ def run_data_parallel(world_size: int, *, steps: int = 30, global_batch: int = 6
     (one rank alone, low quantile), "together_s" (a step on every rank at once with DDP's all-reduce switched
     off by ``no_sync``: compute on shared cores), "step_s" (a DDP step: the slowest rank's low quantile),
     "speedup" (``world_size * compute_s / step_s``: examples per second against one process),
-    "examples_per_s", "grad_bytes", "n_params", "link" (all-reduce rows or None)}``.
+    "examples_per_s", "strong_step_s" (a DDP step with the global batch of one process split over the ranks:
+    strong scaling), "strong_speedup" (``compute_s / strong_step_s``), "grad_bytes", "n_params", "link"
+    (all-reduce rows or None), "peak_memory": {strategy: [per rank, the live tensor bytes at the peak of two
+    training steps by category, ``"Total"`` among them (torch's ``FSDPMemTracker`` / ``MemTracker``; section 3)]}}``.
     Raises ValueError for a world size this machine cannot run, zero or negative steps, batch sizes
     or learning rates, or a global batch that does not split evenly over the ranks.
     """
@@ -294,12 +343,16 @@ def run_data_parallel(world_size: int, *, steps: int = 30, global_batch: int = 6
         out[s] = {"losses": ranks[0][s]["losses"], "params": ranks[0][s]["params"]}
     out["memory"] = {s: [{**r[s]["memory"], "total": sum(r[s]["memory"].values())} for r in ranks]
                      for s in STRATEGIES}
+    out["peak_memory"] = {s: [r[s]["peak"] for r in ranks] for s in STRATEGIES}
     if ranks[0]["bench"] is not None:
         b = ranks[0]["bench"]
         compute = quantile(b["solo_s"], LOW_QUANTILE)
         step = max(quantile(r["bench"]["step_s"], LOW_QUANTILE) for r in ranks)
         together = max(quantile(r["bench"]["together_s"], LOW_QUANTILE) for r in ranks)
         per_rank = (bench or {}).get("batch_size", DEFAULT_BENCH["batch_size"])
+        strong = max((quantile(r["bench"]["strong_s"], LOW_QUANTILE) for r in ranks if r["bench"]["strong_s"]),
+                     default=float("nan"))
+        out.update(strong_step_s=strong, strong_speedup=compute / strong)
         out.update(compute_s=compute, together_s=together, step_s=step, speedup=world_size * compute / step,
                    examples_per_s=world_size * per_rank / step, grad_bytes=b["grad_bytes"], n_params=b["n_params"])
     return out
