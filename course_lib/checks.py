@@ -523,7 +523,7 @@ def _scenario(scenario: Any) -> dict:
     return scenario
 
 
-def hardware_option(scenario: dict, hardware: str, devices: int) -> dict:
+def _hardware_option(scenario: dict, hardware: str, devices: int) -> dict:
     """Exercise 07's reference numbers for ``devices`` x ``hardware`` on ``scenario``.
 
     ``zero_stage``: the lowest ZeRO stage whose model states per device (``memory.model_states_bytes``)
@@ -558,7 +558,7 @@ def hardware_option(scenario: dict, hardware: str, devices: int) -> dict:
             "where": "owned" if owned else "cloud", "feasible": feasible}
 
 
-def hardware_options(scenario: dict) -> list[dict]:
+def _hardware_options(scenario: dict) -> list[dict]:
     """Every option exercise 07 considers: each catalog accelerator of the scenario's ``kinds`` ("gpu",
     "tpu": the framework decides) with a price for it (rented on demand, or bought when the data may not
     leave the premises), on 1, 2, 4 or 8 devices."""
@@ -576,7 +576,7 @@ def hardware_options(scenario: dict) -> list[dict]:
                 continue
         elif acc.key not in cost.priced_accelerators():
             continue
-        out += [hardware_option(s, acc.key, n) for n in PICK_DEVICE_COUNTS]
+        out += [_hardware_option(s, acc.key, n) for n in PICK_DEVICE_COUNTS]
     return out
 
 
@@ -586,27 +586,34 @@ def check_hardware_choice(pick: Callable[[dict], dict], scenarios: Sequence[dict
 
     The pick names ``hardware`` (a catalog key) and ``devices``, and defends it with ``zero_stage``,
     ``memory_gb``, ``hours`` and ``usd``. The check recomputes those numbers with the course's estimators
-    (``hardware_option``; 2 % tolerance), then requires that the choice fits in memory, meets the
+    (kept inside this module, out of the learner's reach; 2 % tolerance), then requires that the choice fits in memory, meets the
     deadline and the budget, and costs at most 2 % more than the cheapest option that does. Returns the
     number of scenarios checked; raises ``ExerciseNotDone`` or ``CheckFailed`` saying what is wrong.
     """
     if not callable(pick):
         raise TypeError(f"pick must be the function you wrote, got {type(pick).__name__}")
     tip = f"\nHint: {hint}" if hint else ""
+    edges = []  # each scenario again with its budget and deadline set to the cheapest option's: targets met exactly
     for s in scenarios:
-        got = _call(pick, (s,), "pick", hint)
+        best = min((o for o in _hardware_options(s) if o["feasible"]), key=lambda o: o["usd"], default=None)
+        if best is not None:
+            edges.append({**s, "name": f"{s['name']}, budget and deadline met exactly", "budget_usd": best["usd"],
+                          "deadline_hours": best["hours"]})
+    for s in [*scenarios, *edges]:
+        got = _call(pick, (s,), "pick", hint + (" A deadline or budget met exactly is met (<=, not <)."
+                                                 if s in edges else ""))
         if not isinstance(got, dict) or set(_PICK_KEYS) - set(got):
             raise CheckFailed(f"pick({s['name']!r}) must return a dict with the keys {', '.join(_PICK_KEYS)}, "
                               f"got {got!r}{tip}")
         try:
-            ref = hardware_option(s, got["hardware"], int(got["devices"]))
+            ref = _hardware_option(s, got["hardware"], int(got["devices"]))
         except (ValueError, TypeError) as exc:
             raise CheckFailed(f"pick({s['name']!r}): {exc}{tip}") from None
         for key in ("zero_stage", "memory_gb", "hours", "usd"):
             if not _close(got[key], ref[key], 0.02, 1e-9):
                 raise CheckFailed(f"pick({s['name']!r}) chose {got['devices']} x {got['hardware']}: {key} should be "
                                   f"{_show(ref[key])} by the course's estimators, you said {_show(got[key])}{tip}")
-        best = min((o for o in hardware_options(s) if o["feasible"]), key=lambda o: o["usd"], default=None)
+        best = min((o for o in _hardware_options(s) if o["feasible"]), key=lambda o: o["usd"], default=None)
         if not ref["feasible"]:
             why = ("no ZeRO stage fits the model states in 80 % of its memory" if ref["zero_stage"] is None else
                    f"it takes {ref['hours']:.3g} h (deadline {s['deadline_hours']} h)"
@@ -618,6 +625,37 @@ def check_hardware_choice(pick: Callable[[dict], dict], scenarios: Sequence[dict
                               f"${ref['usd']:,.2f}; {best['devices']} x {best['hardware']} also meets every constraint "
                               f"for ${best['usd']:,.2f}{tip}")
     if not quiet:
-        print(f"\u2713 pick: the choice for each of the {len(scenarios)} scenarios fits, meets its deadline and budget, "
-              "and is the cheapest that does")
-    return len(scenarios)
+        print(f"\u2713 pick: the choice for each of the {len(scenarios)} scenarios (and {len(edges)} with a budget and "
+              "deadline met exactly) fits, meets its deadline and budget, and is the cheapest that does")
+    return len(scenarios) + len(edges)
+
+
+def check_option_numbers(option_numbers: Callable, scenarios: Sequence[dict], cases: Sequence[tuple] = (), *,
+                         hint: str = "", quiet: bool = False) -> int:
+    """Check exercise 07's ``option_numbers(scenario, hardware, devices)`` against the course's numbers,
+    computed inside this module (no reference callable is handed to the learner). ``cases``: (args,
+    explanation) pairs from the notebook; added here: a model whose states fill exactly
+    ``PICK_STATES_FRACTION`` of the device (it fits: at most, not less than) and 25 random jobs and options.
+    """
+    from . import cost
+
+    def ref(s, hardware, devices):
+        r = _hardware_option(s, hardware, devices)
+        return {k: r[k] for k in _PICK_KEYS}
+
+    exact = {**scenarios[0], "name": "states fill exactly 80 %", "n_params": 4e9, "precision": "bf16-mixed",
+             "optimizer": "adam", "privacy": "none", "kinds": ("gpu", "tpu")}  # 16 B x 4e9 = 64 GB = 0.8 x 80 GB
+    fixed = [(args, ref(*args), why) for args, why in cases]
+    fixed.append(((exact, "h100-sxm", 1), ref(exact, "h100-sxm", 1),
+                  "16 B x 4e9 parameters = 64 GB, exactly 80 % of an H100's 80 GB: at most 80 % fits (<=, not <)."))
+
+    def random_option(rng):
+        s = dict(name="random", n_params=10 ** rng.uniform(7, 10.5), tokens=10 ** rng.uniform(8, 11),
+                 precision=rng.choice(["fp32", "bf16-mixed"]), optimizer=rng.choice(["sgd", "momentum", "adam"]),
+                 deadline_hours=100, budget_usd=1e6, privacy=rng.choice(["none", "regulated"]), kinds=("gpu", "tpu"))
+        pool = (sorted(o["hardware"] for o in _hardware_options(s) if o["devices"] == 1)
+                if s["privacy"] == "regulated" else cost.priced_accelerators())
+        return s, rng.choice(pool), rng.choice(PICK_DEVICE_COUNTS)
+
+    return check_function(option_numbers, fixed, reference=ref, random_inputs=random_option, rtol=1e-6, hint=hint,
+                          quiet=quiet)

@@ -140,21 +140,29 @@ def memory_calculator_widget(n_params: float = 7e9, precision: str = "bf16-mixed
 
 def decision_guide_text(n_params: float, n_samples: float, tokens_per_sample: float, epochs: int, framework: str,
                         budget_usd: float | None, deadline_hours: float | None, privacy: str, energy: str,
-                        precision: str, optimizer: str) -> str:
-    """The recommendation the decision guide shows (a pure function over ``decision.recommend``; notebook 07.3)."""
+                        precision: str, optimizer: str, finetune: bool = False, xla_ready: bool = False,
+                        utilization: float = 0.4, purchase_share: float = 1.0, spot: bool = False) -> str:
+    """The recommendation the decision guide shows, with the assumptions it rests on and what flips it when
+    each is changed alone (a pure function over ``decision.recommend``; notebook 07.3)."""
     from .decision import recommend
 
     rec = recommend(n_params, n_samples, tokens_per_sample=tokens_per_sample, epochs=epochs, framework=framework,
                     budget_usd=budget_usd, deadline_hours=deadline_hours, privacy=privacy, energy=energy,
-                    precision=precision, optimizer=optimizer)
+                    precision=precision, optimizer=optimizer, finetune=finetune, xla_ready=xla_ready,
+                    utilization=utilization, purchase_share=purchase_share, spot=spot)
     methods = "; ".join(m.split(":")[0] for m in rec.methods)
-    return f"{rec.headline()}. Methods, lightest first: {methods}."
+    assumed = "; ".join(a.split(":")[0] for a in rec.assumptions)
+    flips = "; ".join(rec.flips)
+    return (f"{rec.headline()}. Methods, lightest first: {methods}. Assumed: {assumed}. "
+            f"Each changed alone: {flips}.")
 
 
 def decision_guide_widget(n_params: float = 124e6, n_samples: float = 2.5e9, tokens_per_sample: float = 1.0,
                           epochs: int = 1, framework: str = "pytorch", budget_usd: float = 1000.0,
                           deadline_hours: float = 168.0, privacy: str = "none", energy: str = "any",
-                          precision: str = "bf16-mixed", optimizer: str = "adam"):
+                          precision: str = "bf16-mixed", optimizer: str = "adam", finetune: bool = False,
+                          xla_ready: bool = False, utilization: float = 0.4, purchase_share: float = 1.0,
+                          spot: bool = False):
     """Sliders and menus for a training job and its constraints, over ``decision.recommend`` (notebook 07.3).
 
     Sizes, budget (USD) and deadline (hours) are on log scales; a very large budget or deadline means
@@ -179,6 +187,12 @@ def decision_guide_widget(n_params: float = 124e6, n_samples: float = 2.5e9, tok
                                 description="precision"),
         "optimizer": w.Dropdown(options=list(names.OPTIMIZERS), value=names.optimizer(optimizer),
                                 description="optimizer"),
+        "finetune": w.Checkbox(value=finetune, description="fine-tune (price LoRA, QLoRA)"),
+        "xla_ready": w.Checkbox(value=xla_ready, description="PyTorch code already runs on XLA"),
+        "utilization": w.FloatSlider(value=utilization, min=0.05, max=1.0, step=0.05, description="utilisation"),
+        "purchase_share": w.FloatSlider(value=purchase_share, min=0.05, max=1.0, step=0.05,
+                                        description="purchase share"),
+        "spot": w.Checkbox(value=spot, description="Spot capacity (job checkpoints)"),
     }
     for control in controls.values():
         control.style.description_width = "100px"  # room for "tokens/sample" and "budget (USD)"

@@ -40,7 +40,8 @@ def test_zero_stage_is_the_lowest_that_fits():
     assert rec.memory_bytes <= usable
     lower = memory.model_states_bytes(int(7e9), "bf16-mixed", "adam", rec.zero_stage - 1, rec.devices)
     assert lower > usable, "a lower ZeRO stage would have fitted"
-    assert any("ZeRO stage" in m for m in rec.methods) and any("LoRA" in m for m in rec.methods)
+    assert any("ZeRO stage" in m for m in rec.methods)
+    assert not any("LoRA" in m for m in rec.methods), "LoRA adapts a pretrained model: not for training from scratch"
 
 
 def test_activations_equal_the_calculator_and_accumulation_splits_them():
@@ -146,7 +147,9 @@ def test_time_and_cost_are_the_compute_and_cost_modules():
             peak = catalog.get_accelerator(o.hardware).peak_flops(o.dtype)
             assert o.hours == pytest.approx(compute.time_to_train(124e6, 2.5e9, peak, 0.4) / 3600)
             if o.usd is not None:
-                assert o.usd == pytest.approx(max(o.hours, 1 / 60) * cost.cloud_hourly(o.hardware))
+                porting = decision.PORTING_USD if catalog.get_accelerator(o.hardware).kind == "tpu" else 0.0
+                assert o.extra_usd == porting  # a PyTorch code base (the default) pays to port to TPUs
+                assert o.usd == pytest.approx(max(o.hours, 1 / 60) * cost.cloud_hourly(o.hardware) + porting)
         if o.devices > 1:
             assert 0 < o.efficiency < 1
     cpu = next(o for o in rec.options if o.hardware == "cpu")
@@ -249,3 +252,104 @@ def test_table_has_one_row_per_hardware_and_place():
     assert len(keys) == len(set(keys)) and ("cpu", "a CPU you have") in keys
     assert {"fits", "hours", "usd", "kwh", "memory_gb", "feasible", "why_not"} <= set(rows[0])
     assert not any(math.isnan(r["hours"]) for r in rows)
+
+
+# ----------------------------------------------------------------------------- weighing: framework, fine-tune,
+# owned cards, printed assumptions and what flips them (notebook 07.3, exercise 07)
+
+def test_pytorch_pays_to_port_to_tpus_unless_the_code_runs_on_xla():
+    """A CUDA code base is not given a TPU headline for free; JAX, and PyTorch code already on XLA, pay nothing."""
+    torch_rec = recommend(124e6, 2.5e9, budget_usd=1000, deadline_hours=168)
+    assert catalog.get_accelerator(torch_rec.hardware).kind == "gpu"
+    xla = recommend(124e6, 2.5e9, budget_usd=1000, deadline_hours=168, xla_ready=True)
+    jax = recommend(124e6, 2.5e9, budget_usd=1000, deadline_hours=168, framework="jax")
+    assert catalog.get_accelerator(xla.hardware).kind == "tpu" and (jax.hardware, jax.usd) == (xla.hardware, xla.usd)
+    tpu = [o for o in torch_rec.options if o.hardware == xla.hardware and o.devices == xla.devices
+           and o.where == "cloud"][0]
+    assert tpu.extra_usd == decision.PORTING_USD and tpu.usd == pytest.approx(xla.usd + decision.PORTING_USD)
+    assert any("xla_ready=True" in f and "TPU" in f for f in torch_rec.flips)
+    assert recommend(124e6, 2.5e9, porting_usd=0).hardware == xla.hardware  # no porting cost: the TPU again
+
+
+def test_finetune_prices_full_lora_and_qlora_side_by_side():
+    rec = recommend(7e9, 1e6, tokens_per_sample=512, budget_usd=2000, deadline_hours=72, finetune=True)
+    assert {o.method for o in rec.options} == set(decision.METHODS)
+    assert rec.method in ("lora", "qlora") and any("Fine-tune priced three ways" in r for r in rec.reasons)
+    one = {m: next(o for o in rec.options if o.method == m and o.hardware == "h100-sxm" and o.devices == 1
+                   and o.where == "cloud") for m in decision.METHODS}
+    n = int(7e9)
+    assert one["full"].memory_bytes == memory.model_states_bytes(n, "bf16-mixed", "adam")
+    assert one["lora"].memory_bytes == 2 * n + memory.model_states_bytes(int(n * 0.01), "bf16-mixed", "adam")
+    assert one["qlora"].memory_bytes == n // 2 + memory.model_states_bytes(int(n * 0.01), "bf16-mixed", "adam")
+    assert one["lora"].hours == pytest.approx(one["full"].hours * 4 / 6)  # no weight gradients: 4 FLOPs, not 6
+    assert one["qlora"].hours == pytest.approx(one["lora"].hours * decision.QLORA_SLOWDOWN)
+    assert not one["full"].fits and one["lora"].fits  # 112 GB of full states; 15 GB with LoRA
+
+
+def test_training_from_scratch_lists_no_lora():
+    rec = recommend(7e9, 1e8, framework="jax")
+    assert {o.method for o in rec.options} == {"full"} and rec.method == "full"
+    assert not any("LoRA" in m or "QLoRA" in m for m in rec.methods)
+
+
+def test_every_purchasable_card_with_a_peak_is_considered_and_the_clinic_is_feasible():
+    rec = recommend(350e6, 2e6, tokens_per_sample=256, epochs=3, budget_usd=20000, deadline_hours=240,
+                    privacy="regulated")
+    owned = {o.hardware for o in rec.options if o.where == "owned"}
+    assert {p.accelerator for p in catalog.prices("purchase") if p.accelerator} == owned
+    assert {"rtx-4090", "rtx-6000-ada"} <= owned
+    assert rec.feasible and rec.where == "owned" and rec.usd <= 20000
+    desk = next(o for o in rec.options if o.hardware == "rtx-6000-ada" and o.where == "owned" and o.devices == 1)
+    assert desk.usd == pytest.approx(6800 + decision.DESK_HOST_USD + desk.kwh * decision.catalog.get_price(
+        decision.ELECTRICITY_ROW).value)
+    half = recommend(350e6, 2e6, tokens_per_sample=256, epochs=3, budget_usd=20000, deadline_hours=240,
+                     privacy="regulated", purchase_share=0.5)
+    desk2 = next(o for o in half.options if o.hardware == "rtx-6000-ada" and o.where == "owned" and o.devices == 1)
+    assert desk2.usd == pytest.approx(0.5 * (6800 + decision.DESK_HOST_USD) + desk2.kwh * decision.catalog.get_price(
+        decision.ELECTRICITY_ROW).value)
+
+
+def test_assumptions_are_printed_and_flips_say_what_changes():
+    rec = recommend(124e6, 2.5e9, budget_usd=1000, deadline_hours=168)
+    text = str(rec)
+    for key in ("utilization = 0.4", "purchase_share = 1", "spot = False", "cloud_host_w = 400", "xla_ready = False",
+                "finetune = False", "desk_host_usd"):
+        assert key in text, key
+    assert "What flips the choice" in text and len(rec.flips) >= 4
+    flipped = recommend(124e6, 2.5e9, budget_usd=1000, deadline_hours=168, flips=False)
+    assert flipped.flips == () and flipped.hardware == rec.hardware
+
+
+def test_utilization_by_kind_and_sensitive_markup_and_cloud_host_energy():
+    base = recommend(124e6, 2.5e9)
+    slow_gpu = recommend(124e6, 2.5e9, utilization={"gpu": 0.2}, flips=False)
+    a = next(o for o in base.options if o.hardware == "l4" and o.devices == 1 and o.where == "cloud")
+    b = next(o for o in slow_gpu.options if o.hardware == "l4" and o.devices == 1 and o.where == "cloud")
+    assert b.hours == pytest.approx(2 * a.hours)
+    cpu_a = next(o for o in base.options if o.hardware == "cpu")
+    cpu_b = next(o for o in slow_gpu.options if o.hardware == "cpu")
+    assert cpu_a.hours == cpu_b.hours  # the CPU keeps the default
+    sens = recommend(124e6, 2.5e9, privacy="sensitive", flips=False)
+    c = next(o for o in sens.options if o.hardware == "l4" and o.devices == 1 and o.where == "cloud")
+    assert c.usd == pytest.approx(a.usd * (1 + decision.SENSITIVE_MARKUP))
+    bare = recommend(124e6, 2.5e9, cloud_host_w=0, flips=False)
+    d = next(o for o in bare.options if o.hardware == "l4" and o.devices == 1 and o.where == "cloud")
+    assert a.kwh == pytest.approx(d.kwh + a.hours * decision.CLOUD_HOST_W * catalog.get_price("pue-google").value / 1e3)
+
+
+@pytest.mark.parametrize("kwargs, error, words", [
+    (dict(finetune="yes"), TypeError, "finetune"),
+    (dict(xla_ready=1), TypeError, "xla_ready"),
+    (dict(porting_usd=-1), ValueError, "porting_usd"),
+    (dict(purchase_share=1.5), ValueError, "purchase_share"),
+    (dict(purchase_share=0), ValueError, "purchase_share"),
+    (dict(cloud_host_w=-5), ValueError, "cloud_host_w"),
+    (dict(sensitive_markup=-0.1), ValueError, "sensitive_markup"),
+    (dict(qlora_slowdown=0.5), ValueError, "qlora_slowdown"),
+    (dict(desk_host_usd=-1), ValueError, "desk_host_usd"),
+    (dict(utilization={"fpga": 0.3}), ValueError, "utilization"),
+    (dict(utilization={"gpu": 1.5}), ValueError, "utilization"),
+])
+def test_new_assumptions_reject_bad_input(kwargs, error, words):
+    with pytest.raises(error, match=words):
+        recommend(124e6, 2.5e9, **kwargs)

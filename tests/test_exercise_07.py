@@ -25,12 +25,14 @@ OPTION, PICK = _solution("option_numbers"), _solution("pick")
 
 def _edit(code: str, old: str, new: str) -> str:
     assert old in code, f"the solution changed: {old!r} is gone"
-    return code.replace(old, new)
+    code = code.replace(old, new)
+    # a wrong pick runs after the wrong option_numbers above in one kernel: give it the right one back
+    return code + "\n\n\n" + OPTION if code.startswith("def pick(") else code
 
 
 # (what the mistake is, the wrong code, a piece of the message the learner must see or None)
 WRONG = [
-    ("option: no sharding", _edit(OPTION, "[0] if devices == 1 else [0, 1, 2, 3]", "[0]"), "stage 2 also splits"),
+    ("option: no sharding", _edit(OPTION, "[0] if devices == 1 else [0, 1, 2, 3]", "[0]"), "stage 2 also split"),
     ("option: memory in GiB", _edit(OPTION, "/ 1e9\n", "/ 2**30\n"), None),
     ("option: fp32 peak", _edit(OPTION, "dtype=checks.pick_dtype(acc.key)", 'dtype="fp32"'), None),
     ("option: bf16 on a T4", _edit(OPTION, "dtype=checks.pick_dtype(acc.key)", 'dtype="bf16"'), None),
@@ -39,14 +41,33 @@ WRONG = [
      None),
     ("option: memory fully used", _edit(OPTION, "checks.PICK_STATES_FRACTION * acc.memory_gb", "acc.memory_gb"),
      None),
+    ("option: 80 % exactly does not fit", _edit(OPTION, "states[z] <= capacity", "states[z] < capacity"),
+     "exactly 80 %"),
     ("pick: the fastest", _edit(PICK, 'min(feasible, key=lambda o: o["usd"])', 'min(feasible, key=lambda o: o["hours"])'),
      "also meets every constraint"),
     ("pick: deadline ignored", _edit(PICK, 'o["hours"] <= scenario["deadline_hours"]', "True"), "deadline"),
     ("pick: memory ignored", _edit(PICK, 'o["zero_stage"] is not None', "True"), "ZeRO stage fits"),
     ("pick: TPU for a CUDA code base", _edit(PICK, 'a.kind in scenario["kinds"]', "True"), "framework runs on"),
-    ("pick: rents regulated data", _edit(PICK, '["a100-80gb", "h100-sxm"] if buying else ', ""), None),
+    ("pick: rents regulated data", _edit(PICK, "buyable if buying else ", ""), None),
+    ("pick: buys only data-centre cards", _edit(PICK, "buyable if buying", '{"a100-80gb", "h100-sxm"} if buying'),
+     "also meets every constraint"),
+    ("pick: a budget met exactly is missed", _edit(PICK, 'o["usd"] <= scenario["budget_usd"]',
+                                                   'o["usd"] < scenario["budget_usd"]'), "met exactly"),
+    ("pick: a deadline met exactly is missed", _edit(PICK, 'o["hours"] <= scenario["deadline_hours"]',
+                                                     'o["hours"] < scenario["deadline_hours"]'), "met exactly"),
     ("pick: a bare name", _edit(PICK, 'return min(feasible, key=lambda o: o["usd"])',
                                 'return min(feasible, key=lambda o: o["usd"])["hardware"]'), "must return a dict"),
 ]
 
 wrong_runs, test_plausible_wrong_answer_fails_its_check = wrong_answer_tests(SOLUTION, WRONG)
+
+
+def test_no_reference_is_within_the_learners_reach():
+    """The checks compute the course's numbers inside course_lib: no public callable returns an answer, and no
+    visible cell of the exercise calls one."""
+    from course_lib import checks
+
+    assert not hasattr(checks, "hardware_option") and not hasattr(checks, "hardware_options")
+    exercise = nbformat.read(ROOT / "exercises" / "07_choosing_hardware.ipynb", as_version=4)
+    code = "\n".join(c.source for c in exercise.cells if c.cell_type == "code")
+    assert "_hardware_option" not in code and "reference" not in code

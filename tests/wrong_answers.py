@@ -33,7 +33,7 @@ def run_wrong_answers(solution: Path, wrong: Sequence[tuple[str, str, str | None
     where the check goes through a wrapper."""
     nb = nbrun.clean(nbformat.read(solution, as_version=4))
     cells = [c for c in nb.cells if c.cell_type == "code"]
-    checks = {re.search(r"check_(?:function|resume|hardware_choice)\(\s*(\w+)", c.source).group(1): c.source
+    checks = {re.search(r"check_(?:function|resume|hardware_choice|option_numbers)\(\s*(\w+)", c.source).group(1): c.source
               for c in cells if "check" in c.metadata.get("tags", [])}
     for written, wrapper in (checked_through or {}).items():
         checks[written] = checks.pop(wrapper)
