@@ -28,7 +28,7 @@ import course_lib
 from . import catalog, plots
 from .benchmark.suite import HEADLINES, ResultError, load_result
 
-__all__ = ["ReportCard", "write_report_card", "compare_table", "card_figure", "reference_rows", "summary_text",
+__all__ = ["ReportCard", "write_report_card", "compare_table", "process_values", "card_figure", "reference_rows", "summary_text",
            "hardware_count", "DEFAULT_REFERENCES", "PNG_NAME", "HTML_NAME"]
 
 DEFAULT_REFERENCES = ("t4", "a100-80gb", "tpu-v5e")
@@ -157,12 +157,35 @@ def _compared(n_results: int, n_hardware: int) -> str:
 # --------------------------------------------------------------------------------------
 
 
+def process_values(result: dict, key: str) -> list[float] | None:
+    """A result's figure ``key`` in each of its fresh processes (``details["repeatability"]["per_process"]``), or
+    ``None`` where the result holds fewer than two (a result without a recorded spread). Notebook 07.1,
+    "Compare machines"."""
+    if not isinstance(result, dict):
+        raise TypeError(f"result must be a loaded benchmark result (a dict), got {type(result).__name__}")
+    if key not in HEADLINES:
+        raise ValueError(f"key must be one of {', '.join(HEADLINES)}, got {key!r}")
+    rep = (result.get("details") or {}).get("repeatability") or {}
+    values = (rep.get("per_process") or {}).get(key)
+    if not isinstance(values, list):
+        return None
+    values = [float(v) for v in values if isinstance(v, (int, float)) and not isinstance(v, bool)]
+    return values if len(values) >= 2 else None
+
+
 def compare_table(results: Sequence[dict]) -> list[dict]:
     """One row per headline figure, in ``HEADLINES`` order: ``key``, ``figure`` (its name), ``unit``, ``better``
     ("higher" or "lower"), ``values`` (machine label -> value or ``None`` where not measured; labels made
-    unique as on the card), ``best`` (the best machine's label, or ``None`` when no machine measured it) and
-    ``spread`` (best over worst, >= 1: how many times better the best machine is; ``None`` with fewer than two
-    values, or when a value is 0). A pure function of loaded results (notebook 07.1, "Compare machines")."""
+    unique as on the card), ``ahead`` (the label with the best value, or ``None`` when no result measured it),
+    ``best`` (``ahead`` only where the difference exceeds the measured spread, else ``None``), ``verdict`` (the
+    sentence the card shows) and ``spread`` (best over worst, >= 1; ``None`` with fewer than two values, or when
+    a value is 0). A pure function of loaded results (notebook 07.1, "Compare machines").
+
+    A winner is called only when the processes do not overlap: the leader's worst process beats every other
+    result's best process. With 5 processes each and no real difference, that happens by chance with
+    probability 2 / C(10, 5) = 0.8 % per figure; otherwise the row says "within the spread: no winner". A
+    result without per-process figures (fewer than two processes) has no spread, and no winner is called.
+    """
     results = list(results)
     if not all(isinstance(r, dict) and isinstance(r.get("headline"), dict) for r in results):
         raise TypeError("results must be a list of loaded benchmark results (dicts with a 'headline' dict)")
@@ -171,11 +194,26 @@ def compare_table(results: Sequence[dict]) -> list[dict]:
     for key, (figure, unit, higher) in HEADLINES.items():
         values = {label: r["headline"].get(key) for label, r in zip(labels, results)}
         present = {k: float(v) for k, v in values.items() if v is not None}
-        best = (max if higher else min)(present, key=present.get) if present else None
+        ahead = (max if higher else min)(present, key=present.get) if present else None
         lo, hi = (min(present.values()), max(present.values())) if present else (0.0, 0.0)
         spread = hi / lo if len(present) >= 2 and lo > 0 else None
+        best, verdict = None, "not measured"
+        if len(present) == 1:
+            best, verdict = ahead, f"measured on {ahead} only"
+        elif len(present) >= 2:
+            runs = {label: process_values(r, key) for label, r in zip(labels, results) if label in present}
+            if any(v is None for v in runs.values()):
+                verdict = "no spread recorded (a result without per-process figures): no winner"
+            else:
+                mine = runs[ahead]
+                others = [v for label, v in runs.items() if label != ahead]
+                clear = (all(min(mine) > max(v) for v in others) if higher
+                         else all(max(mine) < min(v) for v in others))
+                best = ahead if clear else None
+                verdict = (f"best: {ahead}" + (f", {spread:.3g}x better than the worst" if spread else "")
+                           if clear else "within the spread: no winner")
         rows.append({"key": key, "figure": figure, "unit": unit, "better": "higher" if higher else "lower",
-                     "values": values, "best": best, "spread": spread})
+                     "values": values, "ahead": ahead, "best": best, "verdict": verdict, "spread": spread})
     return rows
 
 
@@ -228,29 +266,26 @@ def card_figure(card: ReportCard):
     panels = []
     for row in rows:
         lines = [(f"{_short(r['name'])} {what}", v) for r in refs for what, v in r["lines"].get(row["key"], [])]
-        n_measured = sum(v is not None for v in row["values"].values())
-        better = f", {row['spread']:.3g}x better than the worst" if row["spread"] else ""
-        if row["best"] is None:
-            claim = "not measured"
-        elif len(labels) == 1:
-            claim = f"{_fmt(row['values'][row['best']])} {row['unit']}"
-        elif n_measured == 1:
-            claim = f"measured on {_clip(row['best'], 24)} only"
+        if len(labels) == 1 and row["ahead"] is not None:
+            claim = f"{_fmt(row['values'][row['ahead']])} {row['unit']}"
         else:
-            claim = f"best: {_clip(row['best'], 24)}{better}"
+            claim = row["verdict"].replace(row["ahead"] or "\0", _clip(row["ahead"] or "", 24))
         panels.append({"title": f"{row['figure']} ({row['better']} is better)\n{claim}", "ylabel": row["unit"],
                        "labels": labels, "values": [row["values"][label] for label in labels], "references": lines})
     wins: dict[str, int] = {}
-    for row in rows:
+    compared = [row for row in rows if sum(v is not None for v in row["values"].values()) >= 2]
+    for row in compared:
         if row["best"] is not None:
             wins[row["best"]] = wins.get(row["best"], 0) + 1
     leader = max(wins, key=wins.get) if wins else None
-    measured = sum(row["best"] is not None for row in rows)
-    if len(labels) == 1 or leader is None:
+    if len(labels) == 1:
         title = f"{_clip(labels[0], 40)} on the course benchmark"
+    elif leader is None:
+        title = (f"{_compared(len(labels), hardware_count(card.results))} on the course benchmark: "
+                 "no figure differs beyond the spread over processes: no winner")
     else:
         title = (f"{_compared(len(labels), hardware_count(card.results))} on the course benchmark: "
-                 f"{_clip(leader, 32)} is best on {wins[leader]} of {measured} figures")
+                 f"{_clip(leader, 32)} is ahead beyond the spread on {wins[leader]} of {len(compared)} figures")
     if refs:
         title += "\ndashed lines: catalog data-sheet peaks (ceilings, not measured)"
     return plots.reference_bars(panels, title=title)
@@ -298,8 +333,9 @@ def _html(card_png: bytes, rows, labels, hw_rows, refs, skipped, n_hardware: int
            "<title>Benchmark report card</title>", f"<style>{_CSS}</style></head><body>",
            "<h1>Benchmark report card</h1>",
            f'<p class="note">{e(_compared(len(labels), n_hardware))} compared, {len(skipped)} file(s) skipped; '
-           f"made {e(created)} by course_lib {e(course_lib.__version__)}. The best result per figure is "
-           "highlighted.</p>",
+           f"made {e(created)} by course_lib {e(course_lib.__version__)}. A result is highlighted as "
+           "best only where its worst process beats every other result's best process; otherwise the row says "
+           "no winner.</p>",
            f'<img alt="Headline figures per result, with catalog reference lines" '
            f'src="data:image/png;base64,{base64.b64encode(card_png).decode("ascii")}">',
            "<h2>Headline figures</h2><table><tr><th>figure</th><th>unit</th><th>better</th>"
@@ -307,8 +343,7 @@ def _html(card_png: bytes, rows, labels, hw_rows, refs, skipped, n_hardware: int
     for row in rows:
         cells = "".join(f'<td class="num{" best" if label == row["best"] else ""}">{e(_fmt(row["values"][label]))}</td>'
                         for label in labels)
-        best = "not measured" if row["best"] is None else row["best"] + (
-            f" ({row['spread']:.3g}x better than the worst)" if row["spread"] else "")
+        best = row["verdict"]
         out.append(f"<tr><td>{e(row['figure'])}</td><td>{e(row['unit'])}</td><td>{e(row['better'])}</td>{cells}"
                    f"<td>{e(best)}</td></tr>")
     out.append("</table><h2>Results and their hardware</h2><table><tr>" + "".join(
@@ -412,7 +447,9 @@ def summary_text(card: ReportCard) -> str:
     width = max(len(f"{r['figure']} ({r['unit']})") for r in card.rows) + 2
     lines.append(f"{'figure':<{width}}" + "".join(f"{n:>11}" for n in names) + "  best")
     for r in card.rows:
-        best = "-" if r["best"] is None else names[labels.index(r["best"])]
+        best = (names[labels.index(r["best"])] if r["best"] is not None else
+                "no winner (within the spread)" if r["verdict"].startswith("within") else
+                "no winner (no spread recorded)" if r["verdict"].startswith("no spread") else "-")
         cells = "".join(f"{_fmt(r['values'][label]):>11}" for label in labels)
         lines.append(f"{r['figure'] + ' (' + r['unit'] + ')':<{width}}{cells}  {best} ({r['better']} is better)")
     if card.skipped:

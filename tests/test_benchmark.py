@@ -65,7 +65,16 @@ def test_quick_run_has_the_schema(quick):
     assert head["latency_p50_ms"] <= head["latency_p95_ms"]
     d = result["details"]
     assert d["threads"] == result["hardware"]["torch_threads"] == suite.DEFAULT_THREADS
-    assert d["rounds"] == suite.QUICK.rounds == len(d["time_to_accuracy"]["per_round_s"])
+    assert d["rounds"] == suite.QUICK.rounds * suite.QUICK.processes == len(d["time_to_accuracy"]["per_round_s"])
+    rep = d["repeatability"]
+    assert rep["processes"] == suite.QUICK.processes == 5 and rep["fresh"] is True
+    for key, values in rep["per_process"].items():  # each headline is the trimmed mean of 5 fresh processes
+        assert len(values) == 5 and result["headline"][key] == pytest.approx(suite.olympic_mean(values)), key
+        assert rep["cv"][key] == pytest.approx(suite.coefficient_of_variation(values))
+    assert rep["flagged"] == [k for k, v in rep["cv"].items() if v > suite.CV_FLAG]
+    tta = d["time_to_accuracy"]
+    assert len(set(tta["seeds"])) == 5 and all(run["cold"] for run in tta["cold_runs"])  # a seed per process
+    assert "CV over processes" in printed and "Mattson et al. 2020" in printed
     assert d["time_to_accuracy"]["accuracy"] >= d["time_to_accuracy"]["target_accuracy"] == 0.95
     assert d["time_to_accuracy"]["steps"] > 0
     n_test = len(data.load_digits(seed=0).y_test)  # the held-out count is the data's, not a constant
@@ -298,12 +307,55 @@ def test_energy_is_divided_by_the_windows_the_meter_counted(monkeypatch):
     monkeypatch.setattr(suite, "_allreduce", lambda dev, repeats: {str(mb * 2**20): 1e9 for mb in suite.ALLREDUCE_MB}
                         | {"world_size": 2, "backend": "gloo"})
     monkeypatch.setattr(suite, "QUICK", suite.Settings(rounds=3, min_run_time=0.01, latency_calls=20,
-                                                       allreduce_repeats=1))
-    r = suite.run_benchmark(quick=True, progress=False, device="cpu")
+                                                       allreduce_repeats=1, processes=1))
+    r = suite.run_benchmark(quick=True, progress=False, device="cpu", fresh=False)  # the fake meter lives here
     assert r["headline"]["energy_j"] == pytest.approx(5.0) and r["details"]["energy"]["windows"] == 2
     bw = r["details"]["memory_bandwidth"]
     if r["hardware"]["cpu"]["physical_cores"] > 1:
         assert bw["all_cores_gbs"] > 0 and len(bw["all_cores_per_round"]) == 3
+
+
+def test_olympic_mean_and_coefficient_of_variation():
+    assert suite.olympic_mean([5.0, 1.0, 3.0, 100.0, 4.0]) == pytest.approx(4.0)  # drops 1 and 100
+    assert suite.olympic_mean([2.0, 4.0]) == 3.0 and suite.olympic_mean([7]) == 7.0
+    assert suite.coefficient_of_variation([1.0, 1.0, 1.0]) == 0.0
+    assert suite.coefficient_of_variation([9.0, 11.0]) == pytest.approx(2 ** 0.5 / 10)
+    assert suite.coefficient_of_variation([3.0]) is None and suite.coefficient_of_variation([0.0, 0.0]) is None
+    with pytest.raises(ValueError, match="at least one"):
+        suite.olympic_mean([])
+    for bad in ([1.0, float("nan")], [float("inf"), 1.0]):
+        with pytest.raises(ValueError, match="finite"):
+            suite.olympic_mean(bad)
+        with pytest.raises(ValueError, match="finite"):
+            suite.coefficient_of_variation(bad)
+
+
+@pytest.mark.slow
+def test_each_process_starts_cold_from_its_own_seed(monkeypatch):
+    monkeypatch.setattr(suite, "_allreduce", lambda dev, repeats: {str(mb * 2**20): 1e9 for mb in suite.ALLREDUCE_MB}
+                        | {"world_size": 2, "backend": "gloo"})
+    monkeypatch.setattr(suite, "QUICK", suite.Settings(rounds=2, min_run_time=0.01, latency_calls=20,
+                                                       allreduce_repeats=1, processes=3))
+    r = suite.run_benchmark(quick=True, progress=False, device="cpu", fresh=False, seed=7)
+    tta, rep = r["details"]["time_to_accuracy"], r["details"]["repeatability"]
+    assert tta["seeds"] == [7, 107, 207] and [run["cold"] for run in tta["cold_runs"]] == [True] * 3
+    assert len(tta["per_round_s"]) == 6 and len(tta["warm_runs_s"]) == 3
+    per = rep["per_process"]["time_to_accuracy_s"]
+    assert per == [run["seconds"] for run in tta["cold_runs"]]
+    assert r["headline"]["time_to_accuracy_s"] == pytest.approx(sorted(per)[1])  # 3 runs: the middle one
+    assert rep["fresh"] is False and r["details"]["processes"] == 3
+    text = suite.summary_text(r)
+    assert "3 processes x 2 round(s)" in text and "differences from the MLPerf Training rules" in text
+    for line in suite.MLPERF_DIFFERENCES:
+        assert line in text
+
+
+def test_the_help_names_the_mlperf_rules_and_their_differences(capsys):
+    with pytest.raises(SystemExit):
+        cli.main(["benchmark", "--help"])
+    out = capsys.readouterr().out
+    assert "Mattson et al. 2020" in out and "5 fresh processes" in out and "--processes" in out
+    assert "dropping the fastest and the slowest" in " ".join(out.split())
 
 
 def test_bad_arguments():
@@ -311,6 +363,10 @@ def test_bad_arguments():
         suite.run_benchmark(quick="yes")
     with pytest.raises(ValueError, match="threads"):
         suite.run_benchmark(threads=0)
+    with pytest.raises(ValueError, match="processes"):
+        suite.run_benchmark(processes=0)
+    with pytest.raises(TypeError, match="fresh"):
+        suite.run_benchmark(fresh="no")
     with pytest.raises(ValueError, match="label"):
         suite.run_benchmark(label="  ")
     with pytest.raises(ValueError, match="device"):
@@ -436,6 +492,20 @@ def test_sync_effect_sizes_the_work_by_one_timed_product(monkeypatch):
     assert discipline.sync_effect(n=16, matmuls=3, repeats=1).matmuls == 3  # an explicit count is kept
     with pytest.raises(ValueError, match="target_s"):
         discipline.sync_effect(target_s=0)
+
+
+@pytest.mark.slow
+def test_busy_mechanism_measures_a_time_slice_and_per_call_times():
+    before = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else None
+    m = discipline.busy_mechanism(threads=2, n=64, calls=50, slice_probe_s=0.2)
+    assert m.threads == 2 and m.n == 64 and len(m.busy_calls_s) == 50 and m.idle_call_s > 0
+    assert 0.0 <= m.slow_fraction <= 1.0 and m.cpu_per_wall > 0
+    if hasattr(os, "sched_setaffinity"):  # sharing one core, the thread was left off it for whole slices
+        assert m.gaps > 0 and 1e-4 < m.slice_s < 0.1, m
+        assert os.sched_getaffinity(0) == before  # this thread may use its cores again
+    for bad in (dict(threads=0), dict(n=0), dict(calls=0), dict(slice_probe_s=0)):
+        with pytest.raises(ValueError):
+            discipline.busy_mechanism(**bad)
 
 
 @pytest.mark.slow

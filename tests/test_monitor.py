@@ -137,6 +137,39 @@ def test_communication_scenario_finds_communication(tmp_path):
     assert (tmp_path / "tiny-batch-ddp-rank0.json").exists()
 
 
+def test_hidden_share_merges_queued_buckets_and_clips_to_the_computation():
+    assert monitor.hidden_share([], (0.0, 1.0)) == (0.0, 0.0)
+    total, share = monitor.hidden_share([(0.5, 2.0), (1.0, 3.0)], (0.0, 1.5))  # merged: 0.5-3.0, 1.0 of it inside
+    assert total == pytest.approx(2.5) and share == pytest.approx(0.4)
+    assert monitor.hidden_share([(2.0, 3.0)], (0.0, 1.0)) == (1.0, 0.0)  # after the computation, as by hand
+    assert monitor.hidden_share([(0.2, 0.4)], (0.0, 1.0))[1] == 1.0
+    with pytest.raises(ValueError, match="compute"):
+        monitor.hidden_share([(0.0, 1.0)], (1.0, 0.0))
+    with pytest.raises(ValueError, match="comm"):
+        monitor.hidden_share([(2.0, 1.0)], (0.0, 1.0))
+
+
+@pytest.mark.slow
+def test_ddp_overlaps_its_all_reduces_with_backward_and_by_hand_does_not():
+    r = monitor.ddp_overlap(batches=(64,), steps=2)[0]
+    hand, ddp = r["per_method"]["by hand"], r["per_method"]["DDP"]
+    assert hand["hidden"] == 0.0 and hand["buckets"] == 6  # six blocking all-reduces, after backward
+    assert 1 <= ddp["buckets"] < 6 and ddp["hidden"] > 0.0, ddp  # bucketed, launched during backward
+    for m in (hand, ddp):  # the bare exchange of the gradients takes time in both (a skipped one would not)
+        assert m["comm_s"] > 0 and m["backward_s"] > 0 and m["step_s"] >= m["backward_s"]
+    assert r["grad_bytes"] == 4 * models.count_parameters(models.MLP(512, [2048, 2048], 10))
+    assert r["other_rank"]["rank"] == 1
+
+
+def test_ddp_overlap_bad_arguments():
+    with pytest.raises(ValueError, match="batches"):
+        monitor.ddp_overlap(batches=(0,))
+    with pytest.raises(ValueError, match="batches"):
+        monitor.ddp_overlap(batches=())
+    with pytest.raises(ValueError, match="bucket_cap_mb"):
+        monitor.ddp_overlap(bucket_cap_mb=0)
+
+
 def test_run_scenario_bad_name():
     with pytest.raises(ValueError, match="slow-input"):
         monitor.run_scenario("gpu-starved")

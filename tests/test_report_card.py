@@ -21,14 +21,20 @@ HEADLINE = {"time_to_accuracy_s": 2.5, "train_samples_per_s": 4000.0, "latency_p
             "matmul_gflops": 120.0, "memory_bandwidth_gbs": 12.0, "allreduce_gbs": 1.5, "energy_j": None}
 
 
-def fake(label, scale=1.0, **changes):
-    """A result in the saved schema: every 'higher is better' figure times ``scale``, every 'lower' one divided."""
+def fake(label, scale=1.0, jitter=0.05, **changes):
+    """A result in the saved schema: every 'higher is better' figure times ``scale``, every 'lower' one divided;
+    its 5 processes scatter by +-``jitter`` (relative) around each figure (``jitter=None``: no per-process
+    figures, as a result from an older course version)."""
     headline = {k: None if v is None else (v * scale if suite.HEADLINES[k][2] else v / scale)
                 for k, v in HEADLINE.items()}
     headline.update(changes)
+    per = (None if jitter is None else
+           {k: [v * (1 + jitter * j) for j in (-1, -0.5, 0, 0.5, 1)] for k, v in headline.items()
+            if isinstance(v, float) and not isinstance(v, bool)})
+    details = {} if per is None else {"repeatability": {"per_process": per, "processes": 5}}
     return {"schema": suite.SCHEMA, "course_version": "0.5.0", "created": "2026-11-20T10:00:00+00:00",
             "label": label, "hardware": copy.deepcopy(HW), "device": "cpu", "quick": True, "seconds": 40.0,
-            "headline": headline, "details": {},
+            "headline": headline, "details": details,
             "energy": {"available": False, "source": None, "joules": None, "why": "no RAPL counters here"}}
 
 
@@ -67,6 +73,43 @@ def test_compare_table_picks_the_best_per_figure():
     assert zero["energy_j"]["best"] == "a" and zero["energy_j"]["spread"] is None  # no ratio to a zero
     with pytest.raises(TypeError, match="results"):
         report_card.compare_table([{"label": "no headline"}])
+
+
+def test_no_winner_inside_the_spread():
+    # two results of the same machine: the same figures, each process within 5 %: no winner anywhere
+    rows = report_card.compare_table([fake("run 1"), fake("run 2", 1.02)])
+    assert all(r["best"] is None for r in rows) and rows[0]["ahead"] == "run 2"  # 2 % ahead, inside 5 %
+    assert {r["verdict"] for r in rows if r["key"] != "energy_j"} == {"within the spread: no winner"}
+    # a 30 % difference with 5 % scatter is outside it; 8 % with 5 % scatter overlaps
+    by = {r["key"]: r for r in report_card.compare_table([fake("a"), fake("b", 1.3)])}
+    assert by["matmul_gflops"]["best"] == "b" and by["matmul_gflops"]["verdict"].startswith("best: b, 1.3x")
+    assert by["time_to_accuracy_s"]["best"] == "b"  # lower is better: 2.5 / 1.3 s
+    by = {r["key"]: r for r in report_card.compare_table([fake("a"), fake("b", 1.08)])}
+    assert by["matmul_gflops"]["best"] is None and by["matmul_gflops"]["ahead"] == "b"
+    # the leader must beat every other result, not only the worst one
+    three = {r["key"]: r for r in report_card.compare_table([fake("a"), fake("b", 2.0), fake("c", 1.95)])}
+    assert three["matmul_gflops"]["best"] is None
+    # a result without per-process figures has no spread: no winner is called, and the row says why
+    old = {r["key"]: r for r in report_card.compare_table([fake("a", jitter=None), fake("b", 3.0)])}
+    assert old["matmul_gflops"]["best"] is None and old["matmul_gflops"]["verdict"].startswith("no spread")
+    assert report_card.process_values(fake("a"), "matmul_gflops") == pytest.approx([114, 117, 120, 123, 126])
+    assert report_card.process_values(fake("a", jitter=None), "matmul_gflops") is None
+    with pytest.raises(ValueError, match="key"):
+        report_card.process_values(fake("a"), "gflops")
+    with pytest.raises(TypeError, match="result"):
+        report_card.process_values([1, 2], "matmul_gflops")
+
+
+@pytest.mark.slow
+def test_the_title_names_no_winner_for_two_runs_of_one_machine(tmp_path):
+    files = [save(tmp_path, "a.json", fake("this machine")), save(tmp_path, "b.json", fake("this machine", 1.01))]
+    card = report_card.write_report_card(files, tmp_path / "card", references=())
+    fig, _ = report_card.card_figure(card)
+    title = fig._suptitle.get_text()
+    matplotlib.pyplot.close(fig)
+    assert "no winner" in title and "best on" not in title, title
+    assert "no winner (within the spread)" in report_card.summary_text(card)
+    assert "within the spread: no winner" in card.html.read_text()
 
 
 def test_labels_are_made_unique():

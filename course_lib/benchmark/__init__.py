@@ -4,8 +4,10 @@
 ``suite``         ``course benchmark``: an MLPerf-style benchmark of this machine (time to a
                   target accuracy on the digits data, training throughput, inference latency
                   p50/p95, matmul and memory-bandwidth ceilings, all-reduce bus bandwidth, energy
-                  where the machine reports it), with warm-up, interleaved repeats, medians, device
-                  synchronisation and fixed seeds; ``save_result`` (atomic) and ``load_result``
+                  where the machine reports it), over 5 fresh processes (cold time-to-accuracy
+                  runs from their own seeds, trimmed means as MLPerf scores, the coefficient of
+                  variation flagged above 5 %), interleaved rounds, device synchronisation;
+                  ``save_result`` (atomic) and ``load_result``
 ``energy``        energy over a run: RAPL counters on Linux (wrap-around and permissions handled),
                   ``nvidia-smi`` power on a GPU, or a clear "not available" with the reason
 ``discipline``    what goes wrong without warm-up, synchronisation or repeats, and on a busy

@@ -34,7 +34,8 @@ from .. import bench, validate
 from ..hardware import as_device, synchronize
 from ..procs import Children
 
-__all__ = ["WarmupEffect", "SyncEffect", "RepeatsEffect", "BusyEffect", "warmup_effect", "sync_effect",
+__all__ = ["WarmupEffect", "SyncEffect", "RepeatsEffect", "BusyEffect", "BusyMechanism", "warmup_effect", "sync_effect",
+           "busy_mechanism",
            "repeats_effect", "busy_effect", "busy_cores", "spin"]
 
 
@@ -380,8 +381,9 @@ def busy_effect(*, threads: int = 1, busy_processes: int = 1, n: int = 512, roun
     scheduler puts the loop and the thread on different cores, and the matmul slows only a little
     (shared caches and memory; on a virtual machine perhaps a shared physical core). ``threads`` =
     the number of cores shows the worse case: one busy core slows a parallel kernel far more than
-    the half core it loses, since the threads wait for each other at every barrier (on a 2-core
-    machine: 5-10x; any other program running does the same, so the "idle" rounds are idle only on
+    the half core it loses, since the threads wait for each other at every barrier and the thread
+    that shares a core is off it for whole scheduler time slices of milliseconds (``busy_mechanism``
+    measures both time scales; on a 2-core machine: 5-10x; any other program running does the same, so the "idle" rounds are idle only on
     a quiet machine). On one CPU, the loop and the thread share it: about 2x. ``busy_processes``
     = ``cores`` or more leaves no core free, so even one thread shares a core with a loop. The busy
     processes are started through ``course_lib.procs`` and always stopped, also on error or Ctrl-C.
@@ -402,3 +404,96 @@ def busy_effect(*, threads: int = 1, busy_processes: int = 1, n: int = 512, roun
                 busy.append(_mean_call(fn, window_s))
     i, b_ = statistics.median(idle), statistics.median(busy)
     return BusyEffect(i, b_, b_ / i, threads, busy_processes, cores, rounds, window_s, idle, busy)
+
+
+@dataclass(frozen=True)
+class BusyMechanism:
+    """Why one busy core slows a parallel kernel by more than a fair share (notebook 07.1, "A busy machine").
+
+    ``slice_s``: how long this thread, pinned to the busy loop's core, was left off that core each time
+    (the median gap, ``gaps`` of them): the scheduler's time slice as this machine grants it.
+    ``idle_call_s`` / ``busy_calls_s``: one n x n matmul on ``threads`` threads per call, idle (the 10th
+    percentile: an undisturbed call) and every call with one busy loop. ``slow_fraction``: busy calls over 3
+    times the idle call;
+    ``slow_extra_s``: their median extra time. ``cpu_per_wall``: process CPU time over wall time during
+    the busy calls (above 1: a thread kept its core while it waited, spinning at the barrier).
+    """
+
+    slice_s: float
+    gaps: int
+    idle_call_s: float
+    busy_calls_s: list[float]
+    slow_fraction: float
+    slow_extra_s: float | None
+    cpu_per_wall: float
+    threads: int
+    n: int
+
+
+def _gaps(seconds: float, threshold: float = 50e-6) -> list[float]:
+    """Gaps over ``threshold`` between consecutive clock reads in a tight loop (times this thread did not run)."""
+    out, last = [], time.perf_counter()
+    end = last + seconds
+    while True:
+        t = time.perf_counter()
+        if t - last > threshold:
+            out.append(t - last)
+        last = t
+        if t > end:
+            return out
+
+
+def _call_times(fn, calls: int) -> list[float]:
+    fn()
+    out = []
+    for _ in range(calls):
+        t = time.perf_counter()
+        fn()
+        out.append(time.perf_counter() - t)
+    return out
+
+
+def busy_mechanism(*, threads: int = 2, n: int = 256, calls: int = 300, slice_probe_s: float = 0.4) -> BusyMechanism:
+    """Measure the two time scales behind the busy-core slow-down. Notebook 07.1, "A busy machine".
+
+    First the scheduler's time slice: one busy-loop process and this thread are pinned to the same core,
+    and a tight loop of clock reads records every gap in which the loop ran instead (Linux; elsewhere,
+    or where pinning is refused, ``slice_s`` is NaN). Then the per-call times of an n x n matmul on
+    ``threads`` threads, idle and with one busy loop (unpinned): a call lasts a fraction of a
+    millisecond and ends at a barrier where every thread waits for the others, so a call whose thread
+    lost its core waits for the busy loop's slice to end.
+    """
+    import math
+    import os
+
+    threads = validate.positive_int("threads", threads)
+    n = validate.positive_int("n", n)
+    calls = validate.positive_int("calls", calls)
+    slice_probe_s = validate.positive("slice_probe_s", slice_probe_s)
+    a, b, c = torch.randn(n, n), torch.randn(n, n), torch.empty(n, n)
+    fn = lambda: torch.mm(a, b, out=c)  # noqa: E731
+    with bench.num_threads_set(threads):
+        idle = _call_times(fn, calls)
+        with busy_cores(1) as pids:
+            gaps: list[float] = []
+            if hasattr(os, "sched_setaffinity") and pids:
+                mine = os.sched_getaffinity(0)
+                cpu = min(mine)
+                try:
+                    os.sched_setaffinity(pids[0], {cpu})
+                    os.sched_setaffinity(0, {cpu})  # this thread only
+                    gaps = _gaps(slice_probe_s)
+                except OSError:
+                    gaps = []
+                finally:
+                    os.sched_setaffinity(0, mine)
+                    with contextlib.suppress(OSError):
+                        os.sched_setaffinity(pids[0], mine)
+            cpu0, t0 = time.process_time(), time.perf_counter()
+            busy = _call_times(fn, calls)
+            cpu_per_wall = (time.process_time() - cpu0) / (time.perf_counter() - t0)
+    w = bench.quantile(idle, 0.1)  # an undisturbed call: another program may hold a core in the "idle" calls too
+    slow = [t - w for t in busy if t > 3 * w]
+    return BusyMechanism(float(statistics.median(gaps)) if gaps else math.nan, len(gaps), float(w), busy,
+                         len(slow) / len(busy), float(statistics.median(slow)) if slow else None,
+                         float(cpu_per_wall), threads, n)

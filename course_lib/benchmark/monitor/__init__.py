@@ -20,6 +20,9 @@ Three parts: ``resources`` (sampling), ``profiler`` (traces, bottlenecks, scenar
   advance (a slow input pipeline, a matmul-heavy MLP, a two-rank data-parallel step whose gradient
   exchange dominates), so the classifier can be checked against the design; ``step_flops`` counts
   a training step's matrix-product FLOPs exactly (the input batch needs no gradient).
+* ``ddp_overlap``: the two-rank step by hand (blocking all-reduces after backward) beside
+  ``DistributedDataParallel`` (bucketed all-reduces launched during backward), with the share of the
+  communication hidden under the backward computation (``hidden_share``).
 * ``tensorboard_log`` writes a short real run's loss, accuracy, throughput and resource use as
   TensorBoard scalars; ``read_scalars`` reads them back; ``tensorboard_instructions`` says how to
   open them (a terminal, Colab, Vertex AI Workbench).
@@ -27,11 +30,12 @@ Three parts: ``resources`` (sampling), ``profiler`` (traces, bottlenecks, scenar
 from __future__ import annotations
 
 from .curves import LoggedRun, read_scalars, tensorboard_instructions, tensorboard_log
-from .profiler import (CATEGORIES, LABELS, SCENARIOS, Scenario, StepProfile, communication_worker, find_bottleneck,
-                       op_category, profile_training_step, run_scenario, step_flops)
+from .profiler import (CATEGORIES, LABELS, SCENARIOS, Scenario, StepProfile, communication_worker, ddp_overlap,
+                       ddp_overlap_worker, find_bottleneck, hidden_share, op_category, profile_training_step,
+                       run_scenario, step_flops)
 from .resources import (MIB, ResourceSampler, Sample, data_dir, plot_resources, release_free_memory,
                         sample_training)
 
 __all__ = ["Sample", "ResourceSampler", "plot_resources", "data_dir", "MIB", "release_free_memory", "sample_training", "CATEGORIES", "LABELS", "op_category",
            "StepProfile", "find_bottleneck", "profile_training_step", "Scenario", "SCENARIOS", "run_scenario", "step_flops",
-           "communication_worker", "tensorboard_log", "read_scalars", "tensorboard_instructions", "LoggedRun"]
+           "communication_worker", "ddp_overlap", "ddp_overlap_worker", "hidden_share", "tensorboard_log", "read_scalars", "tensorboard_instructions", "LoggedRun"]
