@@ -176,22 +176,26 @@ class _GradBytes:
         self.value = _bytes(p.grad for p in model.parameters() if p.grad is not None)
 
 
+def _wrap(strategy: str, model: nn.Module, world: int, device: torch.device) -> nn.Module:
+    """``model`` under DDP, or under ``fully_shard`` per Linear layer and then whole."""
+    if strategy == "ddp":
+        ids = [device.index] if device.type == "cuda" else None
+        return nn.parallel.DistributedDataParallel(model, device_ids=ids, gradient_as_bucket_view=True)
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import fully_shard
+
+    mesh = init_device_mesh(device.type, (world,))
+    for layer in model:
+        if isinstance(layer, nn.Linear):
+            fully_shard(layer, mesh=mesh)
+    return fully_shard(model, mesh=mesh)
+
+
 def _train_replicated(strategy: str, batches, hidden: int, lr: float, seed: int, rank: int, world: int,
                       device: torch.device) -> dict[str, Any]:
     """Train with DDP or fully_shard on this rank's slices; losses are the global batches' mean losses."""
     model = _model(hidden, seed, device)
-    if strategy == "ddp":
-        ids = [device.index] if device.type == "cuda" else None
-        wrapped = nn.parallel.DistributedDataParallel(model, device_ids=ids, gradient_as_bucket_view=True)
-    else:
-        from torch.distributed.device_mesh import init_device_mesh
-        from torch.distributed.fsdp import fully_shard
-
-        mesh = init_device_mesh(device.type, (world,))
-        for layer in model:
-            if isinstance(layer, nn.Linear):
-                fully_shard(layer, mesh=mesh)
-        wrapped = fully_shard(model, mesh=mesh)
+    wrapped = _wrap(strategy, model, world, device)
     opt = train.make_optimizer(OPTIMIZER, wrapped.parameters(), lr=lr)
     grads = _GradBytes()
     losses = [train.train_step(wrapped, rank_slice(b, rank, world), opt, device=device, before_update=grads).loss
@@ -217,18 +221,7 @@ def _peak_memory(strategy: str, batches, hidden: int, lr: float, seed: int, rank
     from torch.distributed._tools.mem_tracker import MemTracker
 
     model = _model(hidden, seed, device)
-    if strategy == "ddp":
-        ids = [device.index] if device.type == "cuda" else None
-        wrapped = nn.parallel.DistributedDataParallel(model, device_ids=ids, gradient_as_bucket_view=True)
-    else:
-        from torch.distributed.device_mesh import init_device_mesh
-        from torch.distributed.fsdp import fully_shard
-
-        mesh = init_device_mesh(device.type, (world,))
-        for layer in model:
-            if isinstance(layer, nn.Linear):
-                fully_shard(layer, mesh=mesh)
-        wrapped = fully_shard(model, mesh=mesh)
+    wrapped = _wrap(strategy, model, world, device)
     opt = train.make_optimizer(OPTIMIZER, wrapped.parameters(), lr=lr)
     tracker = MemTracker() if strategy == "ddp" else FSDPMemTracker(wrapped, opt)
     if strategy == "ddp":
