@@ -282,10 +282,10 @@ def run_cell(page, index: int, count: int) -> None:
 READ_CONTROLS = """box => Array.from(box.children).map(el => {
     const param = Array.from(el.classList).find(c => c.startsWith('course-param-'));
     const select = el.querySelector('select'), readout = el.querySelector('.widget-readout');
-    const input = el.querySelector('input');
-    const kind = select ? 'dropdown' : readout ? 'slider' : input ? 'text' : 'other';
+    const input = el.querySelector('input'), box = input && input.type === 'checkbox';
+    const kind = select ? 'dropdown' : readout ? 'slider' : box ? 'checkbox' : input ? 'text' : 'other';
     const shown = select ? select.options[select.selectedIndex].text : readout ? readout.textContent
-                : input ? input.value : el.innerText;
+                : box ? String(input.checked) : input ? input.value : el.innerText;
     return {param: param ? param.slice('course-param-'.length) : null, kind, shown: shown.trim(),
             result: el.classList.contains('course-result'), classes: el.className,
             options: select ? Array.from(select.options).map(o => o.text) : []};
@@ -304,9 +304,16 @@ def shown_values(controls: dict[str, dict], like: dict) -> dict:
     """The values the controls display, typed like the call's values.
 
     A log slider's readout shows 3 significant digits, so the test only gives it values it shows exactly
-    (ipywidgets 8 still sends the kernel 10**log10(value), which may differ in the 16th digit).
+    (ipywidgets 8 still sends the kernel 10**log10(value), which may differ in the 16th digit). A check box
+    shows "true" or "false" (``bool("false")`` would be True).
     """
-    return {p: c["shown"] if isinstance(like[p], str) else type(like[p])(c["shown"]) for p, c in controls.items()}
+    def typed(c: dict, value):
+        if isinstance(value, bool):
+            assert c["kind"] == "checkbox", f"a {c['kind']} holds the flag {value!r}"
+            return c["shown"] == "true"
+        return c["shown"] if isinstance(value, str) else type(value)(c["shown"])
+
+    return {p: typed(c, like[p]) for p, c in controls.items()}
 
 
 def result_text(box) -> str:
@@ -335,7 +342,9 @@ def change(page, box, param: str, control: dict, values: dict, name: str) -> Non
     def shown() -> str:
         return read_controls(box)[param]["shown"]
 
-    if control["kind"] == "dropdown":
+    if control["kind"] == "checkbox":
+        element.locator("input").click()
+    elif control["kind"] == "dropdown":
         others = [o for o in control["options"] if o != before]
         assert others, f"{param}: a dropdown with one option cannot be changed"
         valid = [o for o in others if not shows_an_error(name, {**values, param: o})]
@@ -348,7 +357,12 @@ def change(page, box, param: str, control: dict, values: dict, name: str) -> Non
     elif control["kind"] in ("slider", "text") and isinstance(value, float):
         # a readout shows 3 significant digits: typing such a number makes the shown value the real one
         field = element.locator(".widget-readout" if control["kind"] == "slider" else "input")
-        for typed in (f"{value * 2:.3g}", f"{value / 2:.3g}"):  # the second if the first was out of range
+        tries = [f"{value * 2:.3g}", f"{value / 2:.3g}"]  # the second if the first was out of range
+        if control["kind"] == "slider":
+            handle = element.locator(".noUi-handle")
+            if float(handle.get_attribute("aria-valuenow")) >= float(handle.get_attribute("aria-valuemax")):
+                tries.reverse()  # at its top a doubled value is clamped back to where it was: nothing changes
+        for typed in tries:
             type_into(page, field, typed)
             if float(poll(shown, lambda text: text != before, UPDATE_MS, f"{param} to change")) == float(typed):
                 return

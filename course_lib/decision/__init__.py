@@ -226,6 +226,14 @@ def _same(a: Recommendation, b: Recommendation) -> bool:
                                                                       b.feasible)
 
 
+def _shown(value: object) -> str:
+    """An assumption's value as printed: floats to 4 significant digits (a widget's 0.4 may arrive as
+    0.39999999999999997), a per-chip dict without its default."""
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k!r}: {_shown(v)}" for k, v in value.items() if k != "default") + "}"
+    return f"{value:.4g}" if isinstance(value, float) else repr(value)
+
+
 def _flips(rec: Recommendation, args: dict, framework: str, privacy: str, energy: str) -> list[str]:
     """Each assumption changed alone, and what the choice becomes (a fresh ``recommend`` without flips)."""
     util = args["utilization"] if isinstance(args["utilization"], dict) else {"default": args["utilization"]}
@@ -246,8 +254,7 @@ def _flips(rec: Recommendation, args: dict, framework: str, privacy: str, energy
     out = []
     for key, value, what in trials:
         other = recommend(**{**args, key: value}, flips=False)
-        shown = value if not isinstance(value, dict) else {k: v for k, v in value.items() if k != "default"}
-        out.append(f"{key}={shown!r} ({what}): " + ("the same choice" if _same(rec, other) else
+        out.append(f"{key}={_shown(value)} ({what}): " + ("the same choice" if _same(rec, other) else
                                                     "changes to " + other.headline()))
     return out
 
