@@ -196,6 +196,14 @@ def test_measure_schedules_small():
     assert [len(rank) for rank in t.intervals] == [4, 4] and 0 < t.idle_fraction < 1
     rows = pipeline.bubble_rows(measured)
     assert rows[0]["formula"] == pytest.approx(1 / 3) and rows[1]["kind"] == "1f1b"
+    # the memory run: what autograd keeps per micro-batch (one 8 x 32 fp32 activation per layer) follows the schedule
+    act = {(a["label"], a["rank"]): a for a in pipeline.activation_rows(ranks, settings, micro_batch=8, width=32)}
+    one = 8 * 32 * 4
+    assert act["gpipe, m=2", 0]["after_pass"] == [4 * one, 8 * one, 4 * one, 0]  # F0 F1 B0 B1, 4 layers
+    assert act["gpipe, m=2", 0]["model_after_pass"] == act["gpipe, m=2", 0]["after_pass"]
+    assert act["1f1b, m=2, layers (1, 1)", 1]["after_pass"] == [one + 4, 0, one + 4, 0]  # last stage, F B F B: + the loss
+    assert act["gpipe, m=2", 1]["after_pass"][-1] == 0  # no received activation's gradient left behind
+    assert all(a["peak_bytes"] >= a["measured_bytes"] for a in act.values())
     with pytest.raises(distributed.RankError, match="layers"):
         distributed.launch(pipeline.measure_schedules, 2, [dict(kind="gpipe", micro_batches=1, layers=[1])],
                            repeats=1, width=8, micro_batch=2)

@@ -415,9 +415,11 @@ def _sync(device: torch.device) -> None:
 
 def _run_schedule(stage: nn.Module, order: list[tuple[str, int]], inputs: list[torch.Tensor] | None,
                   targets: list[torch.Tensor] | None, act_shape: tuple[int, ...], out_shape: tuple[int, ...],
-                  rank: int, world: int, device: torch.device) -> list[tuple[str, int, float, float]]:
+                  rank: int, world: int, device: torch.device, tracker: Any = None) -> list[tuple[str, int, float, float]]:
     """One step of a schedule by hand; every receive is posted before the first pass, every send is
-    ``isend``, so no rank waits on a message it could have had earlier. Only the passes are timed."""
+    ``isend``, so no rank waits on a message it could have had earlier. Only the passes are timed.
+    With a ``tracker`` (a ``memory.LiveTensorTracker``, entered once the receives are posted) each
+    record gets a fifth field: the tensor bytes live after that pass."""
     m = len(order) // 2
     recv_act = recv_grad = None
     if rank > 0:
@@ -427,6 +429,8 @@ def _run_schedule(stage: nn.Module, order: list[tuple[str, int]], inputs: list[t
         recv_grad = [torch.empty(out_shape, device=device) for _ in range(m)]
         grad_reqs = [dist.irecv(recv_grad[i], rank + 1, tag=m + i) for i in range(m)]
     sends, saved, record = [], {}, []
+    if tracker is not None:
+        tracker.__enter__()
     for kind, i in order:
         if kind == "F":
             if rank == 0:
@@ -441,8 +445,12 @@ def _run_schedule(stage: nn.Module, order: list[tuple[str, int]], inputs: list[t
                 out = out.square().mean() if targets is None else nn.functional.mse_loss(out, targets[i])
             _sync(device)
             record.append(("F", i, t0, time.perf_counter()))
+            if tracker is not None:
+                record[-1] += (tracker.live,)
             if rank < world - 1:
                 sends.append(dist.isend(out.detach(), rank + 1, tag=i))
+                if tracker is not None:  # the memory run frees each message once delivered
+                    sends.pop().wait()
             saved[i] = (inp, out)
         else:
             inp, out = saved.pop(i)
@@ -455,6 +463,14 @@ def _run_schedule(stage: nn.Module, order: list[tuple[str, int]], inputs: list[t
             record.append(("B", i, t0, time.perf_counter()))
             if rank > 0:
                 sends.append(dist.isend(inp.grad, rank - 1, tag=m + i))
+                if tracker is not None:  # delivered: the received activation's gradient is no longer needed
+                    sends.pop().wait()
+                    inp.grad = None
+            del inp, out
+            if tracker is not None:
+                record[-1] += (tracker.live,)
+    if tracker is not None:
+        tracker.__exit__(None, None, None)
     for req in sends:
         req.wait()
     return record
@@ -467,8 +483,14 @@ def measure_schedules(settings: Sequence[dict[str, Any]], repeats: int = 3, micr
     per stage, default 4 each: balanced). This rank pins itself to its own core (:func:`pin_to_core`),
     builds its stage for every setting, and runs the settings interleaved (all settings once, then
     again, ``repeats`` times, after ``warmup`` rounds), so a slow moment of the machine hits all alike.
+    Then each setting runs once more, untimed, under a ``memory.LiveTensorTracker`` with the weight
+    gradients allocated beforehand, so that what it counts is what the schedule adds: the activations
+    autograd keeps for the backward passes, and each pass's temporaries.
     Returns ``{"rank", "core", "runs": {setting index: [per repeat: this rank's intervals]},
-    "layer_s": the median seconds of one layer's forward + backward on one micro-batch}``."""
+    "layer_s": the median seconds of one layer's forward + backward on one micro-batch,
+    "memory": {setting index: {"peak_bytes", "after_pass": [(pass, micro-batch, live bytes after it)]}}}``."""
+    from ..memory import LiveTensorTracker
+
     info = rank_info()
     rank, world, device = info["rank"], info["world_size"], info["device"]
     repeats = validate.positive_int("repeats", repeats)
@@ -506,7 +528,47 @@ def measure_schedules(settings: Sequence[dict[str, Any]], repeats: int = 3, micr
             bw = [b - a for kind, _, a, b in record if kind == "B"]
             per_layer.append((sum(f) + sum(bw)) / len(f) / n_layers)
     per_layer.sort()
-    return {"rank": rank, "core": core, "runs": runs, "layer_s": per_layer[len(per_layer) // 2]}
+    mem = {}
+    for k, s in enumerate(settings):
+        for p in stages[k].parameters():
+            p.grad = torch.zeros_like(p)  # allocated before the tracker starts: not counted
+        order = schedule_order(s["kind"], world, s["micro_batches"])[rank]
+        tracker = LiveTensorTracker()
+        dist.barrier()
+        record = _run_schedule(stages[k], order, data[k], None, shape, shape, rank, world, device, tracker)
+        mem[k] = {"peak_bytes": tracker.peak, "after_pass": [(kind, i, live) for kind, i, _, _, live in record]}
+        for p in stages[k].parameters():
+            p.grad = None
+    return {"rank": rank, "core": core, "runs": runs, "layer_s": per_layer[len(per_layer) // 2], "memory": mem}
+
+
+def activation_rows(results: Sequence[dict[str, Any]], settings: Sequence[dict[str, Any]], micro_batch: int = 128,
+                    width: int = WIDTH) -> list[dict[str, Any]]:
+    """Activation memory per setting and rank, measured against the count (notebook 06.2, section 4).
+
+    Each ``Linear`` keeps its input for the backward pass and each ``ReLU`` its output, one and the same
+    tensor, so a stage of *L* layers keeps *L* x ``micro_batch`` x ``width`` fp32 numbers per micro-batch
+    until that micro-batch's backward pass. Rows hold ``label``, ``rank``, ``held`` (the most micro-batches
+    whose forward ran and backward did not, from the schedule), ``model_bytes`` (``held`` x that count),
+    ``measured_bytes`` (the most tensor bytes live after any pass in :func:`measure_schedules`' memory run)
+    and ``peak_bytes`` (the same during the passes: also each pass's temporaries, such as a layer's weight
+    gradient before it is added to ``.grad``); ``after_pass`` and ``model_after_pass`` give the measured and
+    the counted bytes after each pass in the order the rank ran them."""
+    rows = []
+    for k, s in enumerate(settings):
+        layers = list(s.get("layers", [4] * len(results)))
+        label = f"{s['kind']}, m={s['micro_batches']}" + (f", layers {tuple(s['layers'])}" if "layers" in s else "")
+        for res in results:
+            r, mem = res["rank"], res["memory"][k]
+            per_micro_batch, alive, counts = layers[r] * micro_batch * width * 4, 0, []
+            for kind, _ in schedule_order(s["kind"], len(results), s["micro_batches"])[r]:
+                alive += 1 if kind == "F" else -1
+                counts.append(alive)
+            rows.append({"label": label, "rank": r, "held": max(counts), "model_bytes": max(counts) * per_micro_batch,
+                         "measured_bytes": max(live for *_, live in mem["after_pass"]), "peak_bytes": mem["peak_bytes"],
+                         "model_after_pass": [n * per_micro_batch for n in counts],
+                         "after_pass": [live for *_, live in mem["after_pass"]]})
+    return rows
 
 
 def timelines(results: Sequence[dict[str, Any]], settings: Sequence[dict[str, Any]]) -> list[list[Timeline]]:
