@@ -50,13 +50,32 @@ from dataclasses import dataclass
 from typing import Any
 
 __all__ = ["Children", "Event", "Channel", "require_importable", "start_method", "helper_processes",
-           "leftover_processes", "kill_tree", "is_running"]
+           "leftover_processes", "kill_tree", "is_running", "quiet_native_stderr"]
 
 # Modules the forkserver imports once, so children start with them loaded: torch itself (~2-4 s),
 # torch._dynamo (~1.5 s; creating any torch optimizer imports it) and the course library.
 _PRELOAD = ["torch", "torch._dynamo", "course_lib.procs"]
 _KILL = getattr(signal, "SIGKILL", signal.SIGTERM)  # Windows has no SIGKILL
 _LOG_TAIL_CHARS = 3000
+
+
+@contextlib.contextmanager
+def quiet_native_stderr() -> Iterator[None]:
+    """Silence what C++ code writes to file descriptor 2 meanwhile (``torch.profiler`` prints its own start and
+    stop lines there; they are not warnings, and a notebook would show them as errors). Python's warnings and
+    exceptions still come through ``sys.stderr`` afterwards. Used by notebooks 05.2 and 07.2."""
+    try:
+        saved = os.dup(2)
+    except OSError:
+        yield
+        return
+    try:
+        with open(os.devnull, "w") as null:
+            os.dup2(null.fileno(), 2)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
 
 
 # ----------------------------------------------------------------------------------------------

@@ -112,3 +112,16 @@ def test_smoothing_keeps_the_product_and_rescues_outlier_channels():
         quantization.smoothing_factors(xs, ws, alpha=2)
     with pytest.raises(TypeError):
         quantization.smoothing_factors(xs[0], ws)
+
+
+def test_product_profile_names_the_product_op_and_its_rate():
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(16, 64), nn.ReLU(), nn.Linear(64, 8)).eval()
+    op, share, rate = int8_cpu.product_profile(model, 32, calls=2)
+    assert op in ("aten::addmm", "aten::mm", "aten::linear") and 0 < share <= 1 and rate > 0
+    with pytest.raises(TypeError, match="model"):
+        int8_cpu.product_profile("not a model", 4)
+    with pytest.raises(ValueError, match="batch"):
+        int8_cpu.product_profile(model, 0)
+    with pytest.raises(ValueError, match="Linear"):
+        int8_cpu.product_profile(nn.ReLU(), 4)

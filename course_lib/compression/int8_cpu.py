@@ -3,9 +3,10 @@ question of bytes (notebook 05.2, sections 4 and 5).
 
 Two software paths run int8 Linear layers on a CPU. PyTorch's own quantized engine
 (``torch.ao.quantization.quantize_dynamic``, deprecated since torch 2.10 in favour of torchao) calls FBGEMM on
-x86 and QNNPACK on Arm; torchao's ``quantize_`` (``quantization.int8_dynamic``) runs through other kernels
-(oneDNN's int8 product, or a float fallback). The same instructions serve both; how much each path makes of them
-differs, which is why notebook 05.2 times both.
+x86 and QNNPACK on Arm; torchao's ``quantize_`` (``quantization.int8_dynamic``) multiplies through
+``torch._int_mm`` in eager mode, and through whatever kernel ``torch.compile`` picks once compiled. The same
+instructions serve both; how much each path makes of them differs, which is why notebook 05.2 times both and
+``product_profile`` names the op each spends its time in.
 
 At batch 1 a Linear layer multiplies a matrix by a vector: every weight is read once and used once, so on weights
 larger than the caches the time is about ``weight bytes / memory bandwidth`` (the roofline of notebook 01), and
@@ -26,8 +27,9 @@ import torch
 from torch import nn
 
 from .. import bench, hardware, validate
+from ..procs import quiet_native_stderr
 
-__all__ = ["FBGEMM_ENV", "fbgemm_isa", "pytorch_int8_problem", "pytorch_int8_dynamic", "read_bandwidth",
+__all__ = ["FBGEMM_ENV", "fbgemm_isa", "pytorch_int8_problem", "pytorch_int8_dynamic", "product_profile", "read_bandwidth",
            "weight_stack", "Batch1Point", "batch1_sweep", "ms_per_token", "largest_model_within"]
 
 # FBGEMM picks its int8 kernels from the CPU's flags; this variable holds it lower (AVX2, AVX512, AVX512_E1 = VNNI)
@@ -104,6 +106,39 @@ def pytorch_int8_dynamic(model: nn.Module) -> nn.Module:
     source = copy.deepcopy(model).cpu().float().eval()
     with _quiet():
         return quantize_dynamic(source, {nn.Linear}, dtype=torch.qint8, inplace=True)
+
+
+def product_profile(model: nn.Module, batch: int, *, calls: int = 3) -> tuple[str, float, float]:
+    """Where a model's time goes (notebook 05.2, section 4): ``(op, share, rate)`` for the op with the most
+    self time under ``torch.profiler`` over ``calls`` calls on a ``batch`` of random inputs (on this process's
+    thread setting), its share of all the ops' time, and the multiply-adds per second the model's Linear layers
+    reach if all of them run in that op (batch x in x out per layer). A matrix-product op far below the rate
+    of another path on the same CPU points at a kernel that does not use the CPU's vector instructions."""
+    from torch.profiler import ProfilerActivity, profile
+
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
+    n, calls = validate.positive_int("batch", batch), validate.positive_int("calls", calls)
+    linears = [m for m in model.modules() if hasattr(m, "in_features") and hasattr(m, "out_features")]
+    if not linears:
+        raise ValueError("model has no Linear layers (modules with in_features and out_features) to count")
+    x = torch.randn(n, linears[0].in_features)
+    with torch.no_grad():
+        model(x)  # the first call may prepare weights or caches: not profiled
+        prof = profile(activities=[ProfilerActivity.CPU])
+        with quiet_native_stderr():
+            prof.start()
+        try:
+            for _ in range(calls):
+                model(x)
+        finally:
+            with quiet_native_stderr():
+                prof.stop()
+    events = [e for e in prof.key_averages() if e.self_cpu_time_total > 0]
+    top = max(events, key=lambda e: e.self_cpu_time_total)
+    total = sum(e.self_cpu_time_total for e in events)
+    macs = calls * n * sum(m.in_features * m.out_features for m in linears)
+    return top.key, top.self_cpu_time_total / total, macs / (top.self_cpu_time_total * 1e-6)
 
 
 def read_bandwidth(n_bytes: int = 256 * 2**20, *, num_threads: int | None = None, min_run_time: float = 0.2) -> float:

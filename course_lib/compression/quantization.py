@@ -631,23 +631,26 @@ INT8_EXPECTATIONS = {
     "AMX INT8": "AMX tiles multiply whole int8 blocks: compiled int8 should beat fp32 at large batches.",
     "AVX-512 VNNI": "VNNI fuses 4 int8 multiply-adds per 32-bit lane into one instruction: compiled int8 should beat "
                     "fp32 at large batches; eager pays per-call overhead.",
-    "AVX-VNNI": "256-bit int8 dot products: int8 may gain at large batches, less than with AVX-512 (not asserted).",
+    "AVX-VNNI": "256-bit int8 dot products, without AVX-512: FBGEMM (PyTorch's own int8 path) runs its AVX2 "
+                "kernels; torch._int_mm, torchao's int8 product, calls oneDNN only with AVX-512 VNNI and runs a plain "
+                "loop here, so torchao's int8 can be many times slower than fp32 (not asserted).",
     "none": "no fused int8 dot-product instruction (VNNI, AMX): AVX2 still multiplies and adds int8 pairs in three "
             "steps (VPMADDUBSW, VPMADDWD, VPADDD), which FBGEMM (PyTorch's own int8 path) uses to beat fp32; "
-            "torchao's eager path ran many times slower than fp32 on some AVX2-only CPUs and about as fast on others: "
-            "a property of that software path, not of the instructions.",
-    "held": "the CPU has fused int8 instructions, but oneDNN (torchao's int8 path) is held below them by "
-            "ONEDNN_MAX_CPU_ISA: its int8 runs on what the hold allows, as on a CPU without them; FBGEMM has its own "
-            "hold (FBGEMM_ENABLE_INSTRUCTIONS).",
+            "torchao's int8 product goes through torch._int_mm, which calls oneDNN only on CPUs with AVX-512 VNNI "
+            "and here runs a plain loop, one pair of numbers at a time, tens of times slower than fp32: a property "
+            "of that software path, not of the instructions.",
+    "held": "the CPU has fused int8 instructions, but oneDNN (where torchao's int8 product runs on such a CPU) is "
+            "held below them by ONEDNN_MAX_CPU_ISA: its int8 runs on the kernels the hold allows (AVX2's three "
+            "steps, say), not on the plain loop a CPU without VNNI gets; FBGEMM has its own hold "
+            "(FBGEMM_ENABLE_INSTRUCTIONS).",
     "unknown": "an int8 path this course has not measured (Arm, Apple): the notebook prints the result only.",
 }
 
 
 def int8_units(flags: set[str] | frozenset[str] | None = None, architecture: str | None = None) -> str:
     """Which int8 dot-product instructions PyTorch's int8 kernels can use here (notebook 05.2, section 4):
-    "AMX INT8", "AVX-512 VNNI", "AVX-VNNI", "none" (an x86 CPU without them, or with oneDNN, which runs
-    PyTorch's int8 product), "held" (an x86 CPU with them, oneDNN held below them by ``ONEDNN_MAX_CPU_ISA``) or
-    "unknown" (Arm and others).
+    "AMX INT8", "AVX-512 VNNI", "AVX-VNNI", "none" (an x86 CPU without them), "held" (an x86 CPU with them,
+    oneDNN held below them by ``ONEDNN_MAX_CPU_ISA``) or "unknown" (Arm and others).
     ``flags``: the CPU's flag names (default: this CPU's); ``INT8_EXPECTATIONS`` says what each means."""
     if flags is None:
         flags = hardware.cpu_flags()

@@ -2,9 +2,7 @@
 known one (notebook 07.2)."""
 from __future__ import annotations
 
-import contextlib
 import math
-import os
 import re
 import time
 from collections.abc import Callable, Iterable
@@ -18,6 +16,7 @@ from torch.profiler import ProfilerActivity, profile, record_function
 
 from ... import data, models, train, validate
 from ...hardware import as_device, seed_everything, synchronize
+from ...procs import quiet_native_stderr
 from .resources import data_dir
 
 CATEGORIES = ("compute", "memory", "input", "communication", "overhead")
@@ -161,23 +160,6 @@ class _Labelled(nn.Module):
             return self.inner(*xs)
 
 
-@contextlib.contextmanager
-def _quiet_fd2():
-    """Silence the C++ profiler's own start/stop lines on file descriptor 2 (they are not warnings)."""
-    try:
-        saved = os.dup(2)
-    except OSError:
-        yield
-        return
-    try:
-        with open(os.devnull, "w") as null:
-            os.dup2(null.fileno(), 2)
-        yield
-    finally:
-        os.dup2(saved, 2)
-        os.close(saved)
-
-
 def profile_training_step(model: nn.Module, batches: Iterable, optimizer: torch.optim.Optimizer, *,
                           steps: int = 3, warmup: int = 1, loss_fn: Callable | None = None,
                           communicate: Callable[[nn.Module], None] | None = None,
@@ -225,13 +207,13 @@ def profile_training_step(model: nn.Module, batches: Iterable, optimizer: torch.
         one_step()
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
     prof = profile(activities=activities)
-    with _quiet_fd2():
+    with quiet_native_stderr():
         prof.start()
     try:
         for _ in range(steps):
             one_step()
     finally:
-        with _quiet_fd2():
+        with quiet_native_stderr():
             prof.stop()
     result = find_bottleneck(prof, steps=steps, on_device=device.type == "cuda")
     folder = Path(trace_dir) if trace_dir is not None else data_dir("traces")
