@@ -138,17 +138,19 @@ def test_a_killed_worker_is_restarted_and_the_curve_is_unchanged(data_file, tmp_
 
 @pytest.mark.slow
 def test_each_rank_resumes_its_own_random_stream(data_file, tmp_path):
-    """Dropout on two ranks: stopped after step 10 and resumed to 20, the run repeats the uninterrupted run's losses
-    exactly; resumed with rank 0's generators on every rank (a checkpoint of rank 0's state alone), it does not."""
-    def run(name, steps, *extra):
-        return ts.run_torchrun(_script(data_file, steps, "--dropout", "0.3", *extra), tmp_path / name, timeout=180)
-
-    full = run("full", 20).curve
-    for name, extra in (("each", ()), ("rank0", ("--restore-rng", "rank0"))):
-        run(name, 10)
-        assert run(name, 20, *extra).curve[:10] == full[:10]
-    assert ts.loss_curve(tmp_path / "each") == full
-    assert max(abs(a - b) for a, b in zip(ts.loss_curve(tmp_path / "rank0")[10:], full[10:])) > 1e-4
+    """Dropout on two ranks: resumed from the checkpoint after step 10, the run repeats the uninterrupted run's
+    losses exactly; resumed with rank 0's generators on every rank (a checkpoint of rank 0's state alone), it does
+    not."""
+    curves = ts.random_stream_resumes(_script(data_file, 20), tmp_path, stop_after=10)
+    full = curves["uninterrupted"]
+    assert len(full) == 20 and curves["each rank's own stream"] == full
+    rank0 = curves["rank 0's stream on every rank"]
+    assert rank0[:10] == full[:10] and max(abs(a - b) for a, b in zip(rank0[10:], full[10:])) > 1e-4
+    for bad in (7, 20):  # not a checkpoint; the end, where nothing is left to resume
+        with pytest.raises(ValueError, match="stop_after"):
+            ts.random_stream_resumes(_script(data_file, 20), tmp_path / "bad", stop_after=bad)
+    with pytest.raises(ValueError, match="dropout"):
+        ts.random_stream_resumes(_script(data_file, 20), tmp_path / "bad", stop_after=10, dropout=0.0)
 
 
 def test_rank_seeds_differ_and_check_their_input():
@@ -284,6 +286,11 @@ def test_kubeflow_spec_round_trips_and_problems_are_named():
     assert orch.validate_kubeflow_pipeline(text) == ["prepare", "train", "evaluate", "export"]
     assert spec["root"]["dag"]["tasks"]["train"]["retryPolicy"]["maxRetryCount"] == 2
     assert not any(t["cachingOptions"]["enableCache"] for t in spec["root"]["dag"]["tasks"].values())
+    args = {k: e["container"]["args"] for k, e in spec["deploymentSpec"]["executors"].items()}
+    assert all(a[3] == "/gcs/pipeline-root/{{$.pipeline_job_uuid}}" for a in args.values())  # a folder per run
+    assert args["exec-train"][-2:] == ["--steps", "5"]
+    with pytest.raises(ValueError, match="root"):
+        orch.kubeflow_pipeline(orch.digits_job(5), name="p", image="img", root="relative/dir")
     cases = [(lambda s: s.pop("deploymentSpec"), "missing 'deploymentSpec'"),
              (lambda s: s["components"].pop("comp-train"), "component 'comp-train'"),
              (lambda s: s["root"]["dag"]["tasks"]["train"].update(dependentTasks=["nope"]), "not tasks"),
@@ -337,3 +344,10 @@ def test_vertex_command_runs_torchrun_with_the_cluster_or_stops(tmp_path):
     assert "--nnodes=2 --node-rank=1 " in ran.stdout and "--master-addr=m --master-port=2222 " in ran.stdout
     alone = subprocess.run(command, env=base, capture_output=True, text=True, timeout=120)
     assert alone.returncode != 0 and "torchrun" not in alone.stdout and "cannot find the others" in alone.stderr
+
+def test_a_container_step_skips_what_its_folder_already_holds(tmp_path, capsys):
+    """The Kubeflow container's entry point: a retried step whose outputs exist does not run again."""
+    orch._main(["--step", "prepare", "--workdir", str(tmp_path), "--steps", "5"])
+    made = (tmp_path / "data.pt").stat().st_mtime_ns
+    orch._main(["--step", "prepare", "--workdir", str(tmp_path), "--steps", "5"])
+    assert (tmp_path / "data.pt").stat().st_mtime_ns == made and "skipped" in capsys.readouterr().out

@@ -409,13 +409,21 @@ def cluster_env(environ: Mapping[str, str], machines: int) -> dict[str, str]:
 # the same job for Kubeflow Pipelines: a pipeline spec (YAML)
 
 def kubeflow_pipeline(steps: Sequence[Step], *, name: str, image: str, accelerator: str | None = None,
-                      gpus: int = 0) -> dict:
+                      gpus: int = 0, root: str = "/gcs/pipeline-root") -> dict:
     """A pipeline spec in the shape of Kubeflow Pipelines v2's compiled YAML (the fields kfp 2.17's compiler
     writes for container steps; kfp's own loader reads it): one task per step, its
     ``dependentTasks`` from the step's deps, ``retryPolicy`` from its retries, one container executor per
-    step (``python -m course_lib.parallel.orchestration --step <name>``); the train step gets
-    ``accelerator`` x ``gpus``. Checked by :func:`validate_kubeflow_pipeline`; never submitted. Notebook 06.4."""
+    step (``python -m course_lib.parallel.orchestration --step <name> --workdir <root>/<this run's id>``, with
+    the train step's ``--steps``); the train step gets ``accelerator`` x ``gpus``. ``root`` is storage every
+    step's container sees: ``/gcs/`` is where Vertex AI Pipelines mounts Cloud Storage; on open-source Kubeflow,
+    a shared volume. Each pipeline run works in a folder of its own (Kubeflow fills in
+    ``{{$.pipeline_job_uuid}}``), so no run reads another's checkpoints. Checked by
+    :func:`validate_kubeflow_pipeline`; never submitted. Notebook 06.4."""
     pipeline_order(steps)
+    if not isinstance(root, str) or not root.startswith("/"):
+        raise ValueError(f"root must be an absolute path every step's container sees, got {root!r}")
+    workdir = root.rstrip("/") + "/{{$.pipeline_job_uuid}}"
+    trained = next((getattr(s.fn, "steps", None) for s in steps if s.name == "train"), None)
     tasks, components, executors = {}, {}, {}
     for s in steps:
         task: dict[str, Any] = {"taskInfo": {"name": s.name}, "componentRef": {"name": f"comp-{s.name}"},
@@ -431,7 +439,8 @@ def kubeflow_pipeline(steps: Sequence[Step], *, name: str, image: str, accelerat
         tasks[s.name] = task
         components[f"comp-{s.name}"] = {"executorLabel": f"exec-{s.name}"}
         container: dict[str, Any] = {"image": image, "command": ["python", "-m", "course_lib.parallel.orchestration"],
-                                     "args": ["--step", s.name, "--workdir", "/gcs/pipeline-root/job"]}
+                                     "args": ["--step", s.name, "--workdir", workdir]
+                                     + (["--steps", str(trained)] if trained else [])}
         if s.name == "train" and accelerator is not None:
             container["resources"] = {"accelerator": {"type": accelerator, "count": str(gpus),
                                                       "resourceType": accelerator, "resourceCount": str(gpus)}}
@@ -520,8 +529,12 @@ def _main(argv: Sequence[str] | None = None) -> None:
     if args.step is None or args.workdir is None:
         p.error("--step and --workdir are required (or --cluster-env)")
     step = {s.name: s for s in digits_job(args.steps)}[args.step]
-    Path(args.workdir).mkdir(parents=True, exist_ok=True)
-    step.fn(Path(args.workdir))
+    workdir = Path(args.workdir)
+    workdir.mkdir(parents=True, exist_ok=True)
+    if step.outputs and all((workdir / out).exists() for out in step.outputs):  # run_pipeline's check: a retried
+        print(f"{step.name}: its outputs are in {workdir} already, skipped")  # task whose work is done
+        return
+    step.fn(workdir)
 
 
 if __name__ == "__main__":

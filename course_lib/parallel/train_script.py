@@ -469,6 +469,38 @@ def run_torchrun(script_args: list[str], run_dir: str | os.PathLike, *, nproc_pe
                           redone=redone_steps(run_dir), log=log)
 
 
+def random_stream_resumes(script_args: list[str], work: str | os.PathLike, *, stop_after: int, dropout: float = 0.3,
+                          timeout: float = 150.0) -> dict[str, list[float]]:
+    """Each rank's own random stream, resumed (notebook 06.4, section 3). With dropout on 2 workers: one run
+    uninterrupted, then twice the same run resumed from its checkpoint after ``stop_after`` steps (a copy of its
+    folder with the later checkpoints removed), once with each rank's own generators (``--restore-rng each``, the
+    default) and once with rank 0's on every rank (``--restore-rng rank0``: what a checkpoint that saved one
+    stream gives). Returns rank 0's loss curves by those three names: ``"uninterrupted"``, ``"each rank's own
+    stream"``, ``"rank 0's stream on every rank"`` (a resumed step counts with its new value). Three torchrun
+    launches under ``work`` (a folder, made if missing)."""
+    import shutil
+
+    stop_after = validate.positive_int("stop_after", stop_after)
+    dropout = validate.fraction("dropout", dropout)  # 0 < dropout < 1: without dropout no random masks are drawn
+    work = Path(work)
+    args = [*script_args, "--dropout", str(dropout)]
+    planned = parse_args([*args, "--run-dir", str(work)])
+    if stop_after >= planned.steps or stop_after % planned.checkpoint_every:
+        raise ValueError(f"stop_after must be a step the run checkpoints before its end (a multiple of "
+                         f"--checkpoint-every {planned.checkpoint_every} below --steps {planned.steps}), got {stop_after}")
+    full = run_torchrun(args, work / "uninterrupted", timeout=timeout).curve
+    curves = {"uninterrupted": full}
+    for name, extra in (("each rank's own stream", []), ("rank 0's stream on every rank", ["--restore-rng", "rank0"])):
+        folder = work / ("each" if not extra else "rank0")
+        shutil.rmtree(folder, ignore_errors=True)
+        shutil.copytree(work / "uninterrupted", folder)
+        for path in (folder / CHECKPOINT_DIR).glob("ckpt-*.pt"):
+            if int(path.stem.split("-")[1]) > stop_after:
+                path.unlink()  # as if the run had stopped after stop_after steps
+        curves[name] = run_torchrun([*args, *extra], folder, timeout=timeout).curve
+    return curves
+
+
 def restart_summary(result: TorchrunResult) -> dict[str, Any]:
     """What a killed-and-restarted run cost, from rank 0's log and the kill (notebook 06.4): ``kill_step``,
     ``resumed_from`` (the checkpoint's step), ``redone`` (steps computed twice), ``startup_s`` (a worker of the
