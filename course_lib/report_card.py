@@ -28,7 +28,7 @@ import course_lib
 from . import catalog, plots
 from .benchmark.suite import HEADLINES, ResultError, load_result
 
-__all__ = ["ReportCard", "write_report_card", "compare_table", "process_values", "card_figure", "reference_rows", "summary_text",
+__all__ = ["ReportCard", "write_report_card", "compare_table", "process_values", "step_times", "card_figure", "reference_rows", "summary_text",
            "hardware_count", "DEFAULT_REFERENCES", "PNG_NAME", "HTML_NAME"]
 
 DEFAULT_REFERENCES = ("t4", "a100-80gb", "tpu-v5e")
@@ -173,6 +173,24 @@ def process_values(result: dict, key: str) -> list[float] | None:
     return values if len(values) >= 2 else None
 
 
+def step_times(result: dict) -> list[float] | None:
+    """A result's time-to-accuracy run of each process divided by its steps (ms per step), or ``None`` where the
+    result does not record its steps per process (notebook 07.1, "Compare machines").
+
+    Each process trains from its own seed, and the seed sets how many steps it needs; every result uses the same
+    seeds, so the time per step is the part of time to accuracy that the machine decides."""
+    if not isinstance(result, dict):
+        raise TypeError(f"result must be a loaded benchmark result (a dict), got {type(result).__name__}")
+    tta = (result.get("details") or {}).get("time_to_accuracy") or {}
+    steps = tta.get("steps_per_process")
+    seconds = process_values(result, "time_to_accuracy_s")
+    if not isinstance(steps, list) or seconds is None or len(steps) != len(seconds):
+        return None
+    if not all(isinstance(n, (int, float)) and not isinstance(n, bool) and n > 0 for n in steps):
+        return None
+    return [1e3 * t / n for t, n in zip(seconds, steps)]
+
+
 def compare_table(results: Sequence[dict]) -> list[dict]:
     """One row per headline figure, in ``HEADLINES`` order: ``key``, ``figure`` (its name), ``unit``, ``better``
     ("higher" or "lower"), ``values`` (machine label -> value or ``None`` where not measured; labels made
@@ -185,6 +203,9 @@ def compare_table(results: Sequence[dict]) -> list[dict]:
     result's best process. With 5 processes each and no real difference, that happens by chance with
     probability 2 / C(10, 5) = 0.8 % per figure; otherwise the row says "within the spread: no winner". A
     result without per-process figures (fewer than two processes) has no spread, and no winner is called.
+    Time to accuracy is judged on its time per step (:func:`step_times`) where every result records its steps:
+    the seed sets each process's number of steps, which would otherwise widen the spread by as much as an epoch
+    (a quarter of the time here) and hide a real difference of that size.
     """
     results = list(results)
     if not all(isinstance(r, dict) and isinstance(r.get("headline"), dict) for r in results):
@@ -202,6 +223,11 @@ def compare_table(results: Sequence[dict]) -> list[dict]:
             best, verdict = ahead, f"measured on {ahead} only"
         elif len(present) >= 2:
             runs = {label: process_values(r, key) for label, r in zip(labels, results) if label in present}
+            per_step = ""
+            if key == "time_to_accuracy_s":
+                steps = {label: step_times(r) for label, r in zip(labels, results) if label in present}
+                if all(v is not None for v in steps.values()):
+                    runs, per_step = steps, " (per step)"
             if any(v is None for v in runs.values()):
                 verdict = "no spread recorded (a result without per-process figures): no winner"
             else:
@@ -210,8 +236,8 @@ def compare_table(results: Sequence[dict]) -> list[dict]:
                 clear = (all(min(mine) > max(v) for v in others) if higher
                          else all(max(mine) < min(v) for v in others))
                 best = ahead if clear else None
-                verdict = (f"best: {ahead}" + (f", {spread:.3g}x better than the worst" if spread else "")
-                           if clear else "within the spread: no winner")
+                verdict = (f"best: {ahead}" + (f", {spread:.3g}x better than the worst" if spread else "") + per_step
+                           if clear else "within the spread: no winner" + per_step)
         rows.append({"key": key, "figure": figure, "unit": unit, "better": "higher" if higher else "lower",
                      "values": values, "ahead": ahead, "best": best, "verdict": verdict, "spread": spread})
     return rows
@@ -335,7 +361,9 @@ def _html(card_png: bytes, rows, labels, hw_rows, refs, skipped, n_hardware: int
            f'<p class="note">{e(_compared(len(labels), n_hardware))} compared, {len(skipped)} file(s) skipped; '
            f"made {e(created)} by course_lib {e(course_lib.__version__)}. A result is highlighted as "
            "best only where its worst process beats every other result's best process; otherwise the row says "
-           "no winner.</p>",
+           "no winner. Time to accuracy is judged on each process's time per step: every result trains from the "
+           "same seeds, and the seed sets a process's number of steps, which would otherwise blur the comparison."
+           "</p>",
            f'<img alt="Headline figures per result, with catalog reference lines" '
            f'src="data:image/png;base64,{base64.b64encode(card_png).decode("ascii")}">',
            "<h2>Headline figures</h2><table><tr><th>figure</th><th>unit</th><th>better</th>"
@@ -450,6 +478,7 @@ def summary_text(card: ReportCard) -> str:
         best = (names[labels.index(r["best"])] if r["best"] is not None else
                 "no winner (within the spread)" if r["verdict"].startswith("within") else
                 "no winner (no spread recorded)" if r["verdict"].startswith("no spread") else "-")
+        best += ", judged per step" if r["verdict"].endswith("(per step)") else ""
         cells = "".join(f"{_fmt(r['values'][label]):>11}" for label in labels)
         lines.append(f"{r['figure'] + ' (' + r['unit'] + ')':<{width}}{cells}  {best} ({r['better']} is better)")
     if card.skipped:

@@ -100,6 +100,34 @@ def test_no_winner_inside_the_spread():
         report_card.process_values([1, 2], "matmul_gflops")
 
 
+def _seeded(label, step_ms, steps=(172, 129, 129, 172, 172), jitter=0.01):
+    """A result whose 5 processes needed ``steps`` (the same seeds in every result) at ``step_ms`` per step."""
+    r = fake(label)
+    secs = [n * step_ms * (1 + jitter * j) / 1e3 for n, j in zip(steps, (-1, -0.5, 0, 0.5, 1))]
+    r["details"]["repeatability"]["per_process"]["time_to_accuracy_s"] = secs
+    r["details"]["time_to_accuracy"] = {"steps_per_process": list(steps)}
+    r["headline"]["time_to_accuracy_s"] = suite.olympic_mean(secs)
+    return r
+
+
+def test_time_to_accuracy_is_judged_per_step_where_the_seed_sets_the_steps():
+    # 20 % faster per step: the seeds' 129-172 steps make the raw times overlap, the times per step do not
+    a, b = _seeded("a", 1.5), _seeded("b", 1.2)
+    assert report_card.step_times(a) == pytest.approx([1e3 * t / n for t, n in zip(
+        a["details"]["repeatability"]["per_process"]["time_to_accuracy_s"], (172, 129, 129, 172, 172))])
+    raw = report_card.process_values(a, "time_to_accuracy_s"), report_card.process_values(b, "time_to_accuracy_s")
+    assert max(raw[1]) > min(raw[0]), "the raw times overlap"
+    row = report_card.compare_table([a, b])[0]
+    assert row["best"] == "b" and row["verdict"].endswith("(per step)")
+    same = report_card.compare_table([_seeded("a", 1.5), _seeded("b", 1.49)])[0]
+    assert same["best"] is None and same["verdict"] == "within the spread: no winner (per step)"
+    # a result without steps per process falls back to the raw times; step_times says why it cannot
+    assert report_card.step_times(fake("old")) is None
+    assert not report_card.compare_table([a, fake("old")])[0]["verdict"].endswith("(per step)")
+    with pytest.raises(TypeError, match="result"):
+        report_card.step_times("a.json")
+
+
 @pytest.mark.slow
 def test_the_title_names_no_winner_for_two_runs_of_one_machine(tmp_path):
     files = [save(tmp_path, "a.json", fake("this machine")), save(tmp_path, "b.json", fake("this machine", 1.01))]

@@ -383,7 +383,7 @@ def busy_effect(*, threads: int = 1, busy_processes: int = 1, n: int = 512, roun
     the number of cores shows the worse case: one busy core slows a parallel kernel far more than
     the half core it loses, since the threads wait for each other at every barrier and the thread
     that shares a core is off it for whole scheduler time slices of milliseconds (``busy_mechanism``
-    measures both time scales; on a 2-core machine: 5-10x; any other program running does the same, so the "idle" rounds are idle only on
+    measures both time scales; on 2-core machines 3.8-11x over the course's runs; any other program running does the same, so the "idle" rounds are idle only on
     a quiet machine). On one CPU, the loop and the thread share it: about 2x. ``busy_processes``
     = ``cores`` or more leaves no core free, so even one thread shares a core with a loop. The busy
     processes are started through ``course_lib.procs`` and always stopped, also on error or Ctrl-C.
@@ -416,7 +416,10 @@ class BusyMechanism:
     percentile: an undisturbed call) and every call with one busy loop. ``slow_fraction``: busy calls over 3
     times the idle call;
     ``slow_extra_s``: their median extra time. ``cpu_per_wall``: process CPU time over wall time during
-    the busy calls (above 1: a thread kept its core while it waited, spinning at the barrier).
+    the busy calls. ``cores``: the CPUs this process may use; the busy loop takes one, so at most
+    ``spare_cores`` = min(threads, cores - 1) threads have a core to themselves. Threads that spin at the
+    barrier while they wait keep those cores busy: ``cpu_per_wall`` near ``spare_cores`` (up to half a core more,
+    the busy core's share); threads that sleep while they wait give well below it.
     """
 
     slice_s: float
@@ -428,6 +431,12 @@ class BusyMechanism:
     cpu_per_wall: float
     threads: int
     n: int
+    cores: int = 0
+
+    @property
+    def spare_cores(self) -> int:
+        """Threads that can each keep a core of their own while the busy loop holds one: min(threads, cores - 1)."""
+        return max(0, min(self.threads, self.cores - 1))
 
 
 def _gaps(seconds: float, threshold: float = 50e-6) -> list[float]:
@@ -496,4 +505,4 @@ def busy_mechanism(*, threads: int = 2, n: int = 256, calls: int = 300, slice_pr
     slow = [t - w for t in busy if t > 3 * w]
     return BusyMechanism(float(statistics.median(gaps)) if gaps else math.nan, len(gaps), float(w), busy,
                          len(slow) / len(busy), float(statistics.median(slow)) if slow else None,
-                         float(cpu_per_wall), threads, n)
+                         float(cpu_per_wall), threads, n, _usable_cpus())

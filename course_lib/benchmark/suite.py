@@ -25,8 +25,10 @@ MLSys), where a laptop can: the work is split over 5 fresh processes run one aft
 starts with a **cold** time-to-accuracy run (nothing trained in that process before it) from its own
 seed; a headline is the mean of the 5 processes' figures after dropping the best and the worst (as
 MLPerf scores its 5 runs). Repeatability is the coefficient of variation over the 5 processes,
-printed and flagged above 5 %. Within a process every test runs once per round, so a slow stretch
-of the machine hits all tests alike. ``MLPERF_DIFFERENCES`` states each difference from the rules
+printed and flagged above 5 % (the course's threshold, not an MLPerf rule). Time to accuracy is judged
+per step: each seed sets its own number of steps, so its spread over the processes is mostly the seeds'
+(printed with the steps per process), while the time per step is the machine's. Within a process every
+test runs once per round, so a slow stretch of the machine hits all tests alike. ``MLPERF_DIFFERENCES`` states each difference from the rules
 and why. Threads are fixed (recorded), the device is synchronised before every clock read.
 """
 from __future__ import annotations
@@ -231,7 +233,9 @@ def coefficient_of_variation(values: list[float]) -> float | None:
     """Sample standard deviation over mean (``None`` for fewer than 2 values or a zero mean).
 
     ``course benchmark`` prints it for every headline over its fresh processes and flags it above
-    ``CV_FLAG`` (5 %), the repeatability MLPerf asks of a result before it is published. Notebook 07.1.
+    ``CV_FLAG`` (5 %), a threshold the course chose: MLPerf sets no such bar, and MLCommons notes that even
+    its averaged results vary by very roughly +/- 2.5 % (image benchmarks) to +/- 5 % (the others) from
+    run to run. Notebook 07.1.
     """
     xs = [float(v) for v in values]
     if not all(math.isfinite(v) for v in xs):
@@ -242,7 +246,9 @@ def coefficient_of_variation(values: list[float]) -> float | None:
     return float(statistics.stdev(xs) / abs(m)) if m else None
 
 
-#: A headline whose coefficient of variation over the fresh processes exceeds this is flagged.
+#: A headline whose coefficient of variation over the fresh processes exceeds this is flagged (time to
+#: accuracy: its time per step, which the seed does not change). The course's choice, not an MLPerf rule:
+#: MLCommons says even its multi-run averages vary very roughly +/- 2.5 % (image) to +/- 5 % (other tasks).
 CV_FLAG = 0.05
 
 #: How this benchmark differs from the MLPerf Training rules (Mattson et al. 2020, MLSys), and why.
@@ -251,17 +257,21 @@ MLPERF_DIFFERENCES = (
     "ImageNet-scale data, so that a laptop reaches it in under a second; MLPerf fixes a model, data set and "
     "target per task",
     "timing: from model creation in a process that has not trained yet (torch already imported, data already in "
-    "memory: reading 1,797 bundled images takes milliseconds); MLPerf starts the clock when the training data are "
-    "first touched and lets a limited system initialisation run untimed",
+    "memory: reading 1,797 bundled images takes milliseconds; on a GPU the CUDA context already made), so the "
+    "first steps' start-up (thread pools, kernel choice, Adam's state; on a GPU cuBLAS) is timed; MLPerf starts "
+    "the clock when the training data are first touched and lets system and model initialisation run untimed, "
+    "within a time limit",
     "runs: one time-to-accuracy run per fresh process, 5 processes, each with its own seed, scored as the mean "
     "after dropping the fastest and the slowest, as MLPerf scores its 5 image-classification runs",
     "hyper-parameters: fixed (Adam, lr 1e-3, batch 32); MLPerf lets submitters tune a listed few",
     "evaluation: after every epoch on the whole held-out set; MLPerf fixes how often and on what it evaluates",
     "other figures (throughput, latency, matmul, copy, all-reduce) are micro-benchmarks MLPerf Training does not "
     "have: each process reports the median of its rounds, the headline is the same trimmed mean over processes",
-    "repeatability: the coefficient of variation over the 5 processes is printed and flagged above 5 %, the "
-    "threshold MLPerf's educational programmes use before promoting a result; nothing here is audited or "
-    "reviewed as MLPerf submissions are",
+    "repeatability: the coefficient of variation over the 5 processes is printed and flagged above 5 %, a "
+    "threshold the course chose (MLPerf sets none; MLCommons notes that even its averages of several runs vary "
+    "very roughly +/- 2.5 % for image benchmarks and +/- 5 % for the others); time to accuracy is flagged on its "
+    "time per step, since the seed changes its number of steps; nothing here is audited or reviewed as MLPerf "
+    "submissions are",
 )
 
 
@@ -286,6 +296,9 @@ def _process_share(settings: dict, device: str, threads: int, all_cores: int, se
                                            "matmul_all_cores", "bandwidth", "bandwidth_all_cores")}
     try:
         split = data.load_digits(seed=0) if split is None else split
+        if dev.type == "cuda":  # the CUDA context: system initialisation, untimed (as MLPerf allows)
+            torch.empty(1, device=dev)
+            synchronize(dev)
         mm_n = 4096 if dev.type == "cuda" else 1024
         bw_bytes = 512 * 2**20 if dev.type == "cuda" else 128 * 2**20
         for r in range(cfg.rounds):
@@ -447,7 +460,11 @@ def _combine(shares, sweeps, settings, n_proc, fresh, dev, info0, threads, seed,
     headline.update({key: olympic_mean(values) for key, values in per_process.items()})
     headline["energy_j"] = energy_j if "energy_j" not in per_process else headline["energy_j"]
     cv = {key: coefficient_of_variation(values) for key, values in per_process.items()}
-    flagged = [key for key, value in cv.items() if value is not None and value > CV_FLAG]
+    # the seed sets each cold run's step count; the time per step is what the machine changes
+    steps_pp = [c["steps"] for c in cold]
+    step_ms_pp = [1e3 * c["seconds"] / c["steps"] for c in cold]
+    machine_cv = dict(cv) | {"time_to_accuracy_s": coefficient_of_variation(step_ms_pp)}
+    flagged = [key for key, value in machine_cv.items() if value is not None and value > CV_FLAG]
     order = sorted(range(n_proc), key=lambda i: cold[i]["seconds"])
     kept = order[1:-1] if n_proc >= 3 else order
     tta_all = [row["seconds"] for s in shares for row in s["tta"]]
@@ -464,14 +481,18 @@ def _combine(shares, sweeps, settings, n_proc, fresh, dev, info0, threads, seed,
                    "repeats, bench's low quantile of timed blocks for matmul and copy, p50/p95 of that round's "
                    "calls for latency); a headline is the mean of the processes' figures after dropping the best "
                    "and the worst, as MLPerf scores time to accuracy; the coefficient of variation over the "
-                   f"processes is flagged above {CV_FLAG:.0%}; the device synchronised before each clock read; "
+                   f"processes is flagged above {CV_FLAG:.0%} (time to accuracy: its time per step, since the seed "
+                   "sets the number of steps); the device synchronised before each clock read; "
                    "fixed seeds and threads"),
         "mlperf_differences": list(MLPERF_DIFFERENCES),
         "processes": n_proc, "fresh_processes": fresh, "rounds": settings.rounds * n_proc,
         "rounds_per_process": settings.rounds, "threads": threads, "seed": seed, "settings": settings.__dict__,
         "medians": {key: _median(v) for key, v in per_process.items()},
-        "repeatability": {"per_process": per_process, "cv": cv, "flag_above": CV_FLAG, "flagged": flagged,
-                          "processes": n_proc, "fresh": fresh},
+        "repeatability": {"per_process": per_process, "cv": cv, "machine_cv": machine_cv, "flag_above": CV_FLAG,
+                          "flagged": flagged, "processes": n_proc, "fresh": fresh,
+                          "judged_per_step": ["time_to_accuracy_s"],
+                          "seed_spread": {"steps_per_process": steps_pp, "steps_cv": coefficient_of_variation(steps_pp),
+                                          "step_ms_per_process": step_ms_pp}},
         "time_to_accuracy": {"target_accuracy": TARGET_ACCURACY, "model": f"MLP 64-{'-'.join(map(str, HIDDEN))}-10",
                              "optimizer": f"Adam lr {TTA_LR:g}", "batch": TTA_BATCH,
                              "evaluated": (f"held-out accuracy after every epoch ({s0['test_images']} of the "
@@ -480,7 +501,8 @@ def _combine(shares, sweeps, settings, n_proc, fresh, dev, info0, threads, seed,
                              "steps": statistics.fmean(cold[i]["steps"] for i in kept),
                              "epochs": statistics.fmean(cold[i]["epochs"] for i in kept),
                              "accuracy": min(c["accuracy"] for c in cold),
-                             "cold_runs": cold, "kept_processes": kept, "steps_per_process": [c["steps"] for c in cold],
+                             "cold_runs": cold, "kept_processes": kept, "steps_per_process": steps_pp,
+                             "ms_per_step_per_process": step_ms_pp,
                              "seeds": [c["seed"] for c in cold], "per_round_s": tta_all,
                              "warm_runs_s": [row["seconds"] for s in shares for row in s["tta"][1:]],
                              "spread": _spread(per_process["time_to_accuracy_s"])},
@@ -661,14 +683,17 @@ def _fmt(value: float) -> str:
 def summary_text(result: dict) -> str:
     """A readable table of a result's headline figures (printed by ``course benchmark``).
 
-    Each figure with its coefficient of variation over the fresh processes, flagged above ``CV_FLAG``,
-    then how the run differs from the MLPerf Training rules.
+    Each figure with its coefficient of variation over the fresh processes, flagged above ``CV_FLAG``
+    (time to accuracy: flagged on its time per step, with its spread's cause, the steps each seed needed,
+    printed), then how the run differs from the MLPerf Training rules.
     """
     check_result(result)
     d = result["details"]
     threads = d.get("threads", result["hardware"].get("torch_threads"))
     rep = d.get("repeatability", {})
     cvs, n_proc = rep.get("cv", {}), rep.get("processes")
+    machine_cv = rep.get("machine_cv") or cvs  # results written before the per-step judgement: the plain CV
+    seeds = rep.get("seed_spread") or {}
     how = (f"{n_proc} {'fresh ' if rep.get('fresh') else ''}processes x {d.get('rounds_per_process', '?')} round(s)"
            if n_proc else f"{d.get('rounds', '?')} rounds")
     lines = [f"Benchmark of {result['label']} on {result['device']} ({threads} torch thread(s), "
@@ -682,9 +707,15 @@ def summary_text(result: dict) -> str:
             why = (d.get("allreduce", {}).get("why") if key == "allreduce_gbs" else result["energy"].get("why"))
             lines.append(f"  {name:<28}{'-':>12}  {why or 'not measured'}")
             continue
-        cv = cvs.get(key)
-        mark = "" if not isinstance(cv, (int, float)) else f"{cv:.1%}" + ("  FLAGGED: not repeatable" if cv > CV_FLAG
-                                                                           else "")
+        cv, judged = cvs.get(key), machine_cv.get(key)
+        flag = isinstance(judged, (int, float)) and judged > CV_FLAG
+        mark = "" if not isinstance(cv, (int, float)) else f"{cv:.1%}"
+        if mark and key == "time_to_accuracy_s" and seeds.get("steps_per_process") and isinstance(judged, (int, float)):
+            steps = seeds["steps_per_process"]
+            mark += (f" (the seeds: {min(steps)}-{max(steps)} steps per process; per step {judged:.1%}"
+                     f"{'  FLAGGED' if flag else ''})")
+        elif flag:
+            mark += "  FLAGGED: not repeatable"
         lines.append(f"  {name:<28}{_fmt(value):>12}  {unit:<10} {'higher' if higher else 'lower':<7} {mark}")
         mm = d.get("matmul", {})
         if key == "matmul_gflops" and "all_cores_gflops" in mm:
@@ -698,9 +729,21 @@ def summary_text(result: dict) -> str:
     if n_proc:
         lines.append(f"  each figure: the mean of {n_proc} processes' figures without the best and the worst "
                      "(MLPerf's scoring of time to accuracy)")
+    tta_cv = cvs.get("time_to_accuracy_s")
+    steps = seeds.get("steps_per_process") or []
+    if len(set(steps)) > 1 and isinstance(tta_cv, (int, float)) and tta_cv > CV_FLAG:
+        lines.append(f"  note: time to accuracy varies by {tta_cv:.0%} between processes chiefly because each trains "
+                     f"from its own seed, which sets how many steps it needs ({', '.join(map(str, steps))}); MLPerf "
+                     "averages several seeded runs for the same reason. Its time per step is what the machine "
+                     "decides, and is what the flag judges")
     if rep.get("flagged"):
-        lines.append(f"  note: {len(rep['flagged'])} figure(s) vary by more than {CV_FLAG:.0%} between processes: "
-                     "another program was busy, or the machine's speed drifts; run again on a quiet machine")
+        names = [HEADLINES[k][0] + (" (per step)" if k == "time_to_accuracy_s" and seeds else "")
+                 for k in rep["flagged"] if k in HEADLINES]
+        lines.append(f"  note: {', '.join(names)} {'varies' if len(names) == 1 else 'vary'} by more than {CV_FLAG:.0%} "
+                     "between processes, with the seed "
+                     "playing no part: the machine's speed changed between the processes (another program, the "
+                     "CPU's clock or a virtual machine's host; for the all-reduce also where the operating system "
+                     "placed its two processes); run again on a quiet machine and compare")
     if result["energy"].get("available"):
         lines.append(f"  energy source: {result['energy']['why']}")
     if d.get("mlperf_differences"):

@@ -230,13 +230,13 @@ class Scenario:
     """A training step built so that one category dominates (notebook 07.2)."""
 
     name: str
-    designed: str   # the category the design makes the bottleneck
-    what: str       # how, in one sentence
+    designed: str   # the category the design makes the bottleneck (notebook 07.2 reveals it after the guesses)
+    what: str       # what the step does, in one sentence, without naming its bottleneck
 
 
 SCENARIOS = {s.name: s for s in (
     Scenario("slow-input", "input", "the DataLoader (no workers) blurs every 32x32 image 5 times with a 5x5 "
-             "convolution; the model is an MLP 1024 -> 64 -> 10, so the loop mostly waits for data"),
+             "convolution; the model is an MLP 1024 -> 64 -> 10"),
     Scenario("big-matmuls", "compute", "an MLP 1024 -> 2048 -> 2048 -> 10 on batches of 256 already in memory: "
              "8.6 GFLOP of matrix products per step (forward 3.2, backward 5.4: the input needs no gradient)"),
     Scenario("tiny-batch-ddp", "communication", "two processes (gloo) each train an MLP 512 -> 2048 -> 2048 -> 10 "
@@ -446,7 +446,11 @@ def ddp_overlap_worker(width: int = 2048, batch: int = 4, steps: int = 3, seed: 
 
     By hand: forward, backward, then one blocking ``all_reduce`` per gradient tensor: nothing can overlap.
     DDP: gradients grouped into buckets of ``bucket_cap_mb`` MB, each bucket's all-reduce launched by a
-    comm hook as soon as its last gradient is ready, while backward goes on. The hook records each
+    comm hook as soon as its last gradient is ready, while backward goes on. DDP fills buckets in the order
+    backward produces the gradients (last layer first) and closes a bucket once it passes its cap, so a tensor
+    larger than the cap ends a bucket with it; the first bucket's cap is 1 MB (``dist._DEFAULT_FIRST_BUCKET_BYTES``),
+    so that the first all-reduce starts early. Here (21 MB: a 16.8 MB and a 4.2 MB weight) that gives 2 buckets,
+    16.9 MB (the last two layers) and 4.2 MB (the first), with the 4 MB cap or DDP's default of 25 MB alike. The hook records each
     bucket's launch and completion; the backward computation ends when the last bucket is launched
     (it holds the first layer, computed last). Returned per method, medians over ``steps``: ``step_s``,
     ``compute_s`` (forward and backward computation), ``backward_s`` (the backward computation alone: the

@@ -77,9 +77,12 @@ class ResourceSampler:
             train.fit(...)
         rs.summary()          # means, peaks, the RSS growth; GPU fields say why they are absent
 
-    CPU percentages come from ``psutil`` CPU-time counters between two samples: averages over each
-    interval, unaffected by other callers of ``psutil.cpu_percent``. The counters tick every 10 ms,
-    so a 0.1 s interval reads within about 10 % of the truth; ``summary()``'s mean is over the whole run.
+    CPU percentages are CPU time between two samples over the wall time between them: averages over each
+    interval, unaffected by other callers of ``psutil.cpu_percent``. This process's CPU time comes from
+    ``time.process_time()`` (on Linux the kernel's count of every thread's run time, to the nanosecond), so
+    even the last, short interval reads true there: at most 100 % per core. The per-core figures come from the system's counters
+    (``psutil.cpu_times``), which advance in 10 ms ticks: a 0.1 s sample can read 10-20 % off, a shorter
+    one more; ``summary()``'s means are over the whole run.
     """
 
     def __init__(self, interval: float = 0.1, device: torch.device | str | None = None) -> None:
@@ -114,10 +117,13 @@ class ResourceSampler:
 
     def _counters(self) -> tuple[float, float, list[tuple[float, float]]]:
         """(wall clock, this process's CPU seconds, [(busy, total) CPU seconds of every core])."""
-        cpu = self._proc.cpu_times()
+        # time.process_time: every thread of this process, to the nanosecond on Linux (psutil's process counters,
+        # read from /proc, advance in 10 ms ticks: over a 20 ms interval one tick more reads 50 % high); read
+        # right beside the wall clock, before anything that may hand the interpreter to another thread
+        wall, cpu = time.perf_counter(), time.process_time()
         cores = [(c.user + c.system + getattr(c, "nice", 0) + getattr(c, "irq", 0) + getattr(c, "softirq", 0),
                   sum(c)) for c in psutil.cpu_times(percpu=True)]
-        return time.perf_counter(), cpu.user + cpu.system, cores
+        return wall, cpu, cores
 
     def _sample(self, prev: tuple, now: tuple) -> Sample:
         core_pct = tuple(100.0 * max(0.0, b - b0) / max(tot - tot0, 1e-9) for (b, tot), (b0, tot0) in zip(now[2], prev[2]))
