@@ -48,7 +48,7 @@ def test_every_row_is_cited(acc: Accelerator):
 @pytest.mark.parametrize("acc", ALL, ids=lambda a: a.key)
 def test_every_number_is_positive_and_fields_are_valid(acc: Accelerator):
     assert acc.kind in catalog.KINDS
-    assert acc.vendor in {"NVIDIA", "Google"}
+    assert acc.vendor in {"NVIDIA", "AMD", "Google"}
     assert 2010 <= acc.year <= 2030
     assert acc.peak_tflops, "every chip has at least one dtype"
     assert set(acc.peak_tflops) <= set(DTYPES)
@@ -121,16 +121,32 @@ def test_known_hardware_gaps():
         assert "fp8" not in by_key(key).peak_tflops
 
 
+def test_every_purchasable_card_has_a_catalog_row_that_agrees_with_it():
+    """The decision guide (notebook 07.3) times every card it can buy: each purchase row names a catalog row with
+    the same memory and power, and the AMD rows say that the frameworks reach them through ROCm."""
+    for card in catalog.prices("purchase"):
+        acc = catalog.get_accelerator(card.accelerator)
+        assert acc.memory_gb == card.memory_gb and acc.power_w == card.power_w, card.key
+        assert acc.vendor == card.vendor
+        if acc.vendor == "AMD":
+            assert "ROCm" in acc.notes
+    ti = by_key("rtx-4060-ti-16gb").peak_tflops  # derived from the 353 "AI TOPS" as the RTX 4090's from its 1,321
+    rtx = by_key("rtx-4090").peak_tflops
+    assert ti["bf16"] / rtx["bf16"] == pytest.approx(353 / 1321, rel=0.01)
+    assert "bf16" not in by_key("rx-7900-xtx").peak_tflops  # AMD prints no bf16 figure for it
+
+
 def test_dense_not_sparse_figures():
     # Datasheets print these with sparsity as 3,958 (H100 fp8) and 242 (L4 bf16).
     assert by_key("h100-sxm").peak_tflops["fp8"] == pytest.approx(1979, rel=0.001)
     assert by_key("l4").peak_tflops["bf16"] == pytest.approx(121)
     assert by_key("a100-40gb").peak_tflops["tf32"] == 156
+    assert by_key("mi300x").peak_tflops["bf16"] == pytest.approx(1307.4)  # AMD: 2,614.9 with sparsity
 
 
-def test_pcie_cards_report_x16_bandwidth_per_direction():
-    # 8, 16, 32 GT/s x 128/130 x 16 lanes / 8 bits, one way.
-    expected = {"PCIe 3.0 x16": 15.75, "PCIe 4.0 x16": 31.5, "PCIe 5.0 x16": 63.0}
+def test_pcie_cards_report_their_link_bandwidth_per_direction():
+    # 8, 16, 32 GT/s x 128/130 x lanes / 8 bits, one way (the RTX 4060 Ti has 8 lanes).
+    expected = {"PCIe 3.0 x16": 15.75, "PCIe 4.0 x16": 31.5, "PCIe 5.0 x16": 63.0, "PCIe 4.0 x8": 15.75}
     for acc in ALL:
         if acc.interconnect.startswith("PCIe"):
             assert acc.interconnect_gbs == pytest.approx(expected[acc.interconnect], rel=0.005)
@@ -144,7 +160,7 @@ def test_links_are_per_direction_and_pods_sized():
     assert by_key("h100-sxm").pod_chips == 8 and by_key("tpu-v5p").pod_chips == 8960
     for acc in ALL:
         assert acc.pod_chips >= 1
-        if acc.interconnect.startswith(("NVLink", "ICI")):
+        if acc.interconnect.startswith(("NVLink", "ICI", "Infinity Fabric")):
             assert acc.pod_chips > 1
 
 

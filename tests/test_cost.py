@@ -56,7 +56,8 @@ def test_purchase_rows_cover_tiers_ecc_and_amd():
     assert {p.ecc for p in cards} == {True, False}
     assert any(p.vendor == "AMD" and p.tier == "consumer" for p in cards)
     assert any(p.vendor == "AMD" and p.tier == "data-centre" for p in cards)
-    assert catalog.get_price("rtx-4090").ecc is False and catalog.get_price("rtx-6000-ada").ecc is True
+    assert catalog.get_price("rtx-4090").ecc is True and "off by default" in catalog.get_price("rtx-4090").notes
+    assert catalog.get_price("rtx-6000-ada").ecc is True and catalog.get_price("rtx-4060-ti-16gb").ecc is False
     for p in cards:
         assert p.memory_gb > 0 and p.power_w > 0 and p.unit == "USD per card"
         if p.accelerator is not None:
@@ -154,17 +155,24 @@ def test_unknown_names_list_the_valid_ones():
 
 
 def test_owned_vs_cloud_break_even_by_hand():
-    # RTX 4090 ($1,599, 450 W) against a cloud L4 ($0.71/h), 200 h a month for 24 months, resale 30 %,
-    # electricity $0.13/kWh (US commercial), PUE 1.0 (a desk).
+    # RTX 4090 ($1,599, 450 W) in a workstation bought with it ($3,000, 150 W) against a cloud L4 ($0.71/h), 200 h a
+    # month for 24 months, resale 30 %, electricity $0.13/kWh (US commercial), PUE 1.0 (a desk). The same work takes
+    # the L4 165.2 / 121 times the 4090's hours (their bf16 peaks).
     r = cost.owned_vs_cloud("rtx-4090", hours_per_month=200, months=24, cloud="l4")
-    energy_per_month = 0.450 * 200 * 0.13  # 11.70 USD
-    assert r["energy_kwh"] == pytest.approx(0.450 * 200 * 24)  # 2,160 kWh
-    assert r["owned_usd"] == pytest.approx(1599 * 0.7 + 24 * energy_per_month)  # 1,119.30 + 280.80
-    assert r["cloud_usd"] == pytest.approx(0.71 * 200 * 24)  # 3,408
-    assert r["break_even_months"] == pytest.approx(1599 * 0.7 / (0.71 * 200 - energy_per_month))  # 8.59
+    speed = 165.2 / 121
+    energy_per_month = (0.450 + 0.150) * 200 * 0.13  # 15.60 USD
+    assert r["speed_ratio"] == pytest.approx(speed) and r["cloud_hours_per_month"] == pytest.approx(200 * speed)
+    assert r["energy_kwh"] == pytest.approx(0.600 * 200 * 24)  # 2,880 kWh
+    assert r["owned_usd"] == pytest.approx(4599 * 0.7 + 24 * energy_per_month)  # 3,219.30 + 374.40
+    assert r["cloud_usd"] == pytest.approx(0.71 * 200 * speed * 24)  # 4,653
+    assert r["break_even_months"] == pytest.approx(4599 * 0.7 / (0.71 * 200 * speed - energy_per_month))  # 18.0
     assert r["cheaper"] == "owned" and r["cards_bought"] == 1
     assert r["sources"] == ["rtx-4090", "electricity-us-commercial", "desk"]  # a consumer card: PUE 1.0, no server
-    assert r["host_usd"] == 0 and r["host_w"] == 0 and r["pue"] == cost.DESK_PUE
+    assert r["host_usd"] == cost.DESK_HOST_USD and r["host_w"] == cost.DESK_HOST_W and r["pue"] == cost.DESK_PUE
+    hour_for_hour = cost.owned_vs_cloud("rtx-4090", hours_per_month=200, months=24, cloud="l4", same_work=False)
+    assert hour_for_hour["cloud_usd"] == pytest.approx(0.71 * 200 * 24) and hour_for_hour["speed_ratio"] == 1
+    mine = cost.owned_vs_cloud("rtx-4090", hours_per_month=200, months=24, cloud="l4", host_usd=0, host_w=0)
+    assert mine["owned_usd"] == pytest.approx(1599 * 0.7 + 24 * 0.450 * 200 * 0.13)  # a desktop you already have
 
 
 def test_a_data_centre_card_pays_for_its_server_share_in_a_server_room():
@@ -172,17 +180,36 @@ def test_a_data_centre_card_pays_for_its_server_share_in_a_server_room():
     r = cost.owned_vs_cloud("a100-80gb", hours_per_month=100, months=36)
     pue = catalog.get_price(cost.SERVER_ROOM_PUE_ROW).value
     assert r["purchase_usd"] == 15000 + cost.SERVER_USD_PER_GPU and r["card_usd"] == 15000
-    kwh = (400 + cost.SERVER_W_PER_GPU) * pue / 1000 * 100 * 36
-    assert r["energy_kwh"] == pytest.approx(kwh) and r["pue"] == pue
+    kwh = (400 + cost.HOST_POWER_RATIO * 400) * pue / 1000 * 100 * 36
+    assert r["energy_kwh"] == pytest.approx(kwh) and r["pue"] == pue and r["speed_ratio"] == 1
     assert r["owned_usd"] == pytest.approx((15000 + cost.SERVER_USD_PER_GPU) * 0.7 + kwh * 0.13)
-    assert r["sources"][2] == cost.SERVER_ROOM_PUE_ROW
+    assert r["sources"][2] == cost.SERVER_ROOM_PUE_ROW and "staff" in r["left_out"]
     bare = cost.owned_vs_cloud("a100-80gb", hours_per_month=100, months=36, host_usd=0, host_w=0, pue=1.0)
     assert bare["owned_usd"] < r["owned_usd"] and bare["sources"][2] == "given"
     assert cost.host_share("rtx-6000-ada")["where"] == "desk" and cost.host_share("h100")["where"] == "server room"
 
 
+def test_one_host_rule_for_every_chip():
+    """A chip in a server draws HOST_POWER_RATIO x its TDP of host power (rented or bought); bought desk cards share
+    one workstation per DESK_MAX cards."""
+    assert cost.host_watts("a100-80gb") == cost.HOST_POWER_RATIO * 400  # the DGX A100 reading
+    assert cost.host_watts("l4", 2) == 2 * cost.HOST_POWER_RATIO * 72  # a small card, a small host share
+    assert cost.host_watts("tpu-v5e") is None  # no TDP published
+    assert cost.host_share("h100", 2)["watts"] == 2 * cost.HOST_POWER_RATIO * 700
+    assert cost.host_share("h100", 2)["usd"] == 2 * cost.SERVER_USD_PER_GPU
+    four, five = cost.host_share("rtx-4090", 4), cost.host_share("rtx-4090", 5)
+    assert (four["usd"], four["watts"], four["hosts"]) == (cost.DESK_HOST_USD, cost.DESK_HOST_W, 1)
+    assert (five["usd"], five["hosts"]) == (2 * cost.DESK_HOST_USD, 2)
+    with pytest.raises(ValueError, match="cards"):
+        cost.host_share("rtx-4090", 0)
+    with pytest.raises(ValueError, match="ratio"):
+        cost.host_watts("l4", ratio=-1)
+    with pytest.raises(TypeError, match="same_work"):
+        cost.owned_vs_cloud("a100-80gb", hours_per_month=100, months=12, same_work="yes")
+
+
 def test_owned_vs_cloud_lifetime_resale_and_never():
-    # 10 h a month: the cloud costs 7.10 a month, the card never pays for itself within its lifetime.
+    # 10 h a month: the cloud costs 9.69 a month for the same work, the card never pays for itself within its life.
     r = cost.owned_vs_cloud("rtx-4090", hours_per_month=10, months=24, cloud="l4", resale_fraction=0)
     assert r["break_even_months"] is None and r["cheaper"] == "cloud"
     # Two lifetimes of 12 months: two cards bought, each sold for half its price.

@@ -312,7 +312,7 @@ def test_every_purchasable_card_with_a_peak_is_considered_and_the_clinic_is_feas
 def test_assumptions_are_printed_and_flips_say_what_changes():
     rec = recommend(124e6, 2.5e9, budget_usd=1000, deadline_hours=168)
     text = str(rec)
-    for key in ("utilization = 0.4", "purchase_share = 1", "spot = False", "cloud_host_w = 400", "xla_ready = False",
+    for key in ("utilization = 0.4", "purchase_share = 1", "spot = False", "host_power_ratio = 1", "xla_ready = False",
                 "finetune = False", "desk_host_usd"):
         assert key in text, key
     assert "What flips the choice" in text and len(rec.flips) >= 4
@@ -320,7 +320,7 @@ def test_assumptions_are_printed_and_flips_say_what_changes():
     assert flipped.flips == () and flipped.hardware == rec.hardware
 
 
-def test_utilization_by_kind_and_sensitive_markup_and_cloud_host_energy():
+def test_utilization_by_kind_and_sensitive_markup_and_one_host_power_rule():
     base = recommend(124e6, 2.5e9)
     slow_gpu = recommend(124e6, 2.5e9, utilization={"gpu": 0.2}, flips=False)
     a = next(o for o in base.options if o.hardware == "l4" and o.devices == 1 and o.where == "cloud")
@@ -331,10 +331,26 @@ def test_utilization_by_kind_and_sensitive_markup_and_cloud_host_energy():
     assert cpu_a.hours == cpu_b.hours  # the CPU keeps the default
     sens = recommend(124e6, 2.5e9, privacy="sensitive", flips=False)
     c = next(o for o in sens.options if o.hardware == "l4" and o.devices == 1 and o.where == "cloud")
-    assert c.usd == pytest.approx(a.usd * (1 + decision.SENSITIVE_MARKUP))
-    bare = recommend(124e6, 2.5e9, cloud_host_w=0, flips=False)
+    assert decision.SENSITIVE_MARKUP == 0 and c.usd == pytest.approx(a.usd)  # ordinary on-demand instances
+    dedicated = recommend(124e6, 2.5e9, privacy="sensitive", sensitive_markup=0.5, flips=False)
+    e = next(o for o in dedicated.options if o.hardware == "l4" and o.devices == 1 and o.where == "cloud")
+    assert e.usd == pytest.approx(1.5 * a.usd)
+    assert any("sole-tenant" in r for r in sens.reasons)
+    # one host rule: a rented chip draws host_power_ratio x its TDP of host power (72 W for an L4, not a flat 400 W)
+    bare = recommend(124e6, 2.5e9, host_power_ratio=0, flips=False)
     d = next(o for o in bare.options if o.hardware == "l4" and o.devices == 1 and o.where == "cloud")
-    assert a.kwh == pytest.approx(d.kwh + a.hours * decision.CLOUD_HOST_W * catalog.get_price("pue-google").value / 1e3)
+    l4_w = catalog.get_accelerator("l4").power_w
+    assert a.kwh == pytest.approx(d.kwh + a.hours * decision.HOST_POWER_RATIO * l4_w
+                                  * catalog.get_price("pue-google").value / 1e3)
+    assert a.kwh == pytest.approx(d.kwh * (1 + decision.HOST_POWER_RATIO))  # the host doubles the chip's energy
+    # a bought data-centre card by the same rule, a bought desk card its workstation's watts
+    reg = recommend(124e6, 2.5e9, privacy="regulated", flips=False)
+    reg0 = recommend(124e6, 2.5e9, privacy="regulated", host_power_ratio=0, flips=False)
+    pick = lambda r, hw: next(o for o in r.options if (o.hardware, o.where, o.devices) == (hw, "owned", 1))
+    assert pick(reg, "a100-80gb").kwh == pytest.approx(2 * pick(reg0, "a100-80gb").kwh)
+    assert pick(reg, "rtx-4090").kwh == pytest.approx(pick(reg0, "rtx-4090").kwh)  # not a server: unchanged
+    rtx = pick(reg, "rtx-4090")
+    assert rtx.kwh == pytest.approx(rtx.hours * (450 + decision.DESK_HOST_W) / 1e3)
 
 
 @pytest.mark.parametrize("kwargs, error, words", [
@@ -343,7 +359,7 @@ def test_utilization_by_kind_and_sensitive_markup_and_cloud_host_energy():
     (dict(porting_usd=-1), ValueError, "porting_usd"),
     (dict(purchase_share=1.5), ValueError, "purchase_share"),
     (dict(purchase_share=0), ValueError, "purchase_share"),
-    (dict(cloud_host_w=-5), ValueError, "cloud_host_w"),
+    (dict(host_power_ratio=-5), ValueError, "host_power_ratio"),
     (dict(sensitive_markup=-0.1), ValueError, "sensitive_markup"),
     (dict(qlora_slowdown=0.5), ValueError, "qlora_slowdown"),
     (dict(desk_host_usd=-1), ValueError, "desk_host_usd"),

@@ -234,7 +234,7 @@ def test_memory_calculator_text_matches_the_estimator():
     text = widgets.memory_calculator_text(1e9, "bf16-mixed", "adam", 0, 1, 2048, 1, 4096, 32, 32)
     m = memory.large_model_memory(1e9)
     assert f"{m['total'] / 1e9:.1f} GB" in text and "a100-80gb" in text and "t4" not in text
-    assert "none" in widgets.memory_calculator_text(7e9, "bf16-mixed", "adam", 0, 1, 2048, 1, 4096, 32, 32)
+    assert "none" in widgets.memory_calculator_text(13e9, "bf16-mixed", "adam", 0, 1, 2048, 1, 4096, 32, 32)
     sharded = memory.large_model_memory(7e9, zero_stage=3, data_parallel=8)
     assert sharded["model_states"] == memory.model_states_bytes(int(7e9), "bf16-mixed", "adam", 3, 8)
     box = widgets.memory_calculator_widget()

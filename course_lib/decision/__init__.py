@@ -19,10 +19,12 @@ rented or bought, on 1, 2, 4, ... devices) with the estimators of the earlier mo
   efficiency, the last from the ring all-reduce model of notebook 03 (``comm.data_parallel_speedup``
   with a fixed micro-batch per device and no overlap, so a pessimistic bound).
 * **cost, energy, CO2**: ``cost.training_footprint`` (on-demand price per device-hour, billed for at
-  least a minute; power x PUE; grid intensity); bought cards cost their price plus their share of a
-  server (``cost.host_share``: an assumption, ``cost.SERVER_USD_PER_GPU`` and ``cost.SERVER_W_PER_GPU``
-  per data-centre GPU) plus the electricity of both in a server room (``OWNED_PUE_ROW``); the CPU you
-  have costs only its electricity. Spot prices are named in the reasons, for jobs that checkpoint.
+  least a minute; power x PUE; grid intensity) plus the host, by ``cost``'s one rule: every chip in a server
+  (rented, or a bought data-centre card) draws ``HOST_POWER_RATIO`` x its TDP of host power; a bought
+  data-centre card also pays its share of a server (``cost.host_share``: ``cost.SERVER_USD_PER_GPU``, an
+  assumption) in a server room (``OWNED_PUE_ROW``); bought consumer and pro cards pay one workstation per
+  ``DESK_MAX`` cards (``desk_host_usd``, ``DESK_HOST_W``) at a desk; the CPU you have costs only its
+  electricity. Spot prices are named in the reasons, for jobs that checkpoint.
 * **the choice**: the cheapest option that fits memory, the deadline and the budget and that the
   privacy rule allows ("regulated": data may not leave the premises, so only hardware you own); with
   ``energy="low"`` the one with the lowest kWh instead. Lightweight methods come first in
@@ -53,7 +55,7 @@ def recommend(n_params: float, n_samples: float, *, tokens_per_sample: float = 1
               batch_size: int | None = None, utilization: float | dict = UTILIZATION, grid: str = "world",
               cpu_gflops: float | None = None, cpu_memory_gb: float = CPU_MEMORY_GB, cpu_watts: float = CPU_WATTS,
               finetune: bool = False, xla_ready: bool = False, porting_usd: float = PORTING_USD,
-              purchase_share: float = PURCHASE_SHARE, spot: bool = False, cloud_host_w: float = CLOUD_HOST_W,
+              purchase_share: float = PURCHASE_SHARE, spot: bool = False, host_power_ratio: float = HOST_POWER_RATIO,
               sensitive_markup: float = SENSITIVE_MARKUP, qlora_slowdown: float = QLORA_SLOWDOWN,
               desk_host_usd: float = DESK_HOST_USD, flips: bool = True) -> Recommendation:
     """The hardware to train on, with its memory, time, cost and energy estimates and the reasons.
@@ -76,8 +78,8 @@ def recommend(n_params: float, n_samples: float, *, tokens_per_sample: float = 1
       ``cost.GRIDS``), and the CPU option: by default an ASSUMED 2-core CPU (``CPU_GFLOPS`` = 100
       GFLOP/s fp32, ``CPU_MEMORY_GB``, ``CPU_WATTS``), named so in the output; pass ``cpu_gflops`` (e.g.
       ``cpu.calibrate().fp32_flops / 1e9``), ``cpu_memory_gb`` and ``cpu_watts`` for your machine.
-    * owned hardware: the purchase price plus ``cost.host_share`` (an assumed share of a GPU server per
-      data-centre card, in a server room's PUE); cloud prices include their host.
+    * owned hardware: the purchase price plus its host (``cost.host_share``: a share of a GPU server for a
+      data-centre card, a workstation per ``DESK_MAX`` consumer or pro cards); cloud prices include their host.
 
     * what the guide assumes, each printed in ``assumptions`` with its keyword, and ``flips`` (with
       ``flips=True``) says for each changed alone whether the choice changes: ``utilization`` (0.4 for
@@ -85,9 +87,10 @@ def recommend(n_params: float, n_samples: float, *, tokens_per_sample: float = 1
       ``finetune`` (True: the job starts from published weights; full fine-tuning, LoRA and QLoRA are
       priced side by side, ``METHODS``), ``xla_ready`` and ``porting_usd`` (a PyTorch code base pays
       ``PORTING_USD`` for TPUs unless it already runs on XLA), ``purchase_share`` (the share of a purchase
-      this job pays, 1.0), ``spot`` (rent Spot capacity, for jobs that checkpoint), ``cloud_host_w``
-      (host watts per cloud chip), ``sensitive_markup`` (sole-tenant hosts for "sensitive" data),
-      ``qlora_slowdown``, ``desk_host_usd`` (the workstation a bought consumer or pro card needs).
+      this job pays, 1.0), ``spot`` (rent Spot capacity, for jobs that checkpoint), ``host_power_ratio``
+      (host watts per watt of chip in a server, ``cost.HOST_POWER_RATIO``; 0: the chips alone),
+      ``sensitive_markup`` (extra cost of rented hosts for "sensitive" data, 0: the on-demand price),
+      ``qlora_slowdown``, ``desk_host_usd`` (the workstation bought consumer or pro cards go into).
 
     Returns a ``Recommendation``; when nothing meets every constraint, ``feasible`` is False and
     ``relax`` says the smallest change that makes an option feasible (the recommendation is then that
@@ -126,7 +129,7 @@ def recommend(n_params: float, n_samples: float, *, tokens_per_sample: float = 1
             raise TypeError(f"{k} must be True or False, got {v!r}")
     porting = validate.nonnegative("porting_usd", porting_usd)
     share = validate.fraction("purchase_share", purchase_share, allow_one=True)
-    host_w = validate.nonnegative("cloud_host_w", cloud_host_w)
+    host_ratio = validate.nonnegative("host_power_ratio", host_power_ratio)
     markup = validate.nonnegative("sensitive_markup", sensitive_markup)
     slow = validate.number("qlora_slowdown", qlora_slowdown, minimum=1)
     desk_usd = validate.nonnegative("desk_host_usd", desk_host_usd)
@@ -145,7 +148,7 @@ def recommend(n_params: float, n_samples: float, *, tokens_per_sample: float = 1
             f"Training does {flops:.3g} FLOPs: {fps:.3g} FLOPs per sample x {samples:.3g} samples x {epochs:g} epochs.")
     step = MICRO_BATCH * fps if fps is not None else 6.0 * n * max(MICRO_BATCH * tps, STEP_TOKENS)
     base = _Job(int(n), flops, step, precision, optimizer, None if acts is None else int(acts), batch, util, grid,
-                xla_ready=xla_ready, porting_usd=porting, purchase_share=share, spot=spot, cloud_host_w=host_w,
+                xla_ready=xla_ready, porting_usd=porting, purchase_share=share, spot=spot, host_power_ratio=host_ratio,
                 markup=markup if privacy == "sensitive" else 0.0, desk_host_usd=desk_usd)
     owned = {p.accelerator: p.key for p in catalog.prices("purchase") if p.accelerator}
     options, jobs = [], {}
@@ -248,9 +251,11 @@ def _flips(rec: Recommendation, args: dict, framework: str, privacy: str, energy
     if rec.hardware != "none":
         trials.append(("utilization", {**util, rec.hardware: u / 2}, f"{rec.name} at half the utilisation"))
     if energy == "low":
-        trials.append(("cloud_host_w", 0.0 if args["cloud_host_w"] else CLOUD_HOST_W, "cloud host watts changed"))
+        trials.append(("host_power_ratio", 0.0 if args["host_power_ratio"] else HOST_POWER_RATIO,
+                       "the chips alone, no host power" if args["host_power_ratio"] else "host power counted"))
     if privacy == "sensitive":
-        trials.append(("sensitive_markup", 0.0, "no sole-tenant premium"))
+        trials.append(("sensitive_markup", 0.0 if args["sensitive_markup"] else 0.5,
+                       "the on-demand price" if args["sensitive_markup"] else "dedicated hosts, an example: +50 %"))
     out = []
     for key, value, what in trials:
         other = recommend(**{**args, key: value}, flips=False)

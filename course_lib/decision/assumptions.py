@@ -7,7 +7,7 @@ from .. import cost
 __all__ = ["FRAMEWORKS", "PRIVACY", "ENERGY", "STATES_FRACTION", "TOTAL_FRACTION", "MICRO_BATCH", "STEP_TOKENS",
            "DEVICE_COUNTS", "_OWNED_MAX", "CLOUD_MIN_HOURS", "CPU_GFLOPS", "CPU_MEMORY_GB", "CPU_WATTS", "CPU_NAME",
            "CPU_NAME_GIVEN", "ELECTRICITY_ROW", "OWNED_PUE_ROW", "_LORA_FRACTION", "METHODS", "FROZEN_BYTES",
-           "FLOPS_PER_PARAM_TOKEN", "QLORA_SLOWDOWN", "PORTING_USD", "PURCHASE_SHARE", "CLOUD_HOST_W",
+           "FLOPS_PER_PARAM_TOKEN", "QLORA_SLOWDOWN", "PORTING_USD", "PURCHASE_SHARE", "HOST_POWER_RATIO",
            "SENSITIVE_MARKUP", "UTILIZATION", "DESK_HOST_USD", "DESK_HOST_W", "DESK_MAX"]
 
 FRAMEWORKS = ("pytorch", "tensorflow", "jax")
@@ -60,15 +60,23 @@ PORTING_USD = 10_000.0
 #: hardware that serves more projects, pass e.g. 1 - resale (0.7 at ``cost.owned_vs_cloud``'s 30 % resale) or
 #: this job's hours over the hardware's life.
 PURCHASE_SHARE = 1.0
-#: ASSUMED: a cloud chip draws its host's power too (CPUs, memory, network): the same ``cost.SERVER_W_PER_GPU``
-#: per chip that bought data-centre cards are charged; 0 counts the chips alone.
-CLOUD_HOST_W = cost.SERVER_W_PER_GPU
-#: ASSUMED: sensitive data (e.g. finance) rent on sole-tenant hosts: Compute Engine's sole-tenancy premium of
-#: 10 % over on-demand (as published, not re-checked). Regulated data may not leave the premises at all.
-SENSITIVE_MARKUP = 0.10
+#: ASSUMED, one rule for every chip in a server (rented, or a bought data-centre GPU): its host (CPUs, memory,
+#: network, fans) draws ``cost.HOST_POWER_RATIO`` x the chip's TDP (1.0, read from the DGX A100 data sheet: a 72 W L4
+#: is charged 72 W of host, an A100 400 W); 0 counts the chips alone, as ``cost.training_footprint`` does. Bought
+#: consumer and pro cards are charged their workstation instead (``DESK_HOST_W``).
+HOST_POWER_RATIO = cost.HOST_POWER_RATIO
+#: ASSUMED: renting for "sensitive" data (e.g. finance) costs the on-demand price: the provider's standard
+#: controls (encryption at rest and in transit, a region you choose, access control, audit logs) and a contract
+#: such as a HIPAA business associate agreement come with ordinary instances; such contracts do not require
+#: sole tenancy. Where your rules do demand dedicated hosts, pass their extra cost as a fraction of the on-demand
+#: price: Compute Engine's sole-tenant nodes bill the whole node (every GPU and vCPU on it, used or not) plus a
+#: sole-tenancy premium (https://cloud.google.com/compute/sole-tenant-pricing, as published, not re-checked), so a
+#: job that uses one GPU of a node pays for all of them.
+SENSITIVE_MARKUP = 0.0
 #: The utilisation (model FLOPs utilisation) of each kind when none is passed: one figure, 40 %, for every chip
 #: and the CPU, an assumption that makes the ranking one of price per peak FLOP; pass a dict to differ.
 UTILIZATION = 0.4
-#: ASSUMED: a consumer or pro card bought for the job goes into a workstation bought with it (CPU, 128 GB RAM, a
-#: power supply for up to ``DESK_MAX`` cards): 3,000 USD and 150 W at the desk (PUE 1.0); pass ``desk_host_usd``.
-DESK_HOST_USD, DESK_HOST_W, DESK_MAX = 3_000.0, 150.0, 4
+#: ASSUMED (``cost``'s host rule): a consumer or pro card bought for the job goes into a workstation bought with it
+#: (CPU, 128 GB RAM, a power supply for up to ``DESK_MAX`` cards): 3,000 USD and 150 W at the desk (PUE 1.0); pass
+#: ``desk_host_usd`` (0 for a desktop you have).
+DESK_HOST_USD, DESK_HOST_W, DESK_MAX = cost.DESK_HOST_USD, cost.DESK_HOST_W, cost.DESK_MAX

@@ -142,9 +142,10 @@ def _reasons(o: Option, job: _Job, work: str, chosen_from: str, privacy: str, bu
                 f"(desk_host_usd, assumed)" if desk else
                 f"{o.devices} x ({card.value:,.0f} USD for the card + {host['usd']:,.0f} USD, its share of a server, "
                 f"cost.host_share, assumed)")
+        host_w = DESK_HOST_W if desk else job.host_power_ratio * catalog.get_accelerator(o.hardware).power_w
         out.append(f"Bought: {job.purchase_share:.0%} (purchase_share) of {what}; pass your own quote; plus "
-                   f"{_num(o.kwh, 'kWh')} (cards + {DESK_HOST_W if desk else host['watts']:g} W of host"
-                   f"{'' if desk else ' each'}, PUE {host['pue']:g}) at "
+                   f"{_num(o.kwh, 'kWh')} (cards + {host_w:g} W of host"
+                   f"{' for the workstation' if desk else ' each, host_power_ratio x TDP'}, PUE {host['pue']:g}) at "
                    f"{_electricity_usd():g} USD/kWh = {_money(o.usd)} charged to this job "
                    f"(cost.owned_vs_cloud spreads a purchase over a project's months).")
     else:
@@ -152,7 +153,8 @@ def _reasons(o: Option, job: _Job, work: str, chosen_from: str, privacy: str, bu
                    f"{_electricity_usd():g} USD/kWh = {_money(o.usd)}.")
     g = catalog.get_price(cost.GRIDS[job.grid]).value
     out.append(f"Energy {_num(o.kwh, 'kWh')} (power x hours x PUE"
-               + (f"; the chips plus {job.cloud_host_w:g} W of host each, cloud_host_w" if o.where == "cloud" else "")
+               + (f"; the chips plus {job.host_power_ratio:g} x their TDP of host each, host_power_ratio"
+                  if o.where == "cloud" else "")
                + f") and {_num(o.co2_kg, 'kg CO2')} at the "
                f"{job.grid} grid's {g:g} g CO2 per kWh.")
     out.append(chosen_from)
@@ -163,8 +165,10 @@ def _reasons(o: Option, job: _Job, work: str, chosen_from: str, privacy: str, bu
         out.append(f"Budget {budget:,.0f} USD: " + (f"{budget - o.usd:,.0f} USD left." if o.usd <= budget
                                                       else f"exceeded: {_money(o.usd)}."))
     if privacy == "sensitive":
-        out.append("Sensitive data (e.g. finance): renting is allowed with encryption at rest and in transit, a region "
-                   "you choose and tight access control; bought hardware is in the table too.")
+        out.append("Sensitive data (e.g. finance): ordinary on-demand instances under the provider's contract, with "
+                   "encryption at rest and in transit, a region you choose and tight access control; dedicated "
+                   "(sole-tenant) hosts only if your rules demand them (sensitive_markup); bought hardware is in the "
+                   "table too.")
     elif privacy == "regulated":
         out.append("Regulated data (e.g. healthcare): the data may not leave the premises, so cloud rental is left "
                    "out and only a CPU you have or hardware you buy counts.")
@@ -197,20 +201,22 @@ def assumptions_text(job: _Job, args: dict, framework: str, privacy: str, finetu
            f"spot = {job.spot}: " + ("Spot prices, the table's estimate of on-demand x 0.4 where no Spot row is "
                                      "published (cost.cloud_hourly); the job must checkpoint (notebook 06.3)"
                                      if job.spot else "on-demand prices (Spot: about 0.4 x, an estimate)"),
-           f"cloud_host_w = {job.cloud_host_w:g}: watts of host (CPUs, memory, network) per cloud chip in the kWh; "
-           f"bought data-centre cards carry cost.SERVER_W_PER_GPU = {cost.SERVER_W_PER_GPU:g} W each, desk cards "
-           f"their workstation's {DESK_HOST_W:g} W",
+           f"host_power_ratio = {job.host_power_ratio:g}: every chip in a server (rented, or a bought data-centre "
+           f"card) adds this x its TDP of host power (CPUs, memory, network) to the kWh (read from the DGX A100 data "
+           f"sheet; 0 = the chips alone); bought desk cards add their workstation's {DESK_HOST_W:g} W instead",
            f"cpu_gflops = {args['cpu_gflops'] or CPU_GFLOPS:g}" + ("" if args["cpu_gflops"] else " (assumed)")
            + f", cpu_watts = {args['cpu_watts']:g}: the CPU option"]
     out.append(f"desk_host_usd = {job.desk_host_usd:,.0f}: the workstation a bought consumer or pro card goes "
-               f"into ({DESK_HOST_W:g} W, up to {DESK_MAX} cards); data-centre cards get cost.host_share's "
-               f"{cost.SERVER_USD_PER_GPU:,.0f} USD and {cost.SERVER_W_PER_GPU:g} W of server each")
+               f"into ({DESK_HOST_W:g} W, up to {DESK_MAX} cards); a bought data-centre card pays cost.host_share's "
+               f"{cost.SERVER_USD_PER_GPU:,.0f} USD share of a server each")
     if framework == "pytorch":
         out.append(f"xla_ready = {job.xla_ready}, porting_usd = {job.porting_usd:,.0f}: "
                    + ("the code runs on PyTorch/XLA, TPUs cost no porting" if job.xla_ready else
                       "a CUDA code base pays this (assumed: two engineer-weeks) to run on TPUs through PyTorch/XLA"))
     if privacy == "sensitive":
-        out.append(f"sensitive_markup = {job.markup:g}: sensitive data rent sole-tenant hosts at this premium")
+        out.append(f"sensitive_markup = {job.markup:g}: extra cost of rented hosts for sensitive data, as a fraction "
+                   f"of the on-demand price (0: ordinary on-demand instances under the provider's contract and "
+                   f"controls; pass the cost of dedicated hosts only if your rules demand sole tenancy)")
     out.append(f"finetune = {finetune}: " + (
         f"full fine-tuning, LoRA (adapters of {_LORA_FRACTION:.0%} of the weights over frozen 16-bit weights) and "
         f"QLoRA (4-bit frozen weights, {FROZEN_BYTES['qlora']:g} B each, qlora_slowdown = "

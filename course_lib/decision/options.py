@@ -151,8 +151,8 @@ class _Job:
     porting_usd: float = PORTING_USD
     purchase_share: float = PURCHASE_SHARE
     spot: bool = False
-    cloud_host_w: float = CLOUD_HOST_W
-    markup: float = 0.0  # on cloud prices (sensitive data: sole-tenant hosts)
+    host_power_ratio: float = HOST_POWER_RATIO  # host watts per watt of chip in a server (cost.HOST_POWER_RATIO)
+    markup: float = 0.0  # on cloud prices (sensitive data, where rules demand dedicated hosts)
     desk_host_usd: float = DESK_HOST_USD
 
     def util(self, key: str, kind: str) -> float:
@@ -259,9 +259,12 @@ def _chip_options(job: _Job, chip: catalog.Accelerator, framework: str, owned_ca
                                          grid=job.grid, scaling_efficiency=eff,
                                          pue="pue-google" if where == "cloud" else owned_pue)
             hours, kwh, co2 = fp["hours"], fp.get("kwh"), fp.get("co2_kg")
-            pue, host_w = (catalog.get_price("pue-google").value, job.cloud_host_w) if where == "cloud" else \
-                (owned_pue, DESK_HOST_W / n if desk else host["watts"])
-            if kwh is not None:  # the host draws power too (CPUs, memory, network)
+            # the host draws power too (cost's one rule): a chip in a server (rented, or a bought data-centre
+            # card) host_power_ratio x its TDP; bought desk cards one workstation for all n cards
+            server_w = None if chip.power_w is None else job.host_power_ratio * chip.power_w
+            pue, host_w = (catalog.get_price("pue-google").value, server_w) if where == "cloud" else \
+                (owned_pue, DESK_HOST_W / n if desk else server_w)
+            if kwh is not None:
                 kwh += n * hours * host_w * pue / 1000
                 co2 = kwh * g_per_kwh / 1000
             if where == "cloud":  # billed for at least a minute per device
