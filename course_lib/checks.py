@@ -16,6 +16,7 @@ import copy
 import io
 import math
 import random
+import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -449,16 +450,16 @@ def _resumed_losses(make_checkpoint: Callable, resume: Callable, steps: int, sto
     start = _call(resume, (checkpoint, model, optimizer), rname, hint)
     where = f"after a stop at step {stop_at}"
     if not _states_equal(weights, model.state_dict()):
-        raise CheckFailed(f"{where}, the model's weights are not the ones saved: the checkpoint must hold "
-                          "model.state_dict() and the resume must load it (model.load_state_dict).\nHint: " + hint)
+        raise CheckFailed(f"{where}, the model's weights are not the ones saved: the checkpoint must carry them "
+                          "and the resume must put them into the new model.\nHint: " + hint)
     if not _states_equal(opt_state["state"], optimizer.state_dict()["state"]):
         raise CheckFailed(f"{where}, the optimizer's state differs from the saved one: Adam keeps two running "
                           "averages and a step count per parameter, and without them the first steps after resuming "
-                          "take different sizes. Save optimizer.state_dict() and load it.\nHint: " + hint)
+                          "take different sizes. The optimizer, like the model, can hand over its whole state and take it back."
+                          "\nHint: " + hint)
     if not torch.equal(rng, torch.get_rng_state()):
         raise CheckFailed(f"{where}, torch's random number generator is not where it was: the next batches and "
-                          "dropout masks will differ. Save torch.get_rng_state() and restore it with "
-                          "torch.set_rng_state.\nHint: " + hint)
+                          "dropout masks will differ. A generator's state can be read and set, like a model's.\nHint: " + hint)
     if isinstance(start, bool) or not isinstance(start, int):
         raise CheckFailed(f"{rname} must return the number of the next step as an int, got {start!r}.\nHint: {hint}")
     if start != stop_at:
@@ -467,6 +468,16 @@ def _resumed_losses(make_checkpoint: Callable, resume: Callable, steps: int, sto
                           f"{'Steps would be repeated.' if start < stop_at else 'Steps would be skipped.'}"
                           f"\nHint: {hint}")
     return [_resume_step(model, optimizer, x, y) for _ in range(start, steps)]
+
+
+def _fewest_micro_batches(stages: int, max_bubble: float) -> int:
+    """Exercise 06's reference: count micro-batches up from 1 until the bubble is at most ``max_bubble``."""
+    from .parallel import pipeline
+
+    m = 1
+    while pipeline.bubble_fraction(stages, m) > max_bubble:
+        m += 1
+    return m
 
 
 def check_resume(make_checkpoint: Callable, resume: Callable, *, steps: int = 8, stops: Sequence[int] = (3, 5),
@@ -530,12 +541,14 @@ def _hardware_option(scenario: dict, hardware: str, devices: int) -> dict:
     fill at most ``PICK_STATES_FRACTION`` of the device (None when none does); ``memory_gb`` (10^9
     bytes) at that stage (stage 3 when none fits); ``hours`` and, rented, ``usd`` from
     ``cost.training_footprint`` (6 x parameters x tokens FLOPs at ``PICK_UTILIZATION``, perfect scaling);
-    a regulated scenario buys its cards: ``usd`` = devices x (``cost.purchase_price`` + the server share of
-    ``cost.host_share``). ``feasible`` adds the deadline, the budget and a known price.
+    a regulated scenario buys its cards: ``usd`` = devices x ``cost.purchase_price`` + what they need around them,
+    ``cost.host_share(hardware, devices)["usd"]`` (a server share per data-centre card, one workstation per
+    ``cost.DESK_MAX`` desk cards). ``feasible`` adds the deadline, the budget and a known price.
     """
     from . import catalog, compute, cost
     from .memory import model_states_bytes
 
+    _count_outside_call()
     s = _scenario(scenario)
     acc = catalog.get_accelerator(hardware)
     if acc.kind not in s["kinds"]:
@@ -548,7 +561,8 @@ def _hardware_option(scenario: dict, hardware: str, devices: int) -> dict:
     foot = cost.training_footprint(flops, acc.key, chips=devices, utilization=PICK_UTILIZATION, dtype=pick_dtype(acc.key))
     owned = s["privacy"] == "regulated"
     try:
-        usd = devices * (cost.purchase_price(acc.key) + cost.host_share(acc.key)["usd"]) if owned else foot["usd"]
+        usd = (devices * cost.purchase_price(acc.key) + cost.host_share(acc.key, devices)["usd"]) if owned \
+            else foot["usd"]
     except ValueError:
         usd = None
     feasible = (zero is not None and usd is not None and foot["hours"] <= s["deadline_hours"]
@@ -564,6 +578,7 @@ def _hardware_options(scenario: dict) -> list[dict]:
     leave the premises), on 1, 2, 4 or 8 devices."""
     from . import catalog, cost
 
+    _count_outside_call()
     s = _scenario(scenario)
     out = []
     for acc in catalog.accelerators():
@@ -580,6 +595,52 @@ def _hardware_options(scenario: dict) -> list[dict]:
     return out
 
 
+def _refuse_references(fn: Callable, name: str, hint: str) -> None:
+    """Refuse a learner's ``fn`` that is, or calls (itself or through functions of the notebook it calls), a
+    function of this module that computes exercise 07's answers: it would pass whatever the learner wrote."""
+    tip = f"\nHint: {hint}" if hint else ""
+    if getattr(fn, "__module__", None) == __name__ or fn in (_hardware_option, _hardware_options):
+        raise CheckFailed(f"{name} is one of course_lib.checks' own functions, not yours: write the computation "
+                          f"yourself.{tip}")
+    private = {k for k, v in globals().items() if callable(v) and k.startswith("_") and not k.startswith("__")}
+    private |= {"check_hardware_choice", "check_option_numbers"}
+    seen, todo = set(), [fn]
+    while todo:
+        f = todo.pop()
+        if id(f) in seen:
+            continue
+        seen.add(id(f))
+        used = _names_used(f)
+        if used & private:
+            raise CheckFailed(f"{name} calls {', '.join(sorted(used & private))} of course_lib.checks, the code that "
+                              f"checks it, so it would pass whatever it computes: write the computation yourself "
+                              f"(the definitions above say what to compute).{tip}")
+        glob = getattr(f, "__globals__", {})
+        todo.extend(g for k in used for g in (glob.get(k),)  # the notebook's own functions that it calls
+                    if hasattr(g, "__code__") and getattr(g, "__globals__", None) is glob)
+
+
+#: Calls of exercise 07's reference functions from outside this module (a learner's code reaching them by a
+#: route the name check above does not see); the checks reset it and refuse an answer that made any.
+_OUTSIDE_CALLS = [0]
+
+
+def _count_outside_call() -> None:
+    if sys._getframe(2).f_globals.get("__name__") != __name__:
+        _OUTSIDE_CALLS[0] += 1
+
+
+def _call_refusing_references(fn: Callable, args: tuple, name: str, hint: str) -> Any:
+    """``_call(fn, args)``, refused when ``fn`` reached exercise 07's reference functions while it ran."""
+    _OUTSIDE_CALLS[0] = 0
+    got = _call(fn, args, name, hint)
+    if _OUTSIDE_CALLS[0]:
+        raise CheckFailed(f"{name} called the reference functions of course_lib.checks, the code that checks it: "
+                          f"write the computation yourself (the definitions above say what to compute)."
+                          + (f"\nHint: {hint}" if hint else ""))
+    return got
+
+
 def check_hardware_choice(pick: Callable[[dict], dict], scenarios: Sequence[dict], *, hint: str = "",
                           quiet: bool = False) -> int:
     """Check a learner's ``pick(scenario) -> dict`` (exercise 07) on each scenario.
@@ -592,6 +653,7 @@ def check_hardware_choice(pick: Callable[[dict], dict], scenarios: Sequence[dict
     """
     if not callable(pick):
         raise TypeError(f"pick must be the function you wrote, got {type(pick).__name__}")
+    _refuse_references(pick, "pick", hint)
     tip = f"\nHint: {hint}" if hint else ""
     edges = []  # each scenario again with its budget and deadline set to the cheapest option's: targets met exactly
     for s in scenarios:
@@ -600,8 +662,8 @@ def check_hardware_choice(pick: Callable[[dict], dict], scenarios: Sequence[dict
             edges.append({**s, "name": f"{s['name']}, budget and deadline met exactly", "budget_usd": best["usd"],
                           "deadline_hours": best["hours"]})
     for s in [*scenarios, *edges]:
-        got = _call(pick, (s,), "pick", hint + (" A deadline or budget met exactly is met (<=, not <)."
-                                                 if s in edges else ""))
+        got = _call_refusing_references(pick, (s,), "pick", hint + (" A deadline or budget met exactly is met "
+                                                                    "(<=, not <)." if s in edges else ""))
         if not isinstance(got, dict) or set(_PICK_KEYS) - set(got):
             raise CheckFailed(f"pick({s['name']!r}) must return a dict with the keys {', '.join(_PICK_KEYS)}, "
                               f"got {got!r}{tip}")
@@ -618,16 +680,16 @@ def check_hardware_choice(pick: Callable[[dict], dict], scenarios: Sequence[dict
             why = ("no ZeRO stage fits the model states in 80 % of its memory" if ref["zero_stage"] is None else
                    f"it takes {ref['hours']:.3g} h (deadline {s['deadline_hours']} h)"
                    if ref["hours"] > s["deadline_hours"] else f"it costs ${ref['usd']:,.0f} (budget ${s['budget_usd']:,})")
-            better = f"; {best['devices']} x {best['hardware']} would do" if best else ""
+            better = "; another option meets every constraint" if best else ""
             raise CheckFailed(f"pick({s['name']!r}): {got['devices']} x {got['hardware']} does not work: {why}{better}{tip}")
-        if best is not None and ref["usd"] > best["usd"] * 1.02:
+        if best is not None and ref["usd"] > best["usd"] * 1.02:  # the message does not name the cheaper option
             raise CheckFailed(f"pick({s['name']!r}): {got['devices']} x {got['hardware']} works but costs "
-                              f"${ref['usd']:,.2f}; {best['devices']} x {best['hardware']} also meets every constraint "
-                              f"for ${best['usd']:,.2f}{tip}")
+                              f"${ref['usd']:,.2f}; another option also meets every constraint for less: did you try "
+                              f"every accelerator the team may use, on every device count?{tip}")
     if not quiet:
         print(f"\u2713 pick: the choice for each of the {len(scenarios)} scenarios (and {len(edges)} with a budget and "
               "deadline met exactly) fits, meets its deadline and budget, and is the cheapest that does")
-    return len(scenarios) + len(edges)
+    return Checked(len(scenarios) + len(edges))
 
 
 def check_option_numbers(option_numbers: Callable, scenarios: Sequence[dict], cases: Sequence[tuple] = (), *,
@@ -638,6 +700,10 @@ def check_option_numbers(option_numbers: Callable, scenarios: Sequence[dict], ca
     ``PICK_STATES_FRACTION`` of the device (it fits: at most, not less than) and 25 random jobs and options.
     """
     from . import cost
+
+    if not callable(option_numbers):
+        raise TypeError(f"option_numbers must be the function you wrote, got {type(option_numbers).__name__}")
+    _refuse_references(option_numbers, "option_numbers", hint)
 
     def ref(s, hardware, devices):
         r = _hardware_option(s, hardware, devices)
@@ -657,5 +723,19 @@ def check_option_numbers(option_numbers: Callable, scenarios: Sequence[dict], ca
                 if s["privacy"] == "regulated" else cost.priced_accelerators())
         return s, rng.choice(pool), rng.choice(PICK_DEVICE_COUNTS)
 
-    return check_function(option_numbers, fixed, reference=ref, random_inputs=random_option, rtol=1e-6, hint=hint,
-                          quiet=quiet)
+    _OUTSIDE_CALLS[0] = 0
+    refused = CheckFailed("option_numbers called the reference functions of course_lib.checks, the code that checks "
+                          "it: write the computation yourself (the definitions above say what to compute)."
+                          + (f"\nHint: {hint}" if hint else ""))
+    try:
+        checked = check_function(option_numbers, fixed, reference=ref, random_inputs=random_option, rtol=1e-6,
+                                 hint=hint, quiet=True)
+    except CheckFailed:
+        if _OUTSIDE_CALLS[0]:
+            raise refused from None
+        raise
+    if _OUTSIDE_CALLS[0]:
+        raise refused
+    if not quiet:
+        print(f"\u2713 {getattr(option_numbers, '__name__', 'option_numbers')}: all {checked} checks passed")
+    return checked
