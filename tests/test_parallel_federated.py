@@ -144,6 +144,40 @@ def test_simulation_bad_input(small):
             fed.run_fedavg(mf, clients, (split.x_test, split.y_test), rounds=1, fraction=bad)
 
 
+def test_uniform_weighting_is_the_plain_mean_of_the_updates(small):
+    """The control of notebook 06.5: weighting="uniform" averages the clients alike, "samples" by example count."""
+    split, mf = small
+    n = len(split.y_train)
+    parts = [torch.arange(0, n - 20), torch.arange(n - 20, n)]  # very unequal clients
+    test = (split.x_test, split.y_test)
+    runs = {w: fed.run_fedavg(mf, fed.make_clients(split.x_train, split.y_train, parts, mf), test, rounds=1,
+                              weighting=w) for w in fed.WEIGHTINGS}
+    torch.manual_seed(0)
+    start = mf().state_dict()
+    updates = [fed.make_clients(split.x_train, split.y_train, [p], mf)[0].local_update(
+        start, epochs=1, lr=0.1, batch_size=16, seed=cid)[0] for cid, p in enumerate(parts)]
+    for w, counts in (("samples", [n - 20, 20]), ("uniform", [1, 1])):
+        expected = fed.fedavg(updates, counts)
+        for k, v in runs[w].server.state.items():
+            assert torch.allclose(v, expected[k], atol=1e-6), (w, k)
+    assert not torch.allclose(runs["samples"].server.state["0.weight"], runs["uniform"].server.state["0.weight"])
+
+
+def test_stop_at_ends_the_run_at_the_first_round_that_reaches_it(small):
+    split, mf = small
+    clients = fed.make_clients(split.x_train, split.y_train, fed.split_clients(split.y_train, 2), mf)
+    test = (split.x_test, split.y_test)
+    full = fed.run_fedavg(mf, clients, test, rounds=6, lr=0.5)
+    target = full.acc[2]
+    stopped = fed.run_fedavg(mf, clients, test, rounds=6, lr=0.5, stop_at=target)
+    assert len(stopped.acc) == full.rounds_to(target) and stopped.acc == full.acc[:len(stopped.acc)]
+    for bad in (dict(weighting="median"), dict(stop_at=0), dict(stop_at=1.5)):
+        with pytest.raises(ValueError, match=next(iter(bad))):
+            fed.run_fedavg(mf, clients, test, rounds=1, **bad)
+    with pytest.raises(ValueError, match="weighting"):
+        fed.Server(mf(), 2, weighting="equal")
+
+
 @pytest.mark.slow
 def test_allreduce_round_equals_the_simulated_round(small):
     """One FedAvg round as 2 real processes (a weighted all-reduce) gives the simulated round's model."""

@@ -40,6 +40,9 @@ from .. import train, validate
 from ..cost import PRICE_KINDS, Price, job_cost, price_table
 
 SPLITS = ("iid", "shards", "dirichlet")
+#: How ``Server.aggregate`` weights the clients: by example count (FedAvg) or all alike (a plain mean, the
+#: control notebook 06.5 measures FedAvg's weighting against).
+WEIGHTINGS = ("samples", "uniform")
 
 
 # --------------------------------------------------------------------------------------
@@ -277,12 +280,15 @@ class Server:
     """The server: the global model's state and the round's bookkeeping, no client data (notebook 06.5).
 
     ``select`` samples the round's clients by id; ``aggregate`` applies ``fedavg`` to the updates that came
-    up the wire, weighted by the sample counts the clients reported.
+    up the wire, weighted by the sample counts the clients reported (``weighting="samples"``, FedAvg) or,
+    with ``weighting="uniform"``, all alike: the plain mean that notebook 06.5 measures FedAvg against.
     """
 
-    def __init__(self, model: nn.Module, num_clients: int, fraction: float = 1.0, seed: int = 0) -> None:
+    def __init__(self, model: nn.Module, num_clients: int, fraction: float = 1.0, seed: int = 0,
+                 weighting: str = "samples") -> None:
         self.num_clients = validate.integer("num_clients", num_clients, minimum=1)
         self.fraction = validate.fraction("fraction", fraction, allow_one=True)
+        self.weighting = validate.choice("weighting", weighting, WEIGHTINGS)
         self.state = {k: v.detach().clone() for k, v in model.state_dict().items()}
         self._rng = torch.Generator().manual_seed(seed)
 
@@ -300,8 +306,11 @@ class Server:
 
         Drift is ``1 - |sum p_k d_k| / sum p_k |d_k|`` over the clients' updates ``d_k = w_k - w``
         (p_k their weights): 0 when every client moved the model the same way, towards 1 when their
-        moves cancel out (notebook 06.5, section 2: why non-IID data needs more rounds).
+        moves cancel out (notebook 06.5, section 2: why non-IID data needs more rounds). With
+        ``weighting="uniform"`` every client counts alike, whatever its ``counts``.
         """
+        if self.weighting == "uniform":
+            counts = [1] * len(updates)
         deltas = [torch.cat([(u[k] - self.state[k]).flatten().cpu().double() for k in self.state]) for u in updates]
         p = torch.tensor([float(c) for c in counts], dtype=torch.float64)
         p = p / p.sum()
@@ -375,15 +384,18 @@ def make_clients(x: torch.Tensor, y: torch.Tensor, parts: Sequence[torch.Tensor]
 
 def run_fedavg(model_fn: Callable[[], nn.Module], clients: Sequence[Client], test: tuple[torch.Tensor, torch.Tensor], *,
                rounds: int = 50, fraction: float = 1.0, local_epochs: int = 1, lr: float = 0.1, batch_size: int = 16,
-               seed: int = 0) -> FedResult:
+               seed: int = 0, weighting: str = "samples", stop_at: float | None = None) -> FedResult:
     """Simulate FedAvg for ``rounds`` rounds and evaluate the global model after each (notebook 06.5).
 
     Per round: the server samples ``fraction`` of the clients; the global state goes down the ``Wire`` to
     each, each trains ``local_epochs`` epochs on its own data (``Client.local_update``) and sends its state
     back up the wire; the server averages them weighted by sample counts (``fedavg``). The clients are
     visited one after another in this process; ``fedavg_allreduce_round`` runs a round as real processes.
+    ``weighting="uniform"`` averages the clients alike instead (the control for FedAvg's weighting);
+    ``stop_at`` (an accuracy) ends the run after the first round that reaches it.
 
-    Raises ValueError for zero clients, ``fraction`` outside (0, 1] and non-positive counts.
+    Raises ValueError for zero clients, ``fraction`` outside (0, 1], non-positive counts, an unknown
+    ``weighting`` and a ``stop_at`` outside (0, 1].
     """
     if len(clients) == 0:
         raise ValueError("clients is empty: FedAvg needs at least one client")
@@ -391,8 +403,11 @@ def run_fedavg(model_fn: Callable[[], nn.Module], clients: Sequence[Client], tes
     local_epochs = validate.positive_int("local_epochs", local_epochs)
     batch_size = validate.positive_int("batch_size", batch_size)
     lr = validate.positive("lr", lr)
+    validate.choice("weighting", weighting, WEIGHTINGS)
+    if stop_at is not None:
+        stop_at = validate.fraction("stop_at", stop_at, allow_one=True)
     torch.manual_seed(seed)
-    server = Server(model_fn(), len(clients), fraction, seed)
+    server = Server(model_fn(), len(clients), fraction, seed, weighting)
     evaluator = model_fn()
     result = FedResult(clients_per_round=server.per_round, model_bytes=state_bytes(server.state))
     examples = 0
@@ -410,6 +425,8 @@ def run_fedavg(model_fn: Callable[[], nn.Module], clients: Sequence[Client], tes
         result.acc.append(_accuracy(evaluator, test))
         result.bytes_total.append(result.wire.total)
         result.examples.append(examples)
+        if stop_at is not None and result.acc[-1] >= stop_at:
+            break
     result.server = server
     return result
 
@@ -501,6 +518,6 @@ class _ModelFromState:
 # 07.3 extends; it is imported at the top of this module so these names keep working here.
 
 
-__all__ = ["SPLITS", "fedavg", "split_clients", "classes_per_client", "state_bytes", "Wire", "Client", "Server",
+__all__ = ["SPLITS", "WEIGHTINGS", "fedavg", "split_clients", "classes_per_client", "state_bytes", "Wire", "Client", "Server",
            "reachable_tensors", "shares_memory", "FedResult", "make_clients", "run_fedavg", "train_centralised",
            "data_bytes", "fedavg_allreduce_round", "PRICE_KINDS", "Price", "price_table", "job_cost"]
