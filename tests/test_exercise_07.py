@@ -55,6 +55,13 @@ WRONG = [
                                                    'o["usd"] < scenario["budget_usd"]'), "met exactly"),
     ("pick: a deadline met exactly is missed", _edit(PICK, 'o["hours"] <= scenario["deadline_hours"]',
                                                      'o["hours"] < scenario["deadline_hours"]'), "met exactly"),
+    ("option: the checks' own reference", "def option_numbers(scenario, hardware, devices):\n"
+     "    return checks._hardware_option(scenario, hardware, devices)", "calls _hardware_option"),
+    ("pick: the reference through a helper", "def pick(scenario):\n    return best(scenario)\n\n\ndef best(s):\n"
+     "    return min(checks._hardware_options(s), key=lambda o: o['usd'])\n\n\n" + OPTION,
+     "calls _hardware_options"),
+    ("option: the reference reached through vars()", "def option_numbers(scenario, hardware, devices):\n"
+     "    return vars(checks)['_hardware_' + 'option'](scenario, hardware, devices)", "called the reference"),
     ("pick: a bare name", _edit(PICK, 'return min(feasible, key=lambda o: o["usd"])',
                                 'return min(feasible, key=lambda o: o["usd"])["hardware"]'), "must return a dict"),
 ]
