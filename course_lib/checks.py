@@ -142,9 +142,11 @@ def check_function(fn: Callable, cases: Sequence[tuple[tuple, Any]] = (), *, ref
         raise ValueError("give fixed cases, a reference with random_inputs, or both")
     name = getattr(fn, "__name__", "your function")
     ref_name = getattr(reference, "__name__", None)
-    if reference is not None and fn is not reference and ref_name and ref_name != "<lambda>" \
-            and ref_name in _names_used(fn):
-        raise CheckFailed(f"{name} calls {ref_name}, the function this check compares it with, so it would pass "
+    used = _names_used(fn)
+    aliases = {k for k in used if getattr(fn, "__globals__", {}).get(k) is reference}  # avg = federated.fedavg
+    if reference is not None and ref_name and ref_name != "<lambda>" \
+            and (fn is reference or ref_name in used or aliases):
+        raise CheckFailed(f"{name} is or calls {ref_name}, the function this check compares it with, so it would pass "
                           "whatever it computes: write the computation yourself."
                           + (f"\nHint: {hint}" if hint else ""))
     checked = 0

@@ -24,7 +24,7 @@ def stub(m, n, k):
 
 
 def test_check_function_passes_good_code(capsys):
-    n = checks.check_function(good, [((1, 2, 3), 12)], reference=good,
+    n = checks.check_function(good, [((1, 2, 3), 12)], reference=lambda m, n, k: 2 * m * n * k,
                               random_inputs=lambda rng: (rng.randint(1, 9), rng.randint(1, 9), rng.randint(1, 9)))
     assert n == 26 and "all 26 checks passed" in capsys.readouterr().out
 
@@ -352,6 +352,14 @@ def test_check_function_refuses_code_that_calls_its_reference():
 
     with pytest.raises(checks.CheckFailed, match="calls training_flops"):
         checks.check_function(lazy, [((1, 2), 12)], reference=compute.training_flops,
+                              random_inputs=lambda rng: (rng.randint(1, 9), 2))
+    with pytest.raises(checks.CheckFailed, match="calls training_flops"):  # `my_flops = compute.training_flops`
+        checks.check_function(compute.training_flops, [((1, 2), 12)], reference=compute.training_flops,
+                              random_inputs=lambda rng: (rng.randint(1, 9), 2))
+    namespace = {"flops": compute.training_flops}  # the reference under another name, as in `flops = compute...`
+    exec("def renamed(n_params, n_tokens):\n    return flops(n_params, n_tokens)", namespace)
+    with pytest.raises(checks.CheckFailed, match="calls training_flops"):
+        checks.check_function(namespace["renamed"], [((1, 2), 12)], reference=compute.training_flops,
                               random_inputs=lambda rng: (rng.randint(1, 9), 2))
 
 
