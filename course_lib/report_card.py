@@ -26,7 +26,7 @@ from pathlib import Path
 import course_lib
 
 from . import catalog, plots
-from .benchmark.suite import HEADLINES, ResultError, load_result
+from .benchmark.suite import CV_FLAG, HEADLINES, ResultError, load_result
 
 __all__ = ["ReportCard", "write_report_card", "compare_table", "process_values", "step_times", "card_figure", "reference_rows", "summary_text",
            "hardware_count", "DEFAULT_REFERENCES", "PNG_NAME", "HTML_NAME"]
@@ -191,6 +191,12 @@ def step_times(result: dict) -> list[float] | None:
     return [1e3 * t / n for t, n in zip(seconds, steps)]
 
 
+def _median(values: Sequence[float]) -> float:
+    ordered = sorted(values)
+    mid = len(ordered) // 2
+    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
+
+
 def compare_table(results: Sequence[dict]) -> list[dict]:
     """One row per headline figure, in ``HEADLINES`` order: ``key``, ``figure`` (its name), ``unit``, ``better``
     ("higher" or "lower"), ``values`` (machine label -> value or ``None`` where not measured; labels made
@@ -199,9 +205,12 @@ def compare_table(results: Sequence[dict]) -> list[dict]:
     sentence the card shows) and ``spread`` (best over worst, >= 1; ``None`` with fewer than two values, or when
     a value is 0). A pure function of loaded results (notebook 07.1, "Compare machines").
 
-    A winner is called only when the processes do not overlap: the leader's worst process beats every other
-    result's best process. With 5 processes each and no real difference, that happens by chance with
-    probability 2 / C(10, 5) = 0.8 % per figure; otherwise the row says "within the spread: no winner". A
+    A winner is called only when the processes do not overlap (the leader's worst process beats every other
+    result's best process; with 5 processes each and no real difference, that happens by chance with
+    probability 2 / C(10, 5) = 0.8 % per figure, if the runs were interchangeable) and the medians differ by more
+    than ``CV_FLAG`` (5 %): results measured one after the other drift together (clock speeds, other programs), so
+    a small difference that does not overlap is still no evidence; otherwise the row says "within the spread: no
+    winner". A
     result without per-process figures (fewer than two processes) has no spread, and no winner is called.
     Time to accuracy is judged on its time per step (:func:`step_times`) where every result records its steps:
     the seed sets each process's number of steps, which would otherwise widen the spread by as much as an epoch
@@ -235,6 +244,9 @@ def compare_table(results: Sequence[dict]) -> list[dict]:
                 others = [v for label, v in runs.items() if label != ahead]
                 clear = (all(min(mine) > max(v) for v in others) if higher
                          else all(max(mine) < min(v) for v in others))
+                # and by more than run-to-run drift: runs made one after the other drift together (clocks, other
+                # programs), which the overlap test above cannot see
+                clear = clear and all(abs(_median(mine) / _median(v) - 1) > CV_FLAG for v in others)
                 best = ahead if clear else None
                 verdict = (f"best: {ahead}" + (f", {spread:.3g}x better than the worst" if spread else "") + per_step
                            if clear else "within the spread: no winner" + per_step)

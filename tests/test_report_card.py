@@ -86,6 +86,11 @@ def test_no_winner_inside_the_spread():
     assert by["time_to_accuracy_s"]["best"] == "b"  # lower is better: 2.5 / 1.3 s
     by = {r["key"]: r for r in report_card.compare_table([fake("a"), fake("b", 1.08)])}
     assert by["matmul_gflops"]["best"] is None and by["matmul_gflops"]["ahead"] == "b"
+    # processes that do not overlap, but medians 3 % apart: drift between runs, no winner; 10 % apart: a winner
+    tight = {r["key"]: r for r in report_card.compare_table([fake("a", jitter=0.005), fake("b", 1.03, jitter=0.005)])}
+    assert tight["matmul_gflops"]["best"] is None and tight["matmul_gflops"]["ahead"] == "b"
+    tight = {r["key"]: r for r in report_card.compare_table([fake("a", jitter=0.005), fake("b", 1.1, jitter=0.005)])}
+    assert tight["matmul_gflops"]["best"] == "b"
     # the leader must beat every other result, not only the worst one
     three = {r["key"]: r for r in report_card.compare_table([fake("a"), fake("b", 2.0), fake("c", 1.95)])}
     assert three["matmul_gflops"]["best"] is None
