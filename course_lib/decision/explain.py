@@ -172,6 +172,13 @@ def _reasons(o: Option, job: _Job, work: str, chosen_from: str, privacy: str, bu
     elif privacy == "regulated":
         out.append("Regulated data (e.g. healthcare): the data may not leave the premises, so cloud rental is left "
                    "out and only a CPU you have or hardware you buy counts.")
+        row = next((p for p in catalog.prices("purchase") if p.accelerator == o.hardware), None)
+        if row is not None and o.where != "cloud":
+            out.append(f"{row.name}: " + ("ECC memory on by default." if row.ecc and row.tier != "consumer" else
+                       "ECC memory only as an optional mode, off by default: turn it on (nvidia-smi -e 1), at some "
+                       "capacity and speed." if row.ecc else
+                       "no ECC memory: a flipped bit in the weights or the data goes unnoticed. For records you "
+                       "must be able to trust, weigh a card with ECC (pro and data-centre cards) in the table."))
         cheap = [p for p in catalog.prices("purchase") if p.accelerator is None]
         if cheap:
             out.append("Other cards in the price table have no row in the accelerator catalog, so their time is not "
