@@ -290,21 +290,30 @@ def train_epoch(model: nn.Module, loader: DataLoader, optimizer: torch.optim.Opt
 @torch.no_grad()
 def evaluate(model: nn.Module, data: Dataset | DataLoader, device: torch.device | str = "cpu",
              loss_fn: Callable | None = None, batch_size: int = 256) -> dict:
-    """Mean loss and accuracy on held-out data (model in eval mode)."""
-    loss_fn = loss_fn or nn.CrossEntropyLoss()
+    """Mean loss and accuracy on held-out data (model in eval mode). Batches take the forms ``train_step``
+    takes, ``(inputs..., target)``, and the loss defaults to the same ``default_loss`` (cross-entropy for
+    integer targets, mean squared error for float ones); accuracy counts only where the output has one
+    score per class and the target one class per example (0 otherwise)."""
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
+    loss_fn = loss_fn or default_loss
     device = as_device(device)
     loader = _loader(data, batch_size, shuffle=False, seed=0)
     model.eval()
     total_loss, correct, seen = 0.0, 0, 0
-    for x, y in loader:
-        x, y = x.to(device), y.to(device)
-        out = model(x)
-        loss = call_loss(loss_fn, out, y, (x,))
-        hits = (out.argmax(1) == y).sum() if out.dim() == 2 and y.dim() == 1 else None
+    for batch in loader:
+        inputs, y = _split_batch(batch)
+        inputs = tuple(t.to(device) for t in inputs)
+        y = y.to(device) if y is not None else None
+        out = model(*inputs)
+        loss = call_loss(loss_fn, out, y, inputs)
+        hits = ((out.argmax(1) == y).sum() if y is not None and out.dim() == 2 and y.dim() == 1
+                and not y.dtype.is_floating_point else None)
         graph_cut(device)  # one graph per batch on a TPU, read after the cut
-        total_loss += float(loss) * len(y)
+        n = len(inputs[0])
+        total_loss += float(loss) * n
         correct += int(hits) if hits is not None else 0
-        seen += len(y)
+        seen += n
     return {"loss": total_loss / max(seen, 1), "acc": correct / max(seen, 1)}
 
 
@@ -315,7 +324,8 @@ def fit(model: nn.Module, train_data: Dataset | DataLoader, *, epochs: int = 5, 
         precision: str = "fp32", micro_batches: int = 1, measure: bool = False) -> History:
     """Train ``model`` for ``epochs`` epochs and return per-epoch metrics.
 
-    ``optimizer`` is a name from OPTIMIZERS or a ready optimizer. ``device`` defaults to the
+    ``optimizer`` is a name from OPTIMIZERS or a ready optimizer. ``loss_fn`` defaults to ``default_loss``
+    (cross-entropy for integer class labels, mean squared error for float targets). ``device`` defaults to the
     model's device. ``precision``, ``micro_batches`` and ``measure`` go to ``train_step``. Each epoch
     records train loss/accuracy, seconds, examples per second and, with ``eval_data``, test
     loss/accuracy; with ``measure``, also every step's metrics (``steps``) and ``peak_bytes``.
@@ -329,7 +339,7 @@ def fit(model: nn.Module, train_data: Dataset | DataLoader, *, epochs: int = 5, 
     device = as_device(device) if device is not None else params[0].device
     model.to(device)
     opt = optimizer if isinstance(optimizer, torch.optim.Optimizer) else make_optimizer(optimizer, params, lr)
-    loss_fn = loss_fn or nn.CrossEntropyLoss()
+    loss_fn = loss_fn or default_loss  # as train_step: cross-entropy for class labels, MSE for float targets
     loader = _loader(train_data, batch_size, shuffle=True, seed=seed)
     history = History()
     tqdm = progress_bar()

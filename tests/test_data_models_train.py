@@ -389,3 +389,30 @@ def test_gradient_noise_scale_bad_input():
         train.gradient_noise_scale(torch.nn.Linear(3, 2), (x, y), max_examples=1)
     with pytest.raises(ValueError, match="at least 2"):
         train.gradient_noise_scale(torch.nn.Linear(3, 2), (x[:1], y[:1]))
+
+
+def test_fit_and_evaluate_take_what_train_step_takes():
+    """A regression (float targets) trains with the default loss, mean squared error, not cross-entropy, which
+    would see one class and give zero loss and zero gradient; evaluate takes (inputs..., target) batches."""
+    torch.manual_seed(0)
+    x = torch.randn(128, 3)
+    y = x @ torch.tensor([[1.0], [-2.0], [0.5]])
+    net = torch.nn.Linear(3, 1)
+    before = train.evaluate(net, torch.utils.data.TensorDataset(x, y))
+    assert before["loss"] == pytest.approx(float(torch.nn.functional.mse_loss(net(x), y)), rel=1e-5)
+    history = train.fit(net, torch.utils.data.TensorDataset(x, y), epochs=20, lr=0.05, batch_size=16, progress=False)
+    assert history.epochs[-1]["train_loss"] < 0.01 * before["loss"] and before["acc"] == 0
+
+    class Two(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = torch.nn.Linear(3, 10)
+
+        def forward(self, a, b):
+            return self.lin(a + b)
+
+    labels = torch.randint(0, 10, (128,))
+    got = train.evaluate(Two(), torch.utils.data.TensorDataset(x, x, labels), batch_size=32)
+    assert 0 <= got["acc"] <= 1 and got["loss"] > 0
+    with pytest.raises(TypeError, match="model"):
+        train.evaluate("not a model", torch.utils.data.TensorDataset(x, labels))
