@@ -199,7 +199,12 @@ class StreamingDataset(IterableDataset):
             chunk_bytes = 8 * MiB if budget_bytes is None else _pos_int("budget_bytes", budget_bytes) // 4
             chunk_rows = max(1, chunk_bytes // self.info.row_bytes)
         self.chunk_rows = max(_pos_int("chunk_rows", chunk_rows), 1)
-        self.shuffle, self.seed, self.drop_last, self.drop_cache = bool(shuffle), int(seed), bool(drop_last), bool(drop_cache)
+        for name, flag in (("shuffle", shuffle), ("drop_last", drop_last), ("drop_cache", drop_cache)):
+            if not isinstance(flag, bool):  # bool("no") would be True
+                raise TypeError(f"{name} must be True or False, got {flag!r}")
+        if not isinstance(seed, int) or isinstance(seed, bool):
+            raise TypeError(f"seed must be an int, got {seed!r}")
+        self.shuffle, self.seed, self.drop_last, self.drop_cache = shuffle, seed, drop_last, drop_cache
         self.epoch = 0
 
     def set_epoch(self, epoch: int) -> None:

@@ -144,3 +144,12 @@ def test_cached_fraction_and_throughput_small(small):
         disk_read_throughput(small)
     with pytest.raises(ValueError, match="block_size"):
         disk_read_throughput(small / "x.npy", block_size=0)
+
+
+def test_streaming_flags_must_be_booleans(small):
+    """bool("no") is True: a flag given as a string or a number is refused, not read as its truthiness."""
+    for bad in ({"shuffle": "no"}, {"drop_last": 1}, {"drop_cache": None}):
+        with pytest.raises(TypeError, match="must be True or False"):
+            StreamingDataset(small, batch_size=64, **bad)
+    with pytest.raises(TypeError, match="seed"):
+        StreamingDataset(small, batch_size=64, seed=1.5)
