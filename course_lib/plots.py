@@ -11,12 +11,21 @@ FIGSIZE = (7.0, 4.0)
 DPI = 90
 
 
+def _text(name: str, text: object) -> str:
+    """A label or title: a string (TypeError otherwise) that is not blank (ValueError): every plot states its
+    claim and units."""
+    if not isinstance(text, str):
+        raise TypeError(f"{name} must be a string, got {type(text).__name__}: every plot states its claim and units")
+    if not text.strip():
+        raise ValueError(f"{name} must not be empty: every plot states its claim and units")
+    return text
+
+
 def new_figure(title: str, xlabel: str, ylabel: str, *, logx: bool = False, logy: bool = False,
                figsize: tuple[float, float] = FIGSIZE):
     """A figure and axes with labelled axes (include units, e.g. 'matrix size n') and a title."""
     for name, text in (("title", title), ("xlabel", xlabel), ("ylabel", ylabel)):
-        if not isinstance(text, str) or not text.strip():
-            raise ValueError(f"{name} must be a non-empty string: every plot states its claim and units")
+        _text(name, text)
     fig, ax = plt.subplots(figsize=figsize, dpi=DPI)
     ax.set_title(title, fontsize=11)
     ax.set_xlabel(xlabel)
@@ -115,8 +124,10 @@ def tradeoff_chart(rows: Sequence, *, title: str, size_field: str = "file_bytes"
     """Every compressed variant as a point: size (KiB, log scale) against latency (ms), each point
     labelled with its name and held-out accuracy (notebook 05.4). ``rows`` are ``compression.compare.Row``."""
     rows = list(rows)
-    if not rows or not all(hasattr(r, a) for r in rows for a in ("name", size_field, "latency_s", "accuracy")):
+    if not rows:
         raise ValueError(f"rows must be a non-empty list of compare.Row (name, {size_field}, latency_s, accuracy)")
+    if not all(hasattr(r, a) for r in rows for a in ("name", size_field, "latency_s", "accuracy")):
+        raise TypeError(f"rows must be compare.Row objects (name, {size_field}, latency_s, accuracy)")
     fig, ax = new_figure(title, f"size ({size_field.replace('_bytes', '').replace('_', ' ')}, KiB)",
                          "forward latency (ms)", logx=True)
     accs = [r.accuracy for r in rows]
@@ -141,7 +152,10 @@ def timeline_chart(timelines: Mapping[str, Sequence[Sequence[tuple[str, int, flo
     scale = {"ms": 1e3, "s": 1.0}
     if unit not in scale:
         raise ValueError(f"unit must be 'ms' or 's', got {unit!r}")
-    if not isinstance(timelines, Mapping) or not timelines:
+    if not isinstance(timelines, Mapping):
+        raise TypeError(f"timelines must be a mapping: name -> per rank a list of (pass, micro_batch, start_s, "
+                        f"end_s), got {type(timelines).__name__}")
+    if not timelines:
         raise ValueError("timelines must be a non-empty mapping: name -> per rank a list of (pass, micro_batch, "
                          "start_s, end_s)")
     rows = [(name, r, rank) for name, ranks in timelines.items() for r, rank in enumerate(ranks)]
@@ -207,15 +221,18 @@ def reference_bars(panels: Sequence[Mapping], *, title: str, ncols: int = 2, log
     if not panels:
         raise ValueError("panels must be a non-empty list of mappings with title, ylabel, labels and values")
     for i, p in enumerate(panels):
+        if not isinstance(p, Mapping):
+            raise TypeError(f"panels[{i}] must be a mapping with title, ylabel, labels and values, got {type(p).__name__}")
         missing = {"title", "ylabel", "labels", "values"} - set(p)
         if missing:
             raise ValueError(f"panels[{i}] lacks {sorted(missing)}: each needs title, ylabel, labels and values")
         if len(p["labels"]) != len(p["values"]):
             raise ValueError(f"panels[{i}] has {len(p['labels'])} labels but {len(p['values'])} values")
-    if not isinstance(ncols, int) or isinstance(ncols, bool) or ncols < 1:
-        raise ValueError(f"ncols must be an int >= 1, got {ncols!r}")
-    if not isinstance(title, str) or not title.strip():
-        raise ValueError("title must be a non-empty string: the figure states its claim")
+    if not isinstance(ncols, int) or isinstance(ncols, bool):
+        raise TypeError(f"ncols must be an int, got {type(ncols).__name__}")
+    if ncols < 1:
+        raise ValueError(f"ncols must be >= 1, got {ncols!r}")
+    _text("title", title)
     ncols = min(ncols, len(panels))
     nrows = -(-len(panels) // ncols)
     fig, grid = plt.subplots(nrows, ncols, figsize=(4.6 * ncols, 2.9 * nrows + 0.7), dpi=DPI, squeeze=False)

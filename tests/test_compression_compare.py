@@ -98,8 +98,10 @@ def test_tradeoff_chart_draws_one_labelled_point_per_variant():
 
     fig, ax = plots.tradeoff_chart(ROWS, title="Smaller is not always faster")
     assert len(ax.texts) == len(ROWS) and ax.get_xscale() == "log"
-    with pytest.raises(ValueError, match="compare.Row"):
+    with pytest.raises(TypeError, match="compare.Row"):
         plots.tradeoff_chart([object()], title="x")
+    with pytest.raises(ValueError, match="compare.Row"):
+        plots.tradeoff_chart([], title="x")
     import matplotlib.pyplot as plt
 
     plt.close(fig)

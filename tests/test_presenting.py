@@ -80,6 +80,8 @@ def test_plots_have_labels():
     assert [b.get_height() for b in ax.patches] == [1, 2] and [t.get_text() for t in ax.get_xticklabels()] == ["a", "b"]
     with pytest.raises(ValueError, match="title"):
         plots.new_figure("", "x", "y")
+    with pytest.raises(TypeError, match="xlabel must be a string"):
+        plots.new_figure("t", None, "y")
     with pytest.raises(ValueError):
         plots.measured_vs_predicted([1, 2], {"a": [1]}, title="t", xlabel="x", ylabel="y")
     with pytest.raises(ValueError):

@@ -359,6 +359,12 @@ def test_reference_bars_refuses_bad_panels():
         plots.reference_bars([{"title": "t", "ylabel": "s", "labels": ["a", "b"], "values": [1]}], title="t")
     with pytest.raises(ValueError, match="title"):
         plots.reference_bars([{"title": "t", "ylabel": "s", "labels": ["a"], "values": [1]}], title=" ")
+    with pytest.raises(TypeError, match="title must be a string"):
+        plots.reference_bars([{"title": "t", "ylabel": "s", "labels": ["a"], "values": [1]}], title=3)
+    with pytest.raises(TypeError, match="panels\\[0\\] must be a mapping"):
+        plots.reference_bars([("t", "s")], title="t")
+    with pytest.raises(TypeError, match="ncols must be an int"):
+        plots.reference_bars([{"title": "t", "ylabel": "s", "labels": ["a"], "values": [1]}], title="t", ncols=1.5)
     fig, (ax,) = plots.reference_bars([{"title": "$x$ cost", "ylabel": "s", "labels": ["a"], "values": [2.0],
                                         "references": [("ceiling", 3.0)], "log": True}], title="one panel")
     assert ax.get_yscale() == "log" and ax.get_title() == r"\$x\$ cost"  # shown literally, not as math
