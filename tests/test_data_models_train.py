@@ -399,7 +399,7 @@ def test_fit_and_evaluate_take_what_train_step_takes():
     y = x @ torch.tensor([[1.0], [-2.0], [0.5]])
     net = torch.nn.Linear(3, 1)
     before = train.evaluate(net, torch.utils.data.TensorDataset(x, y))
-    assert before["loss"] == pytest.approx(float(torch.nn.functional.mse_loss(net(x), y)), rel=1e-5)
+    assert before["loss"] == pytest.approx(float(torch.nn.functional.mse_loss(net(x), y).detach()), rel=1e-5)
     history = train.fit(net, torch.utils.data.TensorDataset(x, y), epochs=20, lr=0.05, batch_size=16, progress=False)
     assert history.epochs[-1]["train_loss"] < 0.01 * before["loss"] and before["acc"] == 0
 
