@@ -17,7 +17,7 @@ takes ``bandwidth`` in **bytes per second** (not GB/s) and returns seconds. The
 reduction arithmetic (the ``gamma`` term of Thakur et al.) is left out: on real links
 it is small next to the transfer time.
 
-What the model gets wrong on a laptop or a CI VM (measured, see CONVENTIONS.md): a
+What the model gets wrong on a laptop or a shared VM (measured on 2-core machines, notebook 03): a
 single alpha-beta line fitted over 1 KB-64 MB of gloo all-reduce timings misses by up
 to 130%, because small messages are dominated by the operating system waking the
 receiving process (their latency jumps ~9x from run to run), not by the wire. Fitted

@@ -171,7 +171,7 @@ def test_fit_is_frozen():
 
 
 def test_min_bytes_drops_noisy_small_messages():
-    # Like the gloo measurements in CONVENTIONS.md: small messages pay a big, noisy
+    # Like gloo on a shared 2-core machine (notebook 03): small messages pay a big, noisy
     # wake-up latency; the line through the >= 1 MiB points is clean.
     alpha, bw = 50e-6, 1.2e9
     t = alpha + SIZES / bw

@@ -5,7 +5,7 @@ target and times how long it takes to reach it. This part measures the quality s
 
 * ``classification_metrics`` / ``regression_metrics``: accuracy, macro precision, recall and F1; MSE, MAE
   and R^2, computed by ``sklearn.metrics`` (its BLAS and OpenMP pools limited to one thread: on a 2-core
-  machine they otherwise fight torch's threads, see CONVENTIONS).
+  machine they otherwise fight torch's threads).
 * ``cross_validate``: stratified k-fold cross-validation of a small MLP on the digits, one seeded model per
   fold trained with ``course_lib.train.fit``; per-fold metrics, their mean and standard deviation.
   ``binomial_std`` is the spread a held-out accuracy has from the luck of which examples were held out.
