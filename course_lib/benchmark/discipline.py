@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from .. import bench, validate
+from .. import bench, hardware, validate
 from ..hardware import as_device, synchronize
 from ..procs import Children
 
@@ -351,12 +351,6 @@ def busy_cores(n: int = 1, *, seconds: float = 600.0, timeout: float = 60.0) -> 
         yield [pid for pid in kids.pids if pid is not None]
 
 
-def _usable_cpus() -> int:
-    import os
-
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-
-
 def _mean_call(fn, window: float) -> float:
     """Mean seconds per call over a window of at least ``window`` seconds (after one call to warm up).
 
@@ -389,7 +383,7 @@ def busy_effect(*, threads: int = 1, busy_processes: int = 1, n: int = 512, roun
     processes are started through ``course_lib.procs`` and always stopped, also on error or Ctrl-C.
     """
     threads = validate.positive_int("threads", threads)
-    cores = _usable_cpus()
+    cores = hardware.usable_cpus()
     busy_processes = validate.positive_int("busy_processes", busy_processes)
     n = validate.positive_int("n", n)
     rounds = validate.positive_int("rounds", rounds)
@@ -505,4 +499,4 @@ def busy_mechanism(*, threads: int = 2, n: int = 256, calls: int = 300, slice_pr
     slow = [t - w for t in busy if t > 3 * w]
     return BusyMechanism(float(statistics.median(gaps)) if gaps else math.nan, len(gaps), float(w), busy,
                          len(slow) / len(busy), float(statistics.median(slow)) if slow else None,
-                         float(cpu_per_wall), threads, n, _usable_cpus())
+                         float(cpu_per_wall), threads, n, hardware.usable_cpus())
