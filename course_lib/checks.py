@@ -663,9 +663,25 @@ def check_hardware_choice(pick: Callable[[dict], dict], scenarios: Sequence[dict
         if best is not None:
             edges.append({**s, "name": f"{s['name']}, budget and deadline met exactly", "budget_usd": best["usd"],
                           "deadline_hours": best["hours"]})
+    poor = None  # a team whose budget no option meets: the answer is None
+    if scenarios:
+        poor = {**scenarios[0], "name": f"{scenarios[0]['name']}, with a budget of one cent", "budget_usd": 0.01}
+        if any(o["feasible"] for o in _hardware_options(poor)):
+            poor = None
+        else:
+            edges.append(poor)
     for s in [*scenarios, *edges]:
         got = _call_refusing_references(pick, (s,), "pick", hint + (" A deadline or budget met exactly is met "
                                                                     "(<=, not <)." if s in edges else ""))
+        if got is None or s is poor:
+            nothing = not any(o["feasible"] for o in _hardware_options(s))
+            if got is None and nothing:
+                continue
+            if got is None:
+                raise CheckFailed(f"pick({s['name']!r}) returned None, but some option meets every constraint{tip}")
+            raise CheckFailed(f"pick({s['name']!r}) returned {got.get('devices') if isinstance(got, dict) else got!r} "
+                              f"x {got.get('hardware') if isinstance(got, dict) else ''}, but no option meets every "
+                              f"constraint here: return None{tip}")
         if not isinstance(got, dict) or set(_PICK_KEYS) - set(got):
             raise CheckFailed(f"pick({s['name']!r}) must return a dict with the keys {', '.join(_PICK_KEYS)}, "
                               f"got {got!r}{tip}")
@@ -689,8 +705,9 @@ def check_hardware_choice(pick: Callable[[dict], dict], scenarios: Sequence[dict
                               f"${ref['usd']:,.2f}; another option also meets every constraint for less: did you try "
                               f"every accelerator the team may use, on every device count?{tip}")
     if not quiet:
-        print(f"\u2713 pick: the choice for each of the {len(scenarios)} scenarios (and {len(edges)} with a budget and "
-              "deadline met exactly) fits, meets its deadline and budget, and is the cheapest that does")
+        print(f"\u2713 pick: the choice for each of the {len(scenarios)} scenarios (and {len(edges)} more: budgets and "
+              "deadlines met exactly, and one budget nothing meets) fits, meets its deadline and budget, and is the "
+              "cheapest that does")
     return Checked(len(scenarios) + len(edges))
 
 

@@ -43,7 +43,7 @@ WRONG = [
      None),
     ("option: 80 % exactly does not fit", _edit(OPTION, "states[z] <= capacity", "states[z] < capacity"),
      "exactly 80 %"),
-    ("pick: the fastest", _edit(PICK, 'min(feasible, key=lambda o: o["usd"])', 'min(feasible, key=lambda o: o["hours"])'),
+    ("pick: the fastest", _edit(PICK, 'min(feasible, key=lambda o: o["usd"]', 'min(feasible, key=lambda o: o["hours"]'),
      "also meets every constraint"),
     ("pick: deadline ignored", _edit(PICK, 'o["hours"] <= scenario["deadline_hours"]', "True"), "deadline"),
     ("pick: memory ignored", _edit(PICK, 'o["zero_stage"] is not None', "True"), "ZeRO stage fits"),
@@ -62,7 +62,11 @@ WRONG = [
      "calls _hardware_options"),
     ("option: the reference reached through vars()", "def option_numbers(scenario, hardware, devices):\n"
      "    return vars(checks)['_hardware_' + 'option'](scenario, hardware, devices)", "called the reference"),
-    ("pick: a bare name", _edit(PICK, 'return min(feasible, key=lambda o: o["usd"])',
+    ("pick: nothing feasible crashes", _edit(PICK, ', default=None)', ')'), "raised ValueError"),
+    ("pick: the cheapest even when it is not feasible", _edit(PICK, 'min(feasible, key=lambda o: o["usd"], default=None)',
+                                                               'min(feasible or options, key=lambda o: o["usd"])'),
+     "return None"),
+    ("pick: a bare name", _edit(PICK, 'return min(feasible, key=lambda o: o["usd"], default=None)',
                                 'return min(feasible, key=lambda o: o["usd"])["hardware"]'), "must return a dict"),
 ]
 
