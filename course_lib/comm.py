@@ -38,7 +38,6 @@ tests check that the two tables agree.
 from __future__ import annotations
 
 import math
-import numbers
 from dataclasses import dataclass
 from typing import Sequence
 

@@ -160,7 +160,6 @@ def _guarded_names(nb) -> tuple[set[str], list[tuple[int, str, set[str]]]]:
         for node in tree.body:
             guarded = (isinstance(node, ast.If) and isinstance(node.test, ast.Call)
                        and ast.unparse(node.test.func) == "device_plan.check")
-            names = {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
             if guarded:
                 assigned |= {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
             else:

@@ -7,7 +7,6 @@ import sys
 import threading
 import time
 
-import psutil
 import pytest
 
 from course_lib import procs

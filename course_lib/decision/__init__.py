@@ -33,12 +33,14 @@ rented or bought, on 1, 2, 4, ... devices) with the estimators of the earlier mo
 """
 from __future__ import annotations
 
-import math
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import replace
 
 from .. import catalog, cost, names, validate
 from ..memory.formulas import model_states_bytes
 from .assumptions import *  # noqa: F403  the constants, re-exported
+from .assumptions import (CPU_GFLOPS, CPU_MEMORY_GB, CPU_WATTS, DESK_HOST_USD, ENERGY, FLOPS_PER_PARAM_TOKEN, FRAMEWORKS,
+                          HOST_POWER_RATIO, METHODS, MICRO_BATCH, PORTING_USD, PRIVACY, PURCHASE_SHARE, QLORA_SLOWDOWN,
+                          SENSITIVE_MARKUP, STEP_TOKENS, UTILIZATION, _LORA_FRACTION)
 from .assumptions import __all__ as _constants
 from .explain import _methods, _reasons, _savers, assumptions_text
 from .options import (_WHERE, _gb, Option, Recommendation, _chip_options, _cpu_option, _Job, _money, _hours,

@@ -1,13 +1,11 @@
 """The decision guide's words (notebook 07.3): the lightweight methods to try first and the reasons for a choice."""
 from __future__ import annotations
 
-import math
-from dataclasses import asdict, dataclass, field, replace
 
-from .. import catalog, comm, cost, names, validate
+from .. import catalog, cost, names
 from ..memory.formulas import largest_model_that_fits, model_states_bytes
-from .assumptions import *  # noqa: F403
-from .options import _STRATEGY, _WHERE, _gb, Option, _Job, _electricity_usd, _hours, _micro, _money, _num, _rank, _states
+from .assumptions import (CPU_GFLOPS, DESK_HOST_W, DESK_MAX, FROZEN_BYTES, STATES_FRACTION, TOTAL_FRACTION, _LORA_FRACTION)
+from .options import _WHERE, _gb, Option, _Job, _electricity_usd, _hours, _micro, _money, _num, _rank, _states
 
 # ----------------------------------------------------------------------------- methods and reasons
 

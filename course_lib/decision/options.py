@@ -3,11 +3,13 @@ its memory layout, time, cost and energy, and why it is out. ``decision.recommen
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 
-from .. import catalog, comm, cost, names, validate
-from ..memory.formulas import largest_model_that_fits, model_states_bytes
-from .assumptions import *  # noqa: F403  the constants
+from .. import catalog, comm, cost, names
+from ..memory.formulas import model_states_bytes
+from .assumptions import (CLOUD_MIN_HOURS, CPU_NAME, CPU_NAME_GIVEN, DESK_HOST_USD, DESK_HOST_W, DESK_MAX, DEVICE_COUNTS,
+                          ELECTRICITY_ROW, FROZEN_BYTES, HOST_POWER_RATIO, PORTING_USD, PURCHASE_SHARE, STATES_FRACTION,
+                          TOTAL_FRACTION, _OWNED_MAX)
 
 _WHERE = {"cpu": "a CPU you have", "cloud": "cloud, on demand", "owned": "bought, with its host"}
 _METHOD = {"full": "full fine-tune", "lora": "LoRA", "qlora": "QLoRA (4-bit base weights)"}

@@ -41,6 +41,7 @@ state; activations are saved in 16 bits where autocast produces 16-bit tensors, 
 from __future__ import annotations
 
 import heapq
+from collections.abc import Callable
 from dataclasses import dataclass, fields
 
 import torch
@@ -94,7 +95,7 @@ class MemoryEstimate:
                  for f in fields(self) if f.name not in ("total", "peak_phase", "peak_parts")]
         lines.append(f"{'total':<16} {self.total / _MiB:10.2f} MiB  (peak during the {self.peak_phase})")
         if self.peak_parts:
-            lines.append(f"alive at that peak: " + " + ".join(f"{name} {b / _MiB:.2f}" for name, b in self.peak_parts)
+            lines.append("alive at that peak: " + " + ".join(f"{name} {b / _MiB:.2f}" for name, b in self.peak_parts)
                          + f" = {sum(b for _, b in self.peak_parts) / _MiB:.2f} MiB")
         return "\n".join(lines)
 
