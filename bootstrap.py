@@ -2,8 +2,8 @@
 """Set up the course in a local virtual environment and run one task in it.
 
     python3 bootstrap.py lab        # set up, then open JupyterLab on the course
-    python3 bootstrap.py test       # set up, then run the whole test suite
-    python3 bootstrap.py test --fast  # only the unit tests that start no notebook, browser or process
+    python3 bootstrap.py test       # set up, then run `ruff check` and the whole test suite
+    python3 bootstrap.py test --fast  # `ruff check`, then only the unit tests that start no notebook, browser or process
     python3 bootstrap.py test notebooks --plain  # the notebooks in a kernel of a plain `pip install .` (no extras)
     python3 bootstrap.py timings    # execute every notebook into build/executed/, record run times
     python3 bootstrap.py exercises  # regenerate exercises/ from solutions/
@@ -35,6 +35,8 @@ ROOT = Path(__file__).resolve().parent
 VENV = ROOT / ".venv"
 STAMP = VENV / ".course-installed"
 FULL = "lab,test,site"  # the extras `test` and `site` need; `lab` and the rest need only lab,test
+#: what `test` runs `ruff check` on before pytest (pyproject.toml [tool.ruff.lint] says which rules)
+LINTED = ("course_lib", "tools", "tests", "conftest.py", "bootstrap.py")
 
 
 def _venv_python() -> Path:
@@ -156,6 +158,12 @@ def main(argv: list[str]) -> int:
         if "--plain" in rest:
             rest = [r for r in rest if r != "--plain"]
             os.environ.update(plain_env())
+        else:  # the code's own checks first: seconds, and they name the line
+            lint = [str(python), "-m", "ruff", "check", *LINTED]
+            print("+", " ".join(lint), flush=True)
+            if subprocess.call(lint) != 0:
+                print("ruff check failed: fix the lines it names (or run `ruff check --fix`), then test again")
+                return 1
         cmd = [python, "-m", "pytest"] + rest
     elif task == "timings":
         cmd = [python, str(ROOT / "tools" / "run_notebooks.py")] + rest
