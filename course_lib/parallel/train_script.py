@@ -293,6 +293,7 @@ def main(argv: list[str] | None = None) -> dict:
                                        keep=3)
             if args.step_delay:
                 time.sleep(args.step_delay)
+        dist.barrier()  # every rank (rank 0 writing the last checkpoint) done before any tears the group down
         _log(log_path, {"event": "done", "attempt": attempt, "pid": os.getpid(), "time": time.time()})
         return {"rank": rank, "world_size": world, "attempt": attempt, "resumed_from": start,
                 "steps": args.steps, "final_loss": loss, "device": str(device)}
@@ -488,7 +489,9 @@ def random_stream_resumes(script_args: list[str], work: str | os.PathLike, *, st
     if stop_after >= planned.steps or stop_after % planned.checkpoint_every:
         raise ValueError(f"stop_after must be a step the run checkpoints before its end (a multiple of "
                          f"--checkpoint-every {planned.checkpoint_every} below --steps {planned.steps}), got {stop_after}")
-    full = run_torchrun(args, work / "uninterrupted", timeout=timeout).curve
+    # max_restarts=1: a worker that dies of something else (a crash in the communication library's teardown, say)
+    # is restarted from the checkpoint, which leaves each rank's own stream exactly where it was
+    full = run_torchrun(args, work / "uninterrupted", max_restarts=1, timeout=timeout).curve
     curves = {"uninterrupted": full}
     for name, extra in (("each rank's own stream", []), ("rank 0's stream on every rank", ["--restore-rng", "rank0"])):
         folder = work / ("each" if not extra else "rank0")
@@ -497,7 +500,7 @@ def random_stream_resumes(script_args: list[str], work: str | os.PathLike, *, st
         for path in (folder / CHECKPOINT_DIR).glob("ckpt-*.pt"):
             if int(path.stem.split("-")[1]) > stop_after:
                 path.unlink()  # as if the run had stopped after stop_after steps
-        curves[name] = run_torchrun([*args, *extra], folder, timeout=timeout).curve
+        curves[name] = run_torchrun([*args, *extra], folder, max_restarts=1, timeout=timeout).curve
     return curves
 
 
