@@ -74,7 +74,7 @@ from importlib import resources
 from types import MappingProxyType
 from typing import Any
 
-from . import names, validate
+from . import arguments, names
 
 DTYPES = names.DTYPES
 KINDS = ("gpu", "tpu")
@@ -158,7 +158,7 @@ class StorageTier:
 class Link:
     """One kind of link and what it carries **per direction** (GB/s = 10^9 bytes/s).
 
-    Rows of the link table of notebook 03 (interconnect); see ``links()``.
+    Rows of the link table; see ``links()``.
     """
 
     key: str  # short id, e.g. "pcie4-x16"
@@ -184,7 +184,7 @@ class Link:
 class Price:
     """One row of the price table (``prices()``): a price, an energy or a carbon figure, with its source.
 
-    Notebooks 06.5 (what a training job costs) and 07.3 (choosing hardware). ``kind`` is one of
+    What a training job costs, and which hardware to choose. ``kind`` is one of
     ``PRICE_KINDS``; ``value`` is in ``unit`` (USD per accelerator-hour, USD per card, USD per kWh,
     a PUE ratio, g CO2 per kWh, USD per GB).
     """
@@ -288,13 +288,13 @@ def load_table(table: str) -> Table:
 
     Raises ValueError naming the file, the row and the field for anything that does not fit.
     """
-    table = validate.choice("table", table, TABLES)
+    table = arguments.choice("table", table, TABLES)
     return parse_table(table, resources.files("course_lib").joinpath("tables", f"{table}.json").read_text(encoding="utf-8"))
 
 
 def parse_table(table: str, text: str) -> Table:
     """Check the JSON text of one table against its schema and build its rows (``load_table``'s work)."""
-    table = validate.choice("table", table, TABLES)
+    table = arguments.choice("table", table, TABLES)
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
@@ -325,7 +325,7 @@ def _of_kind(table: str, kind: str | None) -> list:
     t = load_table(table)
     if kind is None:
         return list(t.rows)
-    kind = validate.choice("kind", kind, SCHEMAS[table][1])
+    kind = arguments.choice("kind", kind, SCHEMAS[table][1])
     return [row for row in t.rows if row.kind == kind]
 
 
@@ -416,7 +416,7 @@ def get_storage(name: str) -> StorageTier:
 def links(kind: str | None = None) -> list[Link]:
     """All link rows, or only those of one ``kind`` (one of ``LINK_KINDS``).
 
-    Notebook 03 (interconnect): the link table. Raises ValueError for an unknown kind.
+    The link table. Raises ValueError for an unknown kind.
     """
     return _of_kind("links", kind)
 
@@ -424,7 +424,6 @@ def links(kind: str | None = None) -> list[Link]:
 def link_names() -> list[str]:
     """The short keys of every link row, e.g. ["pcie3-x16", ..., "mem-ddr5-4800"].
 
-    Notebook 03 (interconnect).
     """
     return list(load_table("links").by_key)
 
@@ -432,7 +431,7 @@ def link_names() -> list[str]:
 def get_link(name: str) -> Link:
     """Look up one link by key, name or alias; case, spaces and punctuation are ignored.
 
-    Notebook 03 (interconnect). "1GbE", "10GbE", "nvlink3", "NVLink 4", "pcie4",
+    "1GbE", "10GbE", "nvlink3", "NVLink 4", "pcie4",
     "PCIe 5.0 x16", "NDR", "v5e" all work. Raises TypeError if ``name`` is not a string,
     ValueError (listing the keys) if nothing matches.
     """
@@ -442,7 +441,7 @@ def get_link(name: str) -> Link:
 def link_rows() -> list[dict]:
     """One flat dict per link, ready for a table (e.g. ``pandas.DataFrame``).
 
-    Notebook 03 (interconnect): the link table, bandwidths in GB/s per direction.
+    The link table, bandwidths in GB/s per direction.
     """
     return [{"key": link.key, "name": link.name, "kind": link.kind, "bandwidth_gbs_per_direction": link.bandwidth_gbs,
              "latency_us": link.latency_us, "source": link.source} for link in links()]
@@ -462,7 +461,7 @@ def prices(kind: str | None = None) -> list[Price]:
 
 
 def price_names() -> list[str]:
-    """The short keys of every price row, e.g. ["gcp-t4", ..., "hdd"] (notebook 07.3)."""
+    """The short keys of every price row, e.g. ["gcp-t4", ..., "hdd"]."""
     return list(load_table("prices").by_key)
 
 

@@ -382,9 +382,9 @@ def gradscaler_step(grads: Sequence[torch.Tensor], scale: float, good_steps: int
 
 
 def topk_step(grad: torch.Tensor, residual: torch.Tensor, ratio: float) -> tuple[torch.Tensor, torch.Tensor]:
-    """One step of ``distributed.aggregation.TopKCompressor`` holding ``residual``: ``(sent, new residual)``,
+    """One step of ``comm.aggregation.TopKCompressor`` holding ``residual``: ``(sent, new residual)``,
     ``sent`` as a dense tensor shaped like ``grad`` (zeros where nothing is sent). Exercise 04's reference."""
-    from .distributed.aggregation import TopKCompressor
+    from .comm.aggregation import TopKCompressor
 
     compressor = TopKCompressor(ratio)
     compressor.residuals[0] = residual.detach().flatten().clone()

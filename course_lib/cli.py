@@ -28,7 +28,7 @@ def _doctor(args: argparse.Namespace) -> int:
 
     from .cpu import profile
     from .hardware import detect
-    from .report import plan_text
+    from .doctor import adaptations_text
 
     info = detect()
     now = profile()
@@ -41,7 +41,7 @@ def _doctor(args: argparse.Namespace) -> int:
     print(now.summary())
     print()
     print("What the course does here")
-    print(plan_text(info, now.plan))
+    print(adaptations_text(info, now.plan))
     return 0
 
 

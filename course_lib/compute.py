@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from . import validate
+from . import arguments
 from .catalog import Accelerator, accelerators, get_accelerator
 from .names import bytes_per_element
 from .names import dtype as dtype_name
@@ -25,7 +25,7 @@ def matmul_intensity(m: int, n: int, k: int, dtype: str = "fp32") -> float:
     this is n / 6: the bigger the matrix, the more work per byte.
     """
     for name, v in (("m", m), ("n", n), ("k", k)):
-        validate.positive_int(name, v)
+        arguments.positive_int(name, v)
     size = bytes_per_element(dtype)
     return 2 * m * n * k / (size * (m * k + k * n + m * n))
 
@@ -33,16 +33,16 @@ def matmul_intensity(m: int, n: int, k: int, dtype: str = "fp32") -> float:
 def elementwise_intensity(flops_per_element: float = 1.0, inputs: int = 2, outputs: int = 1,
                           dtype: str = "fp32") -> float:
     """FLOPs per byte of an elementwise op such as c = a + b (1 FLOP, 2 reads, 1 write: 1/12 in fp32)."""
-    validate.positive("flops_per_element", flops_per_element)
-    validate.nonnegative_int("inputs", inputs)
-    validate.positive_int("outputs", outputs)
+    arguments.positive("flops_per_element", flops_per_element)
+    arguments.nonnegative_int("inputs", inputs)
+    arguments.positive_int("outputs", outputs)
     return flops_per_element / ((inputs + outputs) * bytes_per_element(dtype))
 
 
 def roofline(intensity: float, peak_flops: float, bandwidth: float) -> float:
     """Attainable FLOP/s at a given arithmetic intensity: min(peak, intensity x bandwidth)."""
-    i = validate.positive("intensity", intensity)
-    return min(validate.positive("peak_flops", peak_flops), i * validate.positive("bandwidth", bandwidth))
+    i = arguments.positive("intensity", intensity)
+    return min(arguments.positive("peak_flops", peak_flops), i * arguments.positive("bandwidth", bandwidth))
 
 
 def roofline_regime(intensity: float, peak_flops: float, bandwidth: float) -> tuple[float, str]:
@@ -58,8 +58,7 @@ def roofline_regime(intensity: float, peak_flops: float, bandwidth: float) -> tu
 def memory_bound(intensities: dict[str, float], peak_flops: float, bandwidth: float) -> set[str]:
     """The names in ``intensities`` (name -> FLOP/byte) that are memory-bound on this processor.
 
-    Exercise 01, sections 4 and 5 (the reference their checks call); notebook 01 section 4 draws the
-    same split on the roofline plot.
+    The reference exercise 01's checks call; the roofline plot draws the same split.
     """
     if not isinstance(intensities, dict):
         raise TypeError(f"intensities must be a dict of name -> FLOP/byte, got {type(intensities).__name__}")
@@ -68,18 +67,18 @@ def memory_bound(intensities: dict[str, float], peak_flops: float, bandwidth: fl
 
 def ridge_point(peak_flops: float, bandwidth: float) -> float:
     """Intensity (FLOP/byte) where the roofline bends: peak / bandwidth."""
-    return validate.positive("peak_flops", peak_flops) / validate.positive("bandwidth", bandwidth)
+    return arguments.positive("peak_flops", peak_flops) / arguments.positive("bandwidth", bandwidth)
 
 
 def roofline_time(flops: float, nbytes: float, peak_flops: float, bandwidth: float) -> float:
     """Predicted seconds for an op: the slower of doing its FLOPs and moving its bytes."""
-    return max(validate.nonnegative("flops", flops) / validate.positive("peak_flops", peak_flops),
-               validate.nonnegative("nbytes", nbytes) / validate.positive("bandwidth", bandwidth))
+    return max(arguments.nonnegative("flops", flops) / arguments.positive("peak_flops", peak_flops),
+               arguments.nonnegative("nbytes", nbytes) / arguments.positive("bandwidth", bandwidth))
 
 
 def training_flops(n_params: float, n_tokens: float) -> float:
     """About 6 x parameters x tokens: forward 2 FLOPs per parameter per token, backward 4."""
-    return 6.0 * validate.positive("n_params", n_params) * validate.positive("n_tokens", n_tokens)
+    return 6.0 * arguments.positive("n_params", n_params) * arguments.positive("n_tokens", n_tokens)
 
 
 def time_to_train(n_params: float, n_tokens: float, peak_flops: float, utilization: float = 0.4,
@@ -89,9 +88,9 @@ def time_to_train(n_params: float, n_tokens: float, peak_flops: float, utilizati
     ``utilization`` (model FLOPs utilisation, MFU) is the fraction of peak a real job reaches:
     0.3-0.5 is typical for well-tuned large-model training, far less for tiny models.
     """
-    u = validate.fraction("utilization", utilization, allow_one=True)
-    validate.positive_int("n_devices", n_devices)
-    return training_flops(n_params, n_tokens) / (n_devices * validate.positive("peak_flops", peak_flops) * u)
+    u = arguments.fraction("utilization", utilization, allow_one=True)
+    arguments.positive_int("n_devices", n_devices)
+    return training_flops(n_params, n_tokens) / (n_devices * arguments.positive("peak_flops", peak_flops) * u)
 
 
 def days_to_train(n_params: float, n_tokens: float, peak_tflops: float, utilization: float = 0.4,
@@ -100,7 +99,7 @@ def days_to_train(n_params: float, n_tokens: float, peak_tflops: float, utilizat
 
     Exercise 01, section 3 (the reference its check calls).
     """
-    return time_to_train(n_params, n_tokens, validate.positive("peak_tflops", peak_tflops) * 1e12, utilization,
+    return time_to_train(n_params, n_tokens, arguments.positive("peak_tflops", peak_tflops) * 1e12, utilization,
                          n_devices) / 86400
 
 
@@ -139,7 +138,7 @@ def time_to_train_table(n_params: float, n_tokens: float, dtype: str = "bf16", u
 
 def format_duration(seconds: float) -> str:
     """4000 -> '1.1 h'; picks s / min / h / days / years."""
-    s = validate.nonnegative("seconds", seconds)
+    s = arguments.nonnegative("seconds", seconds)
     for unit, scale in (("years", 365 * 86400), ("days", 86400), ("h", 3600), ("min", 60)):
         if s >= scale:
             return f"{s / scale:.3g} {unit}"
@@ -148,7 +147,7 @@ def format_duration(seconds: float) -> str:
 
 def overhead_model_time(work: float, overhead_s: float, rate: float) -> float:
     """Predicted seconds = overhead + work / rate."""
-    return validate.nonnegative("overhead_s", overhead_s) + validate.nonnegative("work", work) / validate.positive("rate", rate)
+    return arguments.nonnegative("overhead_s", overhead_s) + arguments.nonnegative("work", work) / arguments.positive("rate", rate)
 
 
 def logreg_flops(n_rows: int, n_features: int, n_classes: int, iterations: int = 1,
@@ -162,7 +161,7 @@ def logreg_flops(n_rows: int, n_features: int, n_classes: int, iterations: int =
     """
     for name, v in (("n_rows", n_rows), ("n_features", n_features), ("n_classes", n_classes),
                     ("iterations", iterations)):
-        validate.positive_int(name, v)
+        arguments.positive_int(name, v)
     if not isinstance(fit_intercept, bool):
         raise TypeError(f"fit_intercept must be True or False, got {type(fit_intercept).__name__}")
     return 2.0 * 2 * n_rows * (n_features + int(fit_intercept)) * n_classes * iterations
@@ -174,7 +173,7 @@ def line_through(x0: float, y0: float, x1: float, y1: float) -> tuple[float, flo
     Notebook 01, section 5: the fixed cost of a fit and its cost per iteration, read off two fits
     that run a fixed number of iterations. ValueError if the two x values are equal.
     """
-    x0, y0, x1, y1 = (validate.number(n, v) for n, v in (("x0", x0), ("y0", y0), ("x1", x1), ("y1", y1)))
+    x0, y0, x1, y1 = (arguments.number(n, v) for n, v in (("x0", x0), ("y0", y0), ("x1", x1), ("y1", y1)))
     if x0 == x1:
         raise ValueError(f"x0 and x1 must differ to define a line, both are {x0}")
     slope = (y1 - y0) / (x1 - x0)
@@ -183,7 +182,7 @@ def line_through(x0: float, y0: float, x1: float, y1: float) -> tuple[float, flo
 
 @dataclass(frozen=True)
 class ChipScale:
-    """One accelerator per chip, per pod and per dollar (``scale_table``, notebook 01 section 7)."""
+    """One accelerator per chip, per pod and per dollar (``scale_table``)."""
 
     key: str
     name: str
@@ -220,7 +219,7 @@ def scale_table(n_params: float, n_tokens: float, names: list[str], dtype: str =
     """
     prices = {}
     for name, price in (usd_per_chip_hour or {}).items():
-        prices[get_accelerator(name).key] = validate.positive(f"usd_per_chip_hour[{name!r}]", price)
+        prices[get_accelerator(name).key] = arguments.positive(f"usd_per_chip_hour[{name!r}]", price)
     if not isinstance(names, (list, tuple)) or not names:
         raise ValueError("names must be a non-empty list of accelerator keys, e.g. ['h100-sxm', 'tpu-v5p']")
     rows = []

@@ -44,7 +44,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from . import catalog, names, validate
+from . import arguments, catalog, names
 from .catalog import PRICE_KINDS, Price
 
 #: Grid names accepted by ``training_footprint(grid=...)`` and the price-table row each one reads.
@@ -91,7 +91,7 @@ def _cloud_row(accelerator: str, spot: bool) -> Price | None:
         raise TypeError(f"accelerator must be a str, a catalog key or alias such as 't4' or 'a100-80gb'; "
                         f"got {type(accelerator).__name__}")
     acc = catalog.get_accelerator(accelerator)  # ValueError listing the catalog's keys
-    kind = "cloud-spot" if validate.boolean("spot", spot) else "cloud-on-demand"
+    kind = "cloud-spot" if arguments.boolean("spot", spot) else "cloud-on-demand"
     return next((p for p in catalog.prices(kind) if p.accelerator == acc.key), None)
 
 
@@ -100,7 +100,7 @@ def priced_accelerators(*, spot: bool = False) -> list[str]:
 
     Notebook 07.3, section 3 ("Cost and energy").
     """
-    kind = "cloud-spot" if validate.boolean("spot", spot) else "cloud-on-demand"
+    kind = "cloud-spot" if arguments.boolean("spot", spot) else "cloud-on-demand"
     return [p.accelerator for p in catalog.prices(kind) if p.accelerator is not None]
 
 
@@ -139,7 +139,7 @@ def _card(card: str) -> Price:
 
 
 def purchase_price(card: str) -> float:
-    """USD for one card: launch list price, or a round reported figure (notebook 07.3, sections 1 and 3).
+    """USD for one card: launch list price, or a round reported figure.
 
     The card alone: a data-centre card also needs its share of a server (``host_share``).
     ``card`` is a purchase row's key, name or alias ("rtx-4090", "RTX 6000 Ada", "MI300X", "H100").
@@ -149,7 +149,7 @@ def purchase_price(card: str) -> float:
 
 
 def host_share(card: str, cards: int = 1) -> dict[str, Any]:
-    """What ``cards`` bought copies of ``card`` need around them to run, by its tier (notebook 07.3, section 3).
+    """What ``cards`` bought copies of ``card`` need around them to run, by its tier.
 
     An assumption, one rule with ``host_watts``: a data-centre card (A100, H100 SXM, MI300X) runs only in a GPU
     server in a server room: ``usd`` = cards x ``SERVER_USD_PER_GPU`` (assumed 10,000 USD), ``watts`` = cards x
@@ -160,7 +160,7 @@ def host_share(card: str, cards: int = 1) -> dict[str, Any]:
     Pass your own quote to ``owned_vs_cloud`` instead. Raises ValueError for an unknown card or a count < 1.
     """
     row = _card(card)
-    cards = validate.positive_int("cards", cards)
+    cards = arguments.positive_int("cards", cards)
     if row.tier == "data-centre":
         return {"usd": cards * SERVER_USD_PER_GPU, "watts": cards * HOST_POWER_RATIO * row.power_w,
                 "pue": float(catalog.get_price(SERVER_ROOM_PUE_ROW).value), "pue_row": SERVER_ROOM_PUE_ROW,
@@ -171,15 +171,15 @@ def host_share(card: str, cards: int = 1) -> dict[str, Any]:
 
 
 def host_watts(accelerator: str, chips: int = 1, *, ratio: float = HOST_POWER_RATIO) -> float | None:
-    """Watts the host of ``chips`` chips draws in a server: chips x ``ratio`` x the chip's TDP (notebook 07.3).
+    """Watts the host of ``chips`` chips draws in a server: chips x ``ratio`` x the chip's TDP.
 
     The one host rule of the course for chips in a server (rented chips, bought data-centre GPUs; see
     ``HOST_POWER_RATIO``); None where the vendor publishes no TDP (recent TPUs). Raises ValueError for an
     unknown accelerator or a count < 1, and for a negative ``ratio``.
     """
     acc = catalog.get_accelerator(accelerator)
-    chips = validate.positive_int("chips", chips)
-    ratio = validate.nonnegative("ratio", ratio)
+    chips = arguments.positive_int("chips", chips)
+    ratio = arguments.nonnegative("ratio", ratio)
     return None if acc.power_w is None else chips * ratio * acc.power_w
 
 
@@ -202,7 +202,7 @@ def _figure(name: str, value: float | str, kind: str, unit: str,
         if row is None or row.key not in fits:
             raise ValueError(f"{name}={value!r} is not known; accepted values are {valid} or a number")
         return float(row.value), row.key
-    return validate.positive(name, value), "given"
+    return arguments.positive(name, value), "given"
 
 
 def owned_vs_cloud(card: str, *, hours_per_month: float, months: float, cloud: str | None = None,
@@ -233,14 +233,14 @@ def owned_vs_cloud(card: str, *, hours_per_month: float, months: float, cloud: s
     Raises ValueError for unknown names (listing valid ones) and out-of-range numbers.
     """
     row = _card(card)
-    hours = validate.number("hours_per_month", hours_per_month, minimum=0, maximum=744, open_low=True)
-    months = validate.positive("months", months)
-    lifetime = validate.positive("lifetime_months", lifetime_months)
-    resale = validate.number("resale_fraction", resale_fraction, minimum=0, maximum=1, open_high=True)
-    same_work = validate.boolean("same_work", same_work)
+    hours = arguments.number("hours_per_month", hours_per_month, minimum=0, maximum=744, open_low=True)
+    months = arguments.positive("months", months)
+    lifetime = arguments.positive("lifetime_months", lifetime_months)
+    resale = arguments.number("resale_fraction", resale_fraction, minimum=0, maximum=1, open_high=True)
+    same_work = arguments.boolean("same_work", same_work)
     host = host_share(row.key)
-    host_usd = host["usd"] if host_usd is None else validate.nonnegative("host_usd", host_usd)
-    host_w = host["watts"] if host_w is None else validate.nonnegative("host_w", host_w)
+    host_usd = host["usd"] if host_usd is None else arguments.nonnegative("host_usd", host_usd)
+    host_w = host["watts"] if host_w is None else arguments.nonnegative("host_w", host_w)
     usd_kwh, usd_kwh_row = _figure("electricity", electricity, "energy", "USD per kWh", ELECTRICITY)
     if pue is None:
         pue_value, pue_row = host["pue"], host["pue_row"]
@@ -281,27 +281,27 @@ def _pue(pue: float | str) -> tuple[float, str]:
     """A PUE (facility energy / IT energy, at least 1) given as a number or a price-table row."""
     if isinstance(pue, str):
         return _figure("pue", pue, "energy", "facility energy")
-    value = validate.number("pue", pue, minimum=1.0)
+    value = arguments.number("pue", pue, minimum=1.0)
     return value, "given"
 
 
 def training_footprint(flops: float, accelerator: str, *, chips: int = 1, utilization: float = 0.4,
                        dtype: str = "bf16", spot: bool = False, grid: float | str = "world",
                        pue: float | str = "pue-google", scaling_efficiency: float = 1.0) -> dict[str, Any]:
-    """Hours, USD, kWh and kg CO2 of a training job of ``flops`` FLOPs (notebook 07.3, section 3, "Cost and energy").
+    """Hours, USD, kWh and kg CO2 of a training job of ``flops`` FLOPs.
 
     ``hours`` is wall-clock time on ``chips`` chips (formulas in the module docstring); ``usd`` uses the
     on-demand (or ``spot``) price per chip-hour, ``None`` where the table has no price for the chip;
     ``kwh`` uses the catalog's TDP and ``pue`` (default Google's fleet PUE), ``None`` where the vendor
-    publishes no TDP (recent TPUs), and counts the chips only, as notebook 06.5's ``job_cost`` does (the
+    publishes no TDP (recent TPUs), and counts the chips only, as ``job_cost`` does (the
     host's draw, ``host_watts``, is left out here; the decision guide adds it); ``pue`` is a number >= 1 or a row; ``co2_kg`` uses ``grid`` (a name of ``GRIDS``, a carbon row or a
     number in g CO2 per kWh). ``note`` says what is missing. Raises ValueError for unknown names
     (listing valid ones), a dtype the chip has no peak for, and out-of-range numbers.
     """
-    flops = validate.positive("flops", flops)
-    chips = validate.positive_int("chips", chips)
-    utilization = validate.fraction("utilization", utilization, allow_one=True)
-    scaling_efficiency = validate.fraction("scaling_efficiency", scaling_efficiency, allow_one=True)
+    flops = arguments.positive("flops", flops)
+    chips = arguments.positive_int("chips", chips)
+    utilization = arguments.fraction("utilization", utilization, allow_one=True)
+    scaling_efficiency = arguments.fraction("scaling_efficiency", scaling_efficiency, allow_one=True)
     g_per_kwh, grid_row = _figure("grid", grid, "carbon", "g CO2", GRIDS)
     pue_value, _ = _pue(pue)
     acc = catalog.get_accelerator(accelerator)
@@ -384,12 +384,12 @@ def raid(level: str, disks: int, disk_tb: float, *, usd_per_tb: float | None = N
     ``usd_per_tb`` defaults to the price table's hard-disk row. Raises ValueError for an unknown
     level (listing them), too few disks, or sizes that are not positive.
     """
-    level = validate.choice("level", level, RAID_LEVELS, aliases={"raid 10": "raid10", "raid1+0": "raid10",
+    level = arguments.choice("level", level, RAID_LEVELS, aliases={"raid 10": "raid10", "raid1+0": "raid10",
                                                                    "raid 6": "raid6"})
-    disks = validate.positive_int("disks", disks)
-    disk_tb = validate.positive("disk_tb", disk_tb)
+    disks = arguments.positive_int("disks", disks)
+    disk_tb = arguments.positive("disk_tb", disk_tb)
     usd_tb = (catalog.get_price("hdd").value * 1000 if usd_per_tb is None
-              else validate.positive("usd_per_tb", usd_per_tb))
+              else arguments.positive("usd_per_tb", usd_per_tb))
     if disks < 4 or (level == "raid10" and disks % 2):
         need = "an even number of disks >= 4" if level == "raid10" else "at least 4 disks"
         raise ValueError(f"disks={disks}: {level} needs {need}")
@@ -429,10 +429,10 @@ def job_cost(flops: float, accelerator: str, *, chips: int = 8, utilization: flo
     ``energy_usd`` at the US industrial electricity price.
     Raises ValueError for an accelerator without a price row, or out-of-range arguments.
     """
-    flops = validate.positive("flops", flops)
-    chips = validate.positive_int("chips", chips)
-    utilization = validate.fraction("utilization", utilization, allow_one=True)
-    scaling_efficiency = validate.fraction("scaling_efficiency", scaling_efficiency, allow_one=True)
+    flops = arguments.positive("flops", flops)
+    chips = arguments.positive_int("chips", chips)
+    utilization = arguments.fraction("utilization", utilization, allow_one=True)
+    scaling_efficiency = arguments.fraction("scaling_efficiency", scaling_efficiency, allow_one=True)
     acc = catalog.get_accelerator(accelerator)
     row = _cloud_row(acc.key, False)
     if row is None:

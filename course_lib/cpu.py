@@ -26,11 +26,11 @@ from dataclasses import dataclass, field
 
 import torch
 
-from . import bench, validate
+from . import arguments, timing
 from .hardware import CPUInfo, detect, usable_cpus
 
 __all__ = ["Load", "ThreadPool", "Calibration", "Plan", "CPUProfile", "measure_load", "thread_pools", "set_threads",
-           "limit_threads", "calibrate", "plan", "profile", "free_cores", "BF16_MODES"]
+           "limit_threads", "calibrate", "thread_plan", "profile", "free_cores", "BF16_MODES"]
 
 BF16_MODES = ("native", "slow", "emulated", "unknown")
 _PROFILE: CPUProfile | None = None
@@ -55,14 +55,14 @@ class Load:
 
 
 def measure_load(interval: float = 0.25) -> Load:
-    """Measure how many of this process's usable CPUs other programs keep busy (notebook 00).
+    """Measure how many of this process's usable CPUs other programs keep busy.
 
     Reads the per-CPU busy time (psutil, which counts a virtual machine's steal time as busy) over
     ``interval`` seconds, and subtracts what this process itself used meanwhile.
     """
     import psutil
 
-    interval = validate.number("interval", interval, minimum=0.05, maximum=5.0)
+    interval = arguments.number("interval", interval, minimum=0.05, maximum=5.0)
     try:
         allowed = sorted(os.sched_getaffinity(0))
     except AttributeError:  # macOS, Windows
@@ -124,7 +124,7 @@ def set_threads(n: int) -> None:
     later (scipy's, when scikit-learn is first imported) read ``OPENBLAS_NUM_THREADS``, which is set
     to 1 too unless you set it yourself.
     """
-    n = validate.positive_int("n", n)
+    n = arguments.positive_int("n", n)
     from threadpoolctl import threadpool_limits
 
     torch.set_num_threads(n)
@@ -141,7 +141,7 @@ def set_threads(n: int) -> None:
 @contextlib.contextmanager
 def limit_threads(n: int) -> Iterator[None]:
     """Temporarily run every pool (PyTorch's included) on ``n`` threads."""
-    n = validate.positive_int("n", n)
+    n = arguments.positive_int("n", n)
     from threadpoolctl import threadpool_limits
 
     old = torch.get_num_threads()
@@ -173,13 +173,13 @@ class Calibration:
 
 
 def calibrate(threads: int | None = None) -> Calibration:
-    """Time n x n matrix products in fp32 and bf16 (well under a second, notebook 00).
+    """Time n x n matrix products in fp32 and bf16 (well under a second).
 
     Compares at n = 128 first; where bf16 is at least a fifth of fp32's speed the comparison is
     repeated at n = 256, where per-call overhead matters less. Each is timed by
-    ``bench.time_fn`` (its low quantile: another program can only make a run slower).
+    ``timing.time_fn`` (its low quantile: another program can only make a run slower).
     """
-    threads = torch.get_num_threads() if threads is None else validate.positive_int("threads", threads)
+    threads = torch.get_num_threads() if threads is None else arguments.positive_int("threads", threads)
     t0 = time.perf_counter()
     gen = torch.Generator().manual_seed(0)
     rates = {}
@@ -187,7 +187,7 @@ def calibrate(threads: int | None = None) -> Calibration:
         a, b = torch.randn(n, n, generator=gen), torch.randn(n, n, generator=gen)
         a16, b16 = a.bfloat16(), b.bfloat16()
         flops = 2 * n ** 3
-        rates = {kind: flops / bench.time_fn(fn, label=kind, num_threads=threads, warmup=1, min_run_time=0.03).seconds
+        rates = {kind: flops / timing.time_fn(fn, label=kind, num_threads=threads, warmup=1, min_run_time=0.03).seconds
                  for kind, fn in (("fp32", lambda: a @ b), ("bf16", lambda: a16 @ b16))}
         size = n
         if rates["bf16"] < 0.2 * rates["fp32"]:
@@ -218,7 +218,7 @@ class Plan:
     notes: tuple[str, ...] = field(default_factory=tuple)
 
 
-def plan(cpu: CPUInfo, load: Load | None = None, calibration: Calibration | None = None,
+def thread_plan(cpu: CPUInfo, load: Load | None = None, calibration: Calibration | None = None,
          pools: list[ThreadPool] | None = None) -> Plan:
     """Decide threads, bf16 handling and what to tell the learner, from facts and measurements.
 
@@ -284,7 +284,7 @@ class CPUProfile:
     plan: Plan
 
     def summary(self) -> str:
-        """A few lines for notebook 00, the start of every notebook, and ``course doctor``."""
+        """A few lines for the start of every notebook and ``course doctor``."""
         c, p = self.cpu, self.plan
         lines = [f"CPU      : {c.model} ({c.kind})",
                  f"Cores    : {p.physical_cores} physical, {p.free_cores} free right now "
@@ -300,7 +300,7 @@ class CPUProfile:
 
 def free_cores() -> int:
     """Free physical cores now: the profile's when a notebook made one, else measured in a tenth of
-    a second and remembered for 10 s (``distributed.launch`` splits them between its ranks)."""
+    a second and remembered for 10 s (``comm.launch`` splits them between its ranks)."""
     global _FREE_CORES
     if _PROFILE is not None:
         return _PROFILE.plan.free_cores
@@ -326,6 +326,6 @@ def profile(refresh: bool = False, apply: bool = True, calibration: bool = True)
         set_threads(free)
     cal = calibrate(free if apply else None) if calibration else None
     pools = thread_pools()
-    decided = plan(info, load, cal, pools)
+    decided = thread_plan(info, load, cal, pools)
     _PROFILE = CPUProfile(info, load, tuple(p for p in pools if p.owner != "torch"), cal, decided)
     return _PROFILE

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import torch
 from torch.utils.data import DataLoader, TensorDataset
 
-from . import validate
+from . import arguments
 
 
 @dataclass(frozen=True)
@@ -43,12 +43,12 @@ class Split:
                 DataLoader(self.test, batch_size=batch_size))
 
 
-_positive_int = validate.positive_int
-_fraction = validate.fraction
+_positive_int = arguments.positive_int
+_fraction = arguments.fraction
 
 
 def _split(x: torch.Tensor, y: torch.Tensor, test_fraction: float, seed: int, n_classes: int) -> Split:
-    validate.nonnegative_int("seed", seed)
+    arguments.nonnegative_int("seed", seed)
     g = torch.Generator().manual_seed(seed)
     order = torch.randperm(len(x), generator=g)
     n_test = max(1, int(round(len(x) * _fraction("test_fraction", test_fraction))))
@@ -64,8 +64,8 @@ def load_digits(test_fraction: float = 0.25, flat: bool = True, seed: int = 0, f
     """
     from sklearn.datasets import load_digits as _sk_digits
 
-    validate.boolean("flat", flat)
-    fraction = validate.fraction("fraction", fraction, allow_one=True)
+    arguments.boolean("flat", flat)
+    fraction = arguments.fraction("fraction", fraction, allow_one=True)
     raw = _sk_digits()
     x = torch.tensor(raw.data, dtype=torch.float32) / 16.0
     y = torch.tensor(raw.target, dtype=torch.long)
@@ -83,8 +83,8 @@ def make_blobs(n_samples: int = 2000, n_features: int = 32, n_classes: int = 4, 
     """Gaussian clusters, one per class, for classification at any size."""
     for name, v in (("n_samples", n_samples), ("n_features", n_features), ("n_classes", n_classes)):
         _positive_int(name, v)
-    validate.integer("n_classes", n_classes, minimum=2)
-    spread = validate.positive("spread", spread)
+    arguments.integer("n_classes", n_classes, minimum=2)
+    spread = arguments.positive("spread", spread)
     g = torch.Generator().manual_seed(seed)
     centres = torch.randn(n_classes, n_features, generator=g) * 3
     y = torch.randint(0, n_classes, (n_samples,), generator=g)
@@ -97,7 +97,7 @@ def make_regression(n_samples: int = 2000, n_features: int = 16, noise: float = 
     """y = x @ w + noise with a hidden random w (n_classes is 0: a regression target)."""
     _positive_int("n_samples", n_samples)
     _positive_int("n_features", n_features)
-    noise = validate.nonnegative("noise", noise)
+    noise = arguments.nonnegative("noise", noise)
     g = torch.Generator().manual_seed(seed)
     w = torch.randn(n_features, 1, generator=g)
     x = torch.randn(n_samples, n_features, generator=g)
@@ -113,7 +113,7 @@ def make_token_task(n_samples: int = 2000, seq_len: int = 16, vocab_size: int = 
     """
     for name, v in (("n_samples", n_samples), ("seq_len", seq_len), ("vocab_size", vocab_size)):
         _positive_int(name, v)
-    validate.integer("vocab_size", vocab_size, minimum=3)
+    arguments.integer("vocab_size", vocab_size, minimum=3)
     g = torch.Generator().manual_seed(seed)
     x = torch.randint(0, vocab_size, (n_samples, seq_len), generator=g)
     y = ((x == 1).sum(1) > (x == 2).sum(1)).long()

@@ -38,7 +38,7 @@ from pathlib import Path
 
 import torch
 
-__all__ = ["DEMOS", "GPU", "DeviceFacts", "DevicePlan", "plan", "apply", "current_plan", "EXAMPLES",
+__all__ = ["DEMOS", "GPU", "DeviceFacts", "DevicePlan", "device_plan", "apply", "current_plan", "EXAMPLES",
            "EXAMPLE_CHIPS", "decision_table", "peaks_table", "tpu_generation"]
 
 #: Demos that need something not every machine has: key -> what it is.
@@ -222,7 +222,7 @@ class DevicePlan:
         return False
 
     def report(self) -> str:
-        """The plan in words (notebook 00)."""
+        """The plan in words."""
         lines = [f"Device        : {self.device} ({self.description})",
                  f"float32       : {self.fp32_matmul}",
                  f"16-bit        : {self.half}; mixed precision {self.mixed_precision}"
@@ -234,7 +234,7 @@ class DevicePlan:
         return "\n".join(lines)
 
 
-def plan(facts: DeviceFacts) -> DevicePlan:
+def device_plan(facts: DeviceFacts) -> DevicePlan:
     """Decide device, dtypes, backend, skipped demos and hints from ``facts`` (a pure function)."""
     if not isinstance(facts, DeviceFacts):
         raise TypeError(f"facts must be a DeviceFacts, got {type(facts).__name__}")
@@ -354,13 +354,13 @@ def _xla_full_precision() -> None:  # pragma: no cover - needs torch_xla
 
 
 def current_plan(device: torch.device | str | None = None) -> DevicePlan:
-    """The plan for this machine (``plan(DeviceFacts.here())``). Pass the device a notebook actually
+    """The plan for this machine (``device_plan(DeviceFacts.here())``). Pass the device a notebook actually
     uses: forced onto the CPU (``COURSE_DEVICE=cpu``), the plan is the one for a machine whose
     accelerators PyTorch does not use, so no demo expects one."""
     facts = DeviceFacts.here()
     if device is not None and torch.device(device).type == "cpu":
         facts = replace(facts, gpus=(), mps=False, xla=False)
-    return plan(facts)
+    return device_plan(facts)
 
 
 _T4, _L4 = GPU("Tesla T4", (7, 5), 15 * 2**30), GPU("NVIDIA L4", (8, 9), 22 * 2**30)
@@ -389,7 +389,7 @@ def decision_table(examples: dict[str, DeviceFacts] | None = None) -> str:
     rows = ["| platform | device | float32 matmul | 16-bit / mixed precision | distributed backends | skipped demos | hint |",
             "|---|---|---|---|---|---|---|"]
     for name, facts in (EXAMPLES if examples is None else examples).items():
-        p = plan(facts)
+        p = device_plan(facts)
         hint = " ".join(h.split(". ")[0].rstrip(".") + "." for h in p.hints)  # first sentences
         rows.append(f"| {name} | {p.device} | {p.fp32_matmul} | {p.mixed_precision}"
                     f"{' + GradScaler' if p.grad_scaler else ''} | "
@@ -411,7 +411,7 @@ def peaks_table() -> str:
     rows = ["| platform | chip (catalog key) | fp32 TFLOP/s | 16-bit dtype the course uses | its TFLOP/s | memory GB "
             "| memory GB/s |", "|---|---|---|---|---|---|---|"]
     for name, key in EXAMPLE_CHIPS.items():
-        chip, half = get_accelerator(key), plan(EXAMPLES[name]).half
+        chip, half = get_accelerator(key), device_plan(EXAMPLES[name]).half
         fp32 = chip.peak_tflops.get("fp32")
         rows.append(f"| {name} | {chip.name} (`{key}`) | {f'{fp32:g}' if fp32 else '-'} | {half} | "
                     f"{chip.peak_tflops[half]:g} | {chip.memory_gb:g} | {chip.memory_bandwidth_gbs:g} |")

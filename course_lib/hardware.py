@@ -17,7 +17,7 @@ from pathlib import Path
 
 import torch
 
-from . import devices, names, validate
+from . import arguments, devices, names
 
 DEVICE_ENV_VAR = "COURSE_DEVICE"
 DEVICE_KINDS = names.DEVICE_KINDS
@@ -45,7 +45,7 @@ _SIMD_FLAGS = {
 
 @dataclass(frozen=True)
 class CPUInfo:
-    """The processor's fixed facts (notebook 00). ``usable_cores`` is how many logical CPUs this
+    """The processor's fixed facts. ``usable_cores`` is how many logical CPUs this
     process may run on (its affinity mask and a container's CPU quota); ``physical_cores`` never
     exceeds it."""
 
@@ -101,7 +101,7 @@ class HardwareInfo:
         return asdict(self)
 
     def report(self) -> str:
-        """A readable multi-line summary (printed by notebook 00 and ``course doctor``)."""
+        """A readable multi-line summary (``course doctor`` prints it)."""
         gib = 2**30
         c = self.cpu
         lines = [
@@ -140,7 +140,7 @@ def _sysctl(name: str) -> str:
 
 def cpu_flags() -> frozenset[str]:
     """The CPU's raw feature flags as the OS reports them (``/proc/cpuinfo`` on Linux; empty where
-    unknown): for checks finer than ``simd`` names, such as int8 units (notebook 05.2)."""
+    unknown): for checks finer than ``simd`` names, such as int8 units."""
     return frozenset(_cpu_model_and_flags()[1])
 
 
@@ -184,8 +184,8 @@ def _windows_flags() -> set[str]:
 
 def bf16_flags_known(system: str, flags: set[str] | frozenset[str]) -> bool:
     """Whether the operating system (``platform.system()``) says, in ``flags``, if this CPU has bf16 instructions:
-    Linux's /proc/cpuinfo and macOS's sysctl do, Windows reports no such feature (notebook 00 judges its bf16
-    claim only where the answer is known)."""
+    Linux's /proc/cpuinfo and macOS's sysctl do, Windows reports no such feature (judge a bf16 claim only where
+    the answer is known)."""
     return system != "Windows" and bool(flags)
 
 
@@ -491,7 +491,7 @@ def fp32_flops_per_cycle(vector_isa: str, vendor: str = "", family: int | None =
     512-bit instructions on 256-bit units (AMD Zen 4: vendor "AuthenticAMD", family 25 with AVX-512, which double-
     pumps them: 32 FLOP/cycle, as Zen 3's AVX2; Apple's M-series cores, whose four 128-bit NEON pipes give 32 where
     two-pipe Arm cores such as Neoverse N1 give 16). Notebooks 00 and 01 (the data-sheet peak)."""
-    isa = validate.choice("vector_isa", vector_isa, tuple(FP32_FLOPS_PER_CYCLE))
+    isa = arguments.choice("vector_isa", vector_isa, tuple(FP32_FLOPS_PER_CYCLE))
     if isa == "AVX-512" and vendor == "AuthenticAMD" and family == 25:
         return 32
     if isa == "NEON" and vendor == "Apple":  # M-series performance cores: four 128-bit FMA pipes, not two
@@ -529,17 +529,17 @@ def cpu_peak_flops(cores: int, ghz: float, vector_isa: str, flops_per_cycle: int
 
     A pure function: ``cpu_peak_flops(2, 2.5, "AVX2")`` is 2 x 2.5e9 x 32 = 160 GFLOP/s.
     """
-    validate.positive_int("cores", cores)
-    validate.positive("ghz", ghz)
-    isa = validate.choice("vector_isa", vector_isa, tuple(FP32_FLOPS_PER_CYCLE))
-    per_cycle = FP32_FLOPS_PER_CYCLE[isa] if flops_per_cycle is None else validate.positive_int(
+    arguments.positive_int("cores", cores)
+    arguments.positive("ghz", ghz)
+    isa = arguments.choice("vector_isa", vector_isa, tuple(FP32_FLOPS_PER_CYCLE))
+    per_cycle = FP32_FLOPS_PER_CYCLE[isa] if flops_per_cycle is None else arguments.positive_int(
         "flops_per_cycle", flops_per_cycle)
     return cores * ghz * 1e9 * per_cycle
 
 
 def seed_everything(seed: int = 0) -> int:
     """Seed Python, numpy and torch (all devices) so deterministic cells repeat exactly."""
-    validate.nonnegative_int("seed", seed)
+    arguments.nonnegative_int("seed", seed)
     import numpy as np
 
     random.seed(seed)

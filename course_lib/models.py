@@ -11,9 +11,9 @@ from collections.abc import Iterable
 import torch
 from torch import nn
 
-from . import names, validate
+from . import arguments, names
 
-_pos = validate.positive_int
+_pos = arguments.positive_int
 
 
 class MLP(nn.Sequential):
@@ -26,7 +26,7 @@ class MLP(nn.Sequential):
         _pos("out_features", out_features)
         for w in widths:
             _pos("hidden", w)
-        validate.number("dropout", dropout, minimum=0, maximum=1, open_high=True)
+        arguments.number("dropout", dropout, minimum=0, maximum=1, open_high=True)
         layers: list[nn.Module] = []
         prev = in_features
         for w in widths:
@@ -72,7 +72,7 @@ class TinyTransformer(nn.Module):
                         ("n_heads", n_heads), ("n_layers", n_layers), ("n_classes", n_classes),
                         ("ff_mult", ff_mult)):
             _pos(name, v)
-        validate.number("dropout", dropout, minimum=0, maximum=1, open_high=True)
+        arguments.number("dropout", dropout, minimum=0, maximum=1, open_high=True)
         if d_model % n_heads:
             raise ValueError(f"d_model ({d_model}) must be divisible by n_heads ({n_heads})")
         self.embed = nn.Embedding(vocab_size, d_model)
@@ -101,11 +101,11 @@ def make_optimizer(name: str, params: Iterable[torch.nn.Parameter], lr: float = 
     multi-tensor implementation (faster, but with temporaries the size of the parameters).
     """
     name = names.optimizer(name)
-    lr = validate.positive("lr", lr)
+    lr = arguments.positive("lr", lr)
     if weight_decay is None:
         weight_decay = ADAMW_DEFAULT_WEIGHT_DECAY if name == "adamw" else 0.0
-    weight_decay = validate.nonnegative("weight_decay", weight_decay)
-    validate.optional(validate.boolean, "foreach", foreach)
+    weight_decay = arguments.nonnegative("weight_decay", weight_decay)
+    arguments.optional(arguments.boolean, "foreach", foreach)
     if name in ("sgd", "momentum"):
         return torch.optim.SGD(params, lr=lr, momentum=0.9 if name == "momentum" else 0.0,
                                weight_decay=weight_decay, foreach=foreach)
@@ -119,12 +119,12 @@ MODELS = {"mlp": MLP, "cnn": SmallCNN, "transformer": TinyTransformer}
 
 def build_model(name: str, **kwargs) -> nn.Module:
     """Make one of the course models by name: 'mlp', 'cnn' or 'transformer' (any case)."""
-    return MODELS[validate.choice("name", name, MODELS)](**kwargs)
+    return MODELS[arguments.choice("name", name, MODELS)](**kwargs)
 
 
 def count_parameters(model: nn.Module, trainable_only: bool = True) -> int:
     """Number of (trainable) parameters."""
     if not isinstance(model, nn.Module):
         raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
-    validate.boolean("trainable_only", trainable_only)
+    arguments.boolean("trainable_only", trainable_only)
     return sum(p.numel() for p in model.parameters() if p.requires_grad or not trainable_only)

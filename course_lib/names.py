@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import validate
+from . import arguments
 
 __all__ = ["DTYPES", "TENSOR_DTYPES", "PRECISIONS", "OPTIMIZERS", "DEVICE_KINDS", "OPTIMIZER_STATE_BUFFERS",
            "dtype", "tensor_dtype", "torch_dtype", "bytes_per_element", "precision", "precision_dtype",
@@ -61,7 +61,7 @@ def dtype(value: Any, name: str = "dtype", accepted: tuple[str, ...] = DTYPES) -
             raise TypeError(f"{name} must be a dtype name such as 'fp32' or a torch.dtype; accepted values are "
                             f"{accepted}, got {type(value).__name__} {value!r}")
         value = from_torch
-    return validate.choice(name, value, accepted, aliases={k: v for k, v in _DTYPE_ALIASES.items() if v in accepted})
+    return arguments.choice(name, value, accepted, aliases={k: v for k, v in _DTYPE_ALIASES.items() if v in accepted})
 
 
 def tensor_dtype(value: Any, name: str = "dtype") -> str:
@@ -85,7 +85,7 @@ def bytes_per_element(value: Any, name: str = "dtype") -> int:
 
 def precision(value: Any, name: str = "precision") -> str:
     """One of ``PRECISIONS`` (``"bf16"`` is read as ``"bf16-mixed"``)."""
-    return validate.choice(name, value, PRECISIONS, aliases=_PRECISION_ALIASES)
+    return arguments.choice(name, value, PRECISIONS, aliases=_PRECISION_ALIASES)
 
 
 def precision_dtype(value: Any) -> str | None:
@@ -95,7 +95,7 @@ def precision_dtype(value: Any) -> str | None:
 
 def optimizer(value: Any, name: str = "optimizer") -> str:
     """One of ``OPTIMIZERS``."""
-    return validate.choice(name, value, OPTIMIZERS, aliases={"sgd-momentum": "momentum"})
+    return arguments.choice(name, value, OPTIMIZERS, aliases={"sgd-momentum": "momentum"})
 
 
 def device_kind(value: Any, name: str = "device") -> str:
@@ -103,4 +103,4 @@ def device_kind(value: Any, name: str = "device") -> str:
     if isinstance(value, str) and value.strip().lower() in ("gpu", "tpu"):
         hint = "'cuda' (NVIDIA GPUs)" if value.strip().lower() == "gpu" else "'xla' (TPUs, through torch_xla)"
         raise ValueError(f"{name} {value!r} is not known; accepted values are {DEVICE_KINDS}: use {hint}")
-    return validate.choice(name, value, DEVICE_KINDS)
+    return arguments.choice(name, value, DEVICE_KINDS)

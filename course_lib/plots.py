@@ -122,7 +122,7 @@ def estimate_vs_measured(labels: Sequence[str], estimated: Sequence[float], meas
 
 def tradeoff_chart(rows: Sequence, *, title: str, size_field: str = "file_bytes"):
     """Every compressed variant as a point: size (KiB, log scale) against latency (ms), each point
-    labelled with its name and held-out accuracy (notebook 05.4). ``rows`` are ``compression.compare.Row``."""
+    labelled with its name and held-out accuracy. ``rows`` are ``compression.compare.Row``."""
     rows = list(rows)
     if not rows:
         raise ValueError(f"rows must be a non-empty list of compare.Row (name, {size_field}, latency_s, accuracy)")
@@ -205,7 +205,7 @@ def _short_number(value: float) -> str:
 def reference_bars(panels: Sequence[Mapping], *, title: str, ncols: int = 2, log_spread: float = 10.0):
     """Small multiples: one panel of bars per quantity, one bar per machine (same colour in every panel),
     the value written on each bar, and dashed horizontal reference lines labelled with their name
-    (notebook 07.1: the report card, with catalog peaks as references).
+    (the report card, with catalog peaks as references).
 
     Each panel is a mapping with ``title``, ``ylabel`` (the unit), ``labels`` (one per bar), ``values`` (numbers,
     ``None`` where a machine did not measure it), optional ``references`` (``(text, value)`` pairs) and optional
@@ -287,3 +287,30 @@ def reference_bars(panels: Sequence[Mapping], *, title: str, ncols: int = 2, log
     fig.suptitle(_plain(title), fontsize=11)
     fig.tight_layout(rect=(0, 0, 1, 0.97))
     return fig, axes[: len(panels)]
+
+
+def resource_use(runs: Mapping, *, title: str = "Resource use during training"):
+    """CPU use (% of one core) and resident memory (MiB) against time for each labelled run, side by
+    side; a third panel shows GPU memory when a run sampled one. Returns (fig, axes)."""
+    if not isinstance(runs, Mapping) or not runs:
+        raise ValueError("runs must be a non-empty mapping of label -> benchmark.monitor.ResourceSampler")
+    mib = 2**20
+    gpu = any(r.device.type == "cuda" for r in runs.values())
+    fig, axes = plt.subplots(1, 3 if gpu else 2, figsize=(10.0 if gpu else 8.0, 3.4), dpi=90)
+    for label, r in runs.items():
+        t = r.series("t")
+        axes[0].plot(t[1:], r.series("process_cpu_percent")[1:], "o-", ms=3, label=label)
+        axes[1].plot(t, [b / mib for b in r.series("rss_bytes")], "o-", ms=3, label=label)
+        if gpu:
+            axes[2].plot(t, [(b or 0) / mib for b in r.series("gpu_allocated_bytes")], "o-", ms=3, label=label)
+    labels = [("CPU use of this process", "% of one core"), ("Resident memory (RSS)", "MiB")]
+    labels += [("GPU memory allocated", "MiB")] if gpu else []
+    for ax, (what, unit) in zip(axes, labels):
+        ax.set_title(what, fontsize=10)
+        ax.set_xlabel("time since start (s)")
+        ax.set_ylabel(unit)
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.suptitle(title, fontsize=11)
+    fig.tight_layout()
+    return fig, axes

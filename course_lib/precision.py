@@ -43,7 +43,7 @@ from typing import Any, NamedTuple
 import torch
 from torch import nn
 
-from . import devices, hardware, names, validate
+from . import arguments, devices, hardware, names
 from .train import FP16_ON_CPU
 
 __all__ = ["FORMATS", "STORAGE_FORMATS", "COMPUTE_DTYPES", "NumberFormat", "CastResult", "EmulatedDtypeWarning",
@@ -82,12 +82,12 @@ _NOTES = {
 
 
 class EmulatedDtypeWarning(UserWarning):
-    """A dtype that works on this device, but in software: far slower than fp32 (notebook 04)."""
+    """A dtype that works on this device, but in software: far slower than fp32."""
 
 
 @dataclass(frozen=True)
 class NumberFormat:
-    """One floating-point format (notebook 04's table of formats).
+    """One floating-point format.
 
     ``smallest_normal`` is ``torch.finfo``'s ``tiny``; below it values are subnormal (fewer
     significant bits) down to ``smallest_subnormal``, under which they round to 0. ``eps`` is the
@@ -130,8 +130,8 @@ class NumberFormat:
 
 @dataclass(frozen=True)
 class CastResult:
-    """What casting non-zero values to ``dtype`` (after multiplying by ``scale``) did to them
-    (notebook 04). Fractions are of the ``nonzero`` values examined; ``normal`` is the rest."""
+    """What casting non-zero values to ``dtype`` (after multiplying by ``scale``) did to them.
+    Fractions are of the ``nonzero`` values examined; ``normal`` is the rest."""
 
     dtype: str
     scale: float
@@ -156,7 +156,7 @@ class CastResult:
 def format_name(value: Any, name: str = "dtype", accepted: tuple[str, ...] = FORMATS) -> str:
     """The course's name of a number format: ``torch.float8_e4m3fn`` -> ``"fp8-e4m3"``, ``"half"`` -> ``"fp16"``.
 
-    Used by every function of this module (notebook 04). TypeError for something that is not a
+    Used by every function of this module. TypeError for something that is not a
     name or a ``torch.dtype``; ValueError, listing ``accepted``, for an unknown or refused one.
     """
     if isinstance(value, torch.dtype):
@@ -172,7 +172,7 @@ def format_name(value: Any, name: str = "dtype", accepted: tuple[str, ...] = FOR
         if key == "tf32" and "tf32" not in accepted:
             raise ValueError(f"{name} 'tf32' is a matmul mode, not a storage type: tensors stay fp32 (same range, "
                              f"so the same underflow as fp32); accepted values are {accepted}")
-    result = validate.choice(name, value, accepted,
+    result = arguments.choice(name, value, accepted,
                              aliases={k: v for k, v in _ALIASES.items() if v in accepted})
     return result
 
@@ -181,17 +181,17 @@ def format_from_bits(exponent_bits: int, mantissa_bits: int, *, has_inf: bool = 
                      name: str = "custom") -> NumberFormat:
     """A binary floating-point format from its bit layout: 1 sign bit, ``exponent_bits``, ``mantissa_bits``.
 
-    Notebook 04 builds tf32 (8 exponent, 10 mantissa bits) with it, and checks that it reproduces
-    ``torch.finfo`` for the formats PyTorch has. The exponent bias is ``2**(e-1) - 1``; normal
+    It builds tf32 (8 exponent, 10 mantissa bits), and reproduces ``torch.finfo`` for the formats
+    PyTorch has. The exponent bias is ``2**(e-1) - 1``; normal
     numbers are ``1.m * 2**(x - bias)``. With ``has_inf`` (IEEE 754) the all-ones exponent is kept
     for infinities and NaN, so ``max = (2 - 2**-m) * 2**bias``. Without it (the "fn" formats, as
     fp8-e4m3) that exponent holds normal numbers too and only the all-ones pattern is NaN, so
     ``max = (2 - 2**(1-m)) * 2**(bias+1)``: 448 for e4m3. Subnormals reach down to
     ``2**(1 - bias - m)``.
     """
-    e = validate.integer("exponent_bits", exponent_bits, minimum=2, maximum=15)
-    m = validate.integer("mantissa_bits", mantissa_bits, minimum=1, maximum=112)
-    validate.boolean("has_inf", has_inf)
+    e = arguments.integer("exponent_bits", exponent_bits, minimum=2, maximum=15)
+    m = arguments.integer("mantissa_bits", mantissa_bits, minimum=1, maximum=112)
+    arguments.boolean("has_inf", has_inf)
     if not isinstance(name, str):
         raise TypeError(f"name must be a str, got {type(name).__name__}")
     bias = 2 ** (e - 1) - 1
@@ -221,7 +221,7 @@ def _from_finfo(key: str) -> NumberFormat:
 
 @functools.lru_cache(maxsize=1)
 def number_formats() -> tuple[NumberFormat, ...]:
-    """fp32, tf32, bf16, fp16, fp8-e4m3 and fp8-e5m2 (notebook 04's table of formats).
+    """fp32, tf32, bf16, fp16, fp8-e4m3 and fp8-e5m2.
 
     Every value of a PyTorch dtype is read from ``torch.finfo`` (the smallest subnormal is
     ``tiny * eps``; whether infinities exist is found by casting inf); tf32, which PyTorch has no
@@ -255,7 +255,7 @@ def format_table() -> list[str]:
 # gradients on that scale
 
 def gradient_values(model: nn.Module) -> torch.Tensor:
-    """Every parameter gradient of ``model`` as one flat fp32 tensor on the CPU (notebook 04).
+    """Every parameter gradient of ``model`` as one flat fp32 tensor on the CPU.
 
     Call it after ``backward()``, or inside ``train_step``'s ``before_update`` hook: the training
     step releases gradients after its update. ValueError when no parameter has a gradient.
@@ -283,7 +283,7 @@ def gradients_while_training(model: nn.Module, batch: Sequence[torch.Tensor], at
 
     if not isinstance(model, nn.Module):
         raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
-    wanted = set(validate.int_list("at_steps", at_steps, minimum=0))
+    wanted = set(arguments.int_list("at_steps", at_steps, minimum=0))
     opt = make_optimizer(optimizer, model.parameters(), lr=lr)
     found: dict[int, torch.Tensor] = {}
     for step in range(max(wanted) + 1):
@@ -338,7 +338,7 @@ def loss_scale_rescue(values: torch.Tensor, dtype: Any, scale: float) -> CastRes
     gradients move up out of the underflow range, large ones may overflow.
     """
     key = format_name(dtype, accepted=STORAGE_FORMATS)
-    scale = validate.positive("scale", scale)
+    scale = arguments.positive("scale", scale)
     return _cast(_nonzero_values(values), key, scale)
 
 
@@ -352,7 +352,7 @@ def largest_safe_scale(values: torch.Tensor, dtype: Any, *, max_scale: float | N
     (at most 2**127) and at most ``max_scale`` when given. Each candidate is checked by a real cast.
     """
     key = format_name(dtype, accepted=STORAGE_FORMATS)
-    validate.optional(validate.positive, "max_scale", max_scale)
+    arguments.optional(arguments.positive, "max_scale", max_scale)
     x = _nonzero_values(values)
     fmt = number_format(key)
     top = 127 if max_scale is None else min(127, math.floor(math.log2(max_scale)))
@@ -397,7 +397,7 @@ def _device_kind(device: Any) -> tuple[str, int]:
 
 def check_compute_dtype(dtype: Any, device: torch.device | str = "cpu", *, cpu: hardware.CPUInfo | None = None,
                         gpu: devices.GPU | None = None, warn: bool = True) -> str:
-    """Refuse or flag a compute dtype that would run far slower than fp32 on ``device`` (notebook 04).
+    """Refuse or flag a compute dtype that would run far slower than fp32 on ``device``.
 
     * fp16 on a CPU without fp16 arithmetic raises ValueError: no fp16 units, so every operation
       converts its inputs and runs in a slow fallback, hundreds of times slower than fp32 (a step
@@ -409,14 +409,14 @@ def check_compute_dtype(dtype: Any, device: torch.device | str = "cpu", *, cpu: 
       memory, but runs in software. fp16 on a CPU with fp16 units warns that PyTorch uses them in
       few kernels.
 
-    Other devices (MPS, TPU) return "": ``devices.plan`` picks the 16-bit dtype they compute in.
+    Other devices (MPS, TPU) return "": ``devices.device_plan`` picks the 16-bit dtype they compute in.
     Returns the note ("" when the dtype runs in hardware). ``warn=False`` returns it without the
     warning (stored notebooks print it instead). ``cpu``/``gpu`` describe another machine (tests,
     "what would happen on ..."); by default this machine's are read.
     """
     key = _compute_dtype(dtype)
     kind, index = _device_kind(device)
-    validate.boolean("warn", warn)
+    arguments.boolean("warn", warn)
     if cpu is not None and not isinstance(cpu, hardware.CPUInfo):
         raise TypeError(f"cpu must be a hardware.CPUInfo, got {type(cpu).__name__}")
     if gpu is not None and not isinstance(gpu, devices.GPU):
@@ -453,7 +453,7 @@ def check_compute_dtype(dtype: Any, device: torch.device | str = "cpu", *, cpu: 
 
 @dataclass(frozen=True)
 class BackwardUnderflow:
-    """What one backward pass in a 16-bit format lost, against the same pass in fp32 (notebook 04).
+    """What one backward pass in a 16-bit format lost, against the same pass in fp32.
 
     ``layers``: for each layer with parameters, ``(name, nonzero, lost)``: how many entries of the
     gradient of its *output* (the activation gradient the backward pass carries, a 16-bit tensor under
@@ -531,7 +531,7 @@ def backward_underflow(model: nn.Module, batch: Sequence[torch.Tensor], dtype: A
     if not isinstance(model, nn.Module):
         raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
     key = format_name(dtype, accepted=("fp16", "bf16"))
-    scale = validate.positive("scale", scale)
+    scale = arguments.positive("scale", scale)
     if not isinstance(batch, (tuple, list)) or len(batch) != 2 or not all(isinstance(t, torch.Tensor) for t in batch):
         raise TypeError("batch must be a pair (inputs, targets) of tensors")
     params = list(model.parameters())
@@ -577,10 +577,10 @@ def weights_run(weights: Any, make_model: Any, batch: Sequence[torch.Tensor], *,
     from .train import default_loss, train_step
 
     key = format_name(weights, "weights", accepted=("fp32", "bf16"))
-    validate.function("make_model", make_model)
-    steps = validate.positive_int("steps", steps)
-    batch_size = validate.positive_int("batch_size", batch_size)
-    seed = validate.nonnegative_int("seed", seed)
+    arguments.function("make_model", make_model)
+    steps = arguments.positive_int("steps", steps)
+    batch_size = arguments.positive_int("batch_size", batch_size)
+    seed = arguments.nonnegative_int("seed", seed)
     if not isinstance(batch, (tuple, list)) or len(batch) != 2 or not all(isinstance(t, torch.Tensor) for t in batch):
         raise TypeError("batch must be a pair (inputs, targets) of tensors")
     torch.manual_seed(seed)
@@ -640,7 +640,7 @@ def _transposed(t: torch.Tensor) -> bool:
 
 
 def record_matmuls(fn: Any) -> list[Product]:
-    """Call ``fn()`` once and list the matrix products it ran (notebook 04: where a step's time goes).
+    """Call ``fn()`` once and list the matrix products it ran (where a step's time goes).
 
     A ``TorchDispatchMode`` sees every ``aten.mm``/``addmm`` (``batch`` 1) and ``bmm``/``baddbmm``
     below autograd, so the backward pass's products are listed too: a ``Linear`` layer shows up as
@@ -650,7 +650,7 @@ def record_matmuls(fn: Any) -> list[Product]:
     """
     from torch.utils._python_dispatch import TorchDispatchMode
 
-    validate.function("fn", fn)
+    arguments.function("fn", fn)
     found: list[Product] = []
     ops = {getattr(torch.ops.aten, name).default: name for name in _MATMULS}
 
@@ -676,7 +676,7 @@ def _operand(batch: int, rows: int, cols: int, transposed: bool, gen: torch.Gene
 
 def products_fn(products: Sequence[Product], dtype: Any, device: torch.device | str = "cpu"):
     """A no-argument function that runs ``products`` (from :func:`record_matmuls`) on random ``dtype``
-    matrices of the same shapes and layouts, one after the other (notebook 04: a step's products
+    matrices of the same shapes and layouts, one after the other (a step's products
     without the rest of the step)."""
     key = format_name(dtype, accepted=("fp32", "bf16", "fp16"))
     dev = torch.device(device) if isinstance(device, str) else device
@@ -690,7 +690,7 @@ def products_fn(products: Sequence[Product], dtype: Any, device: torch.device | 
     pairs = []
     for p in products:
         for size in (p.batch, p.m, p.k, p.n):
-            validate.positive_int("every size of products", size)
+            arguments.positive_int("every size of products", size)
         a = _operand(p.batch, p.m, p.k, p.a_t, gen).to(dev, _TORCH[key])
         b = _operand(p.batch, p.k, p.n, p.b_t, gen).to(dev, _TORCH[key])
         pairs.append((a, b))
@@ -703,7 +703,7 @@ def products_fn(products: Sequence[Product], dtype: Any, device: torch.device | 
 
 
 def predicted_step_ratio(share: float, product_ratio: float, rest_ratio: float = 1.0) -> float:
-    """Mixed-precision step time over fp32 step time, from the step's parts (notebook 04):
+    """Mixed-precision step time over fp32 step time, from the step's parts:
     ``share x product_ratio + (1 - share) x rest_ratio``.
 
     ``share`` is the fraction of the fp32 step spent in matrix products, ``product_ratio`` their
@@ -711,16 +711,16 @@ def predicted_step_ratio(share: float, product_ratio: float, rest_ratio: float =
     elementwise work, autocast's casts): about 1, since 16 bits do not speed them up much on a CPU.
     Amdahl's law: a step whose products take 10 % of its time can gain at most 10 %.
     """
-    share = validate.number("share", share, minimum=0, maximum=1)
-    product_ratio = validate.positive("product_ratio", product_ratio)
-    rest_ratio = validate.positive("rest_ratio", rest_ratio)
+    share = arguments.number("share", share, minimum=0, maximum=1)
+    product_ratio = arguments.positive("product_ratio", product_ratio)
+    rest_ratio = arguments.positive("rest_ratio", rest_ratio)
     return share * product_ratio + (1 - share) * rest_ratio
 
 
 @dataclass(frozen=True)
 class StepDecomposition:
     """A training step split into its matrix products and the rest, in fp32 and mixed precision,
-    all timed interleaved (notebook 04). Seconds per call; ``casts_low``: autocast's casts of every
+    all timed interleaved. Seconds per call; ``casts_low``: autocast's casts of every
     weight to 16 bits and of every weight gradient back to fp32, timed alone; ``noisy``: a timing
     spread widely."""
 
@@ -788,14 +788,14 @@ def step_decomposition(make_model: Any, batch: Sequence[torch.Tensor], *, low: s
 
     The products are the ones :func:`record_matmuls` sees in one fp32 step, replayed on random
     matrices (:func:`products_fn`); ``train.make_step_fn`` makes the steps (each its own model, the
-    same seed). ``bench.compare_interleaved`` times the five, ``rounds`` rounds. Autocast casts the
+    same seed). ``timing.compare_interleaved`` times the five, ``rounds`` rounds. Autocast casts the
     weights of products (``Linear``, convolutions), so the casts timed are those of every parameter
     with two or more dimensions.
     """
-    from . import bench
+    from . import timing
     from .train import make_step_fn
 
-    validate.function("make_model", make_model)
+    arguments.function("make_model", make_model)
     low = names.precision(low)
     if low == "fp32":
         raise ValueError("low must be a mixed precision ('bf16-mixed' or 'fp16-mixed'), not 'fp32'")
@@ -816,6 +816,6 @@ def step_decomposition(make_model: Any, batch: Sequence[torch.Tensor], *, low: s
     fns = {"step fp32": steps["fp32"], f"step {low}": steps[low],
            "products fp32": products_fn(shapes, "fp32", dev), f"products {half}": products_fn(shapes, half, dev),
            "casts": _casts_fn(built[low], _TORCH[half])}
-    timed = bench.compare_interleaved(fns, rounds=rounds, device=dev, min_run_time=min_run_time)
+    timed = timing.compare_interleaved(fns, rounds=rounds, device=dev, min_run_time=min_run_time)
     s = [timed[k].seconds for k in fns]
     return StepDecomposition(len(batch[0]), low, len(shapes), *s, any(t.noisy for t in timed.values()))

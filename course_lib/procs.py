@@ -1,7 +1,7 @@
-"""Worker processes that never outlive their caller (notebooks 02 and 03, every distributed module).
+"""Worker processes that never outlive their caller (the capped memory runs, every multi-process demo).
 
 :class:`Children` runs importable Python functions in separate processes and stops them together.
-``distributed.launch`` (one process per rank) and ``memlimit.run_with_memory_limit`` (one capped
+``comm.launch`` (one process per rank) and ``limit.run_with_memory_limit`` (one capped
 process) are both built on it, so they share these guarantees:
 
 * **Ordinary processes in a session of their own.** A child is not a daemon, so it may start
@@ -63,7 +63,7 @@ _LOG_TAIL_CHARS = 3000
 def quiet_native_stderr() -> Iterator[None]:
     """Silence what C++ code writes to file descriptor 2 meanwhile (``torch.profiler`` prints its own start and
     stop lines there; they are not warnings, and a notebook would show them as errors). Python's warnings and
-    exceptions still come through ``sys.stderr`` afterwards. Used by notebooks 05.2 and 07.2."""
+    exceptions still come through ``sys.stderr`` afterwards."""
     try:
         saved = os.dup(2)
     except OSError:
@@ -82,12 +82,11 @@ def quiet_native_stderr() -> Iterator[None]:
 # what can be sent to a child
 
 def require_importable(fn: Callable[..., Any], name: str = "fn",
-                       examples: str = "course_lib.memlimit and course_lib.distributed have examples") -> None:
+                       examples: str = "course_lib.memory.limit and course_lib.comm have examples") -> None:
     """Raise a helpful TypeError unless ``fn`` can be sent to a child process.
 
     A child imports ``fn`` by its module and name, so it must be a module-level function in a
-    ``.py`` file, and picklable. Used by ``run_with_memory_limit`` and ``distributed.launch``
-    (notebooks 02 and 03).
+    ``.py`` file, and picklable. Used by ``run_with_memory_limit`` and ``comm.launch``.
     """
     if not callable(fn):
         raise TypeError(f"{name} must be a callable, got {type(fn).__name__}")
@@ -599,7 +598,7 @@ def helper_processes() -> list:
 def leftover_processes() -> list:
     """Processes started from this one that are still running (psutil objects): children,
     grandchildren, and children of the forkserver, except the helpers themselves and zombies
-    waiting to be reaped. Notebooks 02 and 03 and the tests use it to show that nothing is left behind.
+    waiting to be reaped. The launches and the tests use it to show that nothing is left behind.
     """
     import psutil
 

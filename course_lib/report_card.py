@@ -137,7 +137,7 @@ def _hardware_key(result: dict) -> tuple:
 def hardware_count(results: Sequence[dict]) -> int:
     """How many different hardware descriptions the results hold (platform, CPU model, cores, RAM and
     accelerators): 1 when every result comes from one machine, e.g. at different settings or with another
-    program running. Two machines of the same model count as one. Notebook 07.1, "Compare machines"."""
+    program running. Two machines of the same model count as one."""
     return len({_hardware_key(r) for r in results})
 
 
@@ -159,8 +159,7 @@ def _compared(n_results: int, n_hardware: int) -> str:
 
 def process_values(result: dict, key: str) -> list[float] | None:
     """A result's figure ``key`` in each of its fresh processes (``details["repeatability"]["per_process"]``), or
-    ``None`` where the result holds fewer than two (a result without a recorded spread). Notebook 07.1,
-    "Compare machines"."""
+    ``None`` where the result holds fewer than two (a result without a recorded spread)."""
     if not isinstance(result, dict):
         raise TypeError(f"result must be a loaded benchmark result (a dict), got {type(result).__name__}")
     if key not in HEADLINES:
@@ -175,7 +174,7 @@ def process_values(result: dict, key: str) -> list[float] | None:
 
 def step_times(result: dict) -> list[float] | None:
     """A result's time-to-accuracy run of each process divided by its steps (ms per step), or ``None`` where the
-    result does not record its steps per process (notebook 07.1, "Compare machines").
+    result does not record its steps per process.
 
     Each process trains from its own seed, and the seed sets how many steps it needs; every result uses the same
     seeds, so the time per step is the part of time to accuracy that the machine decides."""
@@ -203,7 +202,7 @@ def compare_table(results: Sequence[dict]) -> list[dict]:
     unique as on the card), ``ahead`` (the label with the best value, or ``None`` when no result measured it),
     ``best`` (``ahead`` only where the difference exceeds the measured spread, else ``None``), ``verdict`` (the
     sentence the card shows) and ``spread`` (best over worst, >= 1; ``None`` with fewer than two values, or when
-    a value is 0). A pure function of loaded results (notebook 07.1, "Compare machines").
+    a value is 0). A pure function of loaded results.
 
     A winner is called only when the processes do not overlap (the leader's worst process beats every other
     result's best process; with 5 processes each and no real difference, that happens by chance with
@@ -257,7 +256,7 @@ def compare_table(results: Sequence[dict]) -> list[dict]:
 
 def reference_rows(references: Iterable[str] = DEFAULT_REFERENCES) -> list[dict]:
     """The catalog rows drawn as reference lines, with the numbers the card uses (GFLOP/s, GB/s) and their
-    sources. Unknown names: ValueError listing the catalog's keys (notebook 07.1, "Compare machines")."""
+    sources. Unknown names: ValueError listing the catalog's keys."""
     if isinstance(references, str):
         references = [references]
     rows, seen = [], set()
@@ -297,8 +296,7 @@ def _clip(text: str, n: int) -> str:
 
 def card_figure(card: ReportCard):
     """The card's chart as a matplotlib figure and its panel axes, to show in a notebook (the PNG is this figure):
-    one panel per headline figure, one bar per result, the reference accelerators as dashed lines
-    (notebook 07.1, "Compare machines")."""
+    one panel per headline figure, one bar per result, the reference accelerators as dashed lines."""
     rows, refs, labels = card.rows, card.references, card.labels or _labels(card.results)
 
     panels = []

@@ -23,7 +23,7 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader, Dataset
 
-from . import names, validate
+from . import arguments, names
 from .hardware import as_device, graph_cut, peak_rss_bytes, reset_peak_rss, synchronize
 from .models import OPTIMIZERS, make_optimizer  # noqa: F401  (re-exported: train.make_optimizer)
 
@@ -49,7 +49,7 @@ def _loader(data: Dataset | DataLoader, batch_size: int, shuffle: bool, seed: in
         return data
     if not isinstance(data, Dataset):
         raise TypeError(f"data must be a torch Dataset or DataLoader, got {type(data).__name__}")
-    batch_size = validate.positive_int("batch_size", batch_size)
+    batch_size = arguments.positive_int("batch_size", batch_size)
     return DataLoader(data, batch_size=batch_size, shuffle=shuffle,
                       generator=torch.Generator().manual_seed(seed))
 
@@ -74,7 +74,7 @@ def call_loss(loss_fn: Callable, out: torch.Tensor, target: torch.Tensor | None,
               inputs: tuple[torch.Tensor, ...]) -> torch.Tensor:
     """``loss_fn(out, target)``, or ``loss_fn(out, target, inputs)`` for a loss whose ``wants_inputs``
     attribute is true: a loss that looks at the batch's inputs too (knowledge distillation runs its
-    teacher on them; notebook 05.3)."""
+    teacher on them)."""
     if getattr(loss_fn, "wants_inputs", False):
         return loss_fn(out, target, inputs)
     return loss_fn(out, target)
@@ -178,7 +178,7 @@ def train_step(model: nn.Module, batch: Sequence[torch.Tensor | None] | torch.Te
     inputs)`` (``call_loss``: a distillation loss runs its teacher on the inputs). ``device``
     defaults to the model's.
 
-    * ``micro_batches > 1`` is gradient accumulation (notebook 02: memory): the batch is split into
+    * ``micro_batches > 1`` is gradient accumulation (memory): the batch is split into
       that many slices, each slice's loss is scaled by its share of the batch and back-propagated on
       its own (only one slice's activations are alive at a time), and the summed gradients make one
       optimizer step: the same update as the whole batch for a loss that averages over examples
@@ -198,10 +198,10 @@ def train_step(model: nn.Module, batch: Sequence[torch.Tensor | None] | torch.Te
         raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
     if not isinstance(optimizer, torch.optim.Optimizer):
         raise TypeError(f"optimizer must be a torch.optim.Optimizer (see make_optimizer), got {type(optimizer).__name__}")
-    micro_batches = validate.positive_int("micro_batches", micro_batches)
+    micro_batches = arguments.positive_int("micro_batches", micro_batches)
     precision = names.precision(precision)
     if before_update is not None:
-        validate.function("before_update", before_update)
+        arguments.function("before_update", before_update)
     if device is None:
         first = next(model.parameters(), None)
         device = first.device if first is not None else torch.device("cpu")
@@ -332,7 +332,7 @@ def fit(model: nn.Module, train_data: Dataset | DataLoader, *, epochs: int = 5, 
     """
     if not isinstance(model, nn.Module):
         raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
-    validate.positive_int("epochs", epochs)
+    arguments.positive_int("epochs", epochs)
     params = list(model.parameters())
     if not params:
         raise ValueError("model has no parameters to train")
@@ -388,7 +388,7 @@ def measure_input_pipeline(loader: DataLoader, step: Callable[[torch.Tensor, tor
     """
     if not isinstance(loader, DataLoader):
         raise TypeError(f"loader must be a torch DataLoader, got {type(loader).__name__}")
-    validate.optional(validate.positive_int, "max_batches", max_batches)
+    arguments.optional(arguments.positive_int, "max_batches", max_batches)
     wait = compute = 0.0
     batches = 0
     it = iter(loader)
@@ -432,7 +432,7 @@ class ExampleCurve:
 
     def at(self, examples: int) -> dict:
         """Held-out metrics at the last evaluation with at most ``examples`` examples seen."""
-        examples = validate.nonnegative_int("examples", examples)
+        examples = arguments.nonnegative_int("examples", examples)
         i = max(j for j, e in enumerate(self.examples) if e <= examples)
         return {"examples": self.examples[i], "acc": self.test_acc[i], "loss": self.test_loss[i]}
 
@@ -449,16 +449,16 @@ def progress_by_examples(make_model: Callable[[], nn.Module], train_data: Datase
     sees ``batch_size`` examples) through ``train_step`` with ``micro_batches`` (accumulation), and is
     evaluated on ``eval_data`` before training and ``evals_per_epoch`` times an epoch.
     """
-    validate.function("make_model", make_model)
+    arguments.function("make_model", make_model)
     for name, value in (("train_data", train_data), ("eval_data", eval_data)):
         if not isinstance(value, Dataset):
             raise TypeError(f"{name} must be a torch Dataset, got {type(value).__name__}")
-    batch_size = validate.positive_int("batch_size", batch_size)
-    lr = validate.positive("lr", lr)
-    epochs = validate.positive_int("epochs", epochs)
-    micro_batches = validate.positive_int("micro_batches", micro_batches)
-    evals_per_epoch = validate.positive_int("evals_per_epoch", evals_per_epoch)
-    seed = validate.nonnegative_int("seed", seed)
+    batch_size = arguments.positive_int("batch_size", batch_size)
+    lr = arguments.positive("lr", lr)
+    epochs = arguments.positive_int("epochs", epochs)
+    micro_batches = arguments.positive_int("micro_batches", micro_batches)
+    evals_per_epoch = arguments.positive_int("evals_per_epoch", evals_per_epoch)
+    seed = arguments.nonnegative_int("seed", seed)
     if batch_size > len(train_data):
         raise ValueError(f"batch_size ({batch_size}) is larger than the training set ({len(train_data)} examples)")
     if micro_batches > batch_size:
@@ -512,7 +512,7 @@ def gradient_noise_scale(model: nn.Module, data: Dataset | Sequence[torch.Tensor
         raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
     if any(isinstance(m, nn.modules.batchnorm._BatchNorm) for m in model.modules()):
         raise ValueError("model has BatchNorm: per-example gradients are not defined when examples share statistics")
-    max_examples = validate.integer("max_examples", max_examples, minimum=2)
+    max_examples = arguments.integer("max_examples", max_examples, minimum=2)
     if isinstance(data, Dataset) and hasattr(data, "tensors"):
         x, y = data.tensors[0], data.tensors[-1]
     elif isinstance(data, (tuple, list)) and len(data) == 2 and all(isinstance(t, torch.Tensor) for t in data):

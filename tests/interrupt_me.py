@@ -10,20 +10,21 @@ where phase is "startup" (the ranks had not all joined yet) or "run".
 import sys
 import time
 
-from course_lib import distributed, memlimit
+from course_lib import comm
+from course_lib.memory import limit
 
 if __name__ == "__main__":
     print("ready", flush=True)
     t0 = time.perf_counter()
     try:
         if sys.argv[1] == "launch":
-            distributed.launch(distributed.demo_sleep_on_rank, 2, rank_to_sleep=1, seconds=3600, timeout=3600)
+            comm.launch(comm.demo_sleep_on_rank, 2, rank_to_sleep=1, seconds=3600, timeout=3600)
         elif sys.argv[1] == "launch-workers":
-            distributed.launch(distributed.demo_workers_then_hang, 2, sys.argv[2], timeout=3600)
+            comm.launch(comm.demo_workers_then_hang, 2, sys.argv[2], timeout=3600)
         else:
-            memlimit.run_with_memory_limit(time.sleep, 2**28, 3600, timeout=3600)
+            limit.run_with_memory_limit(time.sleep, 2**28, 3600, timeout=3600)
     except KeyboardInterrupt:
-        stats = distributed.last_launch_stats()
+        stats = comm.last_launch_stats()
         phase = "startup" if stats.get("startup_s") is None else "run"
         print(f"interrupted {time.perf_counter() - t0:.3f} {phase} {stats.get('port')}", flush=True)
         sys.exit(0)

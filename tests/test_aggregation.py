@@ -1,4 +1,4 @@
-"""Tests of course_lib.distributed.aggregation (notebook 04, efficient aggregation).
+"""Tests of course_lib.comm.aggregation (notebook 04, efficient aggregation).
 
 The formulas against hand-computed values, the top-k compressor with error feedback in one
 process, and one 2-rank training run of every method (all in one launch, a few seconds) where the
@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from course_lib import models
-from course_lib.distributed import aggregation as agg
+from course_lib.comm import aggregation as agg
 
 N = 4810  # the digits MLP 64 -> 64 -> 10: 64*64 + 64 + 10*64 + 10
 SHAPES = [(64, 64), (64,), (10, 64), (10,)]

@@ -1,10 +1,10 @@
-"""course_lib.distributed.async_sgd: Hogwild! on shared memory beside synchronous DDP (notebook 06.1, section 4)."""
+"""course_lib.comm.async_sgd: Hogwild! on shared memory beside synchronous DDP (notebook 06.1, section 4)."""
 from __future__ import annotations
 
 import pytest
 import torch
 
-from course_lib.distributed import async_sgd, run_hogwild, run_sync
+from course_lib.comm import async_sgd, run_hogwild, run_sync
 from course_lib.parallel.data_parallel import max_abs_difference
 
 

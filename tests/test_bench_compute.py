@@ -3,12 +3,12 @@ import math
 import pytest
 import torch
 
-from course_lib import bench, compute
+from course_lib import compute, timing
 
 
 def test_time_fn_reports_a_low_quantile_and_the_spread():
     x = torch.randn(256, 256)
-    t = bench.time_fn(lambda: x @ x, label="mm", min_run_time=0.02)
+    t = timing.time_fn(lambda: x @ x, label="mm", min_run_time=0.02)
     assert 0 < t.min_s <= t.seconds <= t.median_s and t.repeats >= 1 and t.spread >= 0
     assert t.num_threads == torch.get_num_threads() and "mm" in str(t)
 
@@ -16,13 +16,13 @@ def test_time_fn_reports_a_low_quantile_and_the_spread():
 def test_the_low_quantile_ignores_interference():
     # three of ten repetitions hit by another program: the reported time is the undisturbed one
     times = [1.0] * 7 + [10.0, 20.0, 30.0]
-    assert bench.quantile(times, bench.LOW_QUANTILE) == 1.0
-    assert bench._spread(times) > bench.NOISY_SPREAD and bench._spread([1.0, 1.1, 1.05]) < bench.NOISY_SPREAD
+    assert timing.quantile(times, timing.LOW_QUANTILE) == 1.0
+    assert timing._spread(times) > timing.NOISY_SPREAD and timing._spread([1.0, 1.1, 1.05]) < timing.NOISY_SPREAD
 
 
 def test_time_fn_orders_work():
     small, big = torch.randn(32, 32), torch.randn(384, 384)
-    r = bench.compare_interleaved({"small": lambda: small @ small, "big": lambda: big @ big}, rounds=3,
+    r = timing.compare_interleaved({"small": lambda: small @ small, "big": lambda: big @ big}, rounds=3,
                                   min_run_time=0.02)
     # 384^3 / 32^3 = 1728x more arithmetic; even with call overhead the big one is far slower
     assert r["big"].seconds > 5 * r["small"].seconds, (r["big"], r["small"])
@@ -30,41 +30,41 @@ def test_time_fn_orders_work():
 
 def test_bad_timing_arguments():
     with pytest.raises(TypeError):
-        bench.time_fn(42)
+        timing.time_fn(42)
     with pytest.raises(ValueError, match="min_run_time"):
-        bench.time_fn(lambda: None, min_run_time=-1)
+        timing.time_fn(lambda: None, min_run_time=-1)
     with pytest.raises(ValueError, match="num_threads"):
-        bench.time_fn(lambda: None, num_threads=0)
+        timing.time_fn(lambda: None, num_threads=0)
     with pytest.raises(ValueError, match="fns"):
-        bench.compare_interleaved({})
+        timing.compare_interleaved({})
     with pytest.raises(ValueError, match="threads"):
-        with bench.num_threads_set(0):
+        with timing.num_threads_set(0):
             pass
 
 
 def test_num_threads_restored():
     before = torch.get_num_threads()
-    with bench.num_threads_set(1):
+    with timing.num_threads_set(1):
         assert torch.get_num_threads() == 1
     assert torch.get_num_threads() == before
 
 
 def test_flop_counting_matches_formula():
     a, b = torch.randn(12, 7), torch.randn(7, 5)
-    assert bench.count_flops(torch.mm, a, b) == bench.matmul_flops(12, 5, 7) == 2 * 12 * 5 * 7
+    assert timing.count_flops(torch.mm, a, b) == timing.matmul_flops(12, 5, 7) == 2 * 12 * 5 * 7
     lin = torch.nn.Linear(16, 8)
-    assert bench.count_flops(lin, torch.randn(4, 16)) == 2 * 4 * 16 * 8
+    assert timing.count_flops(lin, torch.randn(4, 16)) == 2 * 4 * 16 * 8
 
 
 def test_rates_and_dtypes():
-    assert bench.achieved_flops(2e9, 0.01) == pytest.approx(2e11)
-    assert bench.achieved_bandwidth(1e9, 0.5) == pytest.approx(2e9)
-    assert bench.format_rate(1.8e11) == "180 GFLOP/s"
-    assert bench.format_seconds(1.2e-5) == "12 us"
-    assert bench.bytes_per_element("bf16") == 2 and bench.bytes_per_element(torch.float32) == 4
+    assert timing.achieved_flops(2e9, 0.01) == pytest.approx(2e11)
+    assert timing.achieved_bandwidth(1e9, 0.5) == pytest.approx(2e9)
+    assert timing.format_rate(1.8e11) == "180 GFLOP/s"
+    assert timing.format_seconds(1.2e-5) == "12 us"
+    assert timing.bytes_per_element("bf16") == 2 and timing.bytes_per_element(torch.float32) == 4
     with pytest.raises(ValueError, match="accepted values"):
-        bench.to_dtype("fp12")
-    for bad in ((bench.achieved_flops, (1, 0)), (bench.achieved_bandwidth, (-1, 1)), (bench.matmul_flops, (0, 1, 1))):
+        timing.to_dtype("fp12")
+    for bad in ((timing.achieved_flops, (1, 0)), (timing.achieved_bandwidth, (-1, 1)), (timing.matmul_flops, (0, 1, 1))):
         with pytest.raises(ValueError):
             bad[0](*bad[1])
 
@@ -72,21 +72,21 @@ def test_rates_and_dtypes():
 def fixed_timing(seconds):
     def fake(fn, **kwargs):
         fn()  # the operation still runs once
-        return bench.Timing("fake", seconds, seconds, seconds, 0.0, 1, 1, "cpu")
+        return timing.Timing("fake", seconds, seconds, seconds, 0.0, 1, 1, "cpu")
     return fake
 
 
 def test_throughput_sweep_counts_2n3_flops(monkeypatch):
-    monkeypatch.setattr(bench, "time_fn", fixed_timing(0.5))
-    pts = bench.matmul_throughput([8, 128])
+    monkeypatch.setattr(timing, "time_fn", fixed_timing(0.5))
+    pts = timing.matmul_throughput([8, 128])
     assert [p.size for p in pts] == [8, 128]
     assert [p.flops_per_s for p in pts] == [2 * 8**3 / 0.5, 2 * 128**3 / 0.5]
     with pytest.raises(ValueError):
-        bench.matmul_throughput([])
+        timing.matmul_throughput([])
     with pytest.raises(TypeError):
-        bench.matmul_throughput([8.5])
+        timing.matmul_throughput([8.5])
     with pytest.raises(ValueError):
-        bench.memory_bandwidth(10)
+        timing.memory_bandwidth(10)
 
 
 def test_intensity_formulas():
@@ -130,12 +130,12 @@ def test_training_time():
 
 @pytest.mark.parametrize("kernel, arrays", [("copy", 2), ("scale", 2), ("add", 3), ("triad", 3)])
 def test_stream_kernels_count_every_array_once(monkeypatch, kernel, arrays):
-    monkeypatch.setattr(bench, "time_fn", fixed_timing(0.25))
-    assert bench.stream_bandwidth(4 * 2**20, kernel=kernel) == arrays * 4 * 2**20 / 0.25
+    monkeypatch.setattr(timing, "time_fn", fixed_timing(0.25))
+    assert timing.stream_bandwidth(4 * 2**20, kernel=kernel) == arrays * 4 * 2**20 / 0.25
 
 
 def test_stream_kernels_run_and_agree():
-    bw = {k: bench.stream_bandwidth(4 * 2**20, kernel=k, min_run_time=0.02) for k in bench.STREAM_KERNELS}
+    bw = {k: timing.stream_bandwidth(4 * 2**20, kernel=k, min_run_time=0.02) for k in timing.STREAM_KERNELS}
     assert all(math.isfinite(v) and v > 0 for v in bw.values()), bw
     # all four are memory-bound, so their bandwidths agree far better than their FLOPs (0 to 2 per element)
     assert max(bw.values()) < 5 * min(bw.values()), bw
@@ -143,24 +143,24 @@ def test_stream_kernels_run_and_agree():
 
 def test_stream_and_host_copies_reject_bad_input():
     with pytest.raises(ValueError, match="accepted values"):
-        bench.stream_bandwidth(kernel="daxpy")
+        timing.stream_bandwidth(kernel="daxpy")
     with pytest.raises(ValueError, match="'gpu' is not known"):
-        bench.stream_bandwidth(2**20, device="gpu")
+        timing.stream_bandwidth(2**20, device="gpu")
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA: host-to-device copies work here")
 def test_host_copies_need_cuda():
     with pytest.raises(ValueError, match="CUDA"):
-        bench.host_to_device_bandwidth(2**20, device="cpu")
+        timing.host_to_device_bandwidth(2**20, device="cpu")
 
 
 def test_wrong_types_get_type_errors():
     with pytest.raises(TypeError, match="flops"):
-        bench.achieved_flops("1e9", 1)
+        timing.achieved_flops("1e9", 1)
     with pytest.raises(ValueError, match="'gpu' is not known"):
-        bench.time_fn(lambda: None, device="gpu")
+        timing.time_fn(lambda: None, device="gpu")
     with pytest.raises(TypeError, match="min_run_time"):
-        bench.time_fn(lambda: None, min_run_time="0.1")
+        timing.time_fn(lambda: None, min_run_time="0.1")
 
 
 def test_roofline_regime_and_memory_bound_split_at_the_ridge():
@@ -235,10 +235,10 @@ def test_svm_and_the_6nd_rule_as_notebook_01_prints_them():
     torch.manual_seed(0)
     tiny = models.TinyTransformer(vocab_size=32, seq_len=16, d_model=64, n_layers=2)
     tok = torch.randint(0, 32, (64, 16))
-    counted = bench.count_flops(train.make_step_fn(tiny, tok, torch.randint(0, 2, (64,))))
+    counted = timing.count_flops(train.make_step_fn(tiny, tok, torch.randint(0, 2, (64,))))
     assert 0.75 < counted / compute.training_flops(models.count_parameters(tiny), tok.numel()) < 1.25
     mlp = models.MLP(64, [1024, 1024], 10)
     n = models.count_parameters(mlp)
     for b in (8, 64):
         step = train.make_step_fn(mlp, torch.randn(b, 64), torch.randint(0, 10, (b,)), optimizer="sgd", lr=1e-3)
-        assert bench.count_flops(step) / (6 * n * b) == pytest.approx(0.979, abs=0.003)
+        assert timing.count_flops(step) / (6 * n * b) == pytest.approx(0.979, abs=0.003)

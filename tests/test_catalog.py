@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from course_lib import catalog
-from course_lib.catalog import DTYPES, Accelerator
+from course_lib.catalog import Accelerator, DTYPES
 
 REQUIRED_KEYS = {
     "t4", "p100-16gb", "v100-16gb", "a100-40gb", "a100-80gb", "l4", "h100-sxm",
@@ -296,7 +296,7 @@ def test_catalog_rows_unknown_dtype():
 # ---- module hygiene --------------------------------------------------------------
 
 
-STDLIB_ONLY = ("catalog", "names", "validate")  # the catalog and the course modules it may use
+STDLIB_ONLY = ("catalog", "names", "arguments")  # the catalog and the course modules it may use
 
 
 @pytest.mark.parametrize("module", STDLIB_ONLY)

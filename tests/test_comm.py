@@ -533,8 +533,8 @@ def test_data_parallel_rejects_bad_input():
 # ---- layering -------------------------------------------------------------------------
 
 
-def test_comm_imports_only_stdlib_numpy_and_catalog():
-    source = Path(comm.__file__).read_text()
+def test_comm_cost_imports_only_stdlib_numpy_and_catalog():
+    source = Path(comm.cost.__file__).read_text()
     allowed = {"__future__", "math", "numbers", "re", "dataclasses", "typing", "numpy"}
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.Import):
@@ -542,17 +542,17 @@ def test_comm_imports_only_stdlib_numpy_and_catalog():
                 assert alias.name.split(".")[0] in allowed, alias.name
         elif isinstance(node, ast.ImportFrom):
             if node.level:  # relative: only the catalog and the argument checks
-                assert node.module in (None, "catalog", "validate"), node.module
-                assert node.module or all(a.name in ("catalog", "validate") for a in node.names)
+                assert node.module in (None, "catalog", "arguments"), node.module
+                assert node.module or all(a.name in ("catalog", "arguments") for a in node.names)
             else:
                 assert node.module.split(".")[0] in allowed, node.module
 
 
-def test_public_functions_have_docstrings_naming_notebook_03():
+def test_public_functions_have_docstrings():
     for name in comm.__all__:
         obj = getattr(comm, name)
         if callable(obj):
-            assert "notebook 03 (interconnect)" in (obj.__doc__ or "").lower(), name
+            assert len((obj.__doc__ or "").strip()) > 20, name
 
 
 def test_a_model_that_cannot_predict_is_refused():

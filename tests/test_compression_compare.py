@@ -29,45 +29,45 @@ ROWS = [_row("fp32", 400, 2.0, 0.97, latency1_us=50), _row("int8", 100, 3.0, 0.9
 
 
 def test_recommend_picks_the_best_on_the_constraint_within_the_accuracy_budget():
-    assert compare.recommend(ROWS, "memory").name == "int8"
-    assert compare.recommend(ROWS, "throughput").name == "structured"  # 0.8 points below the baseline: allowed
-    assert compare.recommend(ROWS, "latency").name == "structured"  # batch 1: 30 us against 50
-    assert compare.recommend(ROWS, "bandwidth").name == "pruned 90%"
-    assert compare.recommend(ROWS, "throughput", max_accuracy_drop=0.1).name == "student"
-    assert compare.recommend(ROWS, "Throughput", max_accuracy_drop=0.0).name == "fp32"  # only the baseline is left
-    assert compare.recommend(ROWS, "memory", baseline="structured", max_accuracy_drop=0.0).name == "int8"
-    assert compare.recommend(ROWS, "memory", max_accuracy_drop=0.1, post_training_only=True).name == "int8"
-    assert compare.recommend(ROWS, "throughput", post_training_only=True).name == "fp32"  # int8 is slower here
+    assert compare.best_variant(ROWS, "memory").name == "int8"
+    assert compare.best_variant(ROWS, "throughput").name == "structured"  # 0.8 points below the baseline: allowed
+    assert compare.best_variant(ROWS, "latency").name == "structured"  # batch 1: 30 us against 50
+    assert compare.best_variant(ROWS, "bandwidth").name == "pruned 90%"
+    assert compare.best_variant(ROWS, "throughput", max_accuracy_drop=0.1).name == "student"
+    assert compare.best_variant(ROWS, "Throughput", max_accuracy_drop=0.0).name == "fp32"  # only the baseline is left
+    assert compare.best_variant(ROWS, "memory", baseline="structured", max_accuracy_drop=0.0).name == "int8"
+    assert compare.best_variant(ROWS, "memory", max_accuracy_drop=0.1, post_training_only=True).name == "int8"
+    assert compare.best_variant(ROWS, "throughput", post_training_only=True).name == "fp32"  # int8 is slower here
     near = [_row("fp32", 400, 2.0, 0.97), _row("slightly faster", 400, 1.8, 0.97)]
-    assert compare.recommend(near, "throughput").name == "fp32"  # 10 % is within timing noise: keep the baseline
-    assert compare.recommend(near, "throughput", min_gain=1.05).name == "slightly faster"
+    assert compare.best_variant(near, "throughput").name == "fp32"  # 10 % is within timing noise: keep the baseline
+    assert compare.best_variant(near, "throughput", min_gain=1.05).name == "slightly faster"
 
 
 def test_latency_and_throughput_can_pick_different_variants():
     """At batch 1 fixed costs flatten the gains: a variant far faster on a large batch may not be at batch 1."""
     rows = [_row("fp32", 400, 2.0, 0.97, latency1_us=50), _retrained(_row("wide but shallow", 400, 1.0, 0.97, latency1_us=48)),
             _retrained(_row("few layers", 400, 1.5, 0.97, latency1_us=30))]
-    assert compare.recommend(rows, "throughput").name == "wide but shallow"
-    assert compare.recommend(rows, "latency").name == "few layers"
+    assert compare.best_variant(rows, "throughput").name == "wide but shallow"
+    assert compare.best_variant(rows, "latency").name == "few layers"
     untimed = [compare.Row(**{**r.__dict__, "latency1_s": None}) for r in rows]
     with pytest.raises(ValueError, match="single_calls"):
-        compare.recommend(untimed, "latency")
-    assert compare.recommend(untimed, "throughput").name == "wide but shallow"
+        compare.best_variant(untimed, "latency")
+    assert compare.best_variant(untimed, "throughput").name == "wide but shallow"
 
 
 def test_recommend_rejects_bad_input():
     with pytest.raises(ValueError, match="accepted values"):
-        compare.recommend(ROWS, "energy")
+        compare.best_variant(ROWS, "energy")
     with pytest.raises(ValueError, match="max_accuracy_drop"):
-        compare.recommend(ROWS, "memory", max_accuracy_drop=2)
+        compare.best_variant(ROWS, "memory", max_accuracy_drop=2)
     with pytest.raises(ValueError, match="baseline"):
-        compare.recommend(ROWS, "memory", baseline="nope")
+        compare.best_variant(ROWS, "memory", baseline="nope")
     with pytest.raises(ValueError, match="compare.Row"):
-        compare.recommend([], "memory")
+        compare.best_variant([], "memory")
     with pytest.raises(ValueError, match="min_gain"):
-        compare.recommend(ROWS, "memory", min_gain=0.5)
+        compare.best_variant(ROWS, "memory", min_gain=0.5)
     with pytest.raises(TypeError, match="post_training_only"):
-        compare.recommend(ROWS, "memory", post_training_only="yes")
+        compare.best_variant(ROWS, "memory", post_training_only="yes")
 
 
 @pytest.mark.slow
@@ -210,7 +210,7 @@ def test_build_variants_applies_every_technique_and_leaves_the_baseline_alone():
 
 
 def test_predicted_bytes_and_flops_match_what_is_measured_and_counted():
-    from course_lib import bench
+    from course_lib import timing
     from course_lib.compression import quantization, size
 
     torch.manual_seed(0)
@@ -222,6 +222,6 @@ def test_predicted_bytes_and_flops_match_what_is_measured_and_counted():
     pred = compare.predict(variants, batch_size=32)
     for name, model in variants.items():
         assert pred[name].memory_bytes == size.memory_bytes(model), name
-    assert pred["fp32"].flops == bench.count_flops(base, x) and pred["half"].flops == bench.count_flops(variants["half"], x)
+    assert pred["fp32"].flops == timing.count_flops(base, x) and pred["half"].flops == timing.count_flops(variants["half"], x)
     with pytest.raises(ValueError, match="batch_size"):
         compare.predict(variants, batch_size=0)

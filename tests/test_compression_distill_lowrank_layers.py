@@ -8,7 +8,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from course_lib import bench, data, models, train
+from course_lib import data, models, timing, train
 from course_lib.compression import distillation, layers, lowrank
 from course_lib.memory import meters
 
@@ -217,8 +217,8 @@ def test_depthwise_separable_parameters_and_flops_match_torch():
         assert sum(p.numel() for p in std.parameters()) == layers.conv_parameters(ci, co, k)
         x = torch.randn(2, ci, hw, hw)
         assert sep(x).shape == std(x).shape
-        assert bench.count_flops(sep, x) == layers.separable_flops(ci, co, k, hw, hw, 2, stride, pad)
-        assert bench.count_flops(std, x) == layers.conv_flops(ci, co, k, hw, hw, 2, stride, pad)
+        assert timing.count_flops(sep, x) == layers.separable_flops(ci, co, k, hw, hw, 2, stride, pad)
+        assert timing.count_flops(std, x) == layers.conv_flops(ci, co, k, hw, hw, 2, stride, pad)
     ratio = layers.separable_flops(64, 128, 3, 32, 32, padding=1) / layers.conv_flops(64, 128, 3, 32, 32, padding=1)
     assert ratio == pytest.approx(1 / 128 + 1 / 9)
     assert layers.separable_parameters(4, 4, 3, bias=False) == 4 * 9 + 16
@@ -258,7 +258,7 @@ def test_attention_flop_and_byte_formulas_match_the_counters(dim, heads, batch):
         x = torch.randn(batch, n, dim)
         for kind in layers.ATTENTION_KINDS:
             m = layers.make_attention(kind, dim, heads)
-            assert bench.count_flops(m, x) == layers.attention_flops(kind, n, dim, heads, batch), (kind, n)
+            assert timing.count_flops(m, x) == layers.attention_flops(kind, n, dim, heads, batch), (kind, n)
             with torch.no_grad():
                 peak = meters.measure_peak_memory(lambda: m(x)).increment_bytes
             assert peak == layers.attention_bytes(kind, n, dim, heads, batch), (kind, n)
@@ -307,11 +307,11 @@ def test_notebook_05_3_counts():
     x = torch.randn(8, 128, 16, 16)
     assert models.count_parameters(std) == layers.conv_parameters(128, 256, 3)
     assert models.count_parameters(sep) == layers.separable_parameters(128, 256, 3)
-    assert bench.count_flops(std, x) == layers.conv_flops(128, 256, 3, 16, 16, 8, padding=1)
-    assert bench.count_flops(sep, x) == layers.separable_flops(128, 256, 3, 16, 16, 8, padding=1)
+    assert timing.count_flops(std, x) == layers.conv_flops(128, 256, 3, 16, 16, 8, padding=1)
+    assert timing.count_flops(sep, x) == layers.separable_flops(128, 256, 3, 16, 16, 8, padding=1)
     assert layers.crossover_length(lambda k, n: layers.attention_flops(k, n, 64)) == 65
     for kind in layers.ATTENTION_KINDS:
-        assert bench.count_flops(layers.make_attention(kind, 64), torch.randn(1, 256, 64)) == layers.attention_flops(kind, 256, 64)
+        assert timing.count_flops(layers.make_attention(kind, 64), torch.randn(1, 256, 64)) == layers.attention_flops(kind, 256, 64)
     torch.manual_seed(0)
     wide = models.MLP(64, [256, 256, 256], 10)
     assert lowrank.lowrank_parameters(256, 256, 16) * 2 + models.count_parameters(wide) - 2 * 65_792 < models.count_parameters(wide) / 3

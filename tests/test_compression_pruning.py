@@ -8,7 +8,7 @@ import torch
 from torch import nn
 from torch.nn.utils import prune
 
-from course_lib import bench, data, models, train
+from course_lib import data, models, timing, train
 from course_lib.compression import pruning, size
 
 
@@ -469,7 +469,7 @@ def test_flops_and_files_of_the_05_1_speed_models():
     file is the dense one's, masks double it, zipping shrinks only zeros, CSR is larger at 50 % and small at 95 %."""
     speed = pruning.speed_models(1024, fraction=0.5, sparse_at=(0.5, 0.95), seed=0)
     x = torch.randn(512, 64)
-    flops = {k: bench.count_flops(pruning.inference_fn(m, x)) for k, m in speed.items() if not k.startswith("CSR")}
+    flops = {k: timing.count_flops(pruning.inference_fn(m, x)) for k, m in speed.items() if not k.startswith("CSR")}
     assert flops["dense"] == flops["zeros"] == 2 * 512 * (64 * 1024 + 1024 * 1024 + 1024 * 10)
     assert 3 < flops["dense"] / flops["shrunk"] < 4
     assert pruning.useful_flops(speed["zeros"], 512) == flops["dense"] // 2

@@ -9,7 +9,7 @@ from __future__ import annotations
 import torch
 import pytest
 
-from course_lib import cpu, hardware, report
+from course_lib import cpu, doctor, hardware
 
 FLAGS = {
     "zen3 (AVX2 only)": {"sse4_2", "avx", "avx2", "fma"},
@@ -55,7 +55,7 @@ def test_capabilities_from_flags(kind, isa, bf16, fp16):
     ("graviton3 (Arm, bf16)", 1.5, "native"),
 ])
 def test_bf16_decision_follows_the_measurement(kind, ratio, mode):
-    p = cpu.plan(fake_cpu(kind), calibration=calib(ratio))
+    p = cpu.thread_plan(fake_cpu(kind), calibration=calib(ratio))
     assert p.bf16 == mode and p.bf16_ratio == pytest.approx(ratio)
     text = " ".join(p.notes)
     if mode == "emulated":
@@ -68,17 +68,17 @@ def test_bf16_decision_follows_the_measurement(kind, ratio, mode):
 
 def test_measurement_beats_the_flags():
     # a CPU that lists bf16 but whose PyTorch build runs it slowly is treated as slow
-    assert cpu.plan(fake_cpu("zen4 (AVX-512 + bf16)"), calibration=calib(0.3)).bf16 == "slow"
+    assert cpu.thread_plan(fake_cpu("zen4 (AVX-512 + bf16)"), calibration=calib(0.3)).bf16 == "slow"
     # without a calibration the flags decide
-    assert cpu.plan(fake_cpu("zen4 (AVX-512 + bf16)")).bf16 == "native"
-    assert cpu.plan(fake_cpu("zen3 (AVX2 only)")).bf16 == "unknown"
+    assert cpu.thread_plan(fake_cpu("zen4 (AVX-512 + bf16)")).bf16 == "native"
+    assert cpu.thread_plan(fake_cpu("zen3 (AVX2 only)")).bf16 == "unknown"
 
 
 @pytest.mark.parametrize("busy, physical, threads", [(0.0, 2, 2), (0.3, 2, 2), (1.0, 2, 1), (1.9, 2, 1),
                                                      (3.0, 8, 5), (0.0, 1, 1), (1.0, 1, 1)])
 def test_threads_are_the_free_physical_cores(busy, physical, threads):
     load = cpu.Load(busy_cores=busy, usable_cores=physical, interval_s=0.25)
-    p = cpu.plan(fake_cpu("zen3 (AVX2 only)", physical=physical), load=load)
+    p = cpu.thread_plan(fake_cpu("zen3 (AVX2 only)", physical=physical), load=load)
     assert p.threads == p.free_cores == threads
     assert p.busy == (busy >= 0.5)
     assert ("busy" in " ".join(p.notes)) == p.busy
@@ -89,12 +89,12 @@ def test_the_learner_is_told_what_the_course_does():
     info = hardware.detect()
     busy = cpu.Load(busy_cores=1.0, usable_cores=2, interval_s=0.25)
     c = fake_cpu("zen3 (AVX2 only)")
-    rows = dict(report.plan(info, cpu.plan(c, busy, calib(0.03))))
+    rows = dict(doctor.adaptations(info, cpu.thread_plan(c, busy, calib(0.03))))
     assert "emulated" in rows["Mixed precision on the CPU"] and "busy" in rows["CPU demos (matmul, roofline, threads, classical ML)"]
-    rows = dict(report.plan(info, cpu.plan(fake_cpu("sapphire rapids (AMX)"), None, calib(6.0))))
+    rows = dict(doctor.adaptations(info, cpu.thread_plan(fake_cpu("sapphire rapids (AMX)"), None, calib(6.0))))
     assert "speed-up" in rows["Mixed precision on the CPU"]
     with pytest.raises(TypeError, match="CPUInfo"):
-        cpu.plan("zen3")
+        cpu.thread_plan("zen3")
 
 
 def test_load_is_measured_and_bounded():
@@ -108,14 +108,14 @@ def test_load_is_measured_and_bounded():
 def test_calibration_compares_fp32_and_bf16_here():
     cal = cpu.calibrate(threads=1)
     assert cal.fp32_flops > 0 and cal.bf16_flops > 0 and cal.size in (128, 256) and cal.threads == 1
-    assert cpu.plan(hardware.detect().cpu, calibration=cal).bf16 in ("native", "slow", "emulated")
+    assert cpu.thread_plan(hardware.detect().cpu, calibration=cal).bf16 in ("native", "slow", "emulated")
 
 
 @pytest.mark.skipif(hardware.detect().cpu.native_bf16, reason="this CPU has bf16 instructions: bf16 may be faster")
 def test_without_bf16_instructions_bf16_is_not_faster():
     cal = cpu.calibrate(threads=1)  # measured: 0.03x on an AVX2-only Zen 3
     assert cal.bf16_ratio < 1.2, cal
-    assert cpu.plan(hardware.detect().cpu, calibration=cal).bf16 in ("slow", "emulated")
+    assert cpu.thread_plan(hardware.detect().cpu, calibration=cal).bf16 in ("slow", "emulated")
 
 
 def test_set_threads_limits_other_blas_pools_and_restores():

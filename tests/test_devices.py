@@ -11,8 +11,8 @@ import os
 import pytest
 import torch
 
-from course_lib import bench, cli, devices, hardware, report
-from course_lib.devices import GPU, DeviceFacts
+from course_lib import cli, devices, doctor, hardware, timing
+from course_lib.devices import DeviceFacts, GPU
 
 EX = devices.EXAMPLES
 ALL_DEMOS = set(devices.DEMOS)
@@ -41,7 +41,7 @@ def test_every_example_is_covered():
 @pytest.mark.parametrize("name", list(EXPECTED))
 def test_decisions_per_platform(name):
     device, half, scaler, ranks, skipped = EXPECTED[name]
-    p = devices.plan(EX[name])
+    p = devices.device_plan(EX[name])
     assert (p.device, p.half, p.mixed_precision, p.grad_scaler, p.gpu_ranks) == (device, half, f"{half}-mixed", scaler, ranks)
     assert set(p.skipped) == skipped
     assert p.backend == ("nccl" if ranks else "gloo")
@@ -51,31 +51,31 @@ def test_decisions_per_platform(name):
 
 
 def test_fp32_means_fp32_where_the_hardware_would_round():
-    assert "bf16 pass" in devices.plan(EX["TPU v5e (torch_xla)"]).fp32_matmul
-    assert "TF32 switched off" in devices.plan(EX["H100"]).fp32_matmul
-    assert "no TF32" in devices.plan(EX["Colab T4"]).fp32_matmul
+    assert "bf16 pass" in devices.device_plan(EX["TPU v5e (torch_xla)"]).fp32_matmul
+    assert "TF32 switched off" in devices.device_plan(EX["H100"]).fp32_matmul
+    assert "no TF32" in devices.device_plan(EX["Colab T4"]).fp32_matmul
 
 
 def test_hints_name_the_fix():
-    tpu = " ".join(devices.plan(EX["TPU v5e, no torch_xla"]).hints)
+    tpu = " ".join(devices.device_plan(EX["TPU v5e, no torch_xla"]).hints)
     assert "torch_xla is not installed" in tpu and "1 x v5e" in tpu and "restart" in tpu
-    gpu = " ".join(devices.plan(EX["GPU, CPU-only torch"]).hints)
+    gpu = " ".join(devices.device_plan(EX["GPU, CPU-only torch"]).hints)
     assert "CPU-only build" in gpu and "TORCH_INDEX_URL" in gpu
-    seen = devices.plan(DeviceFacts(nvidia_driver=True, torch_cuda=True)).hints
+    seen = devices.device_plan(DeviceFacts(nvidia_driver=True, torch_cuda=True)).hints
     assert "CUDA_VISIBLE_DEVICES" in " ".join(seen)
-    t4 = " ".join(devices.plan(EX["Colab T4"]).hints)
+    t4 = " ".join(devices.device_plan(EX["Colab T4"]).hints)
     assert "no bf16" in t4 and "is_bf16_supported" in t4
-    assert "macOS 14" in " ".join(devices.plan(EX["M1, macOS 13"]).hints)
-    assert not devices.plan(EX["H100"]).hints and not devices.plan(EX["M3, macOS 14"]).hints
+    assert "macOS 14" in " ".join(devices.device_plan(EX["M1, macOS 13"]).hints)
+    assert not devices.device_plan(EX["H100"]).hints and not devices.device_plan(EX["M3, macOS 14"]).hints
 
 
 def test_bf16_follows_the_compute_capability():
     assert [GPU("x", cc, 1).native_bf16 for cc in ((6, 0), (7, 0), (7, 5), (8, 0), (8, 9), (9, 0))] == \
         [False, False, False, True, True, True]
-    p = devices.plan(DeviceFacts(gpus=(GPU("Tesla V100", (7, 0), 16 * 2**30),) * 2, nccl=False))
+    p = devices.device_plan(DeviceFacts(gpus=(GPU("Tesla V100", (7, 0), 16 * 2**30),) * 2, nccl=False))
     assert p.half == "fp16" and p.gpu_ranks == 0 and "no NCCL" in p.skipped["nccl_allreduce"]
     assert "fp16 tensor cores" in p.hints[0]
-    p100 = devices.plan(DeviceFacts(gpus=(GPU("Tesla P100-PCIE-16GB", (6, 0), 16 * 2**30),)))
+    p100 = devices.device_plan(DeviceFacts(gpus=(GPU("Tesla P100-PCIE-16GB", (6, 0), 16 * 2**30),)))
     assert p100.half == "fp16" and p100.grad_scaler and "tensor cores" not in p100.hints[0]
 
 
@@ -89,7 +89,7 @@ def test_decision_table_and_cli(capsys):
 
 
 def test_check_prints_the_reason(capsys):
-    p = devices.plan(EX["Colab T4"])
+    p = devices.device_plan(EX["Colab T4"])
     assert p.check("host_to_device") and capsys.readouterr().out == ""
     assert not p.check("nccl_allreduce")
     assert capsys.readouterr().out == f"Skipped: {p.skipped['nccl_allreduce']}\n"
@@ -97,9 +97,9 @@ def test_check_prints_the_reason(capsys):
 
 def test_bad_input():
     with pytest.raises(TypeError, match="DeviceFacts"):
-        devices.plan("T4")
+        devices.device_plan("T4")
     with pytest.raises(ValueError, match="demo must be one of"):
-        devices.plan(DeviceFacts()).runs("warp_drive")
+        devices.device_plan(DeviceFacts()).runs("warp_drive")
 
 
 def test_tpu_found_on_the_pci_bus(tmp_path):
@@ -119,9 +119,9 @@ def test_this_machine():
     assert p.device == hardware.pick_device().type + (":0" if p.kind == "cuda" else "")
     assert devices.current_plan("cpu").device == "cpu"
     assert (not facts.gpus) == ("host_to_device" in p.skipped)
-    rows = dict(report.plan(device_plan=devices.plan(EX["4 x A100"])))
+    rows = dict(doctor.adaptations(device_plan=devices.device_plan(EX["4 x A100"])))
     assert "NCCL across 4 GPUs" in rows["Distributed demos"] and "Want an accelerator?" not in rows
-    rows = report.plan(device_plan=devices.plan(EX["TPU v5e, no torch_xla"]))
+    rows = doctor.adaptations(device_plan=devices.device_plan(EX["TPU v5e, no torch_xla"]))
     assert any("torch_xla is not installed" in text for topic, text in rows if topic == "Note")
 
 
@@ -137,18 +137,18 @@ def test_pick_device_sets_full_float32(monkeypatch):
 
 def test_copy_kernel_copies():
     src, dst = torch.arange(10.0), torch.zeros(10)
-    bench.copy_kernel(src, dst)()
+    timing.copy_kernel(src, dst)()
     assert torch.equal(src, dst)
     with pytest.raises(TypeError, match="tensors"):
-        bench.copy_kernel([1.0], dst)
+        timing.copy_kernel([1.0], dst)
 
 
 @pytest.mark.slow
 @pytest.mark.skipif(os.name == "nt", reason="gloo needs a POSIX host here")
 def test_ring_uses_paired_sends_on_three_ranks():
-    from course_lib import distributed
+    from course_lib import comm
 
-    rows = distributed.launch(distributed.check_ring_against_library, 3, [1, 2, 1000, 2**12 + 1])[0]
+    rows = comm.launch(comm.check_ring_against_library, 3, [1, 2, 1000, 2**12 + 1])[0]
     assert all(r["allclose"] for r in rows)
 
 

@@ -54,17 +54,19 @@ def test_sampler_bad_input():
 
 
 @pytest.mark.slow
-def test_plot_resources_labels_axes():
+def test_resource_use_plot_labels_axes():
     import matplotlib
+
+    from course_lib import plots
 
     matplotlib.use("Agg")
     with monitor.ResourceSampler(interval=0.02) as rs:
         time.sleep(0.06)
-    fig, axes = monitor.plot_resources({"idle": rs}, title="idle")
+    fig, axes = plots.resource_use({"idle": rs}, title="idle")
     assert [a.get_ylabel() for a in axes] == ["% of one core", "MiB"]
     assert all("(s)" in a.get_xlabel() for a in axes)
     with pytest.raises(ValueError, match="runs"):
-        monitor.plot_resources({})
+        plots.resource_use({})
     matplotlib.pyplot.close("all")
 
 

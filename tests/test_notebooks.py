@@ -184,7 +184,7 @@ def test_a_skipped_demo_leaves_every_other_cell_runnable(path):
     for i, stmt, reads in unguarded:
         assert not reads & only_guarded, (f"{path.name}, cell {i}: `{stmt[:80]}` reads {sorted(reads & only_guarded)}, "
                                           "set only where a demo runs: guard it too")
-        assert "memlimit.run_with_memory_limit" not in stmt and "memlimit.find_max_batch_size" not in stmt, (
+        assert "limit.run_with_memory_limit" not in stmt and "limit.find_max_batch_size" not in stmt, (
             f"{path.name}, cell {i}: a capped child process outside `if device_plan.check(\"memory_cap\"):`")
 
 
@@ -195,6 +195,6 @@ def test_the_guard_prints_why_a_demo_is_skipped(capsys):
     from course_lib import devices
 
     facts = dataclasses.replace(devices.DeviceFacts.here(), system="Darwin", macos=(14, 5))
-    plan = devices.plan(facts)
+    plan = devices.device_plan(facts)
     assert plan.check("memory_cap") is False
     assert capsys.readouterr().out.startswith("Skipped: capping a process's memory needs Linux")

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from course_lib import comm
-from course_lib.distributed import max_world_size
+from course_lib.comm import max_world_size
 from course_lib.memory import formulas
 from course_lib.parallel import data_parallel as dp
 

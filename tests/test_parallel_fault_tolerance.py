@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from course_lib import distributed, models, train
+from course_lib import comm, models, train
 from course_lib.parallel import fault_tolerance as ft
 
 
@@ -348,7 +348,7 @@ def test_refused_attempts_are_the_starts_before_the_service():
 
 @pytest.mark.slow
 def test_dcp_round_trip_and_reshard_to_one_process(tmp_path):
-    ranks = distributed.launch(ft.dcp_roundtrip, 2, str(tmp_path / "dcp"), timeout=120)
+    ranks = comm.launch(ft.dcp_roundtrip, 2, str(tmp_path / "dcp"), timeout=120)
     assert all(r["equal"] and r["loss_saved"] == r["loss_restored"] for r in ranks)
     one = ft.load_dcp_unsharded(tmp_path / "dcp")
     assert all(torch.equal(one[k], ranks[0]["full"][k]) for k in one)

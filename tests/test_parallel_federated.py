@@ -181,7 +181,7 @@ def test_stop_at_ends_the_run_at_the_first_round_that_reaches_it(small):
 @pytest.mark.slow
 def test_allreduce_round_equals_the_simulated_round(small):
     """One FedAvg round as 2 real processes (a weighted all-reduce) gives the simulated round's model."""
-    from course_lib import distributed
+    from course_lib import comm
 
     split, _ = small
     mf = lambda: models.MLP(64, [16], 10)  # noqa: E731
@@ -190,7 +190,7 @@ def test_allreduce_round_equals_the_simulated_round(small):
     torch.manual_seed(0)
     state = mf().state_dict()
     sim = fed.run_fedavg(mf, clients, (split.x_test, split.y_test), rounds=1, seed=0)
-    real = distributed.launch(fed.fedavg_allreduce_round, 2, state, split.x_train, split.y_train, parts,
+    real = comm.launch(fed.fedavg_allreduce_round, 2, state, split.x_train, split.y_train, parts,
                               threads_per_rank=1)
     for k, v in sim.server.state.items():
         assert torch.allclose(real[0][k], v, atol=1e-6) and torch.allclose(real[1][k], v, atol=1e-6), k

@@ -10,7 +10,7 @@ import pytest
 import torch
 from torch import nn
 
-from course_lib import distributed
+from course_lib import comm
 from course_lib.parallel import pipeline, tensor_parallel
 
 WIDTHS = [16, 32, 32, 8]
@@ -161,7 +161,7 @@ def test_model_and_pipeline_parallel_equal_one_process():
     gen = torch.Generator().manual_seed(0)
     x, y = torch.randn(16, WIDTHS[0], generator=gen), torch.randint(0, WIDTHS[-1], (16,), generator=gen)
     one = pipeline.reference_step(pipeline.mlp_stack(WIDTHS), x, y)
-    ranks = distributed.launch(both_checks, 2, x, y)
+    ranks = comm.launch(both_checks, 2, x, y)
     for key in ("by_hand", "1f1b"):
         grads = {**ranks[0][key]["grads"], **ranks[1][key]["grads"]}
         assert sorted(grads) == sorted(one["grads"])
@@ -175,7 +175,7 @@ def test_model_and_pipeline_parallel_equal_one_process():
 def test_tensor_parallel_equals_one_process_with_half_the_weights():
     x = torch.randn(4, 8, generator=torch.Generator().manual_seed(1))
     one = tensor_parallel.reference(tensor_parallel.MLPBlock(8, 16), x)
-    ranks = distributed.launch(tensor_parallel.tensor_parallel_step, 2, 8, 16, x)
+    ranks = comm.launch(tensor_parallel.tensor_parallel_step, 2, 8, 16, x)
     for r in ranks:
         torch.testing.assert_close(r["output"], one["output"])
         torch.testing.assert_close(r["input_grad"], one["input_grad"])
@@ -188,7 +188,7 @@ def test_tensor_parallel_equals_one_process_with_half_the_weights():
 @pytest.mark.slow
 def test_measure_schedules_small():
     settings = [dict(kind="gpipe", micro_batches=2), dict(kind="1f1b", micro_batches=2, layers=[1, 1])]
-    ranks = distributed.launch(pipeline.measure_schedules, 2, settings, repeats=1, micro_batch=8, width=32,
+    ranks = comm.launch(pipeline.measure_schedules, 2, settings, repeats=1, micro_batch=8, width=32,
                                warmup=0, threads_per_rank=1)
     measured = pipeline.timelines(ranks, settings)
     assert [len(reps) for reps in measured] == [1, 1]
@@ -204,8 +204,8 @@ def test_measure_schedules_small():
     assert act["1f1b, m=2, layers (1, 1)", 1]["after_pass"] == [one + 4, 0, one + 4, 0]  # last stage, F B F B: + the loss
     assert act["gpipe, m=2", 1]["after_pass"][-1] == 0  # no received activation's gradient left behind
     assert all(a["peak_bytes"] >= a["measured_bytes"] for a in act.values())
-    with pytest.raises(distributed.RankError, match="layers"):
-        distributed.launch(pipeline.measure_schedules, 2, [dict(kind="gpipe", micro_batches=1, layers=[1])],
+    with pytest.raises(comm.RankError, match="layers"):
+        comm.launch(pipeline.measure_schedules, 2, [dict(kind="gpipe", micro_batches=1, layers=[1])],
                            repeats=1, width=8, micro_batch=2)
 
 

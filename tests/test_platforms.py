@@ -59,7 +59,7 @@ def test_fit_and_evaluate_cut_once_per_step_and_per_batch(monkeypatch):
 def test_windows_gets_a_store_without_libuv_and_no_loopback_name(monkeypatch):
     """Windows wheels build TCPStore without libuv, the default everywhere else: asking for it stopped every
     multi-process demo at its first launch."""
-    from course_lib.distributed import launcher
+    from course_lib.comm import launcher
 
     made = []
     monkeypatch.setattr(launcher.dist, "TCPStore", lambda *a, **k: made.append(k) or "store")
@@ -153,12 +153,12 @@ def test_a_gpu_this_torch_has_no_kernels_for_falls_back_to_the_cpu_with_the_reas
     assert not devices.runs_on((6, 0), built) and not devices.runs_on((7, 0), built)
     assert devices.runs_on((6, 1), ("sm_60",)) and not devices.runs_on((6, 0), ("sm_61",))
     p100 = devices.GPU("Tesla P100-PCIE-16GB", (6, 0), 16 * 2**30)
-    plan = devices.plan(devices.DeviceFacts(gpus=(p100,), nccl=True, nvidia_driver=True, torch_cuda=True,
+    plan = devices.device_plan(devices.DeviceFacts(gpus=(p100,), nccl=True, nvidia_driver=True, torch_cuda=True,
                                             torch_arch=built))
     assert plan.device == "cpu" and "no kernel image is available" in " ".join(plan.hints)
     assert "device_memory" in plan.skipped
     t4 = devices.GPU("Tesla T4", (7, 5), 15 * 2**30)
-    assert devices.plan(devices.DeviceFacts(gpus=(t4,), nccl=True, nvidia_driver=True, torch_cuda=True,
+    assert devices.device_plan(devices.DeviceFacts(gpus=(t4,), nccl=True, nvidia_driver=True, torch_cuda=True,
                                             torch_arch=built)).device == "cuda:0"
 
 
@@ -166,9 +166,9 @@ def test_a_driver_too_old_is_told_apart_from_a_cpu_only_torch():
     from course_lib import devices
 
     old = "The NVIDIA driver on your system is too old (found version 11040)."
-    hints = " ".join(devices.plan(devices.DeviceFacts(nvidia_driver=True, torch_cuda=True, cuda_problem=old)).hints)
+    hints = " ".join(devices.device_plan(devices.DeviceFacts(nvidia_driver=True, torch_cuda=True, cuda_problem=old)).hints)
     assert old in hints and "Update the NVIDIA driver" in hints
-    cpu_only = " ".join(devices.plan(devices.DeviceFacts(nvidia_driver=True)).hints)
+    cpu_only = " ".join(devices.device_plan(devices.DeviceFacts(nvidia_driver=True)).hints)
     assert "CPU-only build" in cpu_only
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from course_lib import checks, cli, compute, plots, report, widgets
+from course_lib import checks, cli, compute, doctor, layout, plots, widgets
 
 
 def good(m, n, k):
@@ -131,7 +131,7 @@ def test_every_widget_shows_its_text_twin(name):
 
 
 def test_plan_mentions_every_topic():
-    rows = dict(report.plan())
+    rows = dict(doctor.adaptations())
     assert any("CPU demos" in k for k in rows) and "Want an accelerator?" in rows
     assert "Distributed demos" in rows
 
@@ -147,11 +147,7 @@ def test_cli_doctor_and_catalog(capsys):
     assert cli.main(["catalog", "--dtype", "fp99"]) == 2
 
 
-LAYER = {"validate": 0, "names": 0, "lazy": 0, "claims": 0,
-         "hardware": 1, "devices": 1, "cpu": 1, "procs": 1, "catalog": 1, "bench": 1, "data": 1, "models": 1, "train": 1,
-         "compute": 2, "memory": 2, "memlimit": 2, "streaming": 2, "comm": 2, "precision": 2, "cost": 2, "decision": 2,
-         "distributed": 3, "compression": 3, "parallel": 3, "benchmark": 3,
-         "plots": 4, "widgets": 4, "checks": 4, "report": 4, "report_card": 4, "cli": 4}
+ORDER = layout.order()
 ROOT = Path(__file__).resolve().parents[1] / "course_lib"
 
 
@@ -169,7 +165,7 @@ def _modules() -> dict[str, Path]:
 @pytest.mark.slow
 def test_import_stays_light():
     """`import course_lib` and every module below layer 4 never pull in matplotlib or ipywidgets."""
-    light = sorted(f"course_lib.{name}" for name in _modules() if LAYER[name.split(".")[0]] < 4)
+    light = sorted(f"course_lib.{name}" for name in _modules() if layout.layer_of(name.split(".")[0]) < layout.PRESENTING)
     assert len(light) >= 20
     code = (f"import sys, course_lib, {', '.join(light)};"
             "bad=[m for m in ('matplotlib', 'ipywidgets') if m in sys.modules]; print(bad); sys.exit(bool(bad))")
@@ -202,20 +198,50 @@ def _imported_course_modules(path: Path, module: str) -> set[str]:
     return found
 
 
-@pytest.mark.slow
-def test_layers_import_downwards_only():
-    """Imports go down the layer list in course_lib/__init__.py; nothing imports upward, in any import form."""
+def _imports_of_drawing_packages(path: Path) -> set[str]:
+    """matplotlib or ipywidgets imported anywhere in a file, inside a function too."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                 else [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else [])
+        found |= {n.split(".")[0] for n in names} & {"matplotlib", "ipywidgets"}
+    return found
+
+
+def test_imports_go_down_the_layout_list_only():
+    """A module imports only modules listed before it in course_lib.layout (any import form, inside functions
+    too), and nothing below the presenting layer imports matplotlib or ipywidgets."""
     checked = 0
     for module, path in _modules().items():
         top = module.split(".")[0]
-        assert top in LAYER, f"add {top} to the layer table in this test and in course_lib/__init__.py"
+        assert top in ORDER, f"add {top} to course_lib/layout.py's LAYERS"
         for target in _imported_course_modules(path, module):
             if target == top:
                 continue
-            assert target in LAYER, f"{module} imports unknown course_lib.{target}"
-            assert LAYER[target] <= LAYER[top], f"{module} (layer {LAYER[top]}) imports {target} (layer {LAYER[target]})"
+            assert target in ORDER, f"{module} imports unknown course_lib.{target}"
+            assert ORDER.index(target) < ORDER.index(top), (
+                f"{module} imports {target}, listed after it in course_lib/layout.py: move one of them")
             checked += 1
+        if layout.layer_of(top) < layout.PRESENTING:
+            assert not _imports_of_drawing_packages(path), f"{module} draws below the presenting layer: use plots"
     assert checked > 30
+    assert set(ORDER) == {m.split(".")[0] for m in _modules()}, "a module in course_lib/layout.py does not exist"
+
+
+def test_the_layout_check_sees_drawing_inside_functions(tmp_path):
+    f = tmp_path / "mod.py"
+    f.write_text("def draw():\n    import matplotlib.pyplot as plt\n    from ipywidgets import Button\n")
+    assert _imports_of_drawing_packages(f) == {"matplotlib", "ipywidgets"}
+    with pytest.raises(ValueError, match="layout"):
+        layout.layer_of("nonexistent")
+
+
+def test_the_package_docstring_and_the_guide_render_the_layout():
+    import course_lib
+
+    assert layout.text() in course_lib.__doc__
+    guide = (Path(__file__).resolve().parents[1] / "CONTRIBUTING.md").read_text()
+    assert layout.text(markdown=True) in guide, "run tools/library_map.py --write"
 
 
 #: The library's files over the 600-line rule, each held at its present length until it is split along its seams: such
@@ -225,7 +251,6 @@ LONG_FILES = {
     "checks.py": 760,
     "compression/pruning.py": 700,
     "compression/quantization.py": 666,
-    "distributed/aggregation.py": 715,
     "parallel/pipeline.py": 617,
     "precision.py": 821,
     "procs.py": 614,

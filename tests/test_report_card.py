@@ -13,7 +13,7 @@ import pytest
 
 matplotlib.use("Agg")
 
-from course_lib import catalog, hardware, plots, report_card  # noqa: E402
+from course_lib import catalog, hardware, plots, report_card# noqa: E402
 from course_lib.benchmark import suite  # noqa: E402
 
 HW = hardware.detect().to_dict()

@@ -1,4 +1,4 @@
-"""course_lib.streaming: data sets larger than the memory budget (notebook 02, memory).
+"""course_lib.memory.streaming: data sets larger than the memory budget (notebook 02, memory).
 
 The headline test writes a 400 MB file and streams it with a 100 MB budget (4x) in a fresh,
 capped subprocess: the resident peak stays under the budget, while np.load of the whole file
@@ -14,8 +14,8 @@ import pytest
 import torch
 from torch.utils.data import DataLoader
 
-from course_lib import memlimit
-from course_lib.streaming import (MemmapDataset, StreamingDataset, cached_fraction, dataset_info,
+from course_lib.memory import limit
+from course_lib.memory.streaming import (MemmapDataset, StreamingDataset, cached_fraction, dataset_info,
                                   disk_read_throughput, stream_once, write_synthetic_dataset)
 
 MiB = 2**20
@@ -90,7 +90,7 @@ def test_stream_once_in_process_learns(small):
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not memlimit.memory_limit_supported(), reason="capped subprocess needs Linux")
+@pytest.mark.skipif(not limit.memory_limit_supported(), reason="capped subprocess needs Linux")
 def test_streaming_4x_larger_than_budget_stays_under_budget():
     with tempfile.TemporaryDirectory(prefix="course-stream-") as tmp:  # 400 MB: removed at once
         _check_streaming_4x(Path(tmp))
@@ -101,18 +101,18 @@ def _check_streaming_4x(tmp_path: Path) -> None:
     path = write_synthetic_dataset(tmp_path / "big", (4 * budget) // (256 * 4), 256)
     info = dataset_info(path)
     assert info.nbytes >= 4 * budget
-    stream = memlimit.run_with_memory_limit(stream_once, budget, path, budget, "stream", timeout=120)
+    stream = limit.run_with_memory_limit(stream_once, budget, path, budget, "stream", timeout=120)
     assert stream.ok, stream.summary()
     s = stream.value
     assert s.peak_is_exact
     assert s.peak_increase_bytes < budget, f"streaming peak +{s.peak_increase_bytes / MiB:.0f} MiB, budget {budget / MiB:.0f} MiB"
     # the naive way: the whole file in RAM. With room for it, its peak exceeds the budget ...
-    naive = memlimit.run_with_memory_limit(stream_once, 2 * info.nbytes, path, budget, "load", timeout=120)
+    naive = limit.run_with_memory_limit(stream_once, 2 * info.nbytes, path, budget, "load", timeout=120)
     assert naive.ok, naive.summary()
     assert naive.value.peak_increase_bytes > budget, naive.value
     assert naive.value.class_means_norm == pytest.approx(s.class_means_norm, rel=1e-6)  # same answer
     # ... and under the same cap as the streaming run it runs out of memory
-    capped = memlimit.run_with_memory_limit(stream_once, budget, path, budget, "load", timeout=120)
+    capped = limit.run_with_memory_limit(stream_once, budget, path, budget, "load", timeout=120)
     assert not capped.ok and capped.oom, capped.summary()
     print(f"stream peak +{s.peak_increase_bytes / MiB:.0f} MiB, load +{naive.value.peak_increase_bytes / MiB:.0f} MiB, "
           f"budget {budget / MiB:.0f} MiB")

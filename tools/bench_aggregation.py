@@ -4,7 +4,7 @@
     python tools/bench_aggregation.py [--seeds 0 1 2] [--steps 300] [--ratio 0.01] [--powersgd-rank 2]
                                       [--period 8] [--world-size 2]
 
-Runs ``distributed.aggregation.compare_methods`` once per seed (2 gloo ranks on this CPU, the
+Runs ``comm.aggregation.compare_methods`` once per seed (2 gloo ranks on this CPU, the
 digits MLP, disjoint shards, the same batches for every method) and prints, per method: the
 payload each rank hands to the collectives per step (measured, averaged over the run; beside it the
 formula's total over the steps, so PowerSGD's uncompressed first steps and local SGD's last average count),
@@ -21,7 +21,7 @@ import statistics
 import sys
 import time
 
-from course_lib.distributed import aggregation as agg
+from course_lib.comm import aggregation as agg
 
 
 def main(argv: list[str] | None = None) -> int:

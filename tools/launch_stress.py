@@ -1,4 +1,4 @@
-"""Stress the local launcher (course_lib.distributed.launch): launches whose ranks start worker
+"""Stress the local launcher (course_lib.comm.launch): launches whose ranks start worker
 processes, and Ctrl-C at random moments of start-up and of the run.
 
 A benchmark command, not a test (about two minutes on 2 cores)::
@@ -33,7 +33,7 @@ from pathlib import Path
 
 import psutil
 
-from course_lib import distributed as d
+from course_lib import comm as d
 from course_lib.procs import is_running, leftover_processes
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from .. import bench, hardware, validate
+from .. import arguments, hardware, timing
 from ..hardware import as_device, synchronize
 from ..procs import Children
 
@@ -99,12 +99,12 @@ def warmup_effect(device: torch.device | str | None = None, *, steps: int = 30, 
     first step there pays the compilation of its graph. Notebook 07.1, "Warm-up".
     """
     dev = as_device(device)
-    steps = validate.integer("steps", steps, minimum=3)
-    skip = validate.integer("skip", skip, minimum=1, maximum=steps - 2)
-    validate.positive_int("width", width)
-    validate.positive_int("batch", batch)
-    threads = validate.positive_int("threads", threads)
-    validate.seconds("timeout", timeout)
+    steps = arguments.integer("steps", steps, minimum=3)
+    skip = arguments.integer("skip", skip, minimum=1, maximum=steps - 2)
+    arguments.positive_int("width", width)
+    arguments.positive_int("batch", batch)
+    threads = arguments.positive_int("threads", threads)
+    arguments.seconds("timeout", timeout)
     if dev.type == "xla":  # a child process cannot open the TPU this kernel holds: a new model here instead
         # XLA keeps compiled graphs for the process, keyed by their shapes: a width not used before makes this
         # call's first step compile again, as a fresh process's would, when the cell is run a second time
@@ -183,12 +183,12 @@ def sync_effect(device: torch.device | str | None = None, *, n: int | None = Non
     microseconds, so the ratio is in the hundreds wherever the work is ~50 ms, also on the fastest GPU.
     """
     dev = as_device(device)
-    n = (4096 if dev.type == "cuda" else 1024) if n is None else validate.positive_int("n", n)
-    repeats = validate.positive_int("repeats", repeats)
-    target_s = validate.positive("target_s", target_s)
-    max_matmuls = validate.positive_int("max_matmuls", max_matmuls)
+    n = (4096 if dev.type == "cuda" else 1024) if n is None else arguments.positive_int("n", n)
+    repeats = arguments.positive_int("repeats", repeats)
+    target_s = arguments.positive("target_s", target_s)
+    max_matmuls = arguments.positive_int("max_matmuls", max_matmuls)
     if matmuls is not None:
-        matmuls = validate.positive_int("matmuls", matmuls)
+        matmuls = arguments.positive_int("matmuls", matmuls)
     a = torch.randn(n, n, device=dev)
     b = torch.randn(n, n, device=dev)
     c = torch.empty(n, n, device=dev)
@@ -258,15 +258,15 @@ def repeats_effect(device: torch.device | str | None = None, *, n: int = 256, gr
     on ``threads`` torch threads (default 1: see ``busy_effect`` for what a thread per core risks).
     """
     dev = as_device(device)
-    n = validate.positive_int("n", n)
-    groups = validate.integer("groups", groups, minimum=2)
-    per_group = validate.integer("per_group", per_group, minimum=3)
-    threads = validate.positive_int("threads", threads)
+    n = arguments.positive_int("n", n)
+    groups = arguments.integer("groups", groups, minimum=2)
+    per_group = arguments.integer("per_group", per_group, minimum=3)
+    threads = arguments.positive_int("threads", threads)
     a = torch.randn(n, n, device=dev)
     b = torch.randn(n, n, device=dev)
     c = torch.empty(n, n, device=dev)
     singles = []
-    with bench.num_threads_set(threads):
+    with timing.num_threads_set(threads):
         for _ in range(5):
             torch.mm(a, b, out=c)
         synchronize(dev)
@@ -341,9 +341,9 @@ def busy_cores(n: int = 1, *, seconds: float = 600.0, timeout: float = 60.0) -> 
         with busy_cores(1):
             result = suite.run_benchmark(quick=True)  # shares the machine with one busy loop
     """
-    n = validate.positive_int("n", n)
-    seconds = validate.seconds("seconds", seconds)
-    timeout = validate.seconds("timeout", timeout)
+    n = arguments.positive_int("n", n)
+    seconds = arguments.seconds("seconds", seconds)
+    timeout = arguments.seconds("timeout", timeout)
     with Children("course-busy") as kids:
         for _ in range(n):
             kids.start(spin, seconds)
@@ -382,16 +382,16 @@ def busy_effect(*, threads: int = 1, busy_processes: int = 1, n: int = 512, roun
     = ``cores`` or more leaves no core free, so even one thread shares a core with a loop. The busy
     processes are started through ``course_lib.procs`` and always stopped, also on error or Ctrl-C.
     """
-    threads = validate.positive_int("threads", threads)
+    threads = arguments.positive_int("threads", threads)
     cores = hardware.usable_cpus()
-    busy_processes = validate.positive_int("busy_processes", busy_processes)
-    n = validate.positive_int("n", n)
-    rounds = validate.positive_int("rounds", rounds)
-    window_s = validate.positive("window_s", window_s)
+    busy_processes = arguments.positive_int("busy_processes", busy_processes)
+    n = arguments.positive_int("n", n)
+    rounds = arguments.positive_int("rounds", rounds)
+    window_s = arguments.positive("window_s", window_s)
     a, b, c = torch.randn(n, n), torch.randn(n, n), torch.empty(n, n)
     fn = lambda: torch.mm(a, b, out=c)  # noqa: E731
     idle, busy = [], []
-    with bench.num_threads_set(threads):
+    with timing.num_threads_set(threads):
         for _ in range(rounds):
             idle.append(_mean_call(fn, window_s))
             with busy_cores(busy_processes):
@@ -402,7 +402,7 @@ def busy_effect(*, threads: int = 1, busy_processes: int = 1, n: int = 512, roun
 
 @dataclass(frozen=True)
 class BusyMechanism:
-    """Why one busy core slows a parallel kernel by more than a fair share (notebook 07.1, "A busy machine").
+    """Why one busy core slows a parallel kernel by more than a fair share.
 
     ``slice_s``: how long this thread, pinned to the busy loop's core, was left off that core each time
     (the median gap, ``gaps`` of them): the scheduler's time slice as this machine grants it.
@@ -469,13 +469,13 @@ def busy_mechanism(*, threads: int = 2, n: int = 256, calls: int = 300, slice_pr
     import math
     import os
 
-    threads = validate.positive_int("threads", threads)
-    n = validate.positive_int("n", n)
-    calls = validate.positive_int("calls", calls)
-    slice_probe_s = validate.positive("slice_probe_s", slice_probe_s)
+    threads = arguments.positive_int("threads", threads)
+    n = arguments.positive_int("n", n)
+    calls = arguments.positive_int("calls", calls)
+    slice_probe_s = arguments.positive("slice_probe_s", slice_probe_s)
     a, b, c = torch.randn(n, n), torch.randn(n, n), torch.empty(n, n)
     fn = lambda: torch.mm(a, b, out=c)  # noqa: E731
-    with bench.num_threads_set(threads):
+    with timing.num_threads_set(threads):
         idle = _call_times(fn, calls)
         with busy_cores(1) as pids:
             gaps: list[float] = []
@@ -495,7 +495,7 @@ def busy_mechanism(*, threads: int = 2, n: int = 256, calls: int = 300, slice_pr
             cpu0, t0 = time.process_time(), time.perf_counter()
             busy = _call_times(fn, calls)
             cpu_per_wall = (time.process_time() - cpu0) / (time.perf_counter() - t0)
-    w = bench.quantile(idle, 0.1)  # an undisturbed call: another program may hold a core in the "idle" calls too
+    w = timing.quantile(idle, 0.1)  # an undisturbed call: another program may hold a core in the "idle" calls too
     slow = [t - w for t in busy if t > 3 * w]
     return BusyMechanism(float(statistics.median(gaps)) if gaps else math.nan, len(gaps), float(w), busy,
                          len(slow) / len(busy), float(statistics.median(slow)) if slow else None,

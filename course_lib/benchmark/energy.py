@@ -51,7 +51,7 @@ def rapl_domains(root: Path | str | None = None) -> list[Path]:
     Sub-domains (``intel-rapl:0:0``: cores, uncore, DRAM) are parts of a package and are left out,
     and so is a top-level ``psys`` domain (the whole platform, package included, on many Intel
     laptops): only domains named ``package-N`` count (or unnamed ones), so adding them up never
-    counts a joule twice. Notebook 07.1, "Energy to train".
+    counts a joule twice.
     """
     base = Path(root) if root is not None else RAPL_ROOT
     if not base.is_dir():
@@ -161,7 +161,7 @@ class _PowerSampler:
 
 
 class EnergyMeter:
-    """Energy over one or more windows of a run (notebook 07.1; ``course benchmark``'s energy figure).
+    """Energy over one or more windows of a run.
 
     ``device``: a CUDA device uses nvidia-smi (GPU board power), anything else RAPL (CPU package).
     ``rapl_root`` overrides where RAPL is read (tests use a fake directory). Use :meth:`window` as a

@@ -28,7 +28,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from .. import data, models, train, validate
+from .. import arguments, data, models, train
 
 __all__ = ["classification_metrics", "regression_metrics", "binomial_std", "CVResult", "cross_validate",
            "corrupt_targets", "predicted_test_mse", "outlier_stress", "LOSSES", "CLASSIFICATION_METRICS",
@@ -131,8 +131,8 @@ def binomial_std(accuracy: float, n: int) -> float:
     single train/test split has from the luck of which examples landed in its test set (notebook 07.1's
     prediction of the cross-validation spread).
     """
-    p = validate.fraction("accuracy", accuracy, allow_zero=True, allow_one=True)
-    n = validate.positive_int("n", n)
+    p = arguments.fraction("accuracy", accuracy, allow_zero=True, allow_one=True)
+    n = arguments.positive_int("n", n)
     return math.sqrt(p * (1 - p) / n)
 
 
@@ -152,7 +152,7 @@ class CVResult:
 
     def summary(self, metric: str = "accuracy") -> str:
         """'0.969 ± 0.004 over 5 folds' for one metric."""
-        metric = validate.choice("metric", metric, CLASSIFICATION_METRICS)
+        metric = arguments.choice("metric", metric, CLASSIFICATION_METRICS)
         return f"{self.mean[metric]:.3f} ± {self.std[metric]:.3f} over {self.n_splits} folds"
 
     def table(self) -> str:
@@ -203,7 +203,7 @@ def cross_validate(x: torch.Tensor | None = None, y: torch.Tensor | None = None,
         raise TypeError(f"y must be a 1-D tensor of integer class labels, got dtype {y.dtype}, shape {tuple(y.shape)}")
     if x.dim() != 2 or len(x) != len(y):
         raise ValueError(f"x must be (examples, features) with one row per label, got {tuple(x.shape)} for {len(y)} labels")
-    n_splits = validate.integer("n_splits", n_splits, minimum=2)
+    n_splits = arguments.integer("n_splits", n_splits, minimum=2)
     if len(y) == 0 or int(y.min()) < 0:
         raise ValueError("y must hold class labels 0, 1, 2, ... (none negative, at least one example)")
     counts = torch.bincount(y)
@@ -212,12 +212,12 @@ def cross_validate(x: torch.Tensor | None = None, y: torch.Tensor | None = None,
     smallest = int(counts[counts > 0].min())
     if smallest < n_splits:
         raise ValueError(f"n_splits ({n_splits}) must not exceed the smallest class's size ({smallest} examples)")
-    hidden, epochs, batch_size = (validate.positive_int(k, v) for k, v in
+    hidden, epochs, batch_size = (arguments.positive_int(k, v) for k, v in
                                   (("hidden", hidden), ("epochs", epochs), ("batch_size", batch_size)))
-    lr = validate.positive("lr", lr)
-    seed = validate.nonnegative_int("seed", seed)
-    validate.boolean("progress", progress)
-    validate.boolean("keep_models", keep_models)
+    lr = arguments.positive("lr", lr)
+    seed = arguments.nonnegative_int("seed", seed)
+    arguments.boolean("progress", progress)
+    arguments.boolean("keep_models", keep_models)
     n_classes = int(y.max()) + 1
     with _one_thread():
         splits = list(StratifiedKFold(n_splits, shuffle=True, random_state=seed).split(x.numpy(), y.numpy()))
@@ -247,7 +247,7 @@ def cross_validate(x: torch.Tensor | None = None, y: torch.Tensor | None = None,
 def corrupt_targets(y: torch.Tensor, fraction: float, magnitude: float = 50.0, *,
                     seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
     """A copy of regression targets ``y`` with ``round(fraction * len(y))`` of them moved by ±``magnitude``
-    (random signs), and the indices moved (notebook 07.1: a stress test with outliers).
+    (random signs), and the indices moved (a stress test with outliers).
 
     Like a sensor that now and then reports garbage, or labels typed with a wrong unit. The moved entries are
     chosen with a seeded generator; the same seed picks nested sets for growing fractions.
@@ -255,9 +255,9 @@ def corrupt_targets(y: torch.Tensor, fraction: float, magnitude: float = 50.0, *
     y = _tensor("y", y)
     if not y.dtype.is_floating_point:
         raise TypeError(f"y must be float regression targets, got dtype {y.dtype}")
-    fraction = validate.fraction("fraction", fraction, allow_zero=True, allow_one=True)
-    magnitude = validate.nonnegative("magnitude", magnitude)
-    seed = validate.nonnegative_int("seed", seed)
+    fraction = arguments.fraction("fraction", fraction, allow_zero=True, allow_one=True)
+    magnitude = arguments.nonnegative("magnitude", magnitude)
+    seed = arguments.nonnegative_int("seed", seed)
     g = torch.Generator().manual_seed(seed)
     order = torch.randperm(len(y), generator=g)
     signs = torch.randint(0, 2, (len(y),), generator=g).to(y.dtype) * 2 - 1
@@ -277,17 +277,17 @@ def predicted_test_mse(noise: float, fraction: float, magnitude: float, n_train:
     at a fraction f of the examples adds f·M² to that variance: clean test MSE = noise² + (noise² + f·M²) ·
     p / (n - p - 1), with p = n_features + 1. The noise² term is the floor no model can beat.
     """
-    noise = validate.nonnegative("noise", noise)
-    fraction = validate.fraction("fraction", fraction, allow_zero=True, allow_one=True)
-    magnitude = validate.nonnegative("magnitude", magnitude)
-    n_features = validate.positive_int("n_features", n_features)
+    noise = arguments.nonnegative("noise", noise)
+    fraction = arguments.fraction("fraction", fraction, allow_zero=True, allow_one=True)
+    magnitude = arguments.nonnegative("magnitude", magnitude)
+    n_features = arguments.positive_int("n_features", n_features)
     p = n_features + 1
-    n_train = validate.integer("n_train", n_train, minimum=p + 2)
+    n_train = arguments.integer("n_train", n_train, minimum=p + 2)
     return noise ** 2 + (noise ** 2 + fraction * magnitude ** 2) * p / (n_train - p - 1)
 
 
 def _loss(name: str) -> nn.Module:
-    name = validate.choice("loss", name, LOSSES)
+    name = arguments.choice("loss", name, LOSSES)
     return {"mse": nn.MSELoss(), "huber": nn.HuberLoss(delta=1.0), "l1": nn.L1Loss()}[name]
 
 
@@ -307,15 +307,15 @@ def outlier_stress(fractions: Sequence[float] = (0.0, 0.05, 0.1, 0.2), *, losses
     """
     if isinstance(fractions, (str, bytes)) or not isinstance(fractions, Sequence) or not fractions:
         raise TypeError("fractions must be a non-empty list of numbers in [0, 1]")
-    fractions = [validate.fraction("every entry of fractions", f, allow_zero=True, allow_one=True) for f in fractions]
+    fractions = [arguments.fraction("every entry of fractions", f, allow_zero=True, allow_one=True) for f in fractions]
     if isinstance(losses, (str, bytes)) or not isinstance(losses, Sequence) or not losses:
         raise TypeError(f"losses must be a non-empty list of names from {LOSSES}")
-    loss_fns = {validate.choice("every entry of losses", name, LOSSES): None for name in losses}
+    loss_fns = {arguments.choice("every entry of losses", name, LOSSES): None for name in losses}
     loss_fns = {name: _loss(name) for name in loss_fns}
-    magnitude = validate.nonnegative("magnitude", magnitude)
-    steps = validate.positive_int("steps", steps)
-    lr = validate.positive("lr", lr)
-    seed = validate.nonnegative_int("seed", seed)
+    magnitude = arguments.nonnegative("magnitude", magnitude)
+    steps = arguments.positive_int("steps", steps)
+    lr = arguments.positive("lr", lr)
+    seed = arguments.nonnegative_int("seed", seed)
     split = data.make_regression(n_samples=n_samples, n_features=n_features, noise=noise, seed=seed)
     n_train = len(split.y_train)
     rows = []

@@ -9,9 +9,9 @@ time to accuracy           a fixed MLP (64-256-256-10, Adam, batch 32, seeded) t
                            digits data until its held-out accuracy reaches 0.95 (evaluated every epoch)
 training throughput        samples/s of one training step of that MLP on a batch of 256
 inference latency          p50 and p95 of single-example predictions (batch 1), each call timed alone
-fp32 matmul                GFLOP/s of an n x n product (``bench.matmul_throughput``) on the run's threads
+fp32 matmul                GFLOP/s of an n x n product (``timing.matmul_throughput``) on the run's threads
                            (one CPU thread by default); on a CPU also on every core, in ``details``
-memory bandwidth           GB/s of copying one large buffer into another (``bench.memory_bandwidth``) on
+memory bandwidth           GB/s of copying one large buffer into another (``timing.memory_bandwidth``) on
                            the run's threads: on a CPU what one core draws by default, well below the
                            memory's ceiling (every core together draws more: in ``details``, not a
                            headline); on a GPU the whole GPU's copy
@@ -48,7 +48,7 @@ from typing import Any
 
 import torch
 
-from .. import bench, comm, data, models, validate
+from .. import arguments, comm, data, models, timing
 from ..hardware import as_device, detect, pick_device, seed_everything, synchronize
 from ..train import train_step
 from .energy import EnergyMeter
@@ -187,7 +187,7 @@ def _latencies(model: torch.nn.Module, x1: torch.Tensor, calls: int, device: tor
 
 def _allreduce(device: torch.device, repeats: int) -> dict:
     """One all-reduce sweep on fresh ranks: busbw per size (median of the repeats)."""
-    from ..distributed import allreduce_benchmark, launch
+    from ..comm import allreduce_benchmark, launch
 
     if device.type == "cuda":
         world, backend = min(torch.cuda.device_count(), 8), "nccl"
@@ -217,7 +217,7 @@ def olympic_mean(values: list[float]) -> float:
     """The mean after dropping the fastest and the slowest value (3 or more values; fewer: the plain mean).
 
     MLPerf Training scores a system by the time to the quality target over 5 (or 10) runs, dropping the
-    fastest and the slowest before averaging (Mattson et al. 2020, MLSys). Notebook 07.1, ``course benchmark``.
+    fastest and the slowest before averaging (Mattson et al. 2020, MLSys).
     """
     xs = [float(v) for v in values]
     if not xs:
@@ -235,7 +235,7 @@ def coefficient_of_variation(values: list[float]) -> float | None:
     ``course benchmark`` prints it for every headline over its fresh processes and flags it above
     ``CV_FLAG`` (5 %), a threshold the course chose: MLPerf sets no such bar, and MLCommons notes that even
     its averaged results vary by very roughly +/- 2.5 % (image benchmarks) to +/- 5 % (the others) from
-    run to run. Notebook 07.1.
+    run to run.
     """
     xs = [float(v) for v in values]
     if not all(math.isfinite(v) for v in xs):
@@ -314,24 +314,24 @@ def _process_share(settings: dict, device: str, threads: int, all_cores: int, se
                 infer_model = _seeded_mlp(seed, dev).eval()
                 x1 = split.x_test[:1].to(dev)
                 _latencies(infer_model, x1, 50, dev)
-            t = bench.time_fn(lambda: train_step(step_model, step_batch, step_opt, device=dev), label="train step",
+            t = timing.time_fn(lambda: train_step(step_model, step_batch, step_opt, device=dev), label="train step",
                               device=dev, num_threads=threads, warmup=3 if r == 0 else 1,
                               min_run_time=cfg.min_run_time)
             out["throughput"].append(THROUGHPUT_BATCH / t.median_s)
             lat = _latencies(infer_model, x1, cfg.latency_calls, dev)
-            out["latency_p50_ms"].append(bench.quantile(lat, 0.5) * 1e3)
-            out["latency_p95_ms"].append(bench.quantile(lat, 0.95) * 1e3)
-            with bench.num_threads_set(threads):
-                mm = bench.matmul_throughput([mm_n], device=dev, min_run_time=cfg.min_run_time, seed=seed)[0]
+            out["latency_p50_ms"].append(timing.quantile(lat, 0.5) * 1e3)
+            out["latency_p95_ms"].append(timing.quantile(lat, 0.95) * 1e3)
+            with timing.num_threads_set(threads):
+                mm = timing.matmul_throughput([mm_n], device=dev, min_run_time=cfg.min_run_time, seed=seed)[0]
                 out["matmul"].append(mm.flops_per_s / 1e9)
-                out["bandwidth"].append(bench.memory_bandwidth(bw_bytes, device=dev,
+                out["bandwidth"].append(timing.memory_bandwidth(bw_bytes, device=dev,
                                                                min_run_time=cfg.min_run_time) / 1e9)
             if dev.type == "cpu" and all_cores != threads:
-                with bench.num_threads_set(all_cores):
-                    mm = bench.matmul_throughput([mm_n], device=dev, min_run_time=cfg.min_run_time / 2,
+                with timing.num_threads_set(all_cores):
+                    mm = timing.matmul_throughput([mm_n], device=dev, min_run_time=cfg.min_run_time / 2,
                                                  seed=seed)[0]
                     out["matmul_all_cores"].append(mm.flops_per_s / 1e9)
-                    out["bandwidth_all_cores"].append(bench.memory_bandwidth(
+                    out["bandwidth_all_cores"].append(timing.memory_bandwidth(
                         bw_bytes, device=dev, min_run_time=cfg.min_run_time / 2) / 1e9)
     finally:
         meter.close()
@@ -392,17 +392,17 @@ def run_benchmark(*, quick: bool = False, device: torch.device | str | None = No
     A Ctrl-C or an error stops the run and every process it started; nothing is written (write the
     result with :func:`save_result`).
     """
-    validate.boolean("quick", quick)
-    validate.boolean("progress", progress)
-    validate.boolean("fresh", fresh)
-    seed = validate.nonnegative_int("seed", seed)
+    arguments.boolean("quick", quick)
+    arguments.boolean("progress", progress)
+    arguments.boolean("fresh", fresh)
+    seed = arguments.nonnegative_int("seed", seed)
     if label is not None and (not isinstance(label, str) or not label.strip()):
         raise ValueError(f"label must be a non-empty str or None, got {label!r}")
     dev = pick_device() if device is None else as_device(device)
     info0 = detect()
-    threads = DEFAULT_THREADS if threads is None else validate.positive_int("threads", threads)
+    threads = DEFAULT_THREADS if threads is None else arguments.positive_int("threads", threads)
     settings = QUICK if quick else FULL
-    n_proc = settings.processes if processes is None else validate.positive_int("processes", processes)
+    n_proc = settings.processes if processes is None else arguments.positive_int("processes", processes)
     all_cores = max(1, min(info0.cpu.physical_cores, info0.cpu.usable_cores or info0.cpu.physical_cores))
     from ..train import progress_bar
 
@@ -516,7 +516,7 @@ def _combine(shares, sweeps, settings, n_proc, fresh, dev, info0, threads, seed,
                     "spread_p95": _spread(per_process["latency_p95_ms"])},
         "matmul": {"n": s0["mm_n"], "dtype": "fp32", "per_round": flat["matmul"],
                    "spread": _spread(per_process["matmul_gflops"]),
-                   "how": "bench.matmul_throughput: the low quantile of timed blocks, per round",
+                   "how": "timing.matmul_throughput: the low quantile of timed blocks, per round",
                    **({**all_cores_mm, "all_cores_gflops": _median(flat["matmul_all_cores"]),
                        "all_cores_per_round": flat["matmul_all_cores"],
                        "all_cores_spread": _spread(flat["matmul_all_cores"])} if flat["matmul_all_cores"] else {})},
@@ -636,7 +636,7 @@ MAX_RESULT_BYTES = 10 * 2**20
 
 
 def load_result(path: str | os.PathLike) -> dict:
-    """Read a result written by :func:`save_result` (notebook 07.1, the report card).
+    """Read a result written by :func:`save_result`.
 
     Raises :class:`ResultError` naming the file and why: it cannot be read, is larger than
     ``MAX_RESULT_BYTES``, is empty, truncated or not JSON (also JSON nested too deeply to parse), is

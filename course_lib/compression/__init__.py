@@ -15,7 +15,7 @@
 ``layers``        efficient layers: depthwise separable convolution, linear attention, and their
                   parameter, FLOP and byte counts
 ``compare``       every technique on one trained model: size, latency, accuracy (``measure``), and
-                  which to reach for first under a memory, latency or bandwidth limit (``recommend``)
+                  which to reach for first under a memory, latency or bandwidth limit (``best_variant``)
 ================  ============================================================================
 
 The parts load on first use (``compression.pruning`` imports ``pruning``), so importing the

@@ -6,7 +6,7 @@ student and the same student trained alone, its control) and times the training 
 ``measure`` returns one ``Row`` per variant: bytes on disk, bytes zipped (what a thin link ships), bytes
 in memory, the latency of one example (batch 1: median and 95th percentile of single calls) and of a
 large batch, every variant timed interleaved so the machine's drift hits all alike, and held-out
-accuracy. ``recommend`` is a pure function of those rows: for a constraint (memory, latency,
+accuracy. ``best_variant`` is a pure function of those rows: for a constraint (memory, latency,
 throughput or bandwidth) it picks the variant that does best on it among those that keep accuracy
 within a given drop of the baseline, optionally among post-training methods only.
 ``accuracy_difference`` compares two models example by example, with the noise band of the test set
@@ -25,11 +25,11 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from .. import bench, hardware, models, train, validate
+from .. import arguments, hardware, models, timing, train
 from . import distillation, lowrank, pruning, quantization, size
 
 __all__ = ["Variant", "Row", "Prediction", "CallTiming", "Difference", "CONSTRAINTS", "build_variants",
-           "accuracy_difference", "predict", "time_calls", "measure", "recommend", "format_rows", "label_groups"]
+           "accuracy_difference", "predict", "time_calls", "measure", "best_variant", "format_rows", "label_groups"]
 
 # constraint -> (Row field it minimises, what it means)
 CONSTRAINTS = {
@@ -43,7 +43,7 @@ CONSTRAINTS = {
 @dataclass(frozen=True)
 class Variant:
     """A compressed copy of the baseline, and the (re)training it took: ``training_s`` seconds of
-    fine-tuning or distillation, 0 for a post-training method that needs no data (notebook 05.4)."""
+    fine-tuning or distillation, 0 for a post-training method that needs no data."""
 
     model: nn.Module
     training_s: float = 0.0
@@ -52,7 +52,7 @@ class Variant:
 
 @dataclass(frozen=True)
 class Row:
-    """One compressed variant, measured (notebook 05.4). ``latency_s``: a forward pass on a large batch (the
+    """One compressed variant, measured. ``latency_s``: a forward pass on a large batch (the
     low quantile of interleaved rounds); ``latency1_s`` and ``latency1_p95_s``: the median and the 95th
     percentile of single calls on one example (None when not measured)."""
 
@@ -98,9 +98,9 @@ def build_variants(baseline: nn.Module, split, *, sparsity: float = 0.9, unit_fr
     name -> ``Variant``, the baseline first."""
     if not isinstance(baseline, nn.Module):
         raise TypeError(f"baseline must be a trained torch.nn.Module, got {type(baseline).__name__}")
-    finetune_epochs = validate.positive_int("finetune_epochs", finetune_epochs)
-    student_epochs = validate.positive_int("student_epochs", student_epochs)
-    student_hidden = validate.positive_int("student_hidden", student_hidden)
+    finetune_epochs = arguments.positive_int("finetune_epochs", finetune_epochs)
+    student_epochs = arguments.positive_int("student_epochs", student_epochs)
+    student_hidden = arguments.positive_int("student_hidden", student_hidden)
     loss = distillation.DistillationLoss(baseline, temperature=temperature, alpha=alpha)  # checks both
     baseline.eval()
     device = next(baseline.parameters()).device
@@ -166,7 +166,7 @@ def accuracy_difference(a: nn.Module, b: nn.Module, test_data, *, device: torch.
             raise TypeError(f"{name} must be a torch.nn.Module, got {type(m).__name__}")
     if not isinstance(test_data, torch.utils.data.TensorDataset) or len(test_data.tensors) != 2:
         raise TypeError("test_data must be a TensorDataset of (inputs, labels), such as data.load_digits().test")
-    batch_size = validate.positive_int("batch_size", batch_size)
+    batch_size = arguments.positive_int("batch_size", batch_size)
     device = hardware.as_device(device) if device is not None else next(a.parameters()).device
     x, y = test_data.tensors
     right = []
@@ -194,7 +194,7 @@ def _is_quantized(t: torch.Tensor) -> bool:
 
 def predict(variants: Mapping[str, nn.Module | Variant], batch_size: int = 256) -> dict[str, Prediction]:
     """The analytic cost of each variant (notebook 05.4's predictions, before measuring)."""
-    batch_size = validate.positive_int("batch_size", batch_size)
+    batch_size = arguments.positive_int("batch_size", batch_size)
     out = {}
     for name, v in variants.items():
         model = v.model if isinstance(v, Variant) else v
@@ -229,20 +229,20 @@ def time_calls(fns: Mapping[str, Callable[[], object]], *, calls: int = 200, war
     """Time single calls, one at a time, interleaved: each round calls every function once (A B C, then
     B C A, ...: the order rotates so that no function always follows the same one), ``calls`` rounds after
     ``warmup`` untimed ones, the device synchronised after each call. Returns the median and the 95th
-    percentile of each function's calls (notebook 05.4: batch-1 latency). A percentile of single calls sees
+    percentile of each function's calls (batch-1 latency). A percentile of single calls sees
     what a block average hides: the slow calls a busy machine or a garbage collection causes. ``num_threads``
     (default 1: one request, one core) is set for the timing; None keeps torch's setting."""
     if not isinstance(fns, Mapping) or not fns:
         raise ValueError("fns must be a non-empty mapping of name -> callable")
     for name, fn in fns.items():
-        validate.function(f"fns[{name!r}]", fn)
-    calls = validate.integer("calls", calls, minimum=20)
-    warmup = validate.nonnegative_int("warmup", warmup)
-    threads = torch.get_num_threads() if num_threads is None else validate.positive_int("num_threads", num_threads)
+        arguments.function(f"fns[{name!r}]", fn)
+    calls = arguments.integer("calls", calls, minimum=20)
+    warmup = arguments.nonnegative_int("warmup", warmup)
+    threads = torch.get_num_threads() if num_threads is None else arguments.positive_int("num_threads", num_threads)
     dev = hardware.as_device(device)
     names = list(fns)
     times: dict[str, list[float]] = {k: [] for k in names}
-    with bench.num_threads_set(threads):
+    with timing.num_threads_set(threads):
         for r in range(warmup + calls):
             for name in names[r % len(names):] + names[:r % len(names)]:
                 start = time.perf_counter()
@@ -250,7 +250,7 @@ def time_calls(fns: Mapping[str, Callable[[], object]], *, calls: int = 200, war
                 hardware.synchronize(dev)
                 if r >= warmup:
                     times[name].append(time.perf_counter() - start)
-    return {k: CallTiming(statistics.median(v), bench.quantile(v, 0.95), min(v), len(v)) for k, v in times.items()}
+    return {k: CallTiming(statistics.median(v), timing.quantile(v, 0.95), min(v), len(v)) for k, v in times.items()}
 
 
 def _batch(test_data, batch_size: int, device) -> torch.Tensor:
@@ -274,7 +274,7 @@ def measure(variants: Mapping[str, nn.Module | Variant], test_data, *, batch_siz
             baseline: str | None = None) -> list[Row]:
     """Size, latency and accuracy of each variant (a model, or a ``Variant`` from ``build_variants``),
     notebook 05.4. Latency twice, every variant interleaved with the others: a forward pass on ``batch_size``
-    held-out examples (``bench.compare_interleaved``, ``rounds`` rounds on torch's threads) and, with
+    held-out examples (``timing.compare_interleaved``, ``rounds`` rounds on torch's threads) and, with
     ``single_calls``, single calls on one example (``time_calls``: median and p95 of that many calls on
     ``single_threads``; 0 leaves it out). ``baseline`` (default: the first variant) is listed first."""
     if not isinstance(variants, Mapping) or not variants:
@@ -287,10 +287,10 @@ def measure(variants: Mapping[str, nn.Module | Variant], test_data, *, batch_siz
     if first not in info:
         raise ValueError(f"baseline {first!r} is not one of the variants: {', '.join(info)}")
     variants = {k: v.model for k, v in info.items()}
-    batch_size = validate.positive_int("batch_size", batch_size)
-    single_calls = validate.nonnegative_int("single_calls", single_calls)
+    batch_size = arguments.positive_int("batch_size", batch_size)
+    single_calls = arguments.nonnegative_int("single_calls", single_calls)
     x = _batch(test_data, batch_size, device)
-    timings = bench.compare_interleaved({k: _forward(m, x) for k, m in variants.items()}, rounds=rounds, device=device)
+    timings = timing.compare_interleaved({k: _forward(m, x) for k, m in variants.items()}, rounds=rounds, device=device)
     single = {}
     if single_calls:
         x1 = _batch(test_data, 1, device)
@@ -313,7 +313,7 @@ def _rows(rows: Sequence[Row]) -> list[Row]:
     return rows
 
 
-def recommend(rows: Sequence[Row], constraint: str, *, max_accuracy_drop: float = 0.01,
+def best_variant(rows: Sequence[Row], constraint: str, *, max_accuracy_drop: float = 0.01,
               baseline: str | None = None, post_training_only: bool = False, min_gain: float = 1.25) -> Row:
     """The variant that does best on ``constraint`` ("memory", "latency": batch 1, median; "throughput": a
     large batch; "bandwidth": bytes zipped) among those whose accuracy is at most ``max_accuracy_drop`` (a
@@ -322,10 +322,10 @@ def recommend(rows: Sequence[Row], constraint: str, *, max_accuracy_drop: float 
     variant must beat the baseline on the constraint by ``min_gain`` (1.25: 25 % fewer bytes or seconds) to
     count: a latency within timing noise of the baseline's is no reason to change anything, and then the
     baseline is the answer. Pure: it only reads the measured rows (notebook 05.4)."""
-    post_training_only = validate.boolean("post_training_only", post_training_only)
-    min_gain = validate.number("min_gain", min_gain, minimum=1)
-    constraint = validate.choice("constraint", constraint, CONSTRAINTS)
-    max_accuracy_drop = validate.number("max_accuracy_drop", max_accuracy_drop, minimum=0, maximum=1)
+    post_training_only = arguments.boolean("post_training_only", post_training_only)
+    min_gain = arguments.number("min_gain", min_gain, minimum=1)
+    constraint = arguments.choice("constraint", constraint, CONSTRAINTS)
+    max_accuracy_drop = arguments.number("max_accuracy_drop", max_accuracy_drop, minimum=0, maximum=1)
     rows = _rows(rows)
     base = next((r for r in rows if r.name == baseline), None) if baseline is not None else rows[0]
     if base is None:
@@ -351,12 +351,12 @@ def format_rows(rows: Sequence[Row]) -> str:
              + ("batch 1: median, p95 | " if single else "") + "large batch | accuracy | training |",
              "|---:|---|---:|---:|---:|---:|" + ("---:|" if single else "") + "---:|---:|---:|"]
     for i, r in enumerate(rows, 1):
-        one = (f"{bench.format_seconds(r.latency1_s)} ({r.latency1_s / base.latency1_s:.2f}×), "
-               f"{bench.format_seconds(r.latency1_p95_s)} | ") if single else ""
+        one = (f"{timing.format_seconds(r.latency1_s)} ({r.latency1_s / base.latency1_s:.2f}×), "
+               f"{timing.format_seconds(r.latency1_p95_s)} | ") if single else ""
         lines.append(f"| {i} | {r.name} | {r.parameters:,} | {r.file_bytes / 2**10:,.0f} KiB ({r.file_bytes / base.file_bytes:.2f}×) "
                      f"| {r.zipped_bytes / 2**10:,.0f} KiB ({r.zipped_bytes / base.zipped_bytes:.2f}×) "
                      f"| {r.memory_bytes / 2**10:,.0f} KiB ({r.memory_bytes / base.memory_bytes:.2f}×) | {one}"
-                     f"{bench.format_seconds(r.latency_s)} ({r.latency_s / base.latency_s:.2f}×){' (noisy)' if r.noisy else ''} "
+                     f"{timing.format_seconds(r.latency_s)} ({r.latency_s / base.latency_s:.2f}×){' (noisy)' if r.noisy else ''} "
                      f"| {r.accuracy:.1%} | {f'{r.training_s:.1f} s' if r.retrained else 'none'} |")
     return "\n".join(lines)
 
@@ -371,10 +371,10 @@ def label_groups(points: Sequence[tuple[float, float]], *, min_gap: float = 0.06
     pts = list(points)
     if not pts or not all(isinstance(p, (tuple, list)) and len(p) == 2 for p in pts):
         raise ValueError("points must be a non-empty list of (x, y) pairs")
-    min_gap = validate.positive("min_gap", min_gap)
+    min_gap = arguments.positive("min_gap", min_gap)
     scaled = []
-    for axis, log in ((0, validate.boolean("logx", logx)), (1, validate.boolean("logy", logy))):
-        values = [validate.number(f"point {i}'s {'xy'[axis]}", p[axis]) for i, p in enumerate(pts)]
+    for axis, log in ((0, arguments.boolean("logx", logx)), (1, arguments.boolean("logy", logy))):
+        values = [arguments.number(f"point {i}'s {'xy'[axis]}", p[axis]) for i, p in enumerate(pts)]
         if log:
             if min(values) <= 0:
                 raise ValueError(f"a log axis needs positive values; got {'xy'[axis]} = {min(values)!r}")

@@ -34,7 +34,7 @@ from torch import nn
 from torch.nn import functional as F
 from torch.utils.data import BatchSampler, DataLoader, RandomSampler
 
-from .. import validate
+from .. import arguments
 from ..cpu import limit_threads
 from ..data import Split
 from ..models import MLP, count_parameters
@@ -44,11 +44,11 @@ __all__ = ["distillation_loss", "soft_targets", "DistillationLoss", "StudentRun"
 
 
 def _temperature(temperature: float) -> float:
-    return validate.positive("temperature", temperature)
+    return arguments.positive("temperature", temperature)
 
 
 def _alpha(alpha: float) -> float:
-    return validate.number("alpha", alpha, minimum=0, maximum=1)
+    return arguments.number("alpha", alpha, minimum=0, maximum=1)
 
 
 def _logits(name: str, value: torch.Tensor) -> torch.Tensor:
@@ -95,7 +95,7 @@ class DistillationLoss:
     ``train_step`` calls it as ``loss_fn(student_output, target, inputs)`` because ``wants_inputs``
     is true; it runs ``teacher(*inputs)`` in eval mode under ``torch.no_grad`` and returns
     ``distillation_loss(student_output, teacher_output, target, temperature, alpha)``. The teacher is
-    never updated. Notebook 05.3, section 1.
+    never updated.
     """
 
     wants_inputs = True
@@ -145,8 +145,8 @@ def shuffled_batches(dataset: torch.utils.data.TensorDataset, batch_size: int, s
     ``BatchSampler``) instead of once per example: on tiny models the default per-example collation
     costs more than the step. The same seed gives the same batches, so two students can see
     exactly the same data in the same order."""
-    validate.positive_int("batch_size", batch_size)
-    sampler = RandomSampler(dataset, generator=torch.Generator().manual_seed(validate.nonnegative_int("seed", seed)))
+    arguments.positive_int("batch_size", batch_size)
+    sampler = RandomSampler(dataset, generator=torch.Generator().manual_seed(arguments.nonnegative_int("seed", seed)))
     return DataLoader(dataset, batch_size=None, sampler=BatchSampler(sampler, batch_size, drop_last=False))
 
 
@@ -169,13 +169,13 @@ def compare_students(split: Split, *, seeds: Iterable[int] = range(5), teacher_h
     """
     if not isinstance(split, Split):
         raise TypeError(f"split must be a course_lib.data.Split (data.load_digits(...)), got {type(split).__name__}")
-    seeds = validate.int_list("seeds", seeds, minimum=0)
-    validate.positive_int("epochs", epochs)
-    validate.positive_int("teacher_epochs", teacher_epochs)
-    teacher_batch = len(split.train) if teacher_batch_size is None else validate.positive_int(
+    seeds = arguments.int_list("seeds", seeds, minimum=0)
+    arguments.positive_int("epochs", epochs)
+    arguments.positive_int("teacher_epochs", teacher_epochs)
+    teacher_batch = len(split.train) if teacher_batch_size is None else arguments.positive_int(
         "teacher_batch_size", teacher_batch_size)
     _temperature(temperature), _alpha(alpha)
-    validate.optional(validate.positive_int, "threads", threads)
+    arguments.optional(arguments.positive_int, "threads", threads)
     with limit_threads(threads) if threads is not None else contextlib.nullcontext():
         return [_one_seed(split, seed, teacher_hidden, student_hidden, epochs, teacher_epochs, teacher_batch, lr,
                           batch_size, temperature, alpha, device) for seed in seeds]
@@ -205,7 +205,7 @@ def _one_seed(split: Split, seed: int, teacher_hidden: int | list[int], student_
 def summary(runs: Sequence[StudentRun], field: str) -> tuple[float, float]:
     """Mean and sample standard deviation over seeds of one accuracy field of ``compare_students``'
     runs ("teacher_acc", "alone_acc", "distilled_acc" or "gain"); the spread is 0 for a single run."""
-    field = validate.choice("field", field, ("teacher_acc", "alone_acc", "distilled_acc", "gain"))
+    field = arguments.choice("field", field, ("teacher_acc", "alone_acc", "distilled_acc", "gain"))
     if not runs:
         raise ValueError("runs must not be empty")
     values = [getattr(r, field) for r in runs]

@@ -1,5 +1,5 @@
 """int8 on a CPU: what the instructions offer, what each software path makes of them, and why batch 1 is a
-question of bytes (notebook 05.2, sections 4 and 5).
+question of bytes.
 
 Two software paths run int8 Linear layers on a CPU. PyTorch's own quantized engine
 (``torch.ao.quantization.quantize_dynamic``, deprecated since torch 2.10 in favour of torchao) calls FBGEMM on
@@ -9,7 +9,7 @@ instructions serve both; how much each path makes of them differs, which is why 
 ``product_profile`` names the op each spends its time in.
 
 At batch 1 a Linear layer multiplies a matrix by a vector: every weight is read once and used once, so on weights
-larger than the caches the time is about ``weight bytes / memory bandwidth`` (the roofline of notebook 01), and
+larger than the caches the time is about ``weight bytes / memory bandwidth`` (the roofline of module 01), and
 fewer bytes per weight make it shorter whether or not the CPU has int8 arithmetic (``batch1_sweep``).
 """
 from __future__ import annotations
@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from .. import bench, hardware, validate
+from .. import arguments, hardware, timing
 from ..procs import quiet_native_stderr
 
 __all__ = ["FBGEMM_ENV", "fbgemm_isa", "pytorch_int8_problem", "pytorch_int8_dynamic", "product_profile", "read_bandwidth",
@@ -118,7 +118,7 @@ def product_profile(model: nn.Module, batch: int, *, calls: int = 3) -> tuple[st
 
     if not isinstance(model, nn.Module):
         raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
-    n, calls = validate.positive_int("batch", batch), validate.positive_int("calls", calls)
+    n, calls = arguments.positive_int("batch", batch), arguments.positive_int("calls", calls)
     linears = [m for m in model.modules() if hasattr(m, "in_features") and hasattr(m, "out_features")]
     if not linears:
         raise ValueError("model has no Linear layers (modules with in_features and out_features) to count")
@@ -145,19 +145,19 @@ def read_bandwidth(n_bytes: int = 256 * 2**20, *, num_threads: int | None = None
     """Bytes/s of reading one buffer of ``n_bytes`` (summing it: one read per byte, nothing written) on ``num_threads``
     threads (default: torch's setting): the rate a batch-1 matrix product needs, since it reads each weight once and
     writes almost nothing. Pick ``n_bytes`` well above the last-level cache (default 256 MiB)."""
-    n = validate.integer("n_bytes", n_bytes, minimum=1024) // 4
-    threads = None if num_threads is None else validate.positive_int("num_threads", num_threads)
+    n = arguments.integer("n_bytes", n_bytes, minimum=1024) // 4
+    threads = None if num_threads is None else arguments.positive_int("num_threads", num_threads)
     buffer = torch.ones(n)
-    t = bench.time_fn(buffer.sum, label="read", min_run_time=min_run_time, num_threads=threads)
-    return bench.achieved_bandwidth(n * 4, t.seconds)
+    t = timing.time_fn(buffer.sum, label="read", min_run_time=min_run_time, num_threads=threads)
+    return timing.achieved_bandwidth(n * 4, t.seconds)
 
 
 def weight_stack(n_params: int, width: int = 1024, *, seed: int = 0) -> nn.Sequential:
     """Square bias-free Linear layers of ``width`` (default 1024: 4 MiB each in fp32, within most CPUs' last-level
     cache) holding about ``n_params`` weights in fp32 (at least one layer):
     a stand-in for a model's weights at batch 1, where only their bytes matter."""
-    n_params = validate.integer("n_params", n_params, minimum=1)
-    width = validate.integer("width", width, minimum=8)
+    n_params = arguments.integer("n_params", n_params, minimum=1)
+    width = arguments.integer("width", width, minimum=8)
     gen = torch.Generator().manual_seed(seed)
     layers = []
     for _ in range(max(1, round(n_params / width**2))):
@@ -171,11 +171,11 @@ def weight_stack(n_params: int, width: int = 1024, *, seed: int = 0) -> nn.Seque
 @dataclass
 class Batch1Point:
     """One size of ``batch1_sweep``: fp32 weight bytes, and per kind (``fp32``, ``bf16``, ``int8``) the weight
-    bytes read per call and the interleaved ``bench.Timing`` of one batch-1 forward pass."""
+    bytes read per call and the interleaved ``timing.Timing`` of one batch-1 forward pass."""
 
     n_params: int
     weight_bytes: dict[str, int]
-    timings: dict[str, bench.Timing]
+    timings: dict[str, timing.Timing]
 
     def predicted_s(self, kind: str, bandwidth: float) -> float:
         """Seconds predicted for ``kind``: its weight bytes / ``bandwidth``."""
@@ -191,8 +191,8 @@ def batch1_sweep(param_counts: Sequence[int], *, kinds: Sequence[str] = ("fp32",
     each of ``kinds`` (fp32; bf16 weights and input; int8 weights through ``pytorch_int8_dynamic``), interleaved
     per size, on ``num_threads`` threads (default: torch's setting). Sizes are built one at a time and freed, so the
     largest sets the memory needed (7 bytes a weight)."""
-    counts = validate.int_list("param_counts", param_counts)
-    threads = None if num_threads is None else validate.positive_int("num_threads", num_threads)
+    counts = arguments.int_list("param_counts", param_counts)
+    threads = None if num_threads is None else arguments.positive_int("num_threads", num_threads)
     unknown = [k for k in kinds if k not in _BYTES]
     if unknown or not kinds:
         raise ValueError(f"kinds must be some of {tuple(_BYTES)}, got {list(kinds)}")
@@ -214,7 +214,7 @@ def batch1_sweep(param_counts: Sequence[int], *, kinds: Sequence[str] = ("fp32",
             return lambda: model(inp)
 
         with torch.inference_mode():
-            timed = bench.compare_interleaved({k: call(m, i) for k, (m, i) in models.items()}, rounds=rounds,
+            timed = timing.compare_interleaved({k: call(m, i) for k, (m, i) in models.items()}, rounds=rounds,
                                               min_run_time=min_run_time, num_threads=threads)
         out.append(Batch1Point(weights, {k: weights * _BYTES[k] for k in kinds}, timed))
         del models, fp32

@@ -14,7 +14,7 @@
 
 The formulas count what ``torch.utils.flop_counter`` counts (matrix products and convolutions, two
 FLOPs per multiply-add; elementwise work is not counted), so the notebook compares them with
-``bench.count_flops``; the byte formulas count the forward pass's live tensors, which the notebook
+``timing.count_flops``; the byte formulas count the forward pass's live tensors, which the notebook
 compares with ``memory.meters.measure_peak_memory``.
 """
 from __future__ import annotations
@@ -28,8 +28,8 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from .. import bench, validate
-from ..bench import Timing
+from .. import arguments, timing
+from ..timing import Timing
 from ..memory.meters import measure_peak_memory
 
 __all__ = ["DepthwiseSeparableConv2d", "conv_parameters", "separable_parameters", "conv_flops", "separable_flops",
@@ -37,7 +37,7 @@ __all__ = ["DepthwiseSeparableConv2d", "conv_parameters", "separable_parameters"
            "attention_bytes", "score_matrix_bytes", "state_bytes", "crossover_length", "AttentionPoint",
            "attention_sweep", "measured_crossover"]
 
-_pos = validate.positive_int
+_pos = arguments.positive_int
 
 
 def _out_size(size: int, kernel_size: int, stride: int, padding: int) -> int:
@@ -57,8 +57,8 @@ class DepthwiseSeparableConv2d(nn.Sequential):
         for name, v in (("in_channels", in_channels), ("out_channels", out_channels),
                         ("kernel_size", kernel_size), ("stride", stride)):
             _pos(name, v)
-        validate.nonnegative_int("padding", padding)
-        validate.boolean("bias", bias)
+        arguments.nonnegative_int("padding", padding)
+        arguments.boolean("bias", bias)
         super().__init__()
         self.depthwise = nn.Conv2d(in_channels, in_channels, kernel_size, stride, padding,
                                    groups=in_channels, bias=bias)
@@ -68,13 +68,13 @@ class DepthwiseSeparableConv2d(nn.Sequential):
 def conv_parameters(in_channels: int, out_channels: int, kernel_size: int, bias: bool = True) -> int:
     """Parameters of ``nn.Conv2d(in, out, k)``: ``in * out * k^2`` (+ ``out`` biases)."""
     ci, co, k = _pos("in_channels", in_channels), _pos("out_channels", out_channels), _pos("kernel_size", kernel_size)
-    return ci * co * k * k + (co if validate.boolean("bias", bias) else 0)
+    return ci * co * k * k + (co if arguments.boolean("bias", bias) else 0)
 
 
 def separable_parameters(in_channels: int, out_channels: int, kernel_size: int, bias: bool = True) -> int:
     """Parameters of ``DepthwiseSeparableConv2d(in, out, k)``: ``in * k^2 + in * out`` (+ ``in + out`` biases)."""
     ci, co, k = _pos("in_channels", in_channels), _pos("out_channels", out_channels), _pos("kernel_size", kernel_size)
-    return ci * k * k + ci * co + ((ci + co) if validate.boolean("bias", bias) else 0)
+    return ci * k * k + ci * co + ((ci + co) if arguments.boolean("bias", bias) else 0)
 
 
 def conv_flops(in_channels: int, out_channels: int, kernel_size: int, height: int, width: int,
@@ -83,7 +83,7 @@ def conv_flops(in_channels: int, out_channels: int, kernel_size: int, height: in
     ``2 * batch * out * in * k^2`` per output pixel (bias adds not counted, as FlopCounterMode)."""
     ci, co, k = _pos("in_channels", in_channels), _pos("out_channels", out_channels), _pos("kernel_size", kernel_size)
     b, s = _pos("batch", batch), _pos("stride", stride)
-    p = validate.nonnegative_int("padding", padding)
+    p = arguments.nonnegative_int("padding", padding)
     pixels = _out_size(_pos("height", height), k, s, p) * _out_size(_pos("width", width), k, s, p)
     return 2 * b * pixels * co * ci * k * k
 
@@ -94,7 +94,7 @@ def separable_flops(in_channels: int, out_channels: int, kernel_size: int, heigh
     pixel. The ratio to ``conv_flops`` is ``1/out + 1/k^2`` (notebook 05.3, section 3)."""
     ci, co, k = _pos("in_channels", in_channels), _pos("out_channels", out_channels), _pos("kernel_size", kernel_size)
     b, s = _pos("batch", batch), _pos("stride", stride)
-    p = validate.nonnegative_int("padding", padding)
+    p = arguments.nonnegative_int("padding", padding)
     pixels = _out_size(_pos("height", height), k, s, p) * _out_size(_pos("width", width), k, s, p)
     return 2 * b * pixels * (ci * k * k + ci * co)
 
@@ -112,7 +112,7 @@ class _Attention(nn.Module):
         if dim % heads:
             raise ValueError(f"dim ({dim}) must be divisible by heads ({heads})")
         self.dim, self.heads, self.head_dim = dim, heads, dim // heads
-        self.qkv = nn.Linear(dim, 3 * dim, bias=validate.boolean("bias", bias))
+        self.qkv = nn.Linear(dim, 3 * dim, bias=arguments.boolean("bias", bias))
         self.out = nn.Linear(dim, dim, bias=bias)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -130,7 +130,7 @@ class _Attention(nn.Module):
 
 class SoftmaxAttention(_Attention):
     """Ordinary (non-causal) scaled dot-product attention, written out so the ``n x n`` score matrix
-    is really built: ``softmax(q k^T / sqrt(d)) v`` per head (notebook 05.3, section 3). Fused kernels
+    is really built: ``softmax(q k^T / sqrt(d)) v`` per head. Fused kernels
     (FlashAttention, ``F.scaled_dot_product_attention``) compute the same thing in tiles without
     storing the matrix, but still do the ``n^2`` work. Input and output: (batch, n, dim)."""
 
@@ -142,7 +142,7 @@ class SoftmaxAttention(_Attention):
 class LinearAttention(_Attention):
     """Linear attention with the feature map ``phi(x) = elu(x) + 1`` (Katharopoulos et al. 2020):
     ``phi(q) (phi(k)^T v) / (phi(q) sum_j phi(k_j))`` per head, a ``head_dim x head_dim`` state instead
-    of the ``n x n`` scores (notebook 05.3, section 3). Same interface as ``SoftmaxAttention``."""
+    of the ``n x n`` scores. Same interface as ``SoftmaxAttention``."""
 
     def mix(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
         q, k = F.elu(q) + 1, F.elu(k) + 1
@@ -155,7 +155,7 @@ class FusedAttention(_Attention):
     """The same softmax attention as ``SoftmaxAttention`` through ``F.scaled_dot_product_attention``, which picks a
     fused kernel (FlashAttention-style on CPUs and recent GPUs: the scores are computed block by block and never
     stored whole, Dao et al. 2022) where one applies, the explicit product otherwise. Same interface, the same
-    ``4 n^2 d`` FLOPs; its memory depends on the kernel picked, so only a measurement gives it (notebook 05.3)."""
+    ``4 n^2 d`` FLOPs; its memory depends on the kernel picked, so only a measurement gives it."""
 
     def mix(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
         return F.scaled_dot_product_attention(q, k, v)
@@ -167,11 +167,11 @@ _MODULES = {**ATTENTION_KINDS, "fused": FusedAttention}
 
 def make_attention(kind: str, dim: int, heads: int = 1) -> _Attention:
     """``SoftmaxAttention``, ``LinearAttention`` or ``FusedAttention`` by name ("softmax", "linear", "fused")."""
-    return _MODULES[validate.choice("kind", kind, _MODULES)](dim, heads)
+    return _MODULES[arguments.choice("kind", kind, _MODULES)](dim, heads)
 
 
 def _attention_args(kind: str, seq_len: int, dim: int, heads: int, batch: int) -> tuple[str, int, int, int, int]:
-    kind = validate.choice("kind", kind, ATTENTION_KINDS)
+    kind = arguments.choice("kind", kind, ATTENTION_KINDS)
     n, d, h, b = _pos("seq_len", seq_len), _pos("dim", dim), _pos("heads", heads), _pos("batch", batch)
     if d % h:
         raise ValueError(f"dim ({d}) must be divisible by heads ({h})")
@@ -186,7 +186,7 @@ def attention_flops(kind: str, seq_len: int, dim: int, heads: int = 1, batch: in
     ``phi(q) S``, ``4 b n d d_head``, plus the normaliser ``2 b n d`` (notebook 05.3, section 3). "fused": softmax's
     FLOPs (a fused kernel does the same products)."""
     kind, n, d, h, b = _attention_args("softmax" if kind == "fused" else kind, seq_len, dim, heads, batch)
-    proj = 8 * b * n * d * d if validate.boolean("projections", projections) else 0
+    proj = 8 * b * n * d * d if arguments.boolean("projections", projections) else 0
     if kind == "softmax":
         return proj + 4 * b * n * n * d
     return proj + 4 * b * n * d * (d // h) + 2 * b * n * d
@@ -228,7 +228,7 @@ def crossover_length(cost, low: int = 1, high: int = 1 << 20) -> int:
     found by bisection (both costs are increasing; softmax's grows faster). ``cost(kind, n)`` is e.g.
     ``lambda kind, n: attention_flops(kind, n, 64)``. Notebook 05.3, section 3: the predicted
     crossover. ValueError if linear is not cheaper even at ``high``."""
-    validate.function("cost", cost)
+    arguments.function("cost", cost)
     lo, hi = _pos("low", low), _pos("high", high)
     if lo > hi:
         raise ValueError(f"low ({lo}) must be <= high ({hi})")
@@ -248,7 +248,7 @@ def crossover_length(cost, low: int = 1, high: int = 1 << 20) -> int:
 
 @dataclass(frozen=True)
 class AttentionPoint:
-    """One sequence length of ``attention_sweep``: forward time (``bench.Timing``, measured
+    """One sequence length of ``attention_sweep``: forward time (``timing.Timing``, measured
     interleaved) and peak live bytes (measured) of both kinds, with their FLOP and byte formulas."""
 
     seq_len: int
@@ -276,17 +276,17 @@ def attention_sweep(lengths: Iterable[int], dim: int = 64, heads: int = 1, batch
 
     One module of each kind (same dimensions; inference, ``torch.no_grad``) runs on a random input of
     shape (batch, n, dim); ``fused=True`` adds ``FusedAttention`` with the softmax module's weights. Time:
-    ``bench.compare_interleaved`` (the kinds alternate, low quantile of the rounds) on ``num_threads`` threads
+    ``timing.compare_interleaved`` (the kinds alternate, low quantile of the rounds) on ``num_threads`` threads
     (default: torch's setting). Memory: ``memory.meters.measure_peak_memory`` on a CPU copy (live tensor
     bytes above the input and weights, counted exactly; a GPU's allocator would add rounding and
     library workspaces). FLOPs and bytes come from the formulas.
     """
-    lengths = validate.int_list("lengths", lengths)
-    validate.positive_int("rounds", rounds)
-    threads = None if num_threads is None else validate.positive_int("num_threads", num_threads)
-    torch.manual_seed(validate.nonnegative_int("seed", seed))
+    lengths = arguments.int_list("lengths", lengths)
+    arguments.positive_int("rounds", rounds)
+    threads = None if num_threads is None else arguments.positive_int("num_threads", num_threads)
+    torch.manual_seed(arguments.nonnegative_int("seed", seed))
     mods = {kind: make_attention(kind, dim, heads).to(device).eval() for kind in ATTENTION_KINDS}
-    if validate.boolean("fused", fused):
+    if arguments.boolean("fused", fused):
         mods["fused"] = make_attention("fused", dim, heads).to(device).eval()
         mods["fused"].load_state_dict(mods["softmax"].state_dict())
     cpu_mods = {kind: copy.deepcopy(m).cpu() for kind, m in mods.items()}
@@ -294,7 +294,7 @@ def attention_sweep(lengths: Iterable[int], dim: int = 64, heads: int = 1, batch
     for n in lengths:
         x = torch.randn(batch, n, dim, device=device)
         calls = {kind: _no_grad_call(m, x) for kind, m in mods.items()}
-        timed = bench.compare_interleaved(calls, rounds=rounds, device=device, min_run_time=min_run_time,
+        timed = timing.compare_interleaved(calls, rounds=rounds, device=device, min_run_time=min_run_time,
                                           num_threads=threads)
         x_cpu = x.cpu()  # memory is counted on the CPU: live tensors, exactly, whatever the device
         peak = {kind: measure_peak_memory(_no_grad_call(cpu_mods[kind], x_cpu), device="cpu").increment_bytes
@@ -318,12 +318,12 @@ def measured_crossover(lengths: Sequence[int], ratios: Sequence[float]) -> float
     fall below 1: the length interpolated geometrically between the last length where softmax was
     cheaper and the first where linear was (notebook 05.3, section 3). ``lengths[0]`` if linear is
     already cheaper there; None if it never is."""
-    lengths = validate.int_list("lengths", lengths)
+    lengths = arguments.int_list("lengths", lengths)
     if len(ratios) != len(lengths):
         raise ValueError(f"ratios ({len(ratios)}) and lengths ({len(lengths)}) must have the same length")
     if any(b <= a for a, b in zip(lengths, lengths[1:])):
         raise ValueError(f"lengths must increase, got {lengths}")
-    ratios = [validate.positive(f"ratios[{i}]", r) for i, r in enumerate(ratios)]
+    ratios = [arguments.positive(f"ratios[{i}]", r) for i, r in enumerate(ratios)]
     for i, r in enumerate(ratios):
         if r < 1:
             if i == 0:

@@ -26,7 +26,7 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader, Dataset
 
-from .. import validate
+from .. import arguments
 from ..models import count_parameters
 from ..train import evaluate, fit
 
@@ -57,16 +57,16 @@ def singular_values(weight: torch.Tensor | nn.Linear) -> torch.Tensor:
 
 
 def _check_rank(rank: int, max_rank: int) -> int:
-    return validate.integer("rank", rank, minimum=1, maximum=max_rank)
+    return arguments.integer("rank", rank, minimum=1, maximum=max_rank)
 
 
 def _check_energy(energy: float) -> float:
-    return validate.fraction("energy", energy, allow_one=True)
+    return arguments.fraction("energy", energy, allow_one=True)
 
 
 def rank_for_energy(s: torch.Tensor, energy: float) -> int:
     """The smallest rank ``r`` whose first ``r`` singular values hold at least ``energy`` (in (0, 1]) of
-    ``sum(s**2)`` (notebook 05.3, section 2). ``s`` must be sorted from large to small."""
+    ``sum(s**2)``. ``s`` must be sorted from large to small."""
     energy = _check_energy(energy)
     s = _singular(s)
     kept = torch.cumsum(s.double() ** 2, 0) / (s.double() ** 2).sum()
@@ -84,7 +84,7 @@ def _singular(s: torch.Tensor) -> torch.Tensor:
 
 def predicted_error(weight_or_s: torch.Tensor | nn.Linear, rank: int) -> float:
     """Eckart-Young: the relative Frobenius error ``||W - W_r|| / ||W||`` of the best rank-``rank``
-    approximation, ``sqrt(sum of the discarded s_i^2 / sum of all s_i^2)`` (notebook 05.3, section 2).
+    approximation, ``sqrt(sum of the discarded s_i^2 / sum of all s_i^2)``.
     Pass the weight (or layer), or its singular values (a 1-D tensor)."""
     s = _singular(weight_or_s) if isinstance(weight_or_s, torch.Tensor) and weight_or_s.dim() == 1 \
         else singular_values(weight_or_s)
@@ -99,12 +99,12 @@ class LowRankLinear(nn.Sequential):
 
     Built by ``factorize_linear``; it remembers the ``rank``, the layer's ``singular_values`` and the
     ``predicted_error`` (Eckart-Young) of the cut, and ``weight()`` rebuilds the product ``W2 @ W1``
-    (the matrix it applies). Notebook 05.3, section 2.
+    (the matrix it applies).
     """
 
     def __init__(self, in_features: int, out_features: int, rank: int, bias: bool = True) -> None:
-        validate.positive_int("in_features", in_features)
-        validate.positive_int("out_features", out_features)
+        arguments.positive_int("in_features", in_features)
+        arguments.positive_int("out_features", out_features)
         _check_rank(rank, min(in_features, out_features))
         super().__init__(nn.Linear(in_features, rank, bias=False), nn.Linear(rank, out_features, bias=bias))
         self.rank = rank
@@ -121,7 +121,7 @@ class LowRankLinear(nn.Sequential):
 
 
 def factorize_linear(layer: nn.Linear, rank: int | None = None, energy: float | None = None) -> LowRankLinear:
-    """A ``LowRankLinear`` approximating ``layer`` through its truncated SVD (notebook 05.3, section 2).
+    """A ``LowRankLinear`` approximating ``layer`` through its truncated SVD.
 
     Give exactly one of ``rank`` (1 to min(in, out)) or ``energy`` (in (0, 1]: the smallest rank
     keeping that fraction of the squared singular values). The SVD runs in float64; each factor
@@ -149,7 +149,7 @@ def factorize_linear(layer: nn.Linear, rank: int | None = None, energy: float | 
 
 
 def measured_error(layer: nn.Linear, factored: LowRankLinear) -> float:
-    """``||W - W2 W1||_F / ||W||_F`` computed from the rebuilt weights (notebook 05.3, section 2: the
+    """``||W - W2 W1||_F / ||W||_F`` computed from the rebuilt weights (the
     measurement set against ``predicted_error``)."""
     layer = _linear("layer", layer)
     if not isinstance(factored, LowRankLinear):
@@ -165,13 +165,13 @@ def factorize_model(model: nn.Module, layers: Iterable[str] | None = None, *, ra
                     energy: float | None = None) -> nn.Module:
     """A copy of ``model`` whose Linear layers named in ``layers`` (``model.named_modules()`` names;
     default: every Linear) are ``LowRankLinear`` at ``rank`` (capped at each layer's min(in, out)) or
-    at the rank keeping ``energy``. ``model`` itself is untouched (notebook 05.3, section 2)."""
+    at the rank keeping ``energy``. ``model`` itself is untouched."""
     if not isinstance(model, nn.Module):
         raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
     if (rank is None) == (energy is None):
         raise ValueError("give exactly one of rank (an int >= 1) or energy (a fraction in (0, 1])")
     if rank is not None:
-        validate.positive_int("rank", rank)
+        arguments.positive_int("rank", rank)
     linears = {name: m for name, m in model.named_modules() if isinstance(m, nn.Linear)}
     names = list(linears) if layers is None else list(layers)
     unknown = [n for n in names if n not in linears]
@@ -191,9 +191,9 @@ def factorize_model(model: nn.Module, layers: Iterable[str] | None = None, *, ra
 
 def linear_parameters(in_features: int, out_features: int, bias: bool = True) -> int:
     """Parameters of ``nn.Linear(in, out)``: ``in * out`` (+ ``out`` bias)."""
-    validate.positive_int("in_features", in_features)
-    validate.positive_int("out_features", out_features)
-    return in_features * out_features + (out_features if validate.boolean("bias", bias) else 0)
+    arguments.positive_int("in_features", in_features)
+    arguments.positive_int("out_features", out_features)
+    return in_features * out_features + (out_features if arguments.boolean("bias", bias) else 0)
 
 
 def lowrank_parameters(in_features: int, out_features: int, rank: int, bias: bool = True) -> int:
@@ -207,8 +207,8 @@ def lowrank_parameters(in_features: int, out_features: int, rank: int, bias: boo
 def break_even_rank(in_features: int, out_features: int) -> int:
     """The largest rank at which the factorised layer has fewer weights than the dense one:
     the largest ``r`` with ``r * (in + out) < in * out`` (0 when no rank saves anything)."""
-    validate.positive_int("in_features", in_features)
-    validate.positive_int("out_features", out_features)
+    arguments.positive_int("in_features", in_features)
+    arguments.positive_int("out_features", out_features)
     return (in_features * out_features - 1) // (in_features + out_features)
 
 
@@ -234,8 +234,8 @@ def rank_sweep(model: nn.Module, layers: Iterable[str], ranks: Iterable[int], te
     measured from the rebuilt weights, held-out accuracy on ``test_data``, and, with
     ``finetune_data``, the accuracy after ``finetune_epochs`` of Adam at ``lr`` (``train.fit``)."""
     layers = list(layers)
-    ranks = validate.int_list("ranks", ranks)
-    validate.positive_int("finetune_epochs", finetune_epochs)
+    ranks = arguments.int_list("ranks", ranks)
+    arguments.positive_int("finetune_epochs", finetune_epochs)
     originals = dict(model.named_modules())
     out = []
     for rank in ranks:

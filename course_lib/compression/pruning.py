@@ -35,7 +35,7 @@ import torch
 from torch import nn
 from torch.nn.utils import prune
 
-from .. import models, train, validate
+from .. import arguments, models, train
 
 __all__ = ["PRUNABLE", "magnitude_mask", "prunable_layers", "prune_unstructured", "prune_global", "prune_channels",
            "LayerSparsity", "SparsityReport", "sparsity_report", "make_permanent", "effective_weight",
@@ -54,7 +54,7 @@ def _model(model: nn.Module, name: str = "model") -> nn.Module:
 
 def _share(name: str, value: float) -> float:
     """A fraction in [0, 1): 0 prunes nothing, 1 (everything) is refused."""
-    return validate.fraction(name, value, allow_zero=True)
+    return arguments.fraction(name, value, allow_zero=True)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -95,7 +95,7 @@ def prunable_layers(model: nn.Module, include_output: bool = True) -> list[tuple
     classes, whose units must not be removed.
     """
     _model(model)
-    validate.boolean("include_output", include_output)
+    arguments.boolean("include_output", include_output)
     layers = [(name, m) for name, m in model.named_modules() if isinstance(m, PRUNABLE)]
     if not layers:
         raise ValueError(f"{type(model).__name__} has no Linear or Conv2d layer to prune")
@@ -142,10 +142,10 @@ def prune_channels(model: nn.Module, fraction: float, *, n: int = 2, include_out
     ``include_output`` (its units are the classes).
     """
     fraction = _share("fraction", fraction)
-    n = validate.positive_int("n", n)
-    validate.boolean("inputs", inputs)
+    n = arguments.positive_int("n", n)
+    arguments.boolean("inputs", inputs)
     layers = prunable_layers(model)
-    validate.boolean("include_output", include_output)
+    arguments.boolean("include_output", include_output)
     between = _between(model) if inputs else None
     if inputs and isinstance(between, str):
         raise ValueError(f"prune_channels cannot follow the removed units into the layers that read them: {between}. "
@@ -438,7 +438,7 @@ def remove_units(model: nn.Module, fraction: float, *, n: int = 2) -> nn.Sequent
     """
     _model(model)
     fraction = _share("fraction", fraction)
-    n = validate.positive_int("n", n)
+    n = arguments.positive_int("n", n)
     if not isinstance(model, nn.Sequential):
         raise ValueError(f"remove_units works on an nn.Sequential (such as models.MLP), got {type(model).__name__}: "
                          "for other shapes, use prune_channels (masks) or rebuild the model by hand")
@@ -515,9 +515,9 @@ class SparseLinear(nn.Module):
 def csr_bytes(rows: int, nonzeros: int, *, value_bytes: int = 4, index_bytes: int = 8) -> int:
     """Bytes of a CSR matrix by formula: each non-zero's value and column index, plus one row-start
     index per row and one more (notebook 05.1 section 5's prediction; int64 indices by default)."""
-    rows, nonzeros = validate.nonnegative_int("rows", rows), validate.nonnegative_int("nonzeros", nonzeros)
-    value_bytes = validate.positive_int("value_bytes", value_bytes)
-    index_bytes = validate.positive_int("index_bytes", index_bytes)
+    rows, nonzeros = arguments.nonnegative_int("rows", rows), arguments.nonnegative_int("nonzeros", nonzeros)
+    value_bytes = arguments.positive_int("value_bytes", value_bytes)
+    index_bytes = arguments.positive_int("index_bytes", index_bytes)
     return nonzeros * (value_bytes + index_bytes) + (rows + 1) * index_bytes
 
 
@@ -535,8 +535,8 @@ def to_sparse(model: nn.Module) -> nn.Module:
 def useful_flops(model: nn.Module, batch: int) -> int:
     """FLOPs of the multiplications by non-zero weights of the Linear layers in one forward pass of
     ``batch`` examples: 2 per non-zero weight per example. The work a sparse format could skip is the
-    rest; ``bench.count_flops`` counts what a dense kernel really does (the zeros included)."""
-    batch = validate.positive_int("batch", batch)
+    rest; ``timing.count_flops`` counts what a dense kernel really does (the zeros included)."""
+    batch = arguments.positive_int("batch", batch)
     total = 0
     for layer in _model(model).modules():
         if isinstance(layer, (nn.Linear, SparseLinear)):
@@ -580,9 +580,9 @@ def accuracy_sweep(model: nn.Module, method: str, amounts: Sequence[float], trai
     ``acc_finetuned`` and ``still_sparse`` (the zeros survived training).
     """
     _model(model)
-    prune_fn = PRUNERS[validate.choice("method", method, PRUNERS)]
+    prune_fn = PRUNERS[arguments.choice("method", method, PRUNERS)]
     amounts = [_share("every entry of amounts", a) for a in amounts]
-    finetune_epochs = validate.nonnegative_int("finetune_epochs", finetune_epochs)
+    finetune_epochs = arguments.nonnegative_int("finetune_epochs", finetune_epochs)
     device = device if device is not None else next(model.parameters()).device
     rows = []
     for amount in amounts:
@@ -623,7 +623,7 @@ class Sensitivity:
     def tolerated(self, max_drop: float) -> float:
         """The highest scanned sparsity at which this layer, and every lower one, lost at most ``max_drop``
         points (0.0 when even the lowest lost more): how far this layer can be pruned alone."""
-        max_drop = validate.nonnegative("max_drop", max_drop)
+        max_drop = arguments.nonnegative("max_drop", max_drop)
         best = 0.0
         for amount, drop in sorted(zip(self.amounts, self.drops)):
             if drop > max_drop:
@@ -675,9 +675,9 @@ def speed_models(width: int = 1024, *, in_features: int = 64, out_features: int 
     layer's weights zeroed, same shapes); "shrunk" (``fraction`` of the hidden units removed);
     "CSR 50%" etc. (each layer pruned to that sparsity, stored in CSR). Untrained weights: speed
     and size do not depend on what the weights are, only on their shapes and how many are zero."""
-    width, depth = validate.positive_int("width", width), validate.positive_int("depth", depth)
+    width, depth = arguments.positive_int("width", width), arguments.positive_int("depth", depth)
     fraction = _share("fraction", fraction)
-    torch.manual_seed(validate.nonnegative_int("seed", seed))
+    torch.manual_seed(arguments.nonnegative_int("seed", seed))
     dense = models.MLP(in_features, [width] * depth, out_features).to(device).eval()
     out = {"dense": dense,
            "zeros": make_permanent(prune_unstructured(copy.deepcopy(dense), fraction)),

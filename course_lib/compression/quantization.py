@@ -46,7 +46,7 @@ from types import ModuleType
 import torch
 from torch import nn
 
-from .. import bench, hardware, models, train, validate
+from .. import arguments, hardware, models, timing, train
 
 __all__ = ["SCHEMES", "GRANULARITIES", "MIN_BITS", "MAX_BITS", "qrange", "quantize", "dequantize", "fake_quantize",
            "step_size", "predicted_rms", "QuantError", "quantization_error", "error_sweep", "row_errors",
@@ -66,11 +66,11 @@ def _check(x: torch.Tensor, bits: int, scheme: str, granularity: str, axis: int)
         raise TypeError(f"x must be a torch.Tensor, got {type(x).__name__}")
     if not x.is_floating_point():
         raise TypeError(f"x must hold floating-point values to quantize, got dtype {x.dtype}")
-    bits = validate.integer("bits", bits, minimum=MIN_BITS, maximum=MAX_BITS)
-    scheme = validate.choice("scheme", scheme, SCHEMES)
-    granularity = validate.choice("granularity", granularity, GRANULARITIES,
+    bits = arguments.integer("bits", bits, minimum=MIN_BITS, maximum=MAX_BITS)
+    scheme = arguments.choice("scheme", scheme, SCHEMES)
+    granularity = arguments.choice("granularity", granularity, GRANULARITIES,
                                   aliases={"per-tensor": "per_tensor", "per-channel": "per_channel"})
-    axis = validate.integer("axis", axis)
+    axis = arguments.integer("axis", axis)
     if granularity == "per_channel":
         if x.dim() == 0:
             raise ValueError("per_channel quantization needs a tensor with at least one dimension, got a scalar")
@@ -84,8 +84,8 @@ def _check(x: torch.Tensor, bits: int, scheme: str, granularity: str, axis: int)
 def qrange(bits: int, scheme: str = "symmetric") -> tuple[int, int]:
     """The integers a ``bits``-bit code uses: symmetric ``(-(2**(bits-1) - 1), 2**(bits-1) - 1)``, affine
     ``(0, 2**bits - 1)`` (notebook 05.2, section 1)."""
-    bits = validate.integer("bits", bits, minimum=MIN_BITS, maximum=MAX_BITS)
-    if validate.choice("scheme", scheme, SCHEMES) == "symmetric":
+    bits = arguments.integer("bits", bits, minimum=MIN_BITS, maximum=MAX_BITS)
+    if arguments.choice("scheme", scheme, SCHEMES) == "symmetric":
         return -(2 ** (bits - 1) - 1), 2 ** (bits - 1) - 1
     return 0, 2 ** bits - 1
 
@@ -105,7 +105,7 @@ def _reduce(x: torch.Tensor, fn: Callable, granularity: str, axis: int) -> torch
 
 def quantize(x: torch.Tensor, bits: int = 8, scheme: str = "symmetric", granularity: str = "per_tensor",
              axis: int = 0) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """``x`` as integers on a ``bits``-bit grid: returns ``(q, scale, zero_point)`` (notebook 05.2).
+    """``x`` as integers on a ``bits``-bit grid: returns ``(q, scale, zero_point)``.
 
     ``q`` has the smallest integer dtype that holds the range (int8 for symmetric 8 bits, uint8 for
     affine 8 bits, int16 / int32 above). ``scale`` and ``zero_point`` are 0-dim tensors per tensor, or
@@ -132,7 +132,7 @@ def quantize(x: torch.Tensor, bits: int = 8, scheme: str = "symmetric", granular
 
 
 def dequantize(q: torch.Tensor, scale: torch.Tensor | float, zero_point: torch.Tensor | int = 0) -> torch.Tensor:
-    """Back to floats: ``(q - zero_point) * scale`` (notebook 05.2)."""
+    """Back to floats: ``(q - zero_point) * scale``."""
     if not isinstance(q, torch.Tensor) or q.is_floating_point() or q.is_complex():
         raise TypeError(f"q must be a tensor of integers (the output of quantize), got {getattr(q, 'dtype', type(q))}")
     scale = torch.as_tensor(scale)
@@ -155,8 +155,8 @@ def step_size(x: torch.Tensor, bits: int = 8, scheme: str = "symmetric", granula
 
 def predicted_rms(x: torch.Tensor, bits: int = 8, scheme: str = "symmetric", granularity: str = "per_tensor",
                   axis: int = 0) -> float:
-    """RMS rounding error predicted from the step alone: ``sqrt(mean(step**2) / 12)`` (uniform rounding noise;
-    notebook 05.2, section 1). It holds when values spread over many steps; at 2 bits most values fall in
+    """RMS rounding error predicted from the step alone: ``sqrt(mean(step**2) / 12)`` (uniform rounding noise).
+    It holds when values spread over many steps; at 2 bits most values fall in
     the zero bin and the measurement leaves it."""
     steps = step_size(x, bits, scheme, granularity, axis).double()
     return math.sqrt(float((steps ** 2).mean()) / 12)
@@ -219,7 +219,7 @@ def row_errors(w: torch.Tensor, bits: int = 8, scheme: str = "symmetric",
 def error_sweep(x: torch.Tensor, bits: Sequence[int] = tuple(range(MIN_BITS, MAX_BITS + 1)),
                 scheme: str = "symmetric", granularity: str = "per_tensor", axis: int = 0) -> list[QuantError]:
     """``quantization_error`` at each bit width (notebook 05.2: error against bit width)."""
-    return [quantization_error(x, b, scheme, granularity, axis) for b in validate.int_list("bits", bits, minimum=1)]
+    return [quantization_error(x, b, scheme, granularity, axis) for b in arguments.int_list("bits", bits, minimum=1)]
 
 
 @torch.no_grad()
@@ -245,7 +245,7 @@ def rescale_units(model: nn.Sequential, factors: torch.Tensor, layer: int = 0) -
     different scales (notebook 05.2, section 2: why per-channel scales matter)."""
     if not isinstance(model, nn.Sequential):
         raise TypeError(f"model must be an nn.Sequential MLP (Linear, ReLU, ..., Linear), got {type(model).__name__}")
-    layer = validate.nonnegative_int("layer", layer)
+    layer = arguments.nonnegative_int("layer", layer)
     positions = [i for i, m in enumerate(model) if isinstance(m, nn.Linear)]
     if layer + 1 >= len(positions):
         raise ValueError(f"layer must be below {len(positions) - 1} (a Linear layer followed by another), got {layer}")
@@ -309,10 +309,10 @@ class FakeQuantLinear(nn.Linear):
     def __init__(self, in_features: int, out_features: int, bias: bool = True, *, bits: int = 4,
                  scheme: str = "symmetric", granularity: str = "per_channel", act_bits: int | None = None) -> None:
         super().__init__(in_features, out_features, bias)
-        self.bits = validate.integer("bits", bits, minimum=MIN_BITS, maximum=MAX_BITS)
-        self.scheme = validate.choice("scheme", scheme, SCHEMES)
-        self.granularity = validate.choice("granularity", granularity, GRANULARITIES)
-        self.act_bits = validate.optional(validate.integer, "act_bits", act_bits, minimum=MIN_BITS, maximum=MAX_BITS)
+        self.bits = arguments.integer("bits", bits, minimum=MIN_BITS, maximum=MAX_BITS)
+        self.scheme = arguments.choice("scheme", scheme, SCHEMES)
+        self.granularity = arguments.choice("granularity", granularity, GRANULARITIES)
+        self.act_bits = arguments.optional(arguments.integer, "act_bits", act_bits, minimum=MIN_BITS, maximum=MAX_BITS)
 
     @classmethod
     def from_linear(cls, linear: nn.Linear, **settings) -> FakeQuantLinear:
@@ -345,7 +345,7 @@ def _model(model: nn.Module) -> nn.Module:
 def to_qat(model: nn.Module, bits: int = 4, *, scheme: str = "symmetric", granularity: str = "per_channel",
            act_bits: int | None = None) -> nn.Module:
     """A deep copy of ``model`` with every ``nn.Linear`` replaced by a ``FakeQuantLinear`` (same weights):
-    train it with ``train.fit`` for quantization-aware training (notebook 05.2, section 3)."""
+    train it with ``train.fit`` for quantization-aware training."""
     out = copy.deepcopy(_model(model))
     settings = dict(bits=bits, scheme=scheme, granularity=granularity, act_bits=act_bits)
     FakeQuantLinear(1, 1, **settings)  # checks the settings before any layer is replaced
@@ -386,8 +386,8 @@ def qat_vs_ptq(split, bits: int = 2, seeds: Sequence[int] = (0, 1, 2), *, hidden
     """Per seed: train an fp32 MLP on ``split`` (``train.fit``), quantize its weights after training (PTQ), and
     fine-tune a copy with fake-quantized weights (QAT, ``to_qat`` + ``train.fit``); held-out accuracy of each
     (notebook 05.2, section 3). Returns one dict per seed: seed, fp32, ptq, qat."""
-    bits = validate.integer("bits", bits, minimum=MIN_BITS, maximum=MAX_BITS)
-    seeds = validate.int_list("seeds", seeds, minimum=0)
+    bits = arguments.integer("bits", bits, minimum=MIN_BITS, maximum=MAX_BITS)
+    seeds = arguments.int_list("seeds", seeds, minimum=0)
     dev = hardware.as_device(device)
     rows = []
     for seed in seeds:
@@ -457,8 +457,8 @@ def _load_torchao() -> ModuleType | None:
 
 
 def torchao_problem() -> str | None:
-    """None when torchao's int8 API is usable here; otherwise why not and what to install (notebook 05.2
-    prints it and skips the int8 cells). Importing torchao happens here, with its import noise held back."""
+    """None when torchao's int8 API is usable here; otherwise why not and what to install (a lesson
+    prints it and skips its int8 cells). Importing torchao happens here, with its import noise held back."""
     _load_torchao()
     return _TORCHAO[1] if len(_TORCHAO) > 1 else None
 
@@ -549,7 +549,7 @@ class Compiled:
 def _threads(threads: int | Mapping[int, int] | None, batch: int):
     """Run a batch of ``batch`` rows on its thread count (``threads``: one count, or {batch size: count})."""
     n = threads.get(batch) if isinstance(threads, Mapping) else threads
-    return bench.num_threads_set(n) if n is not None else contextlib.nullcontext()
+    return timing.num_threads_set(n) if n is not None else contextlib.nullcontext()
 
 
 def compile_timed(model: nn.Module, example_inputs: Sequence[torch.Tensor], *,
@@ -573,14 +573,14 @@ def compile_timed(model: nn.Module, example_inputs: Sequence[torch.Tensor], *,
 
 def latency(models_by_name: Mapping[str, Callable], batch_sizes: Sequence[int], in_features: int, *,
             device: torch.device | str = "cpu", threads: int | Mapping[int, int] | None = None, rounds: int = 3,
-            min_run_time: float = 0.05, seed: int = 0) -> dict[int, dict[str, bench.Timing]]:
+            min_run_time: float = 0.05, seed: int = 0) -> dict[int, dict[str, timing.Timing]]:
     """Time one forward pass (no gradients) of each model on a batch of each size, interleaved (A B A B ...,
-    ``bench.compare_interleaved``) so drifts of the machine hit all alike (notebook 05.2, section 4). ``threads``:
+    ``timing.compare_interleaved``) so drifts of the machine hit all alike (notebook 05.2, section 4). ``threads``:
     one count, or {batch size: count} (default: torch's current setting)."""
     if not isinstance(models_by_name, Mapping) or not models_by_name:
         raise ValueError("models_by_name must be a non-empty mapping name -> model")
-    batch_sizes = validate.int_list("batch_sizes", batch_sizes)
-    in_features = validate.positive_int("in_features", in_features)
+    batch_sizes = arguments.int_list("batch_sizes", batch_sizes)
+    in_features = arguments.positive_int("in_features", in_features)
     dev = hardware.as_device(device)
     gen = torch.Generator().manual_seed(seed)
     out = {}
@@ -588,7 +588,7 @@ def latency(models_by_name: Mapping[str, Callable], batch_sizes: Sequence[int], 
         x = torch.randn(n, in_features, generator=gen).to(dev)
         fns = {k: functools.partial(_forward, m, x) for k, m in models_by_name.items()}
         count = threads.get(n) if isinstance(threads, Mapping) else threads
-        out[n] = bench.compare_interleaved(fns, rounds=rounds, device=dev, min_run_time=min_run_time, num_threads=count)
+        out[n] = timing.compare_interleaved(fns, rounds=rounds, device=dev, min_run_time=min_run_time, num_threads=count)
     return out
 
 

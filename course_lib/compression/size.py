@@ -30,7 +30,7 @@ def _serialized(model: nn.Module) -> bytes:
 
 
 def state_dict_bytes(model: nn.Module) -> int:
-    """Bytes of ``torch.save(model.state_dict())``: the model's size on disk (notebooks 05.1, 05.2, 05.4)."""
+    """Bytes of ``torch.save(model.state_dict())``: the model's size on disk."""
     return len(_serialized(model))
 
 
@@ -72,7 +72,7 @@ def _pruned_weights(model: nn.Module) -> list[torch.Tensor]:
 def memory_bytes(model: nn.Module) -> int:
     """Bytes of the model's parameters and buffers in memory, each tensor counted once. A layer
     pruned with masks holds three tensors of its weight's size (the original, the mask and the masked
-    weight) until ``prune.remove`` makes the pruning permanent (notebook 05.1)."""
+    weight) until ``prune.remove`` makes the pruning permanent."""
     seen, total = set(), 0
     for t in list(_module(model).parameters()) + list(model.buffers()) + _pruned_weights(model):
         if id(t) not in seen:
@@ -92,7 +92,7 @@ def _weights(model: nn.Module) -> list[torch.Tensor]:
 
 
 def sparsity(model: nn.Module) -> float:
-    """Fraction of exact zeros among the weights of layers with 2-D or larger weights (notebook 05.1)."""
+    """Fraction of exact zeros among the weights of layers with 2-D or larger weights."""
     weights = _weights(model)
     total = sum(w.numel() for w in weights)
     if total == 0:

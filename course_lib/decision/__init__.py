@@ -10,13 +10,13 @@ rented or bought, on 1, 2, 4, ... devices) with the estimators of the earlier mo
   activation estimate the states may fill 80 % of the device, the rule of
   ``memory.largest_model_that_fits``; with ``activation_bytes`` (e.g. from
   ``memory.transformer_activation_bytes``) states plus activations must leave 10 % spare, the rule
-  of notebook 02's memory calculator (``memory.large_model_memory``). When they do not fit, gradient
+  of the memory calculator (``memory.large_model_memory``). When they do not fit, gradient
   accumulation splits the batch of ``batch_size`` samples into k micro-batches (k divides the batch, so
   at most one sample per micro-batch); when one sample's activations do not fit either, only sharding or
   more devices can help here (activation checkpointing, named in ``methods``, is not modelled).
 * **time**: training FLOPs (``compute.training_flops``: 6 x parameters x tokens, or FLOPs per sample
   x samples x epochs) over devices x dense peak at the compute dtype x utilisation x scaling
-  efficiency, the last from the ring all-reduce model of notebook 03 (``comm.data_parallel_speedup``
+  efficiency, the last from the ring all-reduce model of module 03 (``comm.data_parallel_speedup``
   with a fixed micro-batch per device and no overlap, so a pessimistic bound).
 * **cost, energy, CO2**: ``cost.training_footprint`` (on-demand price per device-hour, billed for at
   least a minute; power x PUE; grid intensity) plus the host, by ``cost``'s one rule: every chip in a server
@@ -35,7 +35,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from .. import catalog, cost, names, validate
+from .. import arguments, catalog, cost, names
 from ..memory.formulas import model_states_bytes
 from .assumptions import *  # noqa: F403  the constants, re-exported
 from .assumptions import (CPU_GFLOPS, CPU_MEMORY_GB, CPU_WATTS, DESK_HOST_USD, ENERGY, FLOPS_PER_PARAM_TOKEN, FRAMEWORKS,
@@ -100,20 +100,20 @@ def recommend(n_params: float, n_samples: float, *, tokens_per_sample: float = 1
     accepts.
     """
     args = {k: v for k, v in locals().items() if k != "flips"}
-    n = validate.number("n_params", n_params, minimum=1)  # a count: 0.5 would round to no parameters
-    samples = validate.positive("n_samples", n_samples)
-    tps = validate.positive("tokens_per_sample", tokens_per_sample)
-    epochs = validate.positive("epochs", epochs)
-    fps = validate.optional(validate.positive, "flops_per_sample", flops_per_sample)
-    framework = validate.choice("framework", framework, FRAMEWORKS, aliases={"torch": "pytorch", "tf": "tensorflow"})
-    budget = validate.optional(validate.positive, "budget_usd", budget_usd)
-    deadline = validate.optional(validate.positive, "deadline_hours", deadline_hours)
-    privacy = validate.choice("privacy", privacy, PRIVACY,
+    n = arguments.number("n_params", n_params, minimum=1)  # a count: 0.5 would round to no parameters
+    samples = arguments.positive("n_samples", n_samples)
+    tps = arguments.positive("tokens_per_sample", tokens_per_sample)
+    epochs = arguments.positive("epochs", epochs)
+    fps = arguments.optional(arguments.positive, "flops_per_sample", flops_per_sample)
+    framework = arguments.choice("framework", framework, FRAMEWORKS, aliases={"torch": "pytorch", "tf": "tensorflow"})
+    budget = arguments.optional(arguments.positive, "budget_usd", budget_usd)
+    deadline = arguments.optional(arguments.positive, "deadline_hours", deadline_hours)
+    privacy = arguments.choice("privacy", privacy, PRIVACY,
                               aliases={"finance": "sensitive", "healthcare": "regulated", "public": "none"})
-    energy = validate.choice("energy", energy, ENERGY)
+    energy = arguments.choice("energy", energy, ENERGY)
     precision, optimizer = names.precision(precision), names.optimizer(optimizer)
-    acts = validate.optional(validate.nonnegative, "activation_bytes", activation_bytes)
-    batch = validate.optional(validate.positive_int, "batch_size", batch_size)
+    acts = arguments.optional(arguments.nonnegative, "activation_bytes", activation_bytes)
+    batch = arguments.optional(arguments.positive_int, "batch_size", batch_size)
     if (acts is None) != (batch is None):
         raise ValueError(f"activation_bytes and batch_size go together (the activations of a batch of batch_size "
                          f"samples, which gradient accumulation may split); got activation_bytes={activation_bytes!r}, "
@@ -121,23 +121,23 @@ def recommend(n_params: float, n_samples: float, *, tokens_per_sample: float = 1
     if isinstance(utilization, dict):
         kinds = ("cpu", "gpu", "tpu", "default", *catalog.accelerator_names())
         for k, v in utilization.items():
-            validate.choice("utilization key", k, kinds)
-            validate.fraction(f"utilization[{k!r}]", v, allow_one=True)
+            arguments.choice("utilization key", k, kinds)
+            arguments.fraction(f"utilization[{k!r}]", v, allow_one=True)
         util = {"default": UTILIZATION, **utilization}
     else:
-        util = {"default": validate.fraction("utilization", utilization, allow_one=True)}
+        util = {"default": arguments.fraction("utilization", utilization, allow_one=True)}
     for k, v in (("finetune", finetune), ("xla_ready", xla_ready), ("spot", spot), ("flips", flips)):
         if not isinstance(v, bool):
             raise TypeError(f"{k} must be True or False, got {v!r}")
-    porting = validate.nonnegative("porting_usd", porting_usd)
-    share = validate.fraction("purchase_share", purchase_share, allow_one=True)
-    host_ratio = validate.nonnegative("host_power_ratio", host_power_ratio)
-    markup = validate.nonnegative("sensitive_markup", sensitive_markup)
-    slow = validate.number("qlora_slowdown", qlora_slowdown, minimum=1)
-    desk_usd = validate.nonnegative("desk_host_usd", desk_host_usd)
-    grid = validate.choice("grid", grid, tuple(cost.GRIDS))
+    porting = arguments.nonnegative("porting_usd", porting_usd)
+    share = arguments.fraction("purchase_share", purchase_share, allow_one=True)
+    host_ratio = arguments.nonnegative("host_power_ratio", host_power_ratio)
+    markup = arguments.nonnegative("sensitive_markup", sensitive_markup)
+    slow = arguments.number("qlora_slowdown", qlora_slowdown, minimum=1)
+    desk_usd = arguments.nonnegative("desk_host_usd", desk_host_usd)
+    grid = arguments.choice("grid", grid, tuple(cost.GRIDS))
     cpu_given = cpu_gflops is not None
-    cpu = [validate.positive(k, v) for k, v in
+    cpu = [arguments.positive(k, v) for k, v in
            (("cpu_gflops", CPU_GFLOPS if cpu_gflops is None else cpu_gflops), ("cpu_memory_gb", cpu_memory_gb),
             ("cpu_watts", cpu_watts))]
 

@@ -195,7 +195,7 @@ def _reasons(o: Option, job: _Job, work: str, chosen_from: str, privacy: str, bu
 
 
 def assumptions_text(job: _Job, args: dict, framework: str, privacy: str, finetune: bool) -> list[str]:
-    """Each assumption behind a recommendation, as "keyword = value: what it means" (notebook 07.3)."""
+    """Each assumption behind a recommendation, as "keyword = value: what it means"."""
     u = {k: v for k, v in job.utilization.items()}
     out = [f"utilization = {u['default']:g}" + (f", {dict((k, v) for k, v in u.items() if k != 'default')}"
                                                if len(u) > 1 else "")

@@ -16,16 +16,16 @@ One import for the whole memory toolkit; each part lives in its own file:
 ``torch_internals`` the private PyTorch APIs the estimator needs, behind one adapter
 ================  ============================================================================
 
-Out-of-memory runs in a capped subprocess (``course_lib.memlimit``) and data sets larger than
-memory (``course_lib.streaming``) are part of the same lesson, so their main entry points can be
+Out-of-memory runs in a capped subprocess (``course_lib.memory.limit``) and data sets larger than
+memory (``course_lib.memory.streaming``) are part of the same lesson, so their main entry points can be
 reached from here too: ``memory.run_with_memory_limit``, ``memory.find_max_batch_size``,
 ``memory.StreamingDataset``.
 """
 from __future__ import annotations
 
-from ..memlimit import LimitedRun, find_max_batch_size, run_with_memory_limit
+from .limit import LimitedRun, find_max_batch_size, run_with_memory_limit
 from ..names import OPTIMIZERS, PRECISIONS
-from ..streaming import MemmapDataset, StreamingDataset
+from .streaming import MemmapDataset, StreamingDataset
 from . import torch_internals
 from .checkpointing import CheckpointedBlock, apply_activation_checkpointing
 from .estimator import MemoryEstimate, estimate_training_memory

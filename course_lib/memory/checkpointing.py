@@ -18,7 +18,6 @@ class CheckpointedBlock(nn.Module):
     """Runs ``block`` under ``torch.utils.checkpoint.checkpoint(..., use_reentrant=False)``.
 
     Only the block's input is kept for backward; its inside is recomputed during backward.
-    Notebook 02 (memory: activation checkpointing).
     """
 
     def __init__(self, block: nn.Module) -> None:

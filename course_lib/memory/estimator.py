@@ -69,7 +69,7 @@ _PASS_THROUGH = ("AddBackward0", "SubBackward0", "ViewBackward0", "UnsafeViewBac
 
 @dataclass(frozen=True)
 class MemoryEstimate:
-    """The estimated memory of one training step, in bytes (notebook 02, memory).
+    """The estimated memory of one training step, in bytes.
 
     Components (see the module docstring): parameters, gradients, optimizer_state, activations,
     batch, temporaries. The three phase peaks and ``total`` = the largest of them.

@@ -7,7 +7,7 @@
 """
 from __future__ import annotations
 
-from .. import names, validate
+from .. import arguments, names
 from ..catalog import accelerators
 
 
@@ -37,11 +37,11 @@ def model_states_bytes(n_params: int, precision: str = "fp32", optimizer: str = 
     * ZeRO stage 1 splits the optimizer part (with the master weights) over ``data_parallel``
       ranks, stage 2 also the gradients, stage 3 also the weights. Each part is rounded up.
     """
-    validate.nonnegative_int("n_params", n_params)
+    arguments.nonnegative_int("n_params", n_params)
     precision = names.precision(precision)
     optimizer = names.optimizer(optimizer)
-    validate.integer("zero_stage", zero_stage, minimum=0, maximum=3)
-    validate.positive_int("data_parallel", data_parallel)
+    arguments.integer("zero_stage", zero_stage, minimum=0, maximum=3)
+    arguments.positive_int("data_parallel", data_parallel)
     w, g, o = (n_params * b for b in _bytes_per_param(precision, optimizer))
 
     def split(x: int, stage: int) -> int:
@@ -54,7 +54,7 @@ def transformer_activation_bytes(seq_len: int, batch: int, d_model: int, n_layer
                                  bytes_per_value: int = 2) -> int:
     """Activation bytes a transformer saves for backward, by the formula of Korthikanti et al.
 
-    Notebook 02 (memory: activations). Korthikanti et al. 2022, "Reducing Activation Recomputation
+    Korthikanti et al. 2022, "Reducing Activation Recomputation
     in Large Transformer Models" (arXiv:2205.05198), section 4.1: one layer with 16-bit
     activations saves ``s*b*h*(34 + 5*a*s/h)`` bytes (s sequence length, b batch, h hidden size,
     a attention heads; 34 s*b*h for the linear layers, layer norms, GeLU and 1-byte dropout masks,
@@ -65,7 +65,7 @@ def transformer_activation_bytes(seq_len: int, batch: int, d_model: int, n_layer
     """
     for name, v in (("seq_len", seq_len), ("batch", batch), ("d_model", d_model), ("n_layers", n_layers),
                     ("n_heads", n_heads), ("bytes_per_value", bytes_per_value)):
-        validate.positive_int(name, v)
+        arguments.positive_int(name, v)
     s, b, h, a = seq_len, batch, d_model, n_heads
     per_layer_16bit = s * b * h * 34 + 5 * a * s * s * b
     return per_layer_16bit * n_layers * bytes_per_value // 2
@@ -75,12 +75,12 @@ def largest_model_that_fits(memory_bytes: float, precision: str = "bf16-mixed", 
                             overhead_fraction: float = 0.2) -> int:
     """The most parameters whose model states fit in ``memory_bytes`` (no ZeRO, one device).
 
-    Notebook 02 (memory: the largest model that fits). ``overhead_fraction`` of the memory is kept
+    ``overhead_fraction`` of the memory is kept
     for activations, the framework and fragmentation; the rest is divided by the bytes per
     parameter of ``model_states_bytes``.
     """
-    memory_bytes = validate.nonnegative("memory_bytes", memory_bytes)
-    overhead_fraction = validate.fraction("overhead_fraction", overhead_fraction, allow_zero=True)
+    memory_bytes = arguments.nonnegative("memory_bytes", memory_bytes)
+    overhead_fraction = arguments.fraction("overhead_fraction", overhead_fraction, allow_zero=True)
     per_param = sum(_bytes_per_param(names.precision(precision), names.optimizer(optimizer)))
     return int(memory_bytes * (1 - overhead_fraction) // per_param)
 
@@ -104,11 +104,11 @@ def large_model_memory(n_params: float, precision: str = "bf16-mixed", optimizer
                        d_model: int = 4096, n_layers: int = 32, n_heads: int = 32) -> dict[str, int]:
     """Per-device bytes for training a large transformer: model states (ZeRO) + activations.
 
-    Notebook 02 (memory calculator). Activations follow ``transformer_activation_bytes`` with
+    Activations follow ``transformer_activation_bytes`` with
     16-bit values for the mixed precisions and 32-bit for fp32; they are per device (each
     data-parallel rank holds the activations of its own micro-batch).
     """
-    n_params = validate.nonnegative("n_params", n_params)
+    n_params = arguments.nonnegative("n_params", n_params)
     states = model_states_bytes(int(n_params), precision, optimizer, zero_stage, data_parallel)
     width = 4 if names.precision(precision) == "fp32" else 2
     acts = transformer_activation_bytes(seq_len, batch, d_model, n_layers, n_heads, width)
@@ -123,7 +123,7 @@ def large_model_memory(n_params: float, precision: str = "bf16-mixed", optimizer
 # float32 with cross-entropy; exercise 02 asks the learner to write it, and these are its references.
 
 def _mlp_sizes(sizes) -> list[int]:
-    sizes = validate.int_list("sizes", sizes)
+    sizes = arguments.int_list("sizes", sizes)
     if len(sizes) < 2:
         raise ValueError(f"sizes must list at least the inputs and the outputs, e.g. [64, 1024, 10]; got {sizes}")
     return sizes
@@ -141,13 +141,13 @@ def mlp_activation_bytes(sizes, batch: int) -> int:
     per class each). Not counted: the gradients of these activations, which exist only during the
     backward pass (``estimate_training_memory`` follows them)."""
     sizes = _mlp_sizes(sizes)
-    validate.positive_int("batch", batch)
+    arguments.positive_int("batch", batch)
     return 4 * batch * (sum(sizes[1:-1]) + 2 * sizes[-1])
 
 
 def mlp_largest_batch(sizes, optimizer: str, memory_bytes: int) -> int:
     """The largest batch whose model states plus activations fit ``memory_bytes`` (0 if the states
     alone do not): the simple plan of exercise 02, which leaves out the activation gradients."""
-    validate.nonnegative_int("memory_bytes", memory_bytes)
+    arguments.nonnegative_int("memory_bytes", memory_bytes)
     free = memory_bytes - model_states_bytes(mlp_parameters(sizes), "fp32", optimizer)
     return max(0, free // mlp_activation_bytes(sizes, 1))

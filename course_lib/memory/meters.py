@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from .. import names, validate
+from .. import arguments, names
 from ..hardware import proc_status_bytes, reset_peak_rss
 from ..models import make_optimizer
 from ..train import autocast, default_loss, grad_scaler, train_step
@@ -83,7 +83,7 @@ class LiveTensorTracker(ti.TorchDispatchMode):
     inputs: in-place ops and views) is added, and a ``weakref.finalize`` on the storage subtracts
     it when it is freed. ``peak`` is the high-water mark of ``live``. Storages created before the
     tracker started are not counted (the caller adds them, see ``measure_peak_memory``), nor are
-    scratch buffers a kernel allocates and frees inside one op. Used by notebook 02 (memory).
+    scratch buffers a kernel allocates and frees inside one op.
     """
 
     def __init__(self) -> None:
@@ -124,7 +124,7 @@ class LiveTensorTracker(ti.TorchDispatchMode):
 
 @dataclass(frozen=True)
 class PeakMemory:
-    """Peak memory of one call, from ``measure_peak_memory`` (notebook 02, memory).
+    """Peak memory of one call, from ``measure_peak_memory``.
 
     ``live_bytes``: peak of live tensor bytes = bytes of the tensors passed as ``include`` (live
     before the call) + the peak increment of tensor bytes allocated by the call.
@@ -239,7 +239,7 @@ def measure_training_memory(model: nn.Module, example_input, target: torch.Tenso
     params = _check_model(model)
     precision = names.precision(precision)
     inputs = _as_inputs("example_input", example_input)
-    steps = validate.positive_int("steps", steps)
+    steps = arguments.positive_int("steps", steps)
     device = params[0].device
     opt = make_optimizer(optimizer, params, foreach=foreach)
     scaler = grad_scaler(precision, device)
@@ -264,7 +264,7 @@ def memtracker_peak(model: nn.Module, example_input: torch.Tensor, target: torch
     if tracker_class is None:
         return None
     params = _check_model(model)
-    steps = validate.positive_int("steps", steps)
+    steps = arguments.positive_int("steps", steps)
     precision = names.precision(precision)
     inputs = _as_inputs("example_input", example_input)
     opt = make_optimizer(optimizer, params)
@@ -296,7 +296,7 @@ def measure_activation_bytes_per_example(model: nn.Module, make_batch: Callable[
     precision = names.precision(precision)
     if not callable(make_batch):
         raise TypeError(f"make_batch must be a function of the batch size, got {type(make_batch).__name__}")
-    sizes = validate.int_list("batch_sizes", batch_sizes)
+    sizes = arguments.int_list("batch_sizes", batch_sizes)
     if len(sizes) != 2 or sizes[0] >= sizes[1]:
         raise ValueError(f"batch_sizes must be two increasing batch sizes, e.g. (2, 4); got {batch_sizes!r}")
     b0, b1 = sizes

@@ -2,7 +2,7 @@
 
 * ``train_single``: the reference, one process training the course's digits MLP on whole global batches
   (``train.train_step``).
-* ``data_parallel_worker``: the worker run by ``distributed.launch`` on N ranks. In one launch it does
+* ``data_parallel_worker``: the worker run by ``comm.launch`` on N ranks. In one launch it does
   all of the notebook's work for that world size, so each world size pays for starting its processes
   once:
 
@@ -15,7 +15,7 @@
   3. a throughput measurement: DDP steps of a larger MLP on a fixed batch per rank (weak scaling) and on
      1/N of that batch per rank (strong scaling: one process's global batch split), with rank 0 also taking
      steps alone between them (the one-process baseline, under the same conditions), and, when asked,
-     all-reduce timings to fit the link with (``distributed.allreduce_benchmark``).
+     all-reduce timings to fit the link with (``comm.allreduce_benchmark``).
 
 * ``run_data_parallel``: launches the worker on ``world_size`` ranks and returns one summary.
 * ``speedup_model``: the interconnect module's speed-up model (``comm.data_parallel_speedup``) with each
@@ -39,9 +39,9 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from .. import comm, data, models, train, validate
-from ..bench import LOW_QUANTILE, quantile
-from ..distributed import allreduce_benchmark, launch, max_world_size, rank_info
+from .. import arguments, comm, data, models, train
+from ..timing import LOW_QUANTILE, quantile
+from ..comm import allreduce_benchmark, launch, max_world_size, rank_info
 from ..memory import formulas
 
 __all__ = ["STRATEGIES", "global_batches", "rank_slice", "train_single", "data_parallel_worker",
@@ -59,19 +59,19 @@ DEFAULT_BENCH = {"in_features": 512, "hidden": 1024, "layers": 3, "batch_size": 
 # ---------------------------------------------------------------------------------------------- checks
 
 def _check_world(world_size: int) -> int:
-    world_size = validate.integer("world_size", world_size, minimum=1)
+    world_size = arguments.integer("world_size", world_size, minimum=1)
     limit = max_world_size()
     if world_size > limit:
         raise ValueError(f"world_size={world_size} is more processes than this machine can run (at most {limit}, "
-                         "distributed.max_world_size()); use 1, 2 or 4")
+                         "comm.max_world_size()); use 1, 2 or 4")
     return world_size
 
 
 def _check_training(steps: int, global_batch: int, hidden: int, lr: float, world_size: int = 1) -> None:
-    validate.positive_int("steps", steps)
-    validate.positive_int("global_batch", global_batch)
-    validate.positive_int("hidden", hidden)
-    validate.positive("lr", lr)
+    arguments.positive_int("steps", steps)
+    arguments.positive_int("global_batch", global_batch)
+    arguments.positive_int("hidden", hidden)
+    arguments.positive("lr", lr)
     if global_batch % world_size:
         raise ValueError(f"global_batch={global_batch} must divide evenly over world_size={world_size} ranks: with "
                          "uneven slices the average of the ranks' gradients no longer equals the global batch's")
@@ -80,14 +80,14 @@ def _check_training(steps: int, global_batch: int, hidden: int, lr: float, world
 # ---------------------------------------------------------------------------------------------- data
 
 def global_batches(steps: int, global_batch: int, seed: int = 0) -> list[tuple[torch.Tensor, torch.Tensor]]:
-    """The ``steps`` global batches of the digits training set that every run of notebook 06.1 trains on.
+    """The ``steps`` global batches of the digits training set that every run trains on.
 
     Seeded shuffles of the training set, one after the other, cut into batches of ``global_batch``
     examples (only whole batches: section 1 explains why a short last batch would break the equality).
     """
-    validate.positive_int("steps", steps)
-    validate.positive_int("global_batch", global_batch)
-    validate.nonnegative_int("seed", seed)
+    arguments.positive_int("steps", steps)
+    arguments.positive_int("global_batch", global_batch)
+    arguments.nonnegative_int("seed", seed)
     split = data.load_digits()
     n = len(split.x_train)
     if global_batch > n:
@@ -101,10 +101,10 @@ def global_batches(steps: int, global_batch: int, seed: int = 0) -> list[tuple[t
 
 
 def rank_slice(batch: tuple[torch.Tensor, ...], rank: int, world_size: int) -> tuple[torch.Tensor, ...]:
-    """Rank ``rank``'s contiguous share of a global batch (notebook 06.1, section 1); the batch size must
+    """Rank ``rank``'s contiguous share of a global batch; the batch size must
     divide evenly by ``world_size``."""
-    world_size = validate.positive_int("world_size", world_size)
-    rank = validate.integer("rank", rank, minimum=0, maximum=world_size - 1)
+    world_size = arguments.positive_int("world_size", world_size)
+    rank = arguments.integer("rank", rank, minimum=0, maximum=world_size - 1)
     n = len(batch[0])
     if n % world_size:
         raise ValueError(f"a batch of {n} examples does not split evenly over world_size={world_size} ranks")
@@ -273,7 +273,7 @@ def _throughput(device: torch.device, rank: int, in_features: int, hidden: int, 
 def data_parallel_worker(batches: list[tuple[torch.Tensor, torch.Tensor]], hidden: int = 128, lr: float = 0.1,
                          seed: int = 0, bench: dict[str, int] | None = None,
                          link_sizes: list[int] | None = None) -> dict[str, Any]:
-    """Everything notebook 06.1 runs on one world size, on this rank; run it under ``distributed.launch``.
+    """Everything ``run_data_parallel`` runs on one world size, on this rank; run it under ``comm.launch``.
 
     Trains the digits MLP with DDP and with ``fully_shard`` on this rank's slice of each global batch
     (``batches``, from ``global_batches`` in the parent: a rank then never imports scikit-learn), then times DDP steps of a larger MLP (``bench``: keys of ``DEFAULT_BENCH``;
@@ -322,9 +322,9 @@ def run_data_parallel(world_size: int, *, steps: int = 30, global_batch: int = 6
         if unknown:
             raise ValueError(f"unknown bench setting(s) {sorted(unknown)}; accepted: {sorted(DEFAULT_BENCH)}")
         for k, v in bench.items():
-            (validate.nonnegative_int if k == "warmup" else validate.positive_int)(f"bench[{k!r}]", v)
+            (arguments.nonnegative_int if k == "warmup" else arguments.positive_int)(f"bench[{k!r}]", v)
     if link_sizes is not None:
-        link_sizes = validate.int_list("link_sizes", link_sizes)
+        link_sizes = arguments.int_list("link_sizes", link_sizes)
     start = time.perf_counter()
     batches = global_batches(steps, global_batch, seed)
     ranks = launch(data_parallel_worker, world_size, batches, hidden=hidden, lr=lr,
@@ -373,18 +373,18 @@ def speedup_model(compute_s: float, grad_bytes: float, world_size: int, bandwidt
     ``free_cores`` or ``slowdowns``.
     """
     world_size = _check_world(world_size)
-    link_world_size = validate.positive_int("link_world_size", link_world_size)
+    link_world_size = arguments.positive_int("link_world_size", link_world_size)
     if slowdowns is None:
         if free_cores is None:
             raise ValueError("give free_cores (the core-sharing prediction) or slowdowns (measured)")
-        free_cores = validate.positive_int("free_cores", free_cores)
+        free_cores = arguments.positive_int("free_cores", free_cores)
         compute_share = comm.core_sharing(world_size, 1, free_cores)
         link_share = comm.core_sharing(world_size, link_world_size, free_cores)
     else:
         if not isinstance(slowdowns, tuple) or len(slowdowns) != 2:
             raise TypeError(f"slowdowns must be a (world_size, link_world_size) pair of numbers, got {slowdowns!r}")
-        compute_share = validate.number("slowdowns[0]", slowdowns[0], minimum=1e-9)
-        link_share = compute_share / validate.number("slowdowns[1]", slowdowns[1], minimum=1e-9)
+        compute_share = arguments.number("slowdowns[0]", slowdowns[0], minimum=1e-9)
+        link_share = compute_share / arguments.number("slowdowns[1]", slowdowns[1], minimum=1e-9)
     return comm.data_parallel_speedup(compute_s * compute_share, grad_bytes, world_size, bandwidth / link_share,
                                       alpha * link_share) / compute_share
 
@@ -393,7 +393,7 @@ def model_states_formula(n_params: int, world_size: int, strategy: str) -> int:
     """Bytes of model states per rank that ``memory.formulas.model_states_bytes`` predicts for Adam in fp32:
     ZeRO stage 0 for ``"ddp"`` (every rank a full replica), stage 3 for ``"fully_shard"`` (weights,
     gradients and optimizer state split over the ranks). Notebook 06.1, section 3."""
-    strategy = validate.choice("strategy", strategy, STRATEGIES)
+    strategy = arguments.choice("strategy", strategy, STRATEGIES)
     world_size = _check_world(world_size)
     stage = 0 if strategy == "ddp" else 3
     return formulas.model_states_bytes(n_params, "fp32", OPTIMIZER, zero_stage=stage, data_parallel=world_size)

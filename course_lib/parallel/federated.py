@@ -19,7 +19,7 @@ The parts, in the order notebook 06.5 uses them:
   can reach, so a notebook can check that the server cannot reach any client's data.
 * ``train_centralised``: the same model trained the usual way on the union of the data, with the
   course's shared ``train.train_step`` (the clients use it too).
-* ``fedavg_allreduce_round``: one FedAvg round run for real as processes (``distributed.launch``),
+* ``fedavg_allreduce_round``: one FedAvg round run for real as processes (``comm.launch``),
   each rank a client and a weighted all-reduce as the averaging (section 3).
 * ``price_table()``, ``job_cost(...)``: a small cost model (chip-hours x price, kWh x electricity
   price) from the cited table ``course_lib/tables/prices.json`` and the accelerator catalog
@@ -36,7 +36,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from .. import train, validate
+from .. import arguments, train
 from ..cost import PRICE_KINDS, Price, job_cost, price_table
 
 SPLITS = ("iid", "shards", "dirichlet")
@@ -55,7 +55,7 @@ def _weights(weights: Sequence[float], n: int) -> list[float]:
         raise TypeError(f"weights must be a sequence of numbers (client sample counts), got {type(weights).__name__}")
     if len(weights) != n:
         raise ValueError(f"weights must have one entry per state dict: {n} states, {len(weights)} weights")
-    out = [validate.nonnegative(f"weights[{i}]", w) for i, w in enumerate(weights)]
+    out = [arguments.nonnegative(f"weights[{i}]", w) for i, w in enumerate(weights)]
     if not all(math.isfinite(w) for w in out):
         raise ValueError(f"weights must be finite numbers, got {list(weights)}")
     if sum(out) == 0:
@@ -140,16 +140,16 @@ def split_clients(labels: torch.Tensor, num_clients: int, how: str = "iid", *, s
     """
     y = _labels(labels)
     n = len(y)
-    k = validate.integer("num_clients", num_clients, minimum=1)
-    how = validate.choice("how", how, SPLITS)
-    validate.nonnegative_int("seed", seed)
+    k = arguments.integer("num_clients", num_clients, minimum=1)
+    how = arguments.choice("how", how, SPLITS)
+    arguments.nonnegative_int("seed", seed)
     if k > n:
         raise ValueError(f"num_clients={k} is more than the {n} examples: every client needs at least one")
     g = torch.Generator().manual_seed(seed)
     if how == "iid":
         return [part.sort().values for part in torch.randperm(n, generator=g).tensor_split(k)]
     if how == "shards":
-        s = validate.integer("shards_per_client", shards_per_client, minimum=1)
+        s = arguments.integer("shards_per_client", shards_per_client, minimum=1)
         if k * s > n:
             raise ValueError(f"num_clients * shards_per_client = {k} * {s} = {k * s} shards is more than the {n} "
                              "examples: each shard needs at least one example")
@@ -162,7 +162,7 @@ def split_clients(labels: torch.Tensor, num_clients: int, how: str = "iid", *, s
             shards = list(order.tensor_split(k * s))
         deal = torch.randperm(k * s, generator=g).reshape(k, s)
         return [torch.cat([shards[j] for j in row.tolist()]).sort().values for row in deal]
-    a = validate.positive("alpha", alpha)
+    a = arguments.positive("alpha", alpha)
     parts: list[list[torch.Tensor]] = [[] for _ in range(k)]
     dist = torch.distributions.Dirichlet(torch.full((k,), float(a)))
     state = torch.random.get_rng_state()
@@ -202,7 +202,7 @@ def state_bytes(state: Mapping[str, torch.Tensor]) -> int:
 
 @dataclass
 class Wire:
-    """The network between server and clients (notebook 06.5, section 1).
+    """The network between server and clients.
 
     Every message is serialised with ``torch.save`` and read back with ``torch.load(weights_only=True)``,
     so the receiver gets its own copy, never a reference to the sender's tensors. It counts the
@@ -217,7 +217,7 @@ class Wire:
 
     def send(self, state: Mapping[str, torch.Tensor], direction: str) -> dict[str, torch.Tensor]:
         """Carry ``state`` across in ``direction`` ("down" or "up"); returns the receiver's copy."""
-        direction = validate.choice("direction", direction, ("down", "up"))
+        direction = arguments.choice("direction", direction, ("down", "up"))
         buf = io.BytesIO()
         torch.save({k: v.detach() for k, v in state.items()}, buf)
         payload = state_bytes(state)
@@ -237,7 +237,7 @@ class Wire:
 
 
 class Client:
-    """One client: its own slice of the data and a local copy of the model (notebook 06.5).
+    """One client: its own slice of the data and a local copy of the model.
 
     The data lives in private attributes and never leaves: ``local_update`` receives a state dict,
     trains a local model on the client's data with the course's ``train.train_step`` (plain SGD, no
@@ -277,18 +277,18 @@ class Client:
 
 
 class Server:
-    """The server: the global model's state and the round's bookkeeping, no client data (notebook 06.5).
+    """The server: the global model's state and the round's bookkeeping, no client data.
 
     ``select`` samples the round's clients by id; ``aggregate`` applies ``fedavg`` to the updates that came
     up the wire, weighted by the sample counts the clients reported (``weighting="samples"``, FedAvg) or,
-    with ``weighting="uniform"``, all alike: the plain mean that notebook 06.5 measures FedAvg against.
+    with ``weighting="uniform"``, all alike: the plain mean FedAvg is measured against.
     """
 
     def __init__(self, model: nn.Module, num_clients: int, fraction: float = 1.0, seed: int = 0,
                  weighting: str = "samples") -> None:
-        self.num_clients = validate.integer("num_clients", num_clients, minimum=1)
-        self.fraction = validate.fraction("fraction", fraction, allow_one=True)
-        self.weighting = validate.choice("weighting", weighting, WEIGHTINGS)
+        self.num_clients = arguments.integer("num_clients", num_clients, minimum=1)
+        self.fraction = arguments.fraction("fraction", fraction, allow_one=True)
+        self.weighting = arguments.choice("weighting", weighting, WEIGHTINGS)
         self.state = {k: v.detach().clone() for k, v in model.state_dict().items()}
         self._rng = torch.Generator().manual_seed(seed)
 
@@ -306,7 +306,7 @@ class Server:
 
         Drift is ``1 - |sum p_k d_k| / sum p_k |d_k|`` over the clients' updates ``d_k = w_k - w``
         (p_k their weights): 0 when every client moved the model the same way, towards 1 when their
-        moves cancel out (notebook 06.5, section 2: why non-IID data needs more rounds). With
+        moves cancel out (why non-IID data needs more rounds). With
         ``weighting="uniform"`` every client counts alike, whatever its ``counts``.
         """
         if self.weighting == "uniform":
@@ -354,7 +354,7 @@ def shares_memory(tensors: Sequence[torch.Tensor], others: Sequence[torch.Tensor
 
 @dataclass
 class FedResult:
-    """One FedAvg run: per-round accuracy, drift and bytes (notebook 06.5)."""
+    """One FedAvg run: per-round accuracy, drift and bytes."""
 
     acc: list[float] = field(default_factory=list)  # held-out accuracy after each round
     drift: list[float] = field(default_factory=list)
@@ -399,13 +399,13 @@ def run_fedavg(model_fn: Callable[[], nn.Module], clients: Sequence[Client], tes
     """
     if len(clients) == 0:
         raise ValueError("clients is empty: FedAvg needs at least one client")
-    rounds = validate.positive_int("rounds", rounds)
-    local_epochs = validate.positive_int("local_epochs", local_epochs)
-    batch_size = validate.positive_int("batch_size", batch_size)
-    lr = validate.positive("lr", lr)
-    validate.choice("weighting", weighting, WEIGHTINGS)
+    rounds = arguments.positive_int("rounds", rounds)
+    local_epochs = arguments.positive_int("local_epochs", local_epochs)
+    batch_size = arguments.positive_int("batch_size", batch_size)
+    lr = arguments.positive("lr", lr)
+    arguments.choice("weighting", weighting, WEIGHTINGS)
     if stop_at is not None:
-        stop_at = validate.fraction("stop_at", stop_at, allow_one=True)
+        stop_at = arguments.fraction("stop_at", stop_at, allow_one=True)
     torch.manual_seed(seed)
     server = Server(model_fn(), len(clients), fraction, seed, weighting)
     evaluator = model_fn()
@@ -451,7 +451,7 @@ def train_centralised(model_fn: Callable[[], nn.Module], x: torch.Tensor, y: tor
     everyone = Client(0, x, y, model_fn)
     state = {k: v.detach().clone() for k, v in model.state_dict().items()}
     result = FedResult(clients_per_round=1, model_bytes=state_bytes(state))
-    for e in range(validate.positive_int("epochs", epochs)):
+    for e in range(arguments.positive_int("epochs", epochs)):
         state, seen = everyone.local_update(state, epochs=1, lr=lr, batch_size=batch_size,
                                             seed=seed * 100_003 + e * 1_009)
         model.load_state_dict(state)
@@ -473,7 +473,7 @@ def data_bytes(*tensors: torch.Tensor) -> int:
 def fedavg_allreduce_round(state: dict[str, torch.Tensor], x: torch.Tensor, y: torch.Tensor,
                            parts: Sequence[torch.Tensor], *, epochs: int = 1, lr: float = 0.1,
                            batch_size: int = 16, seed: int = 0) -> dict[str, torch.Tensor]:
-    """Worker for ``distributed.launch``: rank r is client r; returns the averaged state (notebook 06.5).
+    """Worker for ``comm.launch``: rank r is client r; returns the averaged state (notebook 06.5).
 
     Each rank trains its own slice ``parts[rank]`` from ``state``, multiplies its weights by its sample
     count, and one ``all_reduce(SUM)`` of those products and of the counts gives every rank

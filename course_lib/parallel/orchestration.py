@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .. import validate
+from .. import arguments
 
 __all__ = ["Step", "pipeline_order", "run_pipeline", "flaky", "TransientError", "digits_job", "vertex_custom_job",
            "validate_vertex_job", "cluster_env", "kubeflow_pipeline", "validate_kubeflow_pipeline", "to_yaml",
@@ -55,14 +55,14 @@ class Step:
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
             raise TypeError(f"name must be a non-empty string, got {self.name!r}")
-        validate.function("fn", self.fn)
+        arguments.function("fn", self.fn)
         for field, value in (("outputs", self.outputs), ("deps", self.deps)):
             if isinstance(value, str) or not all(isinstance(v, str) for v in value):
                 raise TypeError(f"{field} of step {self.name!r} must be a tuple of strings, got {value!r}")
         if not self.outputs:
             raise ValueError(f"step {self.name!r} must name at least one output file (how else to tell it is done?)")
-        validate.nonnegative_int("retries", self.retries)
-        validate.nonnegative("retry_delay", self.retry_delay)
+        arguments.nonnegative_int("retries", self.retries)
+        arguments.nonnegative("retry_delay", self.retry_delay)
 
 
 def pipeline_order(steps: Sequence[Step]) -> list[str]:
@@ -105,8 +105,8 @@ class flaky:  # noqa: N801 - used like a function: flaky(fn, failures=1)
     """``fn`` made to raise :class:`TransientError` on its first ``failures`` calls (a demo of retries)."""
 
     def __init__(self, fn: Callable[[Path], Any], failures: int = 1) -> None:
-        self.fn = validate.function("fn", fn)
-        self.failures = validate.nonnegative_int("failures", failures)
+        self.fn = arguments.function("fn", fn)
+        self.failures = arguments.nonnegative_int("failures", failures)
         self.calls = 0
 
     def __call__(self, workdir: Path) -> Any:
@@ -240,9 +240,9 @@ def digits_job(steps: int = 30, *, hidden: int = 256, nproc: int = 1, train_args
     this process for ``nproc == 1``, else under torchrun), ``evaluate`` (metrics.json) and ``export``
     (model.pt, weights only). ``export_failures`` makes the export fail that many times first, to show a
     retry. Notebook 06.4."""
-    steps = validate.positive_int("steps", steps)
-    nproc = validate.positive_int("nproc", nproc)
-    extra = ("--hidden", str(validate.positive_int("hidden", hidden)), *train_args)
+    steps = arguments.positive_int("steps", steps)
+    nproc = arguments.positive_int("nproc", nproc)
+    extra = ("--hidden", str(arguments.positive_int("hidden", hidden)), *train_args)
     ck = f"run/checkpoints/ckpt-{steps:08d}.pt"
     export: Callable[[Path], Any] = _Export(steps, hidden)
     if export_failures:
@@ -290,8 +290,8 @@ def vertex_custom_job(display_name: str, *, image_uri: str, script_args: Sequenc
     ``replica_count`` machines: worker pool 0 is the primary replica (1 machine), pool 1 the other
     ``replica_count - 1``; each machine runs one process per GPU (one process on a CPU machine). Checked
     with :func:`validate_vertex_job` before it is returned; never submitted. Notebook 06.4."""
-    replica_count = validate.positive_int("replica_count", replica_count)
-    nproc = max(1, validate.nonnegative_int("accelerator_count", accelerator_count))
+    replica_count = arguments.positive_int("replica_count", replica_count)
+    nproc = max(1, arguments.nonnegative_int("accelerator_count", accelerator_count))
     machine: dict[str, Any] = {"machineType": machine_type}
     if accelerator_type is not None:
         machine.update(acceleratorType=accelerator_type, acceleratorCount=accelerator_count)
@@ -312,7 +312,7 @@ def vertex_custom_job(display_name: str, *, image_uri: str, script_args: Sequenc
 def validate_vertex_job(job: Mapping[str, Any]) -> None:
     """Check a CustomJob body; ValueError listing every problem (missing fields, the primary pool's
     replicaCount, unknown machine or accelerator names with the valid ones, an accelerator the machine type
-    does not take, a container or Python package spec that is missing or incomplete). Notebook 06.4."""
+    does not take, a container or Python package spec that is missing or incomplete)."""
     problems: list[str] = []
     if not isinstance(job, Mapping):
         raise TypeError(f"job must be a dict, got {type(job).__name__}")
@@ -388,7 +388,7 @@ def cluster_env(environ: Mapping[str, str], machines: int) -> dict[str, str]:
     from the environment where all four are set (Vertex AI's PyTorch containers), else from ``CLUSTER_SPEC``
     (:func:`torchrun_env_from_cluster_spec`), else, for one machine only, this machine alone. Anything else is a
     ValueError that says what is missing: a replica that guessed "one machine" would train alone."""
-    machines = validate.positive_int("machines", machines)
+    machines = arguments.positive_int("machines", machines)
     if all(environ.get(k) for k in CLUSTER_VARIABLES):
         env, source = {k: environ[k] for k in CLUSTER_VARIABLES}, "the environment"
     elif environ.get("CLUSTER_SPEC"):

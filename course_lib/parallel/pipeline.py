@@ -14,7 +14,7 @@
   cores, with ``isend``/``irecv`` posted ahead, records when each rank computes, and returns measured
   :class:`Timeline` objects to set next to :func:`simulate`'s.
 
-The worker functions (``*_step``, ``measure_schedules``) run inside ``distributed.launch``.
+The worker functions (``*_step``, ``measure_schedules``) run inside ``comm.launch``.
 """
 from __future__ import annotations
 
@@ -29,8 +29,8 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from .. import bench, validate
-from ..distributed import rank_info
+from .. import arguments, timing
+from ..comm import rank_info
 
 KINDS = ("gpipe", "1f1b")
 """Pipeline schedules that :func:`schedule_order` writes (and ``torch.distributed.pipelining`` runs)."""
@@ -49,8 +49,8 @@ def bubble_fraction(stages: int, micro_batches: int) -> float:
     """The pipeline bubble ``(p - 1) / (m + p - 1)`` for ``p = stages`` and ``m = micro_batches``: the
     share of each stage's time spent idle in one GPipe or 1F1B step when every stage takes the same
     time (notebook 06.2, section 3). Raises ``ValueError`` for ``stages`` or ``micro_batches`` below 1."""
-    p = validate.integer("stages", stages, minimum=1)
-    m = validate.integer("micro_batches", micro_batches, minimum=1)
+    p = arguments.integer("stages", stages, minimum=1)
+    m = arguments.integer("micro_batches", micro_batches, minimum=1)
     return (p - 1) / (m + p - 1)
 
 
@@ -63,9 +63,9 @@ def schedule_order(kind: str, stages: int, micro_batches: int) -> list[list[tupl
     * ``"1f1b"``: stage ``s`` runs ``p - 1 - s`` forwards to fill the pipeline, then alternates one
       forward and one backward, then drains; it holds at most ``p - s`` micro-batches. Same bubble.
     """
-    kind = validate.choice("kind", kind, KINDS)
-    p = validate.integer("stages", stages, minimum=1)
-    m = validate.integer("micro_batches", micro_batches, minimum=1)
+    kind = arguments.choice("kind", kind, KINDS)
+    p = arguments.integer("stages", stages, minimum=1)
+    m = arguments.integer("micro_batches", micro_batches, minimum=1)
     orders = []
     for s in range(p):
         if kind == "gpipe":
@@ -83,7 +83,7 @@ def schedule_order(kind: str, stages: int, micro_batches: int) -> list[list[tupl
 @dataclass
 class Timeline:
     """Who computes when: per rank, a list of ``(pass, micro_batch, start_s, end_s)`` with pass ``"F"``
-    or ``"B"`` (measured by :func:`measure_schedules` or predicted by :func:`simulate`). Notebook 06.2."""
+    or ``"B"`` (measured by :func:`measure_schedules` or predicted by :func:`simulate`)."""
 
     intervals: list[list[tuple[str, int, float, float]]]
     label: str = ""
@@ -142,7 +142,7 @@ class Timeline:
 def _times(name: str, values: float | Sequence[float], stages: int) -> list[float]:
     if isinstance(values, (int, float)):
         values = [values] * stages
-    values = [validate.nonnegative(name, v) for v in values]
+    values = [arguments.nonnegative(name, v) for v in values]
     if len(values) != stages:
         raise ValueError(f"{name} needs one time per stage ({stages}), got {len(values)}")
     return values
@@ -155,12 +155,12 @@ def simulate(kind: str, micro_batches: int, forward_s: Sequence[float], backward
     runs its passes in :func:`schedule_order`, and starts each as soon as its input has arrived
     (``link_s`` after the neighbouring stage finished it). Unequal stage times show the load imbalance:
     the slowest stage sets the pace."""
-    fwd = [validate.nonnegative("forward_s", v) for v in forward_s]
+    fwd = [arguments.nonnegative("forward_s", v) for v in forward_s]
     if not fwd:
         raise ValueError("forward_s needs one time per stage, got none")
     p = len(fwd)
     bwd = _times("backward_s", [2 * f for f in fwd] if backward_s is None else backward_s, p)
-    link = validate.nonnegative("link_s", link_s)
+    link = arguments.nonnegative("link_s", link_s)
     orders = schedule_order(kind, p, micro_batches)
     done: dict[tuple[str, int, int], float] = {}
     free = [0.0] * p
@@ -195,8 +195,8 @@ def simulate(kind: str, micro_batches: int, forward_s: Sequence[float], backward
 def layer_costs(layers: Sequence[nn.Module], by: str = "params", example: torch.Tensor | None = None) -> list[float]:
     """Cost of each layer (notebook 06.2, section 1): its parameter count (``by="params"``) or the FLOPs
     of its forward pass on ``example``, the input of the first layer (``by="flops"``, counted with
-    ``bench.count_flops``; the layers run in order)."""
-    by = validate.choice("by", by, BY)
+    ``timing.count_flops``; the layers run in order)."""
+    by = arguments.choice("by", by, BY)
     layers = list(layers)
     if by == "params":
         return [float(sum(p.numel() for p in layer.parameters())) for layer in layers]
@@ -206,7 +206,7 @@ def layer_costs(layers: Sequence[nn.Module], by: str = "params", example: torch.
     costs, x = [], example
     with torch.no_grad():
         for layer in layers:
-            costs.append(float(bench.count_flops(layer, x)))
+            costs.append(float(timing.count_flops(layer, x)))
             x = layer(x)
     return costs
 
@@ -215,8 +215,8 @@ def partition(costs: Sequence[float], stages: int) -> list[tuple[int, int]]:
     """Split layers with these ``costs`` into ``stages`` contiguous groups ``[start, end)`` so that the
     most expensive group is as cheap as possible (notebook 06.2, section 1; exact, by dynamic programming).
     Raises ``ValueError`` when there are more stages than layers."""
-    costs = [validate.nonnegative("costs", c) for c in costs]
-    p = validate.integer("stages", stages, minimum=1)
+    costs = [arguments.nonnegative("costs", c) for c in costs]
+    p = arguments.integer("stages", stages, minimum=1)
     n = len(costs)
     if p > n:
         raise ValueError(f"stages={p} is more than the {n} layers: every stage needs at least one layer; "
@@ -255,7 +255,7 @@ def split_model(model: nn.Sequential, stages: int, *, by: str = "params",
 def mlp_stack(widths: Sequence[int], seed: int = 0) -> nn.Sequential:
     """A seeded ``nn.Sequential`` of ``Linear -> ReLU`` pairs (no ReLU after the last Linear) through
     ``widths``: the same weights in every process. Notebook 06.2's model for sections 2-3."""
-    widths = validate.int_list("widths", widths)
+    widths = arguments.int_list("widths", widths)
     if len(widths) < 2:
         raise ValueError(f"widths needs at least an input and an output width, got {widths}")
     gen_state = torch.random.get_rng_state()
@@ -293,7 +293,7 @@ def _stage_grads(stage: nn.Module, offset: int) -> dict[str, torch.Tensor]:
 
 
 # ----------------------------------------------------------------------------------------------
-# workers (run inside distributed.launch)
+# workers (run inside comm.launch)
 
 def _my_stage(widths: Sequence[int], seed: int, by: str) -> tuple[nn.Sequential, int, int, int, int]:
     """This rank's stage of ``mlp_stack(widths, seed)``, its first layer's index, rank, world size and
@@ -350,8 +350,8 @@ def library_pipeline_step(widths: Sequence[int], x: torch.Tensor, y: torch.Tenso
     (named as in the whole model), the mean loss over the micro-batches (last rank) and the layers held."""
     from torch.distributed.pipelining import PipelineStage, Schedule1F1B, ScheduleGPipe
 
-    kind = validate.choice("kind", kind, KINDS)
-    m = validate.integer("micro_batches", micro_batches, minimum=1)
+    kind = arguments.choice("kind", kind, KINDS)
+    m = arguments.integer("micro_batches", micro_batches, minimum=1)
     stage_mod, first, rank, world, _ = _my_stage(widths, seed, "params")
     device = rank_info()["device"]
     stage = PipelineStage(stage_mod, rank, world, device)
@@ -391,7 +391,7 @@ def pin_to_core() -> int | None:
     """Pin this process (all its threads) to one core of its own, chosen by rank among the cores it
     may use; return the core, or None where that is not possible (macOS and Windows have no
     ``os.sched_setaffinity``; fewer usable physical cores than ranks; GPU ranks, which need no pinning).
-    Notebook 06.2, section 4: pinned ranks repeat within a few percent."""
+    """
     info = rank_info()
     if info["device"].type != "cpu" or not hasattr(os, "sched_setaffinity"):
         return None
@@ -493,7 +493,7 @@ def measure_schedules(settings: Sequence[dict[str, Any]], repeats: int = 3, micr
 
     info = rank_info()
     rank, world, device = info["rank"], info["world_size"], info["device"]
-    repeats = validate.positive_int("repeats", repeats)
+    repeats = arguments.positive_int("repeats", repeats)
     core = pin_to_core() if pin else None
     gen = torch.Generator().manual_seed(rank)
     stages, data = [], []
@@ -503,10 +503,10 @@ def measure_schedules(settings: Sequence[dict[str, Any]], repeats: int = 3, micr
             raise ValueError(f"settings[{k}]['layers'] needs one layer count per rank ({world}), got {layers}")
         torch.manual_seed(1000 * k + rank)
         mods = []
-        for _ in range(validate.positive_int(f"settings[{k}]['layers']", layers[rank])):
+        for _ in range(arguments.positive_int(f"settings[{k}]['layers']", layers[rank])):
             mods += [nn.Linear(width, width), nn.ReLU()]
         stages.append(nn.Sequential(*mods).to(device))
-        m = validate.positive_int(f"settings[{k}]['micro_batches']", s["micro_batches"])
+        m = arguments.positive_int(f"settings[{k}]['micro_batches']", s["micro_batches"])
         data.append([torch.randn(micro_batch, width, generator=gen).to(device) for _ in range(m)] if rank == 0
                     else None)
     runs: dict[int, list] = {k: [] for k in range(len(settings))}
@@ -595,7 +595,7 @@ def bubble_rows(measured: Sequence[Sequence[Timeline]]) -> list[dict[str, Any]]:
     ``stages``, ``micro_batches``, ``formula`` (:func:`bubble_fraction`), ``idle`` (the median measured idle
     fraction over the repeats) with ``idle_min``/``idle_max``, ``span_s`` (median step time) and ``span_min``
     (the shortest: another program on the machine can only add time, so the low end is the best estimate of
-    the undisturbed step, as in ``bench.compare_interleaved``), ``simulated``
+    the undisturbed step, as in ``timing.compare_interleaved``), ``simulated``
     (the idle fraction :func:`simulate` predicts from the passes' measured median times, which holds any
     difference in speed between the ranks) and ``speed_ratio`` (slowest rank's pass time per layer over the
     fastest's)."""

@@ -16,8 +16,8 @@ from typing import Any
 import torch
 from torch import nn
 
-from .. import catalog, comm, validate
-from ..distributed import rank_info
+from .. import arguments, catalog, comm
+from ..comm import rank_info
 
 
 class MLPBlock(nn.Module):
@@ -26,8 +26,8 @@ class MLPBlock(nn.Module):
 
     def __init__(self, dim: int = 256, hidden: int = 1024, seed: int = 0) -> None:
         super().__init__()
-        dim = validate.positive_int("dim", dim)
-        hidden = validate.positive_int("hidden", hidden)
+        dim = arguments.positive_int("dim", dim)
+        hidden = arguments.positive_int("hidden", hidden)
         state = torch.random.get_rng_state()
         torch.manual_seed(seed)
         self.up = nn.Linear(dim, hidden)
@@ -53,8 +53,8 @@ def reference(block: MLPBlock, x: torch.Tensor) -> dict[str, Any]:
 def partial_output(block: MLPBlock, x: torch.Tensor, rank: int = 0, world_size: int = 2) -> torch.Tensor:
     """What rank ``rank`` of ``world_size`` would output if the all-reduce were left out: its share of the hidden
     units only, a partial sum (plus the second bias). Notebook 06.2's no-effect case for tensor parallelism."""
-    world_size = validate.positive_int("world_size", world_size)
-    rank = validate.nonnegative_int("rank", rank)
+    world_size = arguments.positive_int("world_size", world_size)
+    rank = arguments.nonnegative_int("rank", rank)
     if rank >= world_size:
         raise ValueError(f"rank must be below world_size={world_size}, got {rank}")
     hidden = block.up.out_features
@@ -69,7 +69,7 @@ def partial_output(block: MLPBlock, x: torch.Tensor, rank: int = 0, world_size: 
 def predicted_param_bytes(dim: int, hidden: int, world_size: int, bytes_per_value: int = 4) -> int:
     """Parameter bytes per rank: the two weights and the first bias are split ``world_size`` ways; the
     second layer's bias (``dim`` values) is added once to the summed output, so every rank keeps it whole."""
-    p = validate.positive_int("world_size", world_size)
+    p = arguments.positive_int("world_size", world_size)
     if hidden % p:
         raise ValueError(f"hidden={hidden} must be divisible by world_size={p} to split it evenly")
     sharded = dim * hidden + hidden + hidden * dim
@@ -77,7 +77,7 @@ def predicted_param_bytes(dim: int, hidden: int, world_size: int, bytes_per_valu
 
 
 def tensor_parallel_step(dim: int, hidden: int, x: torch.Tensor, seed: int = 0) -> dict[str, Any]:
-    """Run inside ``distributed.launch`` (notebook 06.2, section 6): ``MLPBlock(dim, hidden, seed)``
+    """Run inside ``comm.launch`` (notebook 06.2, section 6): ``MLPBlock(dim, hidden, seed)``
     parallelised with ``parallelize_module`` (``up``: ``ColwiseParallel``, ``down``: ``RowwiseParallel``)
     on a 1-D device mesh of all ranks; a forward and a backward pass on ``x`` (the same on every rank),
     counting the collectives with ``CommDebugMode``. Returns the output, the full gradients (gathered),
@@ -121,8 +121,8 @@ def allreduce_vs_compute(tokens: int, dim: int, hidden: int, world_size: int, li
     ``1 / world_size`` of the work at ``accelerator``'s dense ``dtype`` peak (catalog). Notebook 06.2,
     section 6: the ratio says how much of each step the link would cost. Rows: link, bandwidth, seconds
     of all-reduce, seconds of compute, ratio."""
-    tokens = validate.positive_int("tokens", tokens)
-    p = validate.positive_int("world_size", world_size)
+    tokens = arguments.positive_int("tokens", tokens)
+    p = arguments.positive_int("world_size", world_size)
     acc = catalog.get_accelerator(accelerator)
     if dtype not in acc.peak_tflops:
         raise ValueError(f"{accelerator} has no {dtype} peak in the catalog; it has {sorted(acc.peak_tflops)}")

@@ -59,8 +59,8 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from .. import validate
-from ..distributed.launcher import loopback_interface, tcp_store
+from .. import arguments
+from ..comm.launcher import loopback_interface, tcp_store
 
 __all__ = ["main", "parse_args", "prepare_data", "load_data", "batch_indices", "read_log", "loss_curve",
            "redone_steps", "make_model", "rank_seed", "drop_optimizer_state", "CHECKPOINT_DIR", "torchrun_args", "run_torchrun", "TorchrunResult",
@@ -78,7 +78,7 @@ def prepare_data(path: str | os.PathLike, seed: int = 0) -> Path:
     scikit-learn. The "prepare data" step of notebook 06.4's pipeline."""
     from ..data import load_digits
 
-    split = load_digits(seed=validate.nonnegative_int("seed", seed))
+    split = load_digits(seed=arguments.nonnegative_int("seed", seed))
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
@@ -105,8 +105,8 @@ def load_data(path: str | os.PathLike | None, seed: int = 0) -> dict[str, torch.
 def batch_indices(step: int, n_examples: int, batch_size: int, seed: int) -> torch.Tensor:
     """Indices of the global batch of update ``step``: a seeded shuffle per epoch, the last partial batch
     dropped. The step number is the whole data position, so a resumed run reads the same batches."""
-    validate.nonnegative_int("step", step)
-    batch_size = validate.positive_int("batch_size", batch_size)
+    arguments.nonnegative_int("step", step)
+    batch_size = arguments.positive_int("batch_size", batch_size)
     if batch_size > n_examples:
         raise ValueError(f"batch_size must be at most the number of examples ({n_examples}), got {batch_size}")
     per_epoch = n_examples // batch_size
@@ -127,7 +127,7 @@ def make_model(hidden: int = 256, seed: int = 0, dropout: float = 0.0) -> torch.
 def rank_seed(seed: int, rank: int) -> int:
     """The seed of rank ``rank``'s own random stream (dropout masks, augmentation): different on every rank,
     as it must be, or all ranks drop the same units and data parallelism averages N copies of one mask."""
-    return validate.nonnegative_int("seed", seed) * 1_000_003 + 7_919 * (validate.nonnegative_int("rank", rank) + 1)
+    return arguments.nonnegative_int("seed", seed) * 1_000_003 + 7_919 * (arguments.nonnegative_int("rank", rank) + 1)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -161,12 +161,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     """The script's arguments (``--help`` prints the module docstring: the multi-machine commands)."""
     args = _parser().parse_args(argv)
     for name in ("steps", "batch_size", "hidden", "checkpoint_every", "threads"):
-        validate.positive_int(name, getattr(args, name))
-    validate.nonnegative_int("seed", args.seed)
-    validate.positive("lr", args.lr)
-    validate.positive("timeout", args.timeout)
-    validate.number("dropout", args.dropout, minimum=0, maximum=1, open_high=True)
-    validate.nonnegative("step_delay", args.step_delay)
+        arguments.positive_int(name, getattr(args, name))
+    arguments.nonnegative_int("seed", args.seed)
+    arguments.positive("lr", args.lr)
+    arguments.positive("timeout", args.timeout)
+    arguments.number("dropout", args.dropout, minimum=0, maximum=1, open_high=True)
+    arguments.nonnegative("step_delay", args.step_delay)
     return args
 
 
@@ -321,7 +321,7 @@ def drop_optimizer_state(run_dir: str | os.PathLike) -> Path:
 
 def read_log(run_dir: str | os.PathLike, rank: int = 0) -> list[dict]:
     """Every JSON line rank ``rank`` wrote (a line cut short by a kill is skipped)."""
-    path = Path(run_dir) / f"rank{validate.nonnegative_int('rank', rank)}.jsonl"
+    path = Path(run_dir) / f"rank{arguments.nonnegative_int('rank', rank)}.jsonl"
     if not path.is_file():
         raise ValueError(f"no log for rank {rank} in {str(run_dir)!r} (expected {path.name})")
     out = []
@@ -362,9 +362,9 @@ def torchrun_args(script_args: list[str], *, nproc_per_node: int = 2, max_restar
     ``rdzv_endpoint``: ``--standalone`` (a private rendezvous on a free port); otherwise the c10d rendezvous
     at ``rdzv_endpoint`` ("host:port"), where ``is_host`` says whether this agent hosts its store.
     Notebook 06.4 prints these as commands."""
-    nproc_per_node = validate.positive_int("nproc_per_node", nproc_per_node)
-    max_restarts = validate.nonnegative_int("max_restarts", max_restarts)
-    nnodes = validate.positive_int("nnodes", nnodes)
+    nproc_per_node = arguments.positive_int("nproc_per_node", nproc_per_node)
+    max_restarts = arguments.nonnegative_int("max_restarts", max_restarts)
+    nnodes = arguments.positive_int("nnodes", nnodes)
     if not isinstance(script_args, (list, tuple)) or not all(isinstance(a, str) for a in script_args):
         raise TypeError(f"script_args must be a list of strings, got {script_args!r}")
     args = [f"--nproc-per-node={nproc_per_node}", f"--max-restarts={max_restarts}", "--monitor-interval=0.1"]
@@ -422,11 +422,11 @@ def run_torchrun(script_args: list[str], run_dir: str | os.PathLike, *, nproc_pe
 
     from ..procs import Children
 
-    timeout = validate.positive("timeout", timeout)
+    timeout = arguments.positive("timeout", timeout)
     if (kill_rank is None) != (kill_after_step is None):
         raise ValueError("give both kill_rank and kill_after_step, or neither")
-    world = validate.positive_int("nproc_per_node", nproc_per_node) * validate.positive_int("nnodes", nnodes)
-    if kill_rank is not None and not 0 <= validate.nonnegative_int("kill_rank", kill_rank) < world:
+    world = arguments.positive_int("nproc_per_node", nproc_per_node) * arguments.positive_int("nnodes", nnodes)
+    if kill_rank is not None and not 0 <= arguments.nonnegative_int("kill_rank", kill_rank) < world:
         raise ValueError(f"kill_rank must be a rank of the job, 0..{world - 1}, got {kill_rank}")
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -481,8 +481,8 @@ def random_stream_resumes(script_args: list[str], work: str | os.PathLike, *, st
     launches under ``work`` (a folder, made if missing)."""
     import shutil
 
-    stop_after = validate.positive_int("stop_after", stop_after)
-    dropout = validate.fraction("dropout", dropout)  # 0 < dropout < 1: without dropout no random masks are drawn
+    stop_after = arguments.positive_int("stop_after", stop_after)
+    dropout = arguments.fraction("dropout", dropout)  # 0 < dropout < 1: without dropout no random masks are drawn
     work = Path(work)
     args = [*script_args, "--dropout", str(dropout)]
     planned = parse_args([*args, "--run-dir", str(work)])

@@ -8,7 +8,7 @@ Three parts: ``resources`` (sampling), ``profiler`` (traces, bottlenecks, scenar
   resident memory (RSS) and the system's used memory; on a CUDA device also
   ``torch.cuda.memory_allocated`` and the GPU's utilisation (``torch.cuda.utilization``, which
   needs the nvidia-ml-py package; otherwise ``nvidia-smi`` asked about this device by its UUID).
-  ``plot_resources`` draws the samples of one or more runs.
+  ``plots.resource_use`` draws the samples of one or more runs.
 * ``profile_training_step``: a few training steps under ``torch.profiler.profile`` with the phases
   labelled (``input``, ``forward``, ``communication`` by ``record_function``; ``backward`` and
   ``optimizer`` from the labels PyTorch itself records), a Chrome trace written to a file, and the
@@ -33,9 +33,9 @@ from .curves import LoggedRun, read_scalars, tensorboard_instructions, tensorboa
 from .profiler import (CATEGORIES, LABELS, SCENARIOS, Scenario, StepProfile, communication_worker, ddp_overlap,
                        ddp_overlap_worker, find_bottleneck, hidden_share, op_category, profile_training_step,
                        run_scenario, step_flops)
-from .resources import (MIB, ResourceSampler, Sample, data_dir, plot_resources, release_free_memory,
+from .resources import (MIB, ResourceSampler, Sample, data_dir, release_free_memory,
                         sample_training)
 
-__all__ = ["Sample", "ResourceSampler", "plot_resources", "data_dir", "MIB", "release_free_memory", "sample_training", "CATEGORIES", "LABELS", "op_category",
+__all__ = ["Sample", "ResourceSampler", "data_dir", "MIB", "release_free_memory", "sample_training", "CATEGORIES", "LABELS", "op_category",
            "StepProfile", "find_bottleneck", "profile_training_step", "Scenario", "SCENARIOS", "run_scenario", "step_flops",
            "communication_worker", "ddp_overlap", "ddp_overlap_worker", "hidden_share", "tensorboard_log", "read_scalars", "tensorboard_instructions", "LoggedRun"]

@@ -9,7 +9,7 @@ from pathlib import Path
 import psutil
 import torch
 
-from ... import data, models, train, validate
+from ... import arguments, data, models, train
 from ...hardware import as_device, seed_everything, synchronize
 from .resources import MIB, data_dir
 
@@ -44,9 +44,9 @@ def tensorboard_log(logdir: str | Path | None = None, *, run_name: str = "digits
     of one core, from ``time.process_time``: ``resources/cpu_percent``) and its resident memory at the epoch's end
     (``resources/rss_mib``; on a GPU also ``resources/gpu_allocated_mib``). Returns what was logged, for comparison with ``read_scalars``.
     """
-    epochs = validate.positive_int("epochs", epochs)
-    batch_size = validate.positive_int("batch_size", batch_size)
-    lr = validate.positive("lr", lr)
+    epochs = arguments.positive_int("epochs", epochs)
+    batch_size = arguments.positive_int("batch_size", batch_size)
+    lr = arguments.positive("lr", lr)
     if not isinstance(run_name, str) or not re.fullmatch(r"[\w.-]+", run_name):
         raise ValueError(f"run_name must be a plain folder name (letters, digits, _ . -), got {run_name!r}")
     device = as_device(device) if device is not None else torch.device("cpu")

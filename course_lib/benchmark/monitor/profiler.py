@@ -14,7 +14,7 @@ import torch
 from torch import nn
 from torch.profiler import ProfilerActivity, profile, record_function
 
-from ... import data, models, train, validate
+from ... import arguments, data, models, train
 from ...hardware import as_device, seed_everything, synchronize
 from ...procs import quiet_native_stderr
 from .resources import data_dir
@@ -27,7 +27,7 @@ _COMPUTE = re.compile(r"mm\b|matmul|conv|gemm|linear|_scaled_dot_product|attenti
 
 
 def op_category(name: str) -> str:
-    """The category of one profiler event by its name (notebook 07.2, "Where a step's time goes"):
+    """The category of one profiler event by its name:
     "communication" (c10d/gloo/NCCL ops, all-reduce), "compute" (matmul, addmm, bmm, convolution),
     "memory" (every other ``aten::`` operator: copies, cat, elementwise, reductions, allocation) or
     "overhead" (labels and Python-level events). The "input" category comes from the region an
@@ -84,7 +84,7 @@ def _time(evt, on_device: bool) -> float:
 
 
 def find_bottleneck(prof: profile, *, steps: int = 1, on_device: bool | None = None) -> StepProfile:
-    """Sort a finished profile's time into ``CATEGORIES`` and name the largest (notebook 07.2).
+    """Sort a finished profile's time into ``CATEGORIES`` and name the largest.
 
     The wall time is the total of the top-level ``input`` and ``step`` regions. Everything inside an
     ``input`` region counts as input (a slow transform's convolutions included: the training loop
@@ -165,7 +165,7 @@ def profile_training_step(model: nn.Module, batches: Iterable, optimizer: torch.
                           communicate: Callable[[nn.Module], None] | None = None,
                           trace_dir: str | Path | None = None, trace_name: str = "step") -> StepProfile:
     """Run ``warmup`` then ``steps`` training steps (``train.train_step``) under ``torch.profiler`` and
-    return where the time went (notebook 07.2, "Where a step's time goes").
+    return where the time went.
 
     Each step fetches its batch from ``batches`` (a DataLoader or any iterable of ``(x, y)``) inside
     ``record_function("input")``, runs the forward pass inside ``"forward"``, and calls
@@ -173,10 +173,10 @@ def profile_training_step(model: nn.Module, batches: Iterable, optimizer: torch.
     the backward pass and the optimizer step. The Chrome trace goes to ``trace_dir/<trace_name>.json``
     (default: ``data_dir("traces")``): open it in https://ui.perfetto.dev or chrome://tracing.
     """
-    steps = validate.positive_int("steps", steps)
-    warmup = validate.nonnegative_int("warmup", warmup)
+    steps = arguments.positive_int("steps", steps)
+    warmup = arguments.nonnegative_int("warmup", warmup)
     if communicate is not None:
-        validate.function("communicate", communicate)
+        arguments.function("communicate", communicate)
     if not isinstance(trace_name, str) or not re.fullmatch(r"[\w.-]+", trace_name):
         raise ValueError(f"trace_name must be a plain file name (letters, digits, _ . -), got {trace_name!r}")
     params = next(model.parameters(), None)
@@ -227,7 +227,7 @@ def profile_training_step(model: nn.Module, batches: Iterable, optimizer: torch.
 # --------------------------------------------------------------------------- scenarios
 @dataclass(frozen=True)
 class Scenario:
-    """A training step built so that one category dominates (notebook 07.2)."""
+    """A training step built so that one category dominates."""
 
     name: str
     designed: str   # the category the design makes the bottleneck (notebook 07.2 reveals it after the guesses)
@@ -276,10 +276,10 @@ def step_flops(batch: int, widths: list[int]) -> int:
     and as much for each of the backward pass's two products, the weights' gradient (dW) and the
     input's gradient (dX); the first layer skips dX, because the input batch needs no gradient.
     In all 2·batch·(3·ΣW - W1): backward does (2·ΣW - W1)/ΣW times the forward work, not twice it."""
-    batch = validate.positive_int("batch", batch)
+    batch = arguments.positive_int("batch", batch)
     if not isinstance(widths, (list, tuple)) or len(widths) < 2:
         raise ValueError(f"widths must be a list of at least 2 layer widths (input ... output), got {widths!r}")
-    sizes = [validate.positive_int("widths", w) * validate.positive_int("widths", v) for w, v in zip(widths, widths[1:])]
+    sizes = [arguments.positive_int("widths", w) * arguments.positive_int("widths", v) for w, v in zip(widths, widths[1:])]
     return 2 * batch * (3 * sum(sizes) - sizes[0])
 
 
@@ -287,7 +287,7 @@ def _bare_matmul_seconds(batch: int, widths: list[int], repeats: int = 3,
                          device: torch.device | None = None) -> tuple[float, float]:
     """Best times (forward, backward) of one step's matrix products run alone, in the shapes autograd
     uses (weights stored out x in as in ``nn.Linear``): forward x @ W.T; backward dW = g.T @ x and,
-    except for the first layer, dX = g @ W. The compute model of notebook 07.2."""
+    except for the first layer, dX = g @ W. The compute model behind ``step_flops``."""
     device = device if device is not None else torch.device("cpu")
     g = torch.Generator().manual_seed(1)
     layers = [(torch.randn(batch, a, generator=g).to(device), torch.randn(b, a, generator=g).to(device),
@@ -326,7 +326,7 @@ def _allreduce_grads(model: nn.Module) -> None:
 
 def communication_worker(width: int = 2048, batch: int = 4, steps: int = 3, seed: int = 0,
                          trace_dir: str | None = None) -> dict[str, Any]:
-    """One rank of the "tiny-batch-ddp" scenario, run by ``distributed.launch`` (notebook 07.2): data
+    """One rank of the "tiny-batch-ddp" scenario, run by ``comm.launch``: data
     parallelism by hand (every gradient all-reduced, then averaged) on a large MLP and a tiny batch.
     Also times a bare all-reduce of the same gradients, for the prediction."""
     import torch.distributed as dist
@@ -371,9 +371,9 @@ def run_scenario(name: str, *, steps: int = 5, seed: int = 0, trace_dir: str | P
     "tiny-batch-ddp": ``grad_bytes``, ``allreduce_s`` (a bare all-reduce of the gradients, best of 3), ``params``,
     ``batch``, and rank 1's profile as ``other_rank``.
     """
-    validate.choice("name", name, SCENARIOS)
-    steps = validate.positive_int("steps", steps)
-    passes = validate.positive_int("passes", passes)
+    arguments.choice("name", name, SCENARIOS)
+    steps = arguments.positive_int("steps", steps)
+    passes = arguments.positive_int("passes", passes)
     device = as_device(device)
     if name == "tiny-batch-ddp" and device.type != "cpu":
         raise ValueError(f"device must be 'cpu' for tiny-batch-ddp (two CPU processes over gloo), got {device}")
@@ -404,7 +404,7 @@ def run_scenario(name: str, *, steps: int = 5, seed: int = 0, trace_dir: str | P
         prof.extra.update(flops=step_flops(batch, widths), matmul_s=fwd + bwd, matmul_forward_s=fwd,
                           matmul_backward_s=bwd, batch=batch)
     else:
-        from ...distributed import launch
+        from ...comm import launch
 
         ranks = launch(communication_worker, 2, steps=steps, seed=seed, trace_dir=trace_dir, timeout=120)
         prof = _from_dict(ranks[0])
@@ -442,7 +442,7 @@ def hidden_share(comm: list[tuple[float, float]], compute: tuple[float, float]) 
 def ddp_overlap_worker(width: int = 2048, batch: int = 4, steps: int = 3, seed: int = 0,
                        bucket_cap_mb: float = 4.0) -> dict[str, Any]:
     """One rank (of 2, gloo) comparing data parallelism by hand with ``DistributedDataParallel`` on the
-    "tiny-batch-ddp" model, steps interleaved (hand, DDP, hand, DDP, ...). Notebook 07.2.
+    "tiny-batch-ddp" model, steps interleaved (hand, DDP, hand, DDP, ...).
 
     By hand: forward, backward, then one blocking ``all_reduce`` per gradient tensor: nothing can overlap.
     DDP: gradients grouped into buckets of ``bucket_cap_mb`` MB, each bucket's all-reduce launched by a
@@ -520,13 +520,13 @@ def ddp_overlap(*, batches: Iterable[int] = (4, 256), steps: int = 3, seed: int 
                 bucket_cap_mb: float = 4.0) -> list[dict[str, Any]]:
     """Run :func:`ddp_overlap_worker` on 2 CPU processes (gloo) for each batch size; rank 0's results, with
     rank 1's as ``other_rank``. Notebook 07.2, "DDP overlaps, by hand does not"."""
-    from ...distributed import launch
+    from ...comm import launch
 
-    batches = [validate.positive_int("batches", b) for b in batches]
+    batches = [arguments.positive_int("batches", b) for b in batches]
     if not batches:
         raise ValueError("batches must name at least one batch size, got none")
-    steps = validate.positive_int("steps", steps)
-    bucket_cap_mb = validate.positive("bucket_cap_mb", bucket_cap_mb)
+    steps = arguments.positive_int("steps", steps)
+    bucket_cap_mb = arguments.positive("bucket_cap_mb", bucket_cap_mb)
     out = []
     for b in batches:
         ranks = launch(ddp_overlap_worker, 2, batch=b, steps=steps, seed=seed, bucket_cap_mb=bucket_cap_mb,

@@ -6,7 +6,7 @@ import subprocess
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -14,7 +14,7 @@ from typing import Any
 import psutil
 import torch
 
-from ... import models, train, validate
+from ... import arguments, models, train
 from ...cpu import limit_threads
 from ...hardware import as_device, seed_everything, synchronize
 
@@ -22,7 +22,7 @@ MIB = 2 ** 20
 
 
 def data_dir(name: str = "monitor") -> Path:
-    """A folder under the system's temporary directory for notebook 07.2's traces and logs."""
+    """A folder under the system's temporary directory for the monitoring lesson's traces and logs."""
     path = Path(tempfile.gettempdir()) / "course-07-2" / name
     path.mkdir(parents=True, exist_ok=True)
     return path
@@ -42,7 +42,7 @@ class Sample:
 
 
 def gpu_utilization_reader(device: torch.device) -> Callable[[], float] | None:
-    """A function that returns ``device``'s utilisation in % (notebook 07.2's sampler), or None.
+    """A function that returns ``device``'s utilisation in %, or None.
 
     First ``torch.cuda.utilization(device)`` (NVML through nvidia-ml-py; it maps the torch index to
     the physical GPU under ``CUDA_VISIBLE_DEVICES``); without it, ``nvidia-smi`` asked about the
@@ -71,7 +71,7 @@ def gpu_utilization_reader(device: torch.device) -> Callable[[], float] | None:
 class ResourceSampler:
     """Sample CPU, memory and GPU use in a background thread while the ``with`` block runs.
 
-    Notebook 07.2, "Resource use during a run"::
+    For example::
 
         with ResourceSampler(interval=0.1) as rs:
             train.fit(...)
@@ -86,7 +86,7 @@ class ResourceSampler:
     """
 
     def __init__(self, interval: float = 0.1, device: torch.device | str | None = None) -> None:
-        self.interval = validate.number("interval", interval, minimum=0.01, maximum=60)
+        self.interval = arguments.number("interval", interval, minimum=0.01, maximum=60)
         self.device = as_device(device) if device is not None else torch.device("cpu")
         self.samples: list[Sample] = []
         self.gpu_why = self._gpu_why()
@@ -158,7 +158,7 @@ class ResourceSampler:
     def series(self, field_name: str) -> list:
         """One field of every sample, e.g. ``series("rss_bytes")``."""
         names = [f for f in Sample.__dataclass_fields__]
-        validate.choice("field_name", field_name, names)
+        arguments.choice("field_name", field_name, names)
         return [getattr(s, field_name) for s in self.samples]
 
     def summary(self) -> dict[str, Any]:
@@ -188,34 +188,6 @@ class ResourceSampler:
             utils = [x.gpu_util_percent for x in s if x.gpu_util_percent is not None]
             out["gpu_util_mean_percent"] = sum(utils) / len(utils) if utils else None
         return out
-
-
-def plot_resources(runs: Mapping[str, ResourceSampler], *, title: str = "Resource use during training"):
-    """CPU use (% of one core) and resident memory (MiB) against time for each labelled run, side by
-    side (notebook 07.2); a third panel shows GPU memory when a run sampled one. Returns (fig, axes)."""
-    if not isinstance(runs, Mapping) or not runs:
-        raise ValueError("runs must be a non-empty mapping of label -> ResourceSampler")
-    import matplotlib.pyplot as plt  # only when plotting: training scripts never import matplotlib
-
-    gpu = any(r.device.type == "cuda" for r in runs.values())
-    fig, axes = plt.subplots(1, 3 if gpu else 2, figsize=(10.0 if gpu else 8.0, 3.4), dpi=90)
-    for label, r in runs.items():
-        t = r.series("t")
-        axes[0].plot(t[1:], r.series("process_cpu_percent")[1:], "o-", ms=3, label=label)
-        axes[1].plot(t, [b / MIB for b in r.series("rss_bytes")], "o-", ms=3, label=label)
-        if gpu:
-            axes[2].plot(t, [(b or 0) / MIB for b in r.series("gpu_allocated_bytes")], "o-", ms=3, label=label)
-    labels = [("CPU use of this process", "% of one core"), ("Resident memory (RSS)", "MiB")]
-    labels += [("GPU memory allocated", "MiB")] if gpu else []
-    for ax, (what, unit) in zip(axes, labels):
-        ax.set_title(what, fontsize=10)
-        ax.set_xlabel("time since start (s)")
-        ax.set_ylabel(unit)
-        ax.grid(True, alpha=0.3)
-        ax.legend(fontsize=8)
-    fig.suptitle(title, fontsize=11)
-    fig.tight_layout()
-    return fig, axes
 
 
 def release_free_memory() -> bool:
@@ -248,10 +220,10 @@ def sample_training(threads: int, *, width: int = 2048, steps: int = 8, batch: i
     the steps need on top. A tiny model is trained once first, so one-time set-up (kernels, thread
     pools) is not counted. Returns the sampler and the model's parameter count.
     """
-    threads = validate.positive_int("threads", threads)
-    width = validate.positive_int("width", width)
-    steps = validate.positive_int("steps", steps)
-    batch = validate.positive_int("batch", batch)
+    threads = arguments.positive_int("threads", threads)
+    width = arguments.positive_int("width", width)
+    steps = arguments.positive_int("steps", steps)
+    batch = arguments.positive_int("batch", batch)
     if optimizer not in ("adam", "sgd"):
         raise ValueError(f"optimizer must be 'adam' or 'sgd', got {optimizer!r}")
     device = as_device(device) if device is not None else torch.device("cpu")

@@ -16,7 +16,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from ... import validate
+from ... import arguments
 
 __all__ = ["CheckpointError", "CheckpointWarning", "capture_state", "restore_state", "rng_state", "set_rng_state",
            "save_checkpoint", "load_checkpoint", "load_latest", "checkpoint_path", "list_checkpoints",
@@ -28,7 +28,7 @@ _NAME = re.compile(r"^ckpt-(\d+)\.pt$")
 
 class CheckpointError(ValueError):
     """A checkpoint file that cannot be used (truncated, corrupted, not a checkpoint). The message and
-    ``path`` name the file. Notebook 06.3 (atomic checkpoints)."""
+    ``path`` name the file."""
 
     def __init__(self, message: str, path: str | os.PathLike):
         super().__init__(message)
@@ -45,7 +45,7 @@ class CheckpointWarning(UserWarning):
 def rng_state() -> dict[str, Any]:
     """Every random number generator's state, as tensors and plain numbers (loadable with
     ``weights_only=True``): torch's CPU generator, CUDA's (one per GPU, where present), numpy's legacy
-    global generator and Python's ``random``. Notebook 06.3 (what a checkpoint holds)."""
+    global generator and Python's ``random``."""
     kind, keys, pos, has_gauss, gauss = np.random.get_state()
     version, internal, gauss_next = random.getstate()
     state: dict[str, Any] = {
@@ -96,8 +96,8 @@ def _copy(value: Any) -> Any:
 
 
 def capture_state(model: nn.Module, optimizer: torch.optim.Optimizer, position: Mapping[str, Any]) -> dict:
-    """A snapshot of everything the next training step depends on. Notebook 06.3 (what a checkpoint
-    holds); notebook 06.4's training script saves it.
+    """A snapshot of everything the next training step depends on. The torchrun training script
+    (``parallel.train_script``) saves it.
 
     Returns ``{"format", "model", "optimizer", "rng", "position"}``: copies of the model's and the
     optimizer's state dicts (later training does not change the snapshot), :func:`rng_state`, and
@@ -114,7 +114,7 @@ def capture_state(model: nn.Module, optimizer: torch.optim.Optimizer, position: 
 
 def restore_state(state: Mapping[str, Any], model: nn.Module, optimizer: torch.optim.Optimizer) -> dict:
     """Load a :func:`capture_state` snapshot into ``model`` and ``optimizer`` in place, put back every
-    random generator, and return the data position. Notebook 06.3 (resume on the same trajectory)."""
+    random generator, and return the data position."""
     _check_pair(model, optimizer)
     if not isinstance(state, Mapping) or not {"model", "optimizer", "rng", "position"} <= set(state):
         raise TypeError("state must be what capture_state() or load_checkpoint() returned (keys 'model', "
@@ -181,7 +181,7 @@ def _fsync_directory(directory: Path) -> None:
 def checkpoint_path(directory: str | os.PathLike, step: int) -> Path:
     """``directory/ckpt-00000042.pt``: the name :func:`load_latest` and ``keep`` recognise (the step
     number orders them). Notebook 06.3."""
-    step = validate.nonnegative_int("step", step)
+    step = arguments.nonnegative_int("step", step)
     return _as_path("directory", directory) / f"ckpt-{step:08d}.pt"
 
 
@@ -194,7 +194,7 @@ def list_checkpoints(directory: str | os.PathLike) -> list[Path]:
 
 def prune_checkpoints(directory: str | os.PathLike, keep: int) -> list[Path]:
     """Delete all but the newest ``keep`` checkpoints in ``directory``; return the deleted paths."""
-    keep = validate.positive_int("keep", keep)
+    keep = arguments.positive_int("keep", keep)
     old = list_checkpoints(directory)[:-keep]
     for p in old:
         p.unlink(missing_ok=True)
@@ -235,7 +235,7 @@ def save_checkpoint(path: str | os.PathLike, state: Mapping[str, Any], *, keep: 
     path = _as_path("path", path)
     if not isinstance(state, Mapping):
         raise TypeError(f"state must be a dict (capture_state's result), got {type(state).__name__}")
-    validate.optional(validate.positive_int, "keep", keep)
+    arguments.optional(arguments.positive_int, "keep", keep)
     directory = path.parent if str(path.parent) else Path(".")
     if not directory.is_dir():
         raise ValueError(f"the directory of path {str(path)!r} does not exist: create it first")
@@ -271,8 +271,8 @@ def load_checkpoint(path: str | os.PathLike, map_location: str | torch.device | 
 
 def load_latest(directory: str | os.PathLike, *, report: Callable[[str], Any] | None = None,
                 map_location: str | torch.device | None = "cpu") -> dict | None:
-    """The newest checkpoint of ``directory`` that loads, or None when there is none. Notebook 06.3;
-    notebook 06.4's training script resumes with it.
+    """The newest checkpoint of ``directory`` that loads, or None when there is none. The torchrun
+    training script (``parallel.train_script``) resumes with it.
 
     Files that cannot be loaded are skipped, newest first, each with a message naming the file and
     why, passed to ``report`` (e.g. ``print``) or, by default, issued as a :class:`CheckpointWarning`.
@@ -280,7 +280,7 @@ def load_latest(directory: str | os.PathLike, *, report: Callable[[str], Any] | 
     ``state["skipped"]`` (the messages). ``directory`` must exist (ValueError otherwise).
     """
     if report is not None:
-        validate.function("report", report)
+        arguments.function("report", report)
     skipped: list[str] = []
     for path in reversed(list_checkpoints(directory)):
         try:
@@ -305,7 +305,7 @@ def load_latest(directory: str | os.PathLike, *, report: Callable[[str], Any] | 
 class ShuffledBatches:
     """Shuffled mini-batches whose order depends only on ``(seed, epoch)``, so a resumed run can
     start in the middle of an epoch and see the very batches the interrupted run would have seen.
-    Notebook 06.3 (the data position). ``batches(epoch, start)`` yields ``(index, (x, y))`` from batch
+    ``batches(epoch, start)`` yields ``(index, (x, y))`` from batch
     ``start`` on; the position to store is ``{"epoch", "batch", "seed"}``.
     """
 
@@ -315,19 +315,19 @@ class ShuffledBatches:
         if len(x) != len(y) or len(x) == 0:
             raise ValueError(f"x and y must have the same non-zero length, got {len(x)} and {len(y)}")
         self.x, self.y = x, y
-        self.batch_size = validate.positive_int("batch_size", batch_size)
-        self.seed = validate.nonnegative_int("seed", seed)
+        self.batch_size = arguments.positive_int("batch_size", batch_size)
+        self.seed = arguments.nonnegative_int("seed", seed)
 
     def __len__(self) -> int:
         return -(-len(self.x) // self.batch_size)
 
     def order(self, epoch: int) -> torch.Tensor:
         """The permutation of epoch ``epoch`` (its own generator: the global RNG is untouched)."""
-        epoch = validate.nonnegative_int("epoch", epoch)
+        epoch = arguments.nonnegative_int("epoch", epoch)
         return torch.randperm(len(self.x), generator=torch.Generator().manual_seed(self.seed * 100_003 + epoch))
 
     def batches(self, epoch: int, start: int = 0) -> Iterator[tuple[int, tuple[torch.Tensor, torch.Tensor]]]:
-        start = validate.integer("start", start, minimum=0, maximum=len(self))
+        start = arguments.integer("start", start, minimum=0, maximum=len(self))
         idx = self.order(epoch)
         for b in range(start, len(self)):
             sel = idx[b * self.batch_size:(b + 1) * self.batch_size]
@@ -336,7 +336,7 @@ class ShuffledBatches:
 
 def naive_save(path: str | os.PathLike, state: Mapping[str, Any]) -> Path:
     """``torch.save`` straight onto ``path`` (same format as :func:`save_checkpoint`, no temporary file):
-    the unsafe way, for comparison. A kill mid-write leaves a truncated file. Notebook 06.3."""
+    the unsafe way, for comparison. A kill mid-write leaves a truncated file."""
     path = _as_path("path", path)
     torch.save(_blob(state), path)
     return path

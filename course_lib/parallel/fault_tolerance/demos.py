@@ -13,7 +13,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from ... import validate
+from ... import arguments
 from .checkpoint import (CheckpointError, ShuffledBatches, _as_path, _blob, _directory, _write_atomic, capture_state,
                          checkpoint_path, load_checkpoint, load_latest, restore_state, save_checkpoint)
 
@@ -31,7 +31,7 @@ def training_run(steps: int, directory: str | os.PathLike | None = None, *, ever
     """Train an MLP with dropout on the digits for ``steps`` optimizer steps (``train.train_step``), shuffled
     by :class:`ShuffledBatches`; checkpoint every ``every`` steps into ``directory``; with ``resume``, start
     from :func:`load_latest`; ``stop_after`` ends the run early (a crash stand-in). Returns ``{"losses":
-    {step: loss}, "resumed_from": step or None, "skipped": [...]}``. Notebook 06.3 (resume); dropout and
+    {step: loss}, "resumed_from": step or None, "skipped": [...]}``. Dropout and
     shuffling make every generator and the data position matter. ``data``: ``(x, y)`` to train on instead
     of the digits' training split (passing it to a child process spares it loading scikit-learn).
     ``partial``: resume the way a checkpoint of weights and optimizer only would (the random generators
@@ -40,13 +40,13 @@ def training_run(steps: int, directory: str | os.PathLike | None = None, *, ever
     from ...data import load_digits
     from ...models import MLP
 
-    steps = validate.positive_int("steps", steps)
-    every = validate.nonnegative_int("every", every)
+    steps = arguments.positive_int("steps", steps)
+    every = arguments.nonnegative_int("every", every)
     if (every or resume) and directory is None:
         raise ValueError("directory is needed to checkpoint (every > 0) or to resume")
     if directory is not None:
         _as_path("directory", directory).mkdir(parents=True, exist_ok=True)
-    torch.set_num_threads(validate.positive_int("threads", threads))
+    torch.set_num_threads(arguments.positive_int("threads", threads))
     torch.manual_seed(seed)
     np.random.seed(seed)
     random.seed(seed)
@@ -101,7 +101,7 @@ def run_in_child(kwargs: Mapping[str, Any], timeout: float = 120.0) -> dict:
 def _events_until(kids: Any, timeout: float, kind: str) -> Iterator[Any]:
     import time
 
-    deadline = time.monotonic() + validate.seconds("timeout", timeout)
+    deadline = time.monotonic() + arguments.seconds("timeout", timeout)
     while time.monotonic() < deadline:
         for event in kids.events(min(0.5, max(0.0, deadline - time.monotonic()))):
             if event.kind == kind:
@@ -142,8 +142,8 @@ def killed_write_trial(path: str | os.PathLike, megabytes: float, atomic: bool, 
     from ...procs import Children
 
     path = _as_path("path", path)
-    megabytes = validate.positive("megabytes", megabytes)
-    kill_fraction = validate.number("kill_fraction", kill_fraction, minimum=0.0, maximum=1.0)
+    megabytes = arguments.positive("megabytes", megabytes)
+    kill_fraction = arguments.number("kill_fraction", kill_fraction, minimum=0.0, maximum=1.0)
     save_checkpoint(path, {"weights": torch.zeros(4), "position": {"step": 1}})
     with Children("course-ckpt-writer") as kids:
         kids.start(_writer_child, str(path), megabytes, bool(atomic))
@@ -168,7 +168,7 @@ def _sharded_model(seed: int, hidden: int) -> tuple[nn.Module, torch.optim.Optim
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import fully_shard
 
-    from ...distributed import rank_info
+    from ...comm import rank_info
     from ...models import MLP
 
     torch.manual_seed(seed)
@@ -179,7 +179,7 @@ def _sharded_model(seed: int, hidden: int) -> tuple[nn.Module, torch.optim.Optim
 
 
 def dcp_roundtrip(directory: str, hidden: int = 256, steps: int = 3) -> dict:
-    """Run inside ``distributed.launch``: an FSDP2 (``fully_shard``) MLP trains ``steps`` steps; its model
+    """Run inside ``comm.launch``: an FSDP2 (``fully_shard``) MLP trains ``steps`` steps; its model
     and optimizer state is saved with ``torch.distributed.checkpoint`` (each rank writes its own shard),
     loaded into a fresh, differently initialised sharded model, and compared. Returns per rank: bytes
     of the local shards, whether every tensor came back equal, the next step's loss from the saved and
@@ -235,7 +235,7 @@ def load_dcp_unsharded(directory: str | os.PathLike, hidden: int = 256) -> dict[
 # a stuck peer, detected by a timeout (notebook 06.3, section "Timeouts")
 
 def stuck_peer(timeouts: list[float]) -> dict:
-    """Run inside ``distributed.launch`` with 2 ranks. For each timeout T, both ranks make a process
+    """Run inside ``comm.launch`` with 2 ranks. For each timeout T, both ranks make a process
     group with ``timeout=T``; rank 1 then never joins the all-reduce (it waits elsewhere, stuck), and
     rank 0 measures how long its all-reduce takes to fail. Returns ``{T: (seconds, error type)}`` on
     rank 0. Notebook 06.3 (process-group timeouts)."""
@@ -246,7 +246,7 @@ def stuck_peer(timeouts: list[float]) -> dict:
 
     out = {}
     for t in timeouts:
-        group = dist.new_group(timeout=timedelta(seconds=validate.seconds("timeout", t)))
+        group = dist.new_group(timeout=timedelta(seconds=arguments.seconds("timeout", t)))
         dist.barrier()
         if dist.get_rank() == 0:
             start = time.perf_counter()
@@ -290,10 +290,10 @@ def job_survival(sizes: list[int], trials: int = 12, steps: int = 20, hazard: fl
 
     if not isinstance(sizes, (list, tuple)) or not sizes:
         raise ValueError(f"sizes must be a non-empty list of job sizes, got {sizes!r}")
-    sizes = [validate.positive_int("sizes", n) for n in sizes]
-    trials, steps = validate.positive_int("trials", trials), validate.positive_int("steps", steps)
-    hazard = validate.fraction("hazard", hazard, allow_zero=True, allow_one=True)
-    step_s, timeout = validate.nonnegative("step_s", step_s), validate.seconds("timeout", timeout)
+    sizes = [arguments.positive_int("sizes", n) for n in sizes]
+    trials, steps = arguments.positive_int("trials", trials), arguments.positive_int("steps", steps)
+    hazard = arguments.fraction("hazard", hazard, allow_zero=True, allow_one=True)
+    step_s, timeout = arguments.nonnegative("step_s", step_s), arguments.seconds("timeout", timeout)
     out = {}
     for n in sizes:
         finished = 0
@@ -330,9 +330,9 @@ def retry_storm(clients: int = 16, down_s: float = 0.5, backoff: float = 0.05, j
 
     from .robust import DelayedService, connect, retry
 
-    clients = validate.positive_int("clients", clients)
-    down_s, backoff = validate.positive("down_s", down_s), validate.positive("backoff", backoff)
-    window_s, timeout = validate.positive("window_s", window_s), validate.seconds("timeout", timeout)
+    clients = arguments.positive_int("clients", clients)
+    down_s, backoff = arguments.positive("down_s", down_s), arguments.positive("backoff", backoff)
+    window_s, timeout = arguments.positive("window_s", window_s), arguments.seconds("timeout", timeout)
     if not isinstance(jitter, bool):
         raise TypeError(f"jitter must be True or False, got {jitter!r}")
     attempts: list[float] = []

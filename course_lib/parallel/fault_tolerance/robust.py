@@ -24,7 +24,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ... import validate
+from ... import arguments
 from .checkpoint import CheckpointError, _as_path, load_checkpoint, save_checkpoint
 
 __all__ = ["retry", "retry_schedule", "predicted_success_time", "DelayedService", "connect", "availability",
@@ -50,13 +50,13 @@ def retry(fn: Callable[[], Any], attempts: int = 5, backoff: float = 0.1, retry_
     ``on_retry(attempt, error, delay)`` is told about each failure. Notebook 06.3 (retries)."""
     import random
 
-    validate.function("fn", fn)
-    attempts = validate.positive_int("attempts", attempts)
-    backoff = validate.nonnegative("backoff", backoff)
-    factor = validate.number("factor", factor, minimum=1.0)
+    arguments.function("fn", fn)
+    attempts = arguments.positive_int("attempts", attempts)
+    backoff = arguments.nonnegative("backoff", backoff)
+    factor = arguments.number("factor", factor, minimum=1.0)
     if not isinstance(jitter, bool):
         raise TypeError(f"jitter must be True or False, got {jitter!r}")
-    draw = random.Random(seed if seed is None else validate.nonnegative_int("seed", seed)).random
+    draw = random.Random(seed if seed is None else arguments.nonnegative_int("seed", seed)).random
     kinds = _exception_types(retry_on)
     for i in range(attempts):
         try:
@@ -73,10 +73,10 @@ def retry(fn: Callable[[], Any], attempts: int = 5, backoff: float = 0.1, retry_
 
 def retry_schedule(attempts: int, backoff: float, factor: float = 2.0, attempt_s: float = 0.0) -> list[float]:
     """When each attempt starts (seconds after the first), if each failed attempt takes ``attempt_s``."""
-    attempts = validate.positive_int("attempts", attempts)
-    backoff = validate.nonnegative("backoff", backoff)
-    factor = validate.number("factor", factor, minimum=1.0)
-    attempt_s = validate.nonnegative("attempt_s", attempt_s)
+    attempts = arguments.positive_int("attempts", attempts)
+    backoff = arguments.nonnegative("backoff", backoff)
+    factor = arguments.number("factor", factor, minimum=1.0)
+    attempt_s = arguments.nonnegative("attempt_s", attempt_s)
     starts, t = [], 0.0
     for i in range(attempts):
         starts.append(t)
@@ -88,7 +88,7 @@ def predicted_success_time(appears_after: float, attempts: int, backoff: float, 
                            attempt_s: float = 0.0) -> float | None:
     """The start of the first attempt at or after ``appears_after`` seconds (None: the retries run out
     first): when a client with this schedule first reaches a service that comes up late."""
-    appears_after = validate.nonnegative("appears_after", appears_after)
+    appears_after = arguments.nonnegative("appears_after", appears_after)
     return next((t for t in retry_schedule(attempts, backoff, factor, attempt_s) if t >= appears_after), None)
 
 
@@ -98,7 +98,7 @@ class DelayedService:
     ``with DelayedService(1.0) as svc: connect(svc.port)``. Notebook 06.3 (retries)."""
 
     def __init__(self, delay: float):
-        self.delay = validate.nonnegative("delay", delay)
+        self.delay = arguments.nonnegative("delay", delay)
         probe = socket.socket()
         probe.bind(("127.0.0.1", 0))  # the OS picks a free port; nobody listens on it until we do
         self.port = probe.getsockname()[1]
@@ -145,16 +145,16 @@ class DelayedService:
 def connect(port: int, timeout: float = 1.0) -> float:
     """Open and close one TCP connection to 127.0.0.1:``port``; return when it succeeded
     (``time.perf_counter()``). Raises ``ConnectionRefusedError`` (an OSError) while nobody listens."""
-    port = validate.integer("port", port, minimum=1, maximum=65535)
-    with socket.create_connection(("127.0.0.1", port), timeout=validate.seconds("timeout", timeout)):
+    port = arguments.integer("port", port, minimum=1, maximum=65535)
+    with socket.create_connection(("127.0.0.1", port), timeout=arguments.seconds("timeout", timeout)):
         return time.perf_counter()
 
 
 def availability(p_fail: float, copies: int) -> float:
     """The chance that at least one of ``copies`` replicas survives when each fails independently with
     probability ``p_fail``: ``1 - p_fail**copies``. Notebook 06.3 (redundancy)."""
-    p_fail = validate.fraction("p_fail", p_fail, allow_zero=True, allow_one=True)
-    return 1.0 - p_fail ** validate.positive_int("copies", copies)
+    p_fail = arguments.fraction("p_fail", p_fail, allow_zero=True, allow_one=True)
+    return 1.0 - p_fail ** arguments.positive_int("copies", copies)
 
 
 def _paths(paths: Any) -> list[Path]:
@@ -194,7 +194,7 @@ def replica_trials(directory: str | os.PathLike, p_fail: float, trials: int, see
 
     if isinstance(p_fail, bool) or not isinstance(p_fail, (int, float)) or not 0.0 <= p_fail <= 1.0:
         raise ValueError(f"p_fail must be a probability in [0, 1], got {p_fail!r}")
-    trials = validate.positive_int("trials", trials)
+    trials = arguments.positive_int("trials", trials)
     folder = _as_path("directory", directory)
     gen = torch.Generator().manual_seed(seed)
     small = {"weights": torch.arange(256.0), "position": {"step": 7}}
@@ -239,7 +239,7 @@ def young_daly_interval(write_s: float, mtbf_s: float) -> float:
     """Young's optimal time between checkpoints, ``sqrt(2 * write_s * mtbf_s)`` (Young 1974, first order:
     accurate while the write takes a small part of the MTBF; :func:`daly_interval` is the higher-order one).
     Notebook 06.3."""
-    return math.sqrt(2 * validate.positive("write_s", write_s) * validate.positive("mtbf_s", mtbf_s))
+    return math.sqrt(2 * arguments.positive("write_s", write_s) * arguments.positive("mtbf_s", mtbf_s))
 
 
 def daly_interval(write_s: float, mtbf_s: float) -> float:
@@ -247,7 +247,7 @@ def daly_interval(write_s: float, mtbf_s: float) -> float:
     M = mtbf_s, ``sqrt(2dM) * (1 + sqrt(d / 2M) / 3 + d / 18M) - d`` while d < 2M, else M. The restart cost
     does not move it (every failure pays the restart whatever the interval); it only adds to the loss.
     Notebook 06.3."""
-    d, m = validate.positive("write_s", write_s), validate.positive("mtbf_s", mtbf_s)
+    d, m = arguments.positive("write_s", write_s), arguments.positive("mtbf_s", mtbf_s)
     if d >= 2 * m:
         return m
     return math.sqrt(2 * d * m) * (1 + math.sqrt(d / (2 * m)) / 3 + d / (18 * m)) - d
@@ -257,10 +257,10 @@ def lost_fraction(interval_s: float, write_s: float, mtbf_s: float, restart_s: f
     """The fraction of time lost, to first order: writing (``write_s / interval_s``), work redone after a
     failure (half an interval on average, once per MTBF: ``interval_s / (2 * mtbf_s)``) and the restart
     each failure pays (``restart_s / mtbf_s``: relaunch, rendezvous, reading the checkpoint). Notebook 06.3."""
-    interval_s = validate.positive("interval_s", interval_s)
-    mtbf_s = validate.positive("mtbf_s", mtbf_s)
-    return (validate.nonnegative("write_s", write_s) / interval_s + interval_s / (2 * mtbf_s)
-            + validate.nonnegative("restart_s", restart_s) / mtbf_s)
+    interval_s = arguments.positive("interval_s", interval_s)
+    mtbf_s = arguments.positive("mtbf_s", mtbf_s)
+    return (arguments.nonnegative("write_s", write_s) / interval_s + interval_s / (2 * mtbf_s)
+            + arguments.nonnegative("restart_s", restart_s) / mtbf_s)
 
 
 def daly_lost_fraction(interval_s: float, write_s: float, mtbf_s: float, restart_s: float = 0.0) -> float:
@@ -269,9 +269,9 @@ def daly_lost_fraction(interval_s: float, write_s: float, mtbf_s: float, restart
     of ``T`` seconds of work is ``M e^(R/M) (e^((tau + d)/M) - 1) T / tau``, so the lost fraction is
     ``1 - tau / (M e^(R/M) (e^((tau + d)/M) - 1))``. Notebook 06.3 checks it against
     :func:`simulate_lost_fraction`."""
-    tau = validate.positive("interval_s", interval_s)
-    d, m = validate.nonnegative("write_s", write_s), validate.positive("mtbf_s", mtbf_s)
-    r = validate.nonnegative("restart_s", restart_s)
+    tau = arguments.positive("interval_s", interval_s)
+    d, m = arguments.nonnegative("write_s", write_s), arguments.positive("mtbf_s", mtbf_s)
+    r = arguments.nonnegative("restart_s", restart_s)
     return 1.0 - tau / (m * math.exp(r / m) * math.expm1((tau + d) / m))
 
 
@@ -285,11 +285,11 @@ def simulate_lost_fraction(interval_s: float, write_s: float, mtbf_s: float, fai
     """
     import torch  # local: the rest of this module needs no torch
 
-    interval_s = validate.positive("interval_s", interval_s)
-    write_s = validate.nonnegative("write_s", write_s)
-    mtbf_s = validate.positive("mtbf_s", mtbf_s)
-    restart_s = validate.nonnegative("restart_s", restart_s)
-    failures = validate.positive_int("failures", failures)
+    interval_s = arguments.positive("interval_s", interval_s)
+    write_s = arguments.nonnegative("write_s", write_s)
+    mtbf_s = arguments.positive("mtbf_s", mtbf_s)
+    restart_s = arguments.nonnegative("restart_s", restart_s)
+    failures = arguments.positive_int("failures", failures)
     gen = torch.Generator().manual_seed(int(seed))
     gaps = torch.empty(failures, dtype=torch.float64).exponential_(1.0 / mtbf_s, generator=gen)
     kept = torch.floor((gaps - restart_s).clamp(min=0) / (interval_s + write_s)) * interval_s

@@ -12,7 +12,7 @@
   drops them with ``madvise(MADV_DONTNEED)``.
 * ``stream_once(path, budget_bytes, method)``: one pass over the whole set (per-class means and a
   linear classifier trained by SGD) that reports the process's resident peak. Run it in a fresh
-  process (``course_lib.memlimit.run_with_memory_limit``) to compare ``"stream"`` with a naive
+  process (``course_lib.memory.limit.run_with_memory_limit``) to compare ``"stream"`` with a naive
   ``"load"`` of the whole file.
 * ``disk_read_throughput(path)``: sequential read speed, with the page cache dropped first where
   the OS allows (a just-written file is otherwise read from RAM, not from disk).
@@ -39,8 +39,8 @@ import torch
 
 from torch.utils.data import Dataset, IterableDataset, get_worker_info
 
-from . import names, validate
-from .hardware import current_rss_bytes, peak_rss_bytes, reset_peak_rss
+from .. import arguments, names
+from ..hardware import current_rss_bytes, peak_rss_bytes, reset_peak_rss
 
 __all__ = [
     "DatasetInfo", "write_synthetic_dataset", "dataset_info", "StreamingDataset", "MemmapDataset",
@@ -53,7 +53,7 @@ DTYPES = ("fp32", "fp64", "fp16")  # the course's names (names.dtype); "float32"
 METHODS = ("stream", "memmap", "memmap_keep", "load")
 _NUMPY = {"fp32": "float32", "fp64": "float64", "fp16": "float16"}
 
-_pos_int = validate.positive_int
+_pos_int = arguments.positive_int
 
 
 def _dtype(dtype: str | np.dtype) -> np.dtype:
@@ -114,13 +114,13 @@ def write_synthetic_dataset(path: str | os.PathLike, n_samples: int, n_features:
     """
     n_samples = _pos_int("n_samples", n_samples)
     n_features = _pos_int("n_features", n_features)
-    validate.integer("n_classes", n_classes, minimum=2)
+    arguments.integer("n_classes", n_classes, minimum=2)
     dt = _dtype(dtype)
-    validate.nonnegative_int("seed", seed)
+    arguments.nonnegative_int("seed", seed)
     if chunk_rows is None:
         chunk_rows = max(1, (16 * MiB) // (n_features * dt.itemsize))
     chunk_rows = _pos_int("chunk_rows", chunk_rows)
-    separation = validate.positive("separation", separation)
+    separation = arguments.positive("separation", separation)
     out = Path(path)
     if out.exists() and not out.is_dir():
         raise ValueError(f"path must be a directory (it will hold x.npy, y.npy, meta.json), got a file: {out}")
@@ -178,7 +178,7 @@ def _readinto(f, view: memoryview) -> None:
 
 
 class StreamingDataset(IterableDataset):
-    """Yield ``(x, y)`` batches by reading contiguous chunks of the file (notebook 02, memory).
+    """Yield ``(x, y)`` batches by reading contiguous chunks of the file.
 
     Resident memory is about one chunk (``chunk_rows`` rows; default: a quarter of
     ``budget_bytes`` if given, else 8 MiB) plus the batches you keep, whatever the file size: rows
@@ -260,7 +260,7 @@ class StreamingDataset(IterableDataset):
 
 
 class MemmapDataset(Dataset):
-    """Map-style dataset over a read-only memory map of ``x.npy`` (notebook 02, memory).
+    """Map-style dataset over a read-only memory map of ``x.npy``.
 
     ``ds[i]`` returns ``(x_i, y_i)`` tensors (copies); ``ds.x`` / ``ds.y`` are the mapped arrays
     for slicing. Every page read stays mapped and counts in the process's RSS (it is reclaimable
@@ -355,10 +355,10 @@ def stream_once(path: str | os.PathLike, budget_bytes: int, method: str = "strea
     """
     budget = _pos_int("budget_bytes", budget_bytes)
     batch_size = _pos_int("batch_size", batch_size)
-    method = validate.choice("method", method, METHODS)
+    method = arguments.choice("method", method, METHODS)
     info = dataset_info(path)
-    from .models import make_optimizer
-    from .train import train_step
+    from ..models import make_optimizer
+    from ..train import train_step
 
     torch.manual_seed(seed)
     model = torch.nn.Linear(info.n_features, info.n_classes)
@@ -418,7 +418,7 @@ def stream_once(path: str | os.PathLike, budget_bytes: int, method: str = "strea
 def drop_file_cache(path: str | os.PathLike) -> bool:
     """Ask the OS to drop ``path`` from the page cache (flushes it first). False where unsupported.
 
-    Used by notebook 02 (memory) before timing a "cold" read. It is a request: check the result with
+    Call it before timing a "cold" read. It is a request: check the result with
     :func:`cached_fraction`.
     """
     fd = os.open(os.fspath(path), os.O_RDONLY)
@@ -435,7 +435,7 @@ def drop_file_cache(path: str | os.PathLike) -> bool:
 def cached_fraction(path: str | os.PathLike) -> float | None:
     """Fraction of ``path``'s pages now in the page cache (Linux ``mincore``), or None if unknown.
 
-    Notebook 02 (memory): shows whether the next read will come from RAM or from the disk.
+    Shows whether the next read will come from RAM or from the disk.
     """
     if not sys.platform.startswith("linux"):
         return None

@@ -43,7 +43,7 @@ from typing import Sequence
 
 import numpy as np
 
-from . import catalog, validate
+from .. import arguments, catalog
 
 ALGORITHMS = ("ring", "tree", "parameter_server")
 """All-reduce algorithms that ``allreduce_time`` models."""
@@ -80,7 +80,7 @@ def allreduce_time(
 ) -> float:
     """Predicted seconds for an all-reduce of ``nbytes`` (the buffer size on each rank).
 
-    Notebook 03 (interconnect): "predicting an all-reduce". With ``p = world_size``,
+    Notebook 03, "predicting an all-reduce". With ``p = world_size``,
     ``n = nbytes`` and ``bw = bandwidth`` (bytes/s, per link and per direction):
 
     * ``"ring"`` (reduce-scatter then all-gather around a ring; what NCCL and gloo use
@@ -104,11 +104,11 @@ def allreduce_time(
     Raises TypeError/ValueError for negative ``nbytes``, ``world_size < 1``,
     ``alpha < 0``, ``bandwidth <= 0`` or an ``algorithm`` not in ``ALGORITHMS``.
     """
-    n = validate.nonnegative("nbytes", nbytes)
-    p = validate.integer("world_size (the number of ranks)", world_size, minimum=1)
-    a = validate.nonnegative("alpha (per-message latency in seconds)", alpha)
-    bw = validate.positive("bandwidth (bytes per second; float(\'inf\') is a free link)", bandwidth, allow_inf=True)
-    algorithm = validate.choice("algorithm", algorithm, ALGORITHMS)
+    n = arguments.nonnegative("nbytes", nbytes)
+    p = arguments.integer("world_size (the number of ranks)", world_size, minimum=1)
+    a = arguments.nonnegative("alpha (per-message latency in seconds)", alpha)
+    bw = arguments.positive("bandwidth (bytes per second; float(\'inf\') is a free link)", bandwidth, allow_inf=True)
+    algorithm = arguments.choice("algorithm", algorithm, ALGORITHMS)
     if p == 1:
         return 0.0
     if algorithm == "ring":
@@ -121,15 +121,15 @@ def allreduce_time(
 def allgather_time(nbytes: float, world_size: int, alpha: float, bandwidth: float) -> float:
     """Predicted seconds for a ring all-gather; ``nbytes`` is the **total output** size.
 
-    Notebook 03 (interconnect): all-gather is the second half of a ring all-reduce (and
+    All-gather is the second half of a ring all-reduce (and
     what FSDP does before each layer). Each rank starts with ``n/p`` bytes and ends with
     all ``n``: ``(p-1)*alpha + (p-1)/p * n/bw`` (Thakur et al. 2005, ring algorithm).
     ``world_size == 1`` costs 0. Same argument checks as ``allreduce_time``.
     """
-    n = validate.nonnegative("nbytes", nbytes)
-    p = validate.integer("world_size (the number of ranks)", world_size, minimum=1)
-    a = validate.nonnegative("alpha (per-message latency in seconds)", alpha)
-    bw = validate.positive("bandwidth (bytes per second; float(\'inf\') is a free link)", bandwidth, allow_inf=True)
+    n = arguments.nonnegative("nbytes", nbytes)
+    p = arguments.integer("world_size (the number of ranks)", world_size, minimum=1)
+    a = arguments.nonnegative("alpha (per-message latency in seconds)", alpha)
+    bw = arguments.positive("bandwidth (bytes per second; float(\'inf\') is a free link)", bandwidth, allow_inf=True)
     if p == 1:
         return 0.0
     return (p - 1) * a + (p - 1) / p * n / bw
@@ -138,15 +138,15 @@ def allgather_time(nbytes: float, world_size: int, alpha: float, bandwidth: floa
 def reduce_scatter_time(nbytes: float, world_size: int, alpha: float, bandwidth: float) -> float:
     """Predicted seconds for a ring reduce-scatter; ``nbytes`` is the **total input** size.
 
-    Notebook 03 (interconnect): the first half of a ring all-reduce (and how FSDP reduces
+    The first half of a ring all-reduce (and how FSDP reduces
     gradients). Each rank starts with ``n`` bytes and ends owning the reduced ``n/p``:
     ``(p-1)*alpha + (p-1)/p * n/bw``. ``allgather_time + reduce_scatter_time`` equals
     the ring ``allreduce_time``. ``world_size == 1`` costs 0.
     """
-    n = validate.nonnegative("nbytes", nbytes)
-    p = validate.integer("world_size (the number of ranks)", world_size, minimum=1)
-    a = validate.nonnegative("alpha (per-message latency in seconds)", alpha)
-    bw = validate.positive("bandwidth (bytes per second; float(\'inf\') is a free link)", bandwidth, allow_inf=True)
+    n = arguments.nonnegative("nbytes", nbytes)
+    p = arguments.integer("world_size (the number of ranks)", world_size, minimum=1)
+    a = arguments.nonnegative("alpha (per-message latency in seconds)", alpha)
+    bw = arguments.positive("bandwidth (bytes per second; float(\'inf\') is a free link)", bandwidth, allow_inf=True)
     if p == 1:
         return 0.0
     return (p - 1) * a + (p - 1) / p * n / bw
@@ -155,16 +155,16 @@ def reduce_scatter_time(nbytes: float, world_size: int, alpha: float, bandwidth:
 def broadcast_time(nbytes: float, world_size: int, alpha: float, bandwidth: float) -> float:
     """Predicted seconds for a binomial-tree broadcast of ``nbytes`` from one root.
 
-    Notebook 03 (interconnect): ``ceil(log2 p) * (alpha + n/bw)``: in each round every
+    ``ceil(log2 p) * (alpha + n/bw)``: in each round every
     rank that already has the data sends the whole buffer to one that does not, so the
     number of holders doubles per round (Thakur et al. 2005, short-message algorithm;
     for long messages MPICH switches to scatter + all-gather). ``world_size == 1``
     costs 0.
     """
-    n = validate.nonnegative("nbytes", nbytes)
-    p = validate.integer("world_size (the number of ranks)", world_size, minimum=1)
-    a = validate.nonnegative("alpha (per-message latency in seconds)", alpha)
-    bw = validate.positive("bandwidth (bytes per second; float(\'inf\') is a free link)", bandwidth, allow_inf=True)
+    n = arguments.nonnegative("nbytes", nbytes)
+    p = arguments.integer("world_size (the number of ranks)", world_size, minimum=1)
+    a = arguments.nonnegative("alpha (per-message latency in seconds)", alpha)
+    bw = arguments.positive("bandwidth (bytes per second; float(\'inf\') is a free link)", bandwidth, allow_inf=True)
     return _ceil_log2(p) * (a + n / bw)
 
 
@@ -176,12 +176,12 @@ def broadcast_time(nbytes: float, world_size: int, alpha: float, bandwidth: floa
 def algbw(nbytes: float, seconds: float) -> float:
     """Algorithm bandwidth in bytes/s: ``nbytes / seconds`` (nccl-tests' ``algbw``).
 
-    Notebook 03 (interconnect): the number a naive benchmark prints. For collectives it
+    The number a naive benchmark prints. For collectives it
     falls as ranks are added even when the links are fully used; see ``busbw``.
     Source: NVIDIA nccl-tests, doc/PERFORMANCE.md.
     """
-    n = validate.nonnegative("nbytes", nbytes)
-    t = validate.number("seconds", seconds, allow_inf=True)
+    n = arguments.nonnegative("nbytes", nbytes)
+    t = arguments.number("seconds", seconds, allow_inf=True)
     if t <= 0 or math.isinf(t):
         raise ValueError(f"seconds must be a finite number > 0, got {t!r}")
     return n / t
@@ -190,12 +190,12 @@ def algbw(nbytes: float, seconds: float) -> float:
 def busbw_factor(world_size: int, op: str = "all_reduce") -> float:
     """The nccl-tests correction factor from ``algbw`` to ``busbw`` for ``op``.
 
-    Notebook 03 (interconnect). With ``p = world_size`` (NVIDIA nccl-tests,
+     With ``p = world_size`` (NVIDIA nccl-tests,
     doc/PERFORMANCE.md, "Summary"): all_reduce ``2(p-1)/p``; all_gather,
     reduce_scatter and all_to_all ``(p-1)/p``; broadcast and reduce ``1``.
     """
-    p = validate.integer("world_size (the number of ranks)", world_size, minimum=1)
-    op = validate.choice("op", op, OPS)
+    p = arguments.integer("world_size (the number of ranks)", world_size, minimum=1)
+    op = arguments.choice("op", op, OPS)
     if op == "all_reduce":
         return 2 * (p - 1) / p
     if op in ("all_gather", "reduce_scatter", "all_to_all"):
@@ -206,7 +206,7 @@ def busbw_factor(world_size: int, op: str = "all_reduce") -> float:
 def busbw(nbytes: float, seconds: float, world_size: int, op: str = "all_reduce") -> float:
     """Bus bandwidth in bytes/s: ``algbw * busbw_factor(world_size, op)``.
 
-    Notebook 03 (interconnect): the nccl-tests number that, for a ring, equals the speed
+    The nccl-tests number that, for a ring, equals the speed
     each link actually ran at, so it can be compared with the link's peak (one
     direction) whatever the number of ranks. For a ring all-reduce timed at exactly the
     alpha = 0 model, ``busbw`` returns the ``bandwidth`` that went in. ``nbytes`` follows
@@ -230,7 +230,7 @@ class AlphaBeta:
     ``2(p-1)/p`` so that ``alpha_s`` is the per-message latency and
     ``bandwidth_bytes_per_s`` the per-link bandwidth of the ring formula.
     ``alpha_clamped`` says the unconstrained fit gave a negative intercept and the
-    line was refitted through the origin (alpha = 0). Notebook 03 (interconnect).
+    line was refitted through the origin (alpha = 0).
     """
 
     alpha_s: float
@@ -244,11 +244,11 @@ class AlphaBeta:
 
     def __post_init__(self) -> None:
         # A model that predicts infinite or negative times is not a model: refuse it up front.
-        validate.nonnegative("alpha_s (per-message latency in seconds)", self.alpha_s)
-        validate.positive("bandwidth_bytes_per_s", self.bandwidth_bytes_per_s)
-        validate.nonnegative("latency_factor", self.latency_factor)
-        validate.positive("bandwidth_factor", self.bandwidth_factor)
-        validate.nonnegative("min_bytes", self.min_bytes)
+        arguments.nonnegative("alpha_s (per-message latency in seconds)", self.alpha_s)
+        arguments.positive("bandwidth_bytes_per_s", self.bandwidth_bytes_per_s)
+        arguments.nonnegative("latency_factor", self.latency_factor)
+        arguments.positive("bandwidth_factor", self.bandwidth_factor)
+        arguments.nonnegative("min_bytes", self.min_bytes)
 
     @property
     def beta_s_per_byte(self) -> float:
@@ -267,7 +267,7 @@ class AlphaBeta:
     def intercept_s(self) -> float:
         """The fitted line's value at 0 bytes, ``latency_factor * alpha_s`` (seconds).
 
-        Notebook 03 (interconnect): an intercept read off messages of 1 MB and more, not the
+        An intercept read off messages of 1 MB and more, not the
         measured time of a tiny message (which follows other rules on a busy machine).
         """
         return self.latency_factor * self.alpha_s
@@ -276,7 +276,7 @@ class AlphaBeta:
     def crossover_bytes(self) -> float:
         """The message size at which the latency term equals the bandwidth term (bytes).
 
-        Notebook 03 (interconnect): smaller messages are latency-bound, larger ones bandwidth-bound.
+        Smaller messages are latency-bound, larger ones bandwidth-bound.
         ``intercept_s / (bandwidth_factor / bandwidth)``: ``alpha * bandwidth`` for a plain line,
         ``p * alpha * bandwidth`` for the ring formula on p ranks. 0 when alpha is 0.
         """
@@ -285,7 +285,7 @@ class AlphaBeta:
     def relative_errors(self, sizes_bytes: Sequence[float], seconds: Sequence[float]) -> np.ndarray:
         """``(predicted - measured) / measured`` for each point: 0.25 means 25% too slow.
 
-        Notebook 03 (interconnect): how far the line misses each measurement (e.g. the
+        How far the line misses each measurement (e.g. the
         small messages a fit on >= 1 MB ignores).
         """
         n, t = _points(sizes_bytes, seconds)
@@ -317,7 +317,7 @@ def _fit_line(
     Each point's residual is divided by its measured time, so a 1 MB message counts as much as a
     64 MB one (plain least squares in seconds would fit the largest messages and ignore the rest).
     """
-    min_bytes = validate.nonnegative("min_bytes", min_bytes)
+    min_bytes = arguments.nonnegative("min_bytes", min_bytes)
     n, t = _points(sizes_bytes, seconds)
     keep = n >= min_bytes
     n, t = n[keep], t[keep]
@@ -346,8 +346,7 @@ def fit_alpha_beta(
 ) -> AlphaBeta:
     """Fit ``t = alpha + n / bandwidth`` by least squares in relative error.
 
-    Notebook 03 (interconnect): "fitting the line". Only points with
-    ``size >= min_bytes`` are used. Residuals are relative (divided by the measured time), so
+    Only points with ``size >= min_bytes`` are used. Residuals are relative (divided by the measured time), so
     every size counts alike; still, tiny messages follow other rules; use ``min_bytes`` (e.g. ``2**20``) to leave out the small ones whose time
     is OS wake-up noise rather than the link. If the best line has a negative intercept
     it is refitted through the origin with ``alpha_s = 0`` (``alpha_clamped=True``),
@@ -375,13 +374,13 @@ def fit_ring_allreduce(
 ) -> AlphaBeta:
     """Fit the ring all-reduce formula ``t = 2(p-1)*alpha + 2(p-1)/p * n/bw``.
 
-    Notebook 03 (interconnect): the same least-squares line as ``fit_alpha_beta``,
+    The same least-squares line as ``fit_alpha_beta``,
     rescaled so that ``alpha_s`` is the per-message latency and
     ``bandwidth_bytes_per_s`` the **per-link** bandwidth of ``allreduce_time(...,
     algorithm="ring")`` (for p = 2 they equal the plain line's). The returned model's
     ``predict`` uses the ring formula. ``world_size`` must be >= 2.
     """
-    p = validate.integer("world_size (the number of ranks)", world_size, minimum=1)
+    p = arguments.integer("world_size (the number of ranks)", world_size, minimum=1)
     if p < 2:
         raise ValueError("world_size must be >= 2 to fit a ring all-reduce (p = 1 sends nothing)")
     c0, c1, count, clamped = _fit_line(sizes_bytes, seconds, min_bytes)
@@ -415,15 +414,15 @@ def data_parallel_step_time(
 ) -> float:
     """Seconds per data-parallel step with a fixed per-rank batch (weak scaling).
 
-    Notebook 03 (interconnect): ``compute_s + (1 - overlap) * allreduce_time(grad_bytes,
+    ``compute_s + (1 - overlap) * allreduce_time(grad_bytes,
     world_size, alpha, bandwidth, algorithm)``. ``compute_s`` is one rank's forward +
     backward + optimizer time, ``grad_bytes`` the gradient size (parameters x bytes per
     element), ``overlap`` the fraction of the all-reduce hidden behind the backward pass
     (DDP's gradient buckets). The model assumes the hidden part fits inside the compute;
     ``overlap=1`` is only realistic when the all-reduce is shorter than the backward pass.
     """
-    c = validate.nonnegative("compute_s", compute_s)
-    ov = validate.number("overlap (0: none, 1: communication fully hidden)", overlap, minimum=0, maximum=1)
+    c = arguments.nonnegative("compute_s", compute_s)
+    ov = arguments.number("overlap (0: none, 1: communication fully hidden)", overlap, minimum=0, maximum=1)
     comm = allreduce_time(grad_bytes, world_size, alpha, bandwidth, algorithm)
     return c + (1.0 - ov) * comm
 
@@ -440,7 +439,7 @@ def data_parallel_speedup(
 ) -> float:
     """Speedup of ``world_size`` data-parallel ranks over one rank.
 
-    Notebook 03 (interconnect): "does adding machines help?". With
+    Notebook 03, "does adding machines help?". With
     ``comm = allreduce_time(grad_bytes, world_size, alpha, bandwidth, algorithm)``:
 
     * ``scaling="weak"`` (each rank keeps its batch; the global batch grows with p):
@@ -453,12 +452,12 @@ def data_parallel_speedup(
 
     ``compute_s`` is one rank's step time on its own and must be > 0.
     """
-    c = validate.number("compute_s", compute_s, allow_inf=True)
+    c = arguments.number("compute_s", compute_s, allow_inf=True)
     if c <= 0 or math.isinf(c):
         raise ValueError(f"compute_s must be a finite number of seconds > 0, got {c!r}")
-    p = validate.integer("world_size (the number of ranks)", world_size, minimum=1)
-    ov = validate.number("overlap (0: none, 1: communication fully hidden)", overlap, minimum=0, maximum=1)
-    scaling = validate.choice("scaling", scaling, SCALINGS)
+    p = arguments.integer("world_size (the number of ranks)", world_size, minimum=1)
+    ov = arguments.number("overlap (0: none, 1: communication fully hidden)", overlap, minimum=0, maximum=1)
+    scaling = arguments.choice("scaling", scaling, SCALINGS)
     comm = allreduce_time(grad_bytes, p, alpha, bandwidth, algorithm)
     if scaling == "weak":
         return p * c / (c + (1.0 - ov) * comm)
@@ -475,9 +474,9 @@ def core_sharing(world_size: int, reference_world_size: int, free_cores: int) ->
     min(1, free / world_size)`` times slower on ``world_size`` ranks. 1.0 when every rank has a core
     of its own; 2.0 for 4 ranks against 2 on 2 free cores (or on 1).
     """
-    p = validate.integer("world_size (the number of ranks)", world_size, minimum=1)
-    ref = validate.integer("reference_world_size", reference_world_size, minimum=1)
-    cores = validate.integer("free_cores", free_cores, minimum=1)
+    p = arguments.integer("world_size (the number of ranks)", world_size, minimum=1)
+    ref = arguments.integer("reference_world_size", reference_world_size, minimum=1)
+    cores = arguments.integer("free_cores", free_cores, minimum=1)
     return min(1.0, cores / ref) / min(1.0, cores / p)
 
 
@@ -490,10 +489,10 @@ def bandwidth_needed(compute_s: float, grad_bytes: float, world_size: int, effic
     seconds; the ring moves ``2(p-1)/p * grad_bytes`` per rank in that time. ``world_size == 1``
     needs no link (0.0). Raises ValueError for ``efficiency`` outside (0, 1) or ``compute_s <= 0``.
     """
-    c = validate.positive("compute_s", compute_s)
-    g = validate.nonnegative("grad_bytes", grad_bytes)
-    p = validate.integer("world_size (the number of ranks)", world_size, minimum=1)
-    e = validate.fraction("efficiency (speed-up / world_size; 1 would need an infinite link)", efficiency)
+    c = arguments.positive("compute_s", compute_s)
+    g = arguments.nonnegative("grad_bytes", grad_bytes)
+    p = arguments.integer("world_size (the number of ranks)", world_size, minimum=1)
+    e = arguments.fraction("efficiency (speed-up / world_size; 1 would need an infinite link)", efficiency)
     if p == 1:
         return 0.0
     return busbw_factor(p) * g / (c * (1 / e - 1))

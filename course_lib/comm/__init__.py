@@ -1,6 +1,10 @@
-"""Several local processes talking through ``torch.distributed`` (notebook 03; modules 04 and 06).
+"""Communication: processes that talk through ``torch.distributed``, and what their messages cost.
+
+Notebook 03 (interconnect) meets all of it; modules 04, 06 and 07 use it.
 
 ================  ============================================================================
+``cost``          the alpha-beta cost of collectives (``allreduce_time``, ``fit_alpha_beta``, ``busbw``),
+                  data-parallel speed-up, and the cited link table (``links``, ``get_link``)
 ``launcher``      ``launch`` (run an importable function on N ranks), ``rank_info``, ``RankError``,
                   ``LaunchTimeout``, ``last_launch_stats``, ``port_is_free``, ``max_world_size``
 ``collectives``   ``allreduce_benchmark``, ``ring_all_reduce`` (written by hand) and
@@ -22,6 +26,12 @@ worker, ``rank_info()`` reads the same process group either way.
 """
 from __future__ import annotations
 
+from . import cost
+from .cost import (
+    ALGORITHMS, LINK_KINDS, OPS, SCALINGS, AlphaBeta, Link, algbw, allgather_time, allreduce_time, bandwidth_needed,
+    broadcast_time, busbw, busbw_factor, core_sharing, data_parallel_speedup, data_parallel_step_time,
+    fit_alpha_beta, fit_ring_allreduce, get_link, link_names, link_rows, links, reduce_scatter_time,
+)
 from .collectives import ALLREDUCE_SIZES, allreduce_benchmark, check_ring_against_library, ring_all_reduce
 from .demos import (demo_dataloader_sum, demo_raise_on_rank, demo_rank_info, demo_rank_sum, demo_sleep_on_rank,
                     demo_subprocess_then_hang, demo_workers_then_hang)
@@ -31,6 +41,11 @@ from .launcher import (BACKENDS, HOST, LaunchTimeout, RankError, default_threads
                        max_world_size, port_is_free, rank_info)
 
 __all__ = [
+    "cost",
+    "ALGORITHMS", "LINK_KINDS", "OPS", "SCALINGS", "AlphaBeta", "Link", "algbw", "allgather_time", "allreduce_time",
+    "bandwidth_needed", "broadcast_time", "busbw", "busbw_factor", "core_sharing", "data_parallel_speedup",
+    "data_parallel_step_time", "fit_alpha_beta", "fit_ring_allreduce", "get_link", "link_names", "link_rows",
+    "links", "reduce_scatter_time",
     "ALLREDUCE_SIZES", "launch", "rank_info", "RankError", "LaunchTimeout", "BACKENDS", "HOST", "max_world_size",
     "default_threads_per_rank", "last_launch_stats", "port_is_free", "allreduce_benchmark", "ring_all_reduce",
     "check_ring_against_library", "demo_rank_sum", "demo_raise_on_rank", "demo_sleep_on_rank", "demo_rank_info",

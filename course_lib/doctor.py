@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from . import devices
 from .cpu import Plan
-from .cpu import plan as cpu_plan
+from .cpu import thread_plan
 from .hardware import HardwareInfo, detect
 
 GET_AN_ACCELERATOR = {
@@ -16,17 +16,16 @@ GET_AN_ACCELERATOR = {
 }
 
 
-def plan(info: HardwareInfo | None = None, decided: Plan | None = None,
+def adaptations(info: HardwareInfo | None = None, decided: Plan | None = None,
          device_plan: devices.DevicePlan | None = None) -> list[tuple[str, str]]:
     """(topic, what happens here) pairs describing how the demos adapt to this machine.
 
     ``decided`` is ``course_lib.cpu.profile().plan`` (free cores, measured bf16 speed); without it
     the plan is made from the CPU's flags alone. ``device_plan`` is ``devices.current_plan()``
-    unless given (the device, dtypes, backend, skipped demos). A pure function of its inputs
-    (notebook 00, ``course doctor``; unit-tested with made-up machines).
+    unless given (the device, dtypes, backend, skipped demos). A pure function of its inputs.
     """
     info = info or detect()
-    decided = decided or cpu_plan(info.cpu)
+    decided = decided or thread_plan(info.cpu)
     dp = device_plan or devices.current_plan()
     cores = info.cpu.physical_cores
     busy = (f"; other programs keep {cores - decided.free_cores} busy, so PyTorch uses the {decided.free_cores} free "
@@ -66,9 +65,9 @@ def plan(info: HardwareInfo | None = None, decided: Plan | None = None,
     return rows
 
 
-def plan_text(info: HardwareInfo | None = None, decided: Plan | None = None,
+def adaptations_text(info: HardwareInfo | None = None, decided: Plan | None = None,
               device_plan: devices.DevicePlan | None = None) -> str:
     """``plan`` as aligned text."""
-    rows = plan(info, decided, device_plan)
+    rows = adaptations(info, decided, device_plan)
     width = max(len(topic) for topic, _ in rows)
     return "\n".join(f"{topic:<{width}} : {text}" for topic, text in rows)

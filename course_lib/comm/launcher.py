@@ -5,8 +5,8 @@ into one process group (gloo between CPU processes unless ``backend="nccl"`` ask
 rank), runs
 ``fn(*args, **kwargs)`` on every rank and returns the per-rank return values in rank order::
 
-    from course_lib import distributed
-    distributed.launch(distributed.demo_rank_sum, 2)   # [(0, 2, 3.0), (1, 2, 3.0)]
+    from course_lib import comm
+    comm.launch(comm.demo_rank_sum, 2)   # [(0, 2, 3.0), (1, 2, 3.0)]
 
 What it guarantees
 ------------------
@@ -48,7 +48,7 @@ from typing import Any, Callable
 import torch
 import torch.distributed as dist
 
-from .. import validate
+from .. import arguments
 from ..procs import Children, require_importable
 
 __all__ = ["launch", "tcp_store", "loopback_interface", "rank_info", "RankError", "LaunchTimeout", "BACKENDS", "max_world_size",
@@ -64,7 +64,7 @@ _LAST: dict[str, Any] = {}
 
 
 class RankError(RuntimeError):
-    """A rank raised inside ``fn`` (or could not start). Notebook 03 (interconnect).
+    """A rank raised inside ``fn`` (or could not start).
 
     Attributes: ``rank`` (the rank whose error is reported first), ``error_type`` (e.g.
     ``"ValueError"``), ``traceback_text`` (that rank's formatted traceback, or the tail of its
@@ -85,7 +85,7 @@ class RankError(RuntimeError):
 class LaunchTimeout(TimeoutError):
     """The job did not finish in time; ``unfinished`` lists the ranks that had not returned.
     ``phase`` is ``"startup"`` (process start and ``init_process_group``) or ``"run"`` (``fn``).
-    Notebook 03 (interconnect)."""
+    """
 
     def __init__(self, message: str, unfinished: list[int], phase: str):
         super().__init__(message)
@@ -110,19 +110,19 @@ def _free_physical_cores() -> int:
 
 def max_world_size() -> int:
     """The largest ``world_size`` :func:`launch` accepts here: ``min(64, 4 x usable logical cores)``.
-    Notebook 03 (interconnect)."""
+    """
     return max(1, min(MAX_WORLD_SIZE, 4 * _logical_cores()))
 
 
 def default_threads_per_rank(world_size: int) -> int:
     """Threads each rank uses by default: ``max(1, free physical cores // world_size)``, so the ranks
-    together neither oversubscribe the CPU nor wait for cores other programs hold. Notebook 03."""
+    together neither oversubscribe the CPU nor wait for cores other programs hold."""
     _check_world_size(world_size)
     return max(1, _free_physical_cores() // world_size)
 
 
 def _check_world_size(world_size: int) -> int:
-    world_size = validate.integer("world_size", world_size, minimum=1)
+    world_size = arguments.integer("world_size", world_size, minimum=1)
     limit = max_world_size()
     if world_size > limit:
         raise ValueError(
@@ -254,7 +254,7 @@ def last_launch_stats() -> dict[str, Any]:
     ``init_process_group``), ``run_s`` (``fn`` on the slowest rank), ``teardown_s`` (ranks leaving
     the process group and exiting), ``total_s``, ``outcome`` (``"ok"``, ``"error"``, ``"timeout"``,
     ``"interrupted"``) and ``output`` (``{rank: the end of what it printed}``, ranks that printed).
-    Notebook 03 (interconnect) uses it to show that start-up, not communication, dominates a short job."""
+    It shows that start-up, not communication, dominates a short job."""
     return dict(_LAST)
 
 
@@ -295,15 +295,15 @@ def launch(fn: Callable[..., Any], world_size: int, *args: Any, backend: str = "
             the end of its output).
         LaunchTimeout: the job did not start or finish in time (message: the unfinished ranks).
     """
-    require_importable(fn, "fn", examples="e.g. course_lib.distributed has examples (demo_rank_sum, "
+    require_importable(fn, "fn", examples="e.g. course_lib.comm has examples (demo_rank_sum, "
                                           "allreduce_benchmark)")
     world_size = _check_world_size(world_size)
     backend = _resolve_backend(backend, world_size)
-    timeout = validate.seconds("timeout", timeout)
-    startup = validate.seconds("startup_timeout", 30.0 + 10.0 * world_size if startup_timeout is None
+    timeout = arguments.seconds("timeout", timeout)
+    startup = arguments.seconds("startup_timeout", 30.0 + 10.0 * world_size if startup_timeout is None
                                else startup_timeout)
     threads = (default_threads_per_rank(world_size) if threads_per_rank is None
-               else validate.positive_int("threads_per_rank", threads_per_rank))
+               else arguments.positive_int("threads_per_rank", threads_per_rank))
     _LAST.clear()
     _LAST.update(world_size=world_size, backend=backend, threads_per_rank=threads, port=None, startup_s=None,
                  run_s=None, teardown_s=None, total_s=None, outcome="interrupted", output={})
@@ -406,14 +406,14 @@ def launch(fn: Callable[..., Any], world_size: int, *args: Any, backend: str = "
 
 
 def port_is_free(port: int, reuse: bool = True) -> bool:
-    """Whether ``port`` on 127.0.0.1 can be bound again (notebook 03: no launch leaves a busy port).
+    """Whether ``port`` on 127.0.0.1 can be bound again (no launch leaves a busy port).
 
     ``reuse=True`` sets SO_REUSEADDR, as servers such as TCPStore do; a plain bind also fails
     while old connections sit in TIME_WAIT.
     """
     import socket
 
-    port = validate.integer("port", port, minimum=1, maximum=65535)
+    port = arguments.integer("port", port, minimum=1, maximum=65535)
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         if reuse:
             s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -427,13 +427,13 @@ def port_is_free(port: int, reuse: bool = True) -> bool:
 def rank_info() -> dict[str, Any]:
     """Inside a launched ``fn``: ``{"rank", "world_size", "backend", "device", "master_port",
     "num_threads"}``. ``device`` is ``cuda:<rank>`` under NCCL, else ``cpu``: create tensors there.
-    Notebook 03 (interconnect); used by every later distributed module.
+    Used by every worker the course launches.
 
     Raises ``RuntimeError`` outside a process group (call it inside a function run by :func:`launch`
     or by ``torchrun``).
     """
     if not (dist.is_available() and dist.is_initialized()):
-        raise RuntimeError("rank_info() works inside a function run by course_lib.distributed.launch (or "
+        raise RuntimeError("rank_info() works inside a function run by course_lib.comm.launch (or "
                            "under torchrun): no process group is initialised in this process")
     backend = str(dist.get_backend())
     device = torch.device("cuda", torch.cuda.current_device()) if backend == "nccl" else torch.device("cpu")

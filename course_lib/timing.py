@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import torch
 from torch.utils import benchmark
 
-from . import names, validate
+from . import arguments, names
 from .hardware import as_device, synchronize
 
 #: The quantile of repetitions reported as the time of a call (interference only adds time).
@@ -50,7 +50,7 @@ def quantile(values: list[float], q: float) -> float:
     xs = sorted(values)
     if not xs:
         raise ValueError("values must not be empty")
-    k = (len(xs) - 1) * validate.fraction("q", q, allow_zero=True, allow_one=True)
+    k = (len(xs) - 1) * arguments.fraction("q", q, allow_zero=True, allow_one=True)
     lo = int(k)
     hi = min(lo + 1, len(xs) - 1)
     return xs[lo] + (xs[hi] - xs[lo]) * (k - lo)
@@ -115,10 +115,10 @@ def time_fn(fn: Callable[[], object], *, label: str = "fn", device: torch.device
     setting, which ``course_lib.cpu.profile()`` sets to the free cores; the Timer alone would use 1).
     When the blocks spread widely it measures once more; ``Timing.noisy`` flags a spread that stayed.
     """
-    validate.function("fn", fn)
-    min_run_time = validate.positive("min_run_time", min_run_time)
-    warmup = validate.nonnegative_int("warmup", warmup)
-    threads = torch.get_num_threads() if num_threads is None else validate.positive_int("num_threads", num_threads)
+    arguments.function("fn", fn)
+    min_run_time = arguments.positive("min_run_time", min_run_time)
+    warmup = arguments.nonnegative_int("warmup", warmup)
+    threads = torch.get_num_threads() if num_threads is None else arguments.positive_int("num_threads", num_threads)
     dev = as_device(device)
 
     def call() -> None:
@@ -151,8 +151,8 @@ def compare_interleaved(fns: Mapping[str, Callable[[], object]], *, rounds: int 
     if not isinstance(fns, Mapping) or not fns:
         raise ValueError("fns must be a non-empty mapping of name -> callable")
     for name, fn in fns.items():
-        validate.function(f"fns[{name!r}]", fn)
-    rounds = validate.positive_int("rounds", rounds)
+        arguments.function(f"fns[{name!r}]", fn)
+    rounds = arguments.positive_int("rounds", rounds)
     per: dict[str, list[Timing]] = {k: [] for k in fns}
 
     def run(n: int) -> None:
@@ -184,8 +184,8 @@ def any_noisy(timings: Mapping[str, Timing] | list[Timing]) -> bool:
 
 @contextlib.contextmanager
 def num_threads_set(n: int) -> Iterator[None]:
-    """Temporarily run torch's CPU ops on ``n`` threads (notebook 01: thread scaling)."""
-    validate.positive_int("n (number of threads)", n)
+    """Temporarily run torch's CPU ops on ``n`` threads (thread scaling)."""
+    arguments.positive_int("n (number of threads)", n)
     old = torch.get_num_threads()
     torch.set_num_threads(n)
     try:
@@ -201,7 +201,7 @@ def count_flops(fn: Callable[..., object], *args, **kwargs) -> int:
     and attention (2 FLOPs per multiply-add); elementwise ops are not counted.
     Pass a module as ``fn`` to count its forward pass.
     """
-    validate.function("fn", fn)
+    arguments.function("fn", fn)
     from torch.utils.flop_counter import FlopCounterMode
 
     with FlopCounterMode(display=False) as counter:
@@ -211,22 +211,22 @@ def count_flops(fn: Callable[..., object], *args, **kwargs) -> int:
 
 def matmul_flops(m: int, n: int, k: int) -> int:
     """FLOPs of an (m x k) @ (k x n) product: one multiply and one add per term, 2*m*n*k."""
-    return 2 * validate.positive_int("m", m) * validate.positive_int("n", n) * validate.positive_int("k", k)
+    return 2 * arguments.positive_int("m", m) * arguments.positive_int("n", n) * arguments.positive_int("k", k)
 
 
 def achieved_flops(flops: float, seconds: float) -> float:
     """FLOP/s achieved: work done divided by time taken."""
-    return validate.nonnegative("flops", flops) / validate.positive("seconds", seconds)
+    return arguments.nonnegative("flops", flops) / arguments.positive("seconds", seconds)
 
 
 def achieved_bandwidth(nbytes: float, seconds: float) -> float:
     """Bytes/s achieved: bytes moved to and from memory divided by time taken."""
-    return validate.nonnegative("nbytes", nbytes) / validate.positive("seconds", seconds)
+    return arguments.nonnegative("nbytes", nbytes) / arguments.positive("seconds", seconds)
 
 
 def format_rate(value: float, unit: str = "FLOP/s") -> str:
     """1.8e11 -> '180 GFLOP/s'."""
-    value = validate.number("value", value, allow_inf=True)
+    value = arguments.number("value", value, allow_inf=True)
     for prefix, scale in (("P", 1e15), ("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3)):
         if abs(value) >= scale:
             return f"{value / scale:.3g} {prefix}{unit}"
@@ -254,7 +254,7 @@ def matmul_throughput(sizes: list[int], *, dtype: str | torch.dtype = "fp32", de
     Small n: the fixed cost of a call dominates. Large n: the arithmetic does, and FLOP/s
     approaches the machine's peak.
     """
-    sizes = validate.int_list("sizes", sizes)
+    sizes = arguments.int_list("sizes", sizes)
     torch_dtype = to_dtype(dtype)
     device = as_device(device)
     gen = torch.Generator().manual_seed(seed)
@@ -274,7 +274,7 @@ STREAM_KERNELS = {  # name: (arrays read + written per element, FLOPs per elemen
 
 
 def copy_kernel(src: torch.Tensor, dst: torch.Tensor) -> Callable[[], object]:
-    """A function doing ``dst = src`` that really moves the bytes on every backend (notebooks 01, 03).
+    """A function doing ``dst = src`` that really moves the bytes on every backend.
 
     ``dst.copy_(src)`` does on a CPU, a CUDA GPU and MPS. XLA (TPU) records operations lazily and may
     satisfy a copy by pointing ``dst`` at ``src``'s buffer, doing no work at all, which would make any
@@ -293,13 +293,13 @@ def stream_bandwidth(n_bytes: int = 128 * 2**20, *, kernel: str = "copy", device
                      min_run_time: float = 0.2) -> float:
     """Bytes/s of one STREAM kernel on arrays of ``n_bytes`` each, written into existing buffers.
 
-    copy ``c = a``, scale ``b = s*c``, add ``c = a + b``, triad ``a = b + s*c`` (notebooks 01 and 03:
-    memory bandwidth). Bytes counted: every array read or written once per element. The buffers
+    copy ``c = a``, scale ``b = s*c``, add ``c = a + b``, triad ``a = b + s*c`` (memory
+    bandwidth). Bytes counted: every array read or written once per element. The buffers
     are preallocated, so the measurement sees memory traffic, not page faults. Pick ``n_bytes``
     well above the last-level cache (default 128 MiB) to measure main memory.
     """
-    kernel = validate.choice("kernel", kernel, STREAM_KERNELS)
-    n = validate.integer("n_bytes", n_bytes, minimum=1024) // 4
+    kernel = arguments.choice("kernel", kernel, STREAM_KERNELS)
+    n = arguments.integer("n_bytes", n_bytes, minimum=1024) // 4
     device = as_device(device)
     a, b, c = (torch.full((n,), float(v), device=device) for v in (1, 2, 3))
     ops = {"copy": copy_kernel(a, c), "scale": lambda: torch.mul(c, 3.0, out=b),
@@ -313,7 +313,7 @@ def memory_bandwidth(n_bytes: int = 128 * 2**20, *, device: torch.device | str =
     """Bytes/s of copying one buffer into another existing one (reads + writes counted).
 
     The STREAM copy kernel (``stream_bandwidth(kernel="copy")``), used as "the" memory bandwidth
-    of a roofline (notebook 01).
+    of a roofline.
     """
     return stream_bandwidth(n_bytes, kernel="copy", device=device, min_run_time=min_run_time)
 
@@ -326,7 +326,7 @@ def host_to_device_bandwidth(n_bytes: int = 64 * 2**20, *, pinned: bool = False,
     pageable memory is first staged through a pinned buffer by the driver. CUDA only: pinned
     memory needs an accelerator, so on a CPU-only machine this raises ValueError.
     """
-    validate.integer("n_bytes", n_bytes, minimum=1024)
+    arguments.integer("n_bytes", n_bytes, minimum=1024)
     if not torch.cuda.is_available():
         raise ValueError(f"device must be an available CUDA device for host-to-device copies, got {device!r} "
                          "on a machine without CUDA")
@@ -347,7 +347,7 @@ def thread_scaling(fn: Callable[[], object], thread_counts: list[int], *, rounds
     only for as many threads as there are free cores (``course_lib.cpu.profile().plan.free_cores``):
     a thread waiting for a core another program holds makes every step of a parallel kernel wait.
     """
-    thread_counts = validate.int_list("thread_counts", thread_counts)
+    thread_counts = arguments.int_list("thread_counts", thread_counts)
     timings = compare_interleaved({f"{t} threads": fn for t in thread_counts}, rounds=rounds,
                                   num_threads={f"{t} threads": t for t in thread_counts}, min_run_time=min_run_time)
     return {t: timings[f"{t} threads"] for t in thread_counts}

@@ -27,7 +27,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from .. import data, models, validate
+from .. import arguments, data, models
 from .launcher import launch, rank_info, max_world_size
 
 __all__ = ["sgd_batches", "run_hogwild", "run_sync", "accuracy"]
@@ -36,10 +36,10 @@ _HIDDEN = 128  # the course's digits MLP, 64 -> 128 -> 10
 
 
 def _check(updates: int, batch_size: int, lr: float, workers: int, delays: Sequence[float] | None) -> tuple[float, ...]:
-    validate.positive_int("updates", updates)
-    validate.positive_int("batch_size", batch_size)
-    validate.positive("lr", lr)
-    workers = validate.positive_int("workers", workers)
+    arguments.positive_int("updates", updates)
+    arguments.positive_int("batch_size", batch_size)
+    arguments.positive("lr", lr)
+    workers = arguments.positive_int("workers", workers)
     limit = max_world_size()
     if workers > limit:
         raise ValueError(f"workers={workers} is more processes than this machine can run (at most {limit})")
@@ -49,15 +49,15 @@ def _check(updates: int, batch_size: int, lr: float, workers: int, delays: Seque
         raise TypeError(f"delays must be a sequence of seconds, one per worker, got {delays!r}")
     if len(delays) != workers:
         raise ValueError(f"delays has {len(delays)} entries; give one per worker ({workers})")
-    return tuple(validate.number(f"delays[{i}]", d, minimum=0.0) for i, d in enumerate(delays))
+    return tuple(arguments.number(f"delays[{i}]", d, minimum=0.0) for i, d in enumerate(delays))
 
 
 def sgd_batches(updates: int, batch_size: int, seed: int = 0) -> torch.Tensor:
     """An ``(updates, batch_size)`` tensor of indices into the digits training set: batch *t* is update *t*'s
-    in every run of notebook 06.1, section 4 (seeded shuffles, one epoch after another)."""
-    validate.positive_int("updates", updates)
-    validate.positive_int("batch_size", batch_size)
-    validate.nonnegative_int("seed", seed)
+    in every run (seeded shuffles, one epoch after another)."""
+    arguments.positive_int("updates", updates)
+    arguments.positive_int("batch_size", batch_size)
+    arguments.nonnegative_int("seed", seed)
     n = len(data.load_digits().x_train)
     if batch_size > n:
         raise ValueError(f"batch_size={batch_size} exceeds the {n} training examples")
@@ -73,7 +73,7 @@ def _model(seed: int) -> nn.Module:
 
 
 def accuracy(params: dict[str, torch.Tensor]) -> float:
-    """Test accuracy (%) on digits of the MLP with these weights (notebook 06.1, section 4)."""
+    """Test accuracy (%) on digits of the MLP with these weights."""
     if not isinstance(params, dict):
         raise TypeError(f"params must be a state dict, got {type(params).__name__}")
     model = _model(0)
@@ -130,7 +130,7 @@ def run_hogwild(workers: int = 2, updates: int = 600, batch_size: int = 32, lr: 
     run, or one delay per worker missing; RuntimeError when a worker fails or the run passes ``timeout``.
     """
     delays = _check(updates, batch_size, lr, workers, delays)
-    validate.positive("timeout", timeout)
+    arguments.positive("timeout", timeout)
     from ..procs import _context
 
     ctx = _context(False)
@@ -179,8 +179,8 @@ def run_hogwild(workers: int = 2, updates: int = 600, batch_size: int = 32, lr: 
 # ---------------------------------------------------------------------------------------------- synchronous
 
 def sync_worker(batches: torch.Tensor, lr: float, seed: int, delays: Sequence[float]) -> dict[str, Any]:
-    """One rank of ``run_sync`` (run it under ``distributed.launch``): DDP on this rank's half of every batch.
-    Notebook 06.1, section 4."""
+    """One rank of ``run_sync`` (run it under ``comm.launch``): DDP on this rank's half of every batch.
+    """
     info = rank_info()
     rank, world = info["rank"], info["world_size"]
     split = data.load_digits()

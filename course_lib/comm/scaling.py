@@ -23,8 +23,8 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from .. import models, train, validate
-from ..bench import LOW_QUANTILE, quantile
+from .. import arguments, models, train
+from ..timing import LOW_QUANTILE, quantile
 from .launcher import launch, rank_info
 
 __all__ = ["data_parallel_benchmark", "measure_data_parallel"]
@@ -71,14 +71,13 @@ class _GradientAverager:
 def _check_config(in_features: int, hidden: int, layers: int, batch_size: int, steps: int, warmup: int) -> None:
     for name, value in (("in_features", in_features), ("hidden", hidden), ("layers", layers),
                         ("batch_size", batch_size), ("steps", steps)):
-        validate.positive_int(name, value)
-    validate.nonnegative_int("warmup", warmup)
+        arguments.positive_int(name, value)
+    arguments.nonnegative_int("warmup", warmup)
 
 
 def data_parallel_benchmark(in_features: int = 512, hidden: int = 1024, layers: int = 3, batch_size: int = 32,
                             steps: int = 6, warmup: int = 2, seed: int = 0) -> dict[str, Any]:
     """Time data-parallel training steps of an MLP on this rank; run it under :func:`launch`.
-    Notebook 03 (interconnect), section "how far does data parallelism scale".
 
     Every rank starts from the same weights (``seed``) and draws its own batch of ``batch_size``
     random examples (weak scaling: the global batch is ``batch_size`` x the number of ranks). A
@@ -140,7 +139,7 @@ def measure_data_parallel(world_size: int = 2, **config: Any) -> dict[str, Any]:
          "speedup": world_size * compute_s / step_s (examples per second against one rank),
          "comm_share": comm_s / step_s, "same_weights": every rank ended with the same weights}
     """
-    world_size = validate.integer("world_size", world_size, minimum=2)
+    world_size = arguments.integer("world_size", world_size, minimum=2)
     unknown = set(config) - set(inspect.signature(data_parallel_benchmark).parameters)
     if unknown:
         raise TypeError(f"unknown argument(s) {sorted(unknown)} for data_parallel_benchmark")

@@ -23,46 +23,29 @@ digits MLP, the same data shards and the same seeds:
                releases gradients after each update, so the schedule is kept here)
 =============  ================================================================================
 
-What "bytes" means here
------------------------
-``bytes_per_step`` and the measured counts are the **payload handed to the collectives per rank**:
-the size of every tensor this rank passes to ``dist.all_reduce`` (or its input to
-``dist.all_gather``), counted while the training runs (:class:`CollectiveCounter`). That is not
-what crosses the wire: a ring all-reduce of ``n`` bytes sends ``2(p-1)/p * n`` bytes per rank, and
-an all-gather of ``n`` bytes per rank sends ``(p-1) * n`` (:func:`wire_factor`, the same factors as
-``comm.busbw_factor``). On 2 ranks both factors are 1. Top-k's all-gather grows with the number of
-ranks, the all-reduce does not: top-k (8 bytes per kept entry) sends fewer wire bytes than an fp32
-all-reduce only while ``p * ratio < 1``, and fewer than an fp16 one only while ``2 * p * ratio < 1``.
+What each method sends (bytes, collective calls, seconds on a link) is computed in
+``comm.aggregation_cost``; the names are re-exported here.
 
-Why PowerSGD can all-reduce and top-k cannot
---------------------------------------------
-An all-reduce adds the ranks' tensors entry by entry, so it only works for a compressed form that
-can be *added*. PowerSGD's factors can: with the same ``Q`` on every rank, ``P_i = M_i Q`` is linear
-in each rank's gradient ``M_i``, so the all-reduced ``sum P_i = (sum M_i) Q`` (Vogels et al. 2019).
-Top-k picks different positions on every rank; the sum of two sparse vectors has the union of their
-supports, so the pieces are all-gathered, and the bytes each rank receives grow with the ranks.
-
-Time on a link: :func:`link_seconds` is the bandwidth term only; :func:`exchange_seconds` adds the
-latency term ``alpha`` per ring step of every collective call (:func:`collective_calls` counts them:
-DDP's buckets, PowerSGD's three all-reduces per bucket, top-k's two all-gathers).
-
-The worker :func:`train_with_aggregation` runs under ``course_lib.distributed.launch``;
+The worker :func:`train_with_aggregation` runs under ``course_lib.comm.launch``;
 :func:`compare_methods` launches it and returns one row per method, :func:`compare_variants` one row
 per named variant (a method with its options: momentum, PowerSGD without error feedback, ...).
 """
 from __future__ import annotations
 
-import math
 import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from typing import Any
 
 import torch
 import torch.distributed as dist
 from torch import nn
 
-from .. import comm, data, models, train, validate
+from .. import arguments, data, models, train
+from .aggregation_cost import (ALL_METHODS, DDP_BUCKET_BYTES, DDP_FIRST_BUCKET_BYTES, METHODS, POWERSGD_START_ITER,
+                               bytes_per_step, bytes_total, collective_calls, ddp_bucket_numels, exchange_seconds,
+                               link_seconds, method_name, powersgd_payload, topk_count, wire_factor)
+from .aggregation_cost import _INDEX_DTYPE, _momentum, _period, _powersgd_rank, _ratio
 from .launcher import launch, rank_info
 
 __all__ = ["METHODS", "ALL_METHODS", "POWERSGD_START_ITER", "DDP_FIRST_BUCKET_BYTES", "DDP_BUCKET_BYTES",
@@ -70,57 +53,13 @@ __all__ = ["METHODS", "ALL_METHODS", "POWERSGD_START_ITER", "DDP_FIRST_BUCKET_BY
            "powersgd_payload", "bytes_per_step", "bytes_total", "wire_factor", "link_seconds", "ddp_bucket_numels",
            "collective_calls", "exchange_seconds", "train_with_aggregation", "compare_variants", "compare_methods"]
 
-METHODS = ("none", "fp16", "powersgd", "topk", "local_sgd")
-"""The five ways to aggregate that notebook 04 compares with plain SGD."""
-ALL_METHODS = METHODS + ("dgc",)
-"""Also ``dgc``: top-k with momentum correction, which differs from ``topk`` only with momentum."""
-_ALIASES = {"fp32": "none", "allreduce": "none", "all_reduce": "none", "power_sgd": "powersgd",
-            "top-k": "topk", "top_k": "topk", "localsgd": "local_sgd", "local-sgd": "local_sgd",
-            "deep_gradient_compression": "dgc", "topk_momentum_correction": "dgc"}
-POWERSGD_START_ITER = 2
-"""PowerSGD runs plain all-reduces for the first 2 steps (torch's minimum with error feedback or warm
-start: DDP rebuilds its buckets after the first step)."""
-POWERSGD_MIN_COMPRESSION_RATE = 2  # torch's default: compress a matrix only if it shrinks more than 2x
-DDP_FIRST_BUCKET_BYTES = 1024 * 1024
-"""DDP's first (last-layer) gradient bucket: 1 MiB (``torch.distributed._DEFAULT_FIRST_BUCKET_BYTES``)."""
-DDP_BUCKET_BYTES = 25 * 1024 * 1024
-"""DDP's other buckets: ``bucket_cap_mb=25`` (MiB)."""
-_INDEX_DTYPE = torch.int32  # top-k indices travel as int32: 4 bytes, like an fp32 value
-
-
-# ----------------------------------------------------------------------------------------------
-# names and checks
-
-def method_name(method: str) -> str:
-    """The accepted spelling of an aggregation method: one of :data:`ALL_METHODS` (any case; "fp32",
-    "top-k", "local-sgd" and similar spellings are accepted). Notebook 04, efficient aggregation.
-
-    Raises ``ValueError`` listing the accepted methods for an unknown name."""
-    return validate.choice("method", method, ALL_METHODS, aliases=_ALIASES)
-
-
-def _ratio(ratio: Any) -> float:
-    return validate.number("ratio (the top-k fraction kept)", ratio, minimum=0, maximum=1, open_low=True)
-
-
-def _powersgd_rank(value: Any) -> int:
-    return validate.integer("powersgd_rank", value, minimum=1)
-
-
-def _period(value: Any) -> int:
-    return validate.integer("period (local steps between averages)", value, minimum=1)
-
-
-def _momentum(value: Any) -> float:
-    return validate.number("momentum", value, minimum=0, maximum=1, open_high=True)
-
 
 # ----------------------------------------------------------------------------------------------
 # counting what is handed to the collectives
 
 class CollectiveCounter:
     """Count the bytes this process hands to ``dist.all_reduce`` and ``dist.all_gather`` while active.
-    Notebook 04, efficient aggregation: the measurement set next to :func:`bytes_per_step`.
+    The measurement set next to :func:`bytes_per_step`.
 
     A context manager that wraps ``torch.distributed.all_reduce``, ``all_gather`` and
     ``all_gather_into_tensor`` (torch's DDP hooks and the model averager call them through the
@@ -172,15 +111,8 @@ class CollectiveCounter:
 # ----------------------------------------------------------------------------------------------
 # top-k with error feedback (written by hand: that is the lesson)
 
-def topk_count(numel: int, ratio: float) -> int:
-    """How many entries top-k keeps of ``numel``: ``ceil(ratio * numel)``, at least 1. Notebook 04."""
-    numel = validate.positive_int("numel", numel)
-    ratio = _ratio(ratio)
-    return min(numel, max(1, math.ceil(ratio * numel - 1e-9)))
-
-
 class TopKCompressor:
-    """Top-k sparsification with error feedback, one residual per key (a DDP bucket). Notebook 04.
+    """Top-k sparsification with error feedback, one residual per key (a DDP bucket).
 
     ``compress(flat, key)`` adds the residual kept for ``key`` to ``flat``, keeps the
     :func:`topk_count` largest magnitudes, and stores everything else as the new residual, so that
@@ -201,7 +133,7 @@ class TopKCompressor:
     def __init__(self, ratio: float = 0.01, momentum: float = 0.0, factor_masking: bool = True) -> None:
         self.ratio = _ratio(ratio)
         self.momentum = _momentum(momentum)
-        self.factor_masking = validate.boolean("factor_masking", factor_masking)
+        self.factor_masking = arguments.boolean("factor_masking", factor_masking)
         self.residuals: dict[Any, torch.Tensor] = {}
         self.velocities: dict[Any, torch.Tensor] = {}
 
@@ -236,7 +168,7 @@ class TopKCompressor:
 
 
 class TopKState:
-    """State of :func:`topk_hook`: the process group and a :class:`TopKCompressor`. Notebook 04.
+    """State of :func:`topk_hook`: the process group and a :class:`TopKCompressor`.
     ``bucket_numels`` records the size of each bucket seen in the latest step (index -> numel).
     ``momentum``/``factor_masking``: DGC's momentum correction (see :class:`TopKCompressor`)."""
 
@@ -248,7 +180,7 @@ class TopKState:
 
 
 def topk_hook(state: TopKState, bucket: dist.GradBucket) -> torch.futures.Future[torch.Tensor]:
-    """DDP communication hook: top-k with error feedback over ``all_gather``. Notebook 04.
+    """DDP communication hook: top-k with error feedback over ``all_gather``.
 
     Per bucket: compress (residual added, top-k kept, rest stored), all-gather every rank's values
     and int32 indices, add them into a dense vector, divide by the number of ranks and write it back
@@ -274,199 +206,6 @@ def topk_hook(state: TopKState, bucket: dist.GradBucket) -> torch.futures.Future
 # DDP checks a hook's annotations against the real classes (this module's are strings)
 topk_hook.__annotations__.update(bucket=dist.GradBucket, state=TopKState,
                                  **{"return": torch.futures.Future[torch.Tensor]})
-
-
-# ----------------------------------------------------------------------------------------------
-# the formulas
-
-def powersgd_payload(shapes: Iterable[Sequence[int]], powersgd_rank: int) -> dict[str, int]:
-    """Elements PowerSGD all-reduces per step for parameters of these ``shapes``, as torch decides.
-    Notebook 04.
-
-    Each tensor is viewed as a matrix ``n x m`` (first dimension x the rest; a bias is ``n x 1``)
-    with ``r = min(n, m, powersgd_rank)``. It is compressed when ``2 * (n + m) * r < n * m``
-    (torch's ``min_compression_rate`` of 2): then ``P`` (``n x r``) and ``Q`` (``m x r``) are
-    all-reduced. Otherwise (biases, small matrices) it is all-reduced whole. Returns
-    ``{"uncompressed", "p", "q", "total"}`` in elements.
-    """
-    r_max = _powersgd_rank(powersgd_rank)
-    out = {"uncompressed": 0, "p": 0, "q": 0}
-    for shape in shapes:
-        dims = [validate.positive_int("every dimension in shapes", d) for d in shape] or [1]
-        n, m = dims[0], math.prod(dims[1:])
-        r = min(n, m, r_max)
-        if (n + m) * r * POWERSGD_MIN_COMPRESSION_RATE < n * m:
-            out["p"] += n * r
-            out["q"] += m * r
-        else:
-            out["uncompressed"] += n * m
-    out["total"] = out["uncompressed"] + out["p"] + out["q"]
-    return out
-
-
-def _shapes(n_params: int, shapes: Iterable[Sequence[int]] | None) -> list[tuple[int, ...]]:
-    if shapes is None:
-        raise ValueError("method 'powersgd' needs shapes= (the parameter shapes, e.g. "
-                         "[tuple(p.shape) for p in model.parameters()])")
-    out = [tuple(s) for s in shapes]
-    if sum(math.prod(s) for s in out) != n_params:
-        raise ValueError(f"shapes hold {sum(math.prod(s) for s in out)} elements, but n_params={n_params}")
-    return out
-
-
-def bytes_per_step(method: str, n_params: int, world_size: int = 2, *, ratio: float = 0.01,
-                   powersgd_rank: int = 2, shapes: Iterable[Sequence[int]] | None = None, period: int = 8,
-                   bucket_numels: Sequence[int] | None = None, wire: bool = False) -> float:
-    """Predicted bytes one rank hands to the collectives per step, in steady state. Notebook 04.
-
-    For ``n_params`` fp32 gradients: ``none`` ``4n``; ``fp16`` ``2n``; ``powersgd`` ``4 x``
-    :func:`powersgd_payload` (needs ``shapes``); ``topk`` (and ``dgc``) ``8 k`` per bucket (fp32 values and int32
-    indices, ``k`` = :func:`topk_count` of the bucket; ``bucket_numels`` defaults to one bucket of
-    ``n`` as DDP makes for a model under 1 MiB); ``local_sgd`` ``4n / period`` (one all-reduce of the
-    parameters every ``period`` steps, averaged over the steps). PowerSGD's first
-    :data:`POWERSGD_START_ITER` steps are plain all-reduces: :func:`bytes_total` counts them.
-
-    This is the payload per rank, the number :class:`CollectiveCounter` measures; ``wire=True``
-    multiplies it by :func:`wire_factor` (``world_size`` matters only then).
-    """
-    method = method_name(method)
-    n = validate.positive_int("n_params", n_params)
-    p = validate.positive_int("world_size", world_size)
-    validate.boolean("wire", wire)
-    if method == "none":
-        payload: float = 4 * n
-    elif method == "fp16":
-        payload = 2 * n
-    elif method == "powersgd":
-        payload = 4 * powersgd_payload(_shapes(n, shapes), powersgd_rank)["total"]
-    elif method in ("topk", "dgc"):
-        buckets = [n] if bucket_numels is None else validate.int_list("bucket_numels", bucket_numels)
-        if sum(buckets) != n:
-            raise ValueError(f"bucket_numels add up to {sum(buckets)}, but n_params={n}")
-        payload = sum(8 * topk_count(b, ratio) for b in buckets)
-    else:
-        payload = 4 * n / _period(period)
-    return payload * wire_factor(method, p) if wire else payload
-
-
-def bytes_total(method: str, n_params: int, steps: int, world_size: int = 2, **options: Any) -> int:
-    """Predicted payload bytes one rank hands to the collectives over ``steps`` steps. Notebook 04.
-
-    ``options`` as for :func:`bytes_per_step`. ``powersgd`` sends ``4n`` on each of its first
-    :data:`POWERSGD_START_ITER` steps; ``local_sgd`` averages after steps ``period, 2 period, ...``
-    and once more after the last step when ``steps`` is not a multiple of ``period``:
-    ``ceil(steps / period)`` all-reduces of ``4n`` bytes.
-    """
-    method = method_name(method)
-    steps = validate.positive_int("steps", steps)
-    n = validate.positive_int("n_params", n_params)
-    if method == "local_sgd":
-        return math.ceil(steps / _period(options.get("period", 8))) * 4 * n
-    per_step = bytes_per_step(method, n, world_size, **options)
-    if method == "powersgd":
-        warm = min(steps, POWERSGD_START_ITER)
-        return int(warm * 4 * n + (steps - warm) * per_step)
-    return int(steps * per_step)
-
-
-def wire_factor(method: str, world_size: int) -> float:
-    """Bytes a rank sends on a ring per byte of payload it hands over. Notebook 04.
-
-    All-reduce methods (everything but ``topk``): ``2(p-1)/p`` (``comm.busbw_factor``; 1 on 2 ranks).
-    ``topk``'s all-gather: every rank's ``8k`` bytes must reach the ``p-1`` others, ``p-1`` (equal to
-    ``p x comm.busbw_factor(p, "all_gather")``): sparse exchange gets dearer as ranks are added.
-    """
-    method = method_name(method)
-    p = validate.positive_int("world_size", world_size)
-    if method in ("topk", "dgc"):
-        return p * comm.busbw_factor(p, "all_gather")
-    return comm.busbw_factor(p, "all_reduce")
-
-
-def link_seconds(method: str, payload_bytes: float, world_size: int, link: str) -> float:
-    """Seconds the **bandwidth term** of one step's exchange takes on ``link`` (a key of
-    ``comm.link_names()``, e.g. "eth-1g", "nvlink4"). Notebook 04: what the saved bytes are worth.
-
-    ``payload_bytes`` is per rank per step (what :func:`bytes_per_step` predicts): a ring all-reduce
-    (``comm.allreduce_time``) or, for ``topk``/``dgc``, a ring all-gather of ``p x payload`` bytes
-    (``comm.allgather_time``), with latency set to 0. :func:`exchange_seconds` adds the latency
-    term, which decides the time of small (compressed) payloads.
-    """
-    method = method_name(method)
-    payload = validate.nonnegative("payload_bytes", payload_bytes)
-    p = validate.positive_int("world_size", world_size)
-    bw = comm.get_link(link).bandwidth_bytes_per_s
-    if method in ("topk", "dgc"):
-        return comm.allgather_time(p * payload, p, 0.0, bw)
-    return comm.allreduce_time(payload, p, 0.0, bw)
-
-
-def ddp_bucket_numels(shapes: Iterable[Sequence[int]], *, bucket_bytes: int = DDP_BUCKET_BYTES,
-                      first_bucket_bytes: int = DDP_FIRST_BUCKET_BYTES, element_bytes: int = 4) -> list[int]:
-    """Elements per gradient bucket, as DDP groups parameters of these ``shapes``. Notebook 04.
-
-    DDP fills buckets in reverse parameter order (the last layer's gradients are ready first),
-    closing a bucket once it holds at least its cap: 1 MiB for the first, 25 MiB after that
-    (``bucket_cap_mb``), so a tensor larger than the cap gets a bucket of its own. The model of
-    ``Reducer``'s assignment by size for one dtype; each bucket is one collective call per step.
-    """
-    sizes = [math.prod(validate.positive_int("every dimension in shapes", d) for d in shape) or 1
-             for shape in shapes]
-    if not sizes:
-        raise ValueError("shapes must hold at least one parameter shape")
-    cap_rest = validate.positive_int("bucket_bytes", bucket_bytes)
-    cap = validate.positive_int("first_bucket_bytes", first_bucket_bytes)
-    width = validate.positive_int("element_bytes", element_bytes)
-    buckets, current = [], 0
-    for numel in reversed(sizes):
-        current += numel
-        if current * width >= cap:
-            buckets.append(current)
-            current, cap = 0, cap_rest
-    if current:
-        buckets.append(current)
-    return buckets
-
-
-def collective_calls(method: str, buckets: int = 1, *, period: int = 8) -> dict[str, float]:
-    """Collective calls one rank makes per step, in steady state: ``{"all_reduce", "all_gather"}``.
-    Notebook 04: each call pays the link's latency once per ring step (:func:`exchange_seconds`).
-
-    ``none``/``fp16``: one all-reduce per DDP bucket; ``powersgd``: three per bucket (the tensors it
-    leaves uncompressed, then ``P``, then ``Q``: torch's hook); ``topk``/``dgc``: two all-gathers
-    per bucket (values and indices); ``local_sgd``: one all-reduce of all parameters per ``period``
-    steps. :class:`CollectiveCounter` counts the same calls in a real run.
-    """
-    method = method_name(method)
-    b = validate.positive_int("buckets", buckets)
-    if method in ("none", "fp16"):
-        return {"all_reduce": float(b), "all_gather": 0.0}
-    if method == "powersgd":
-        return {"all_reduce": 3.0 * b, "all_gather": 0.0}
-    if method in ("topk", "dgc"):
-        return {"all_reduce": 0.0, "all_gather": 2.0 * b}
-    return {"all_reduce": 1.0 / _period(period), "all_gather": 0.0}
-
-
-def exchange_seconds(method: str, payload_bytes: float, world_size: int, link: str, *, alpha_s: float,
-                     buckets: int = 1, period: int = 8) -> dict[str, float]:
-    """Seconds one step's exchange takes on ``link``: bandwidth term plus latency term. Notebook 04.
-
-    ``bandwidth_s`` is :func:`link_seconds`. ``latency_s`` charges ``alpha_s`` (seconds per message)
-    for every ring step of every collective call of :func:`collective_calls`: ``2(p-1)`` per
-    all-reduce, ``p-1`` per all-gather (``comm.allreduce_time``, ``comm.allgather_time``). Returns
-    ``{"bandwidth_s", "latency_s", "total_s", "calls"}``. The ring model, no overlap with compute: a
-    first-order estimate (NCCL switches to tree and low-latency protocols for small messages).
-    """
-    method = method_name(method)
-    alpha = validate.nonnegative("alpha_s (per-message latency in seconds)", alpha_s)
-    p = validate.positive_int("world_size", world_size)
-    bandwidth = link_seconds(method, payload_bytes, p, link)
-    calls = collective_calls(method, buckets, period=period)
-    latency = (calls["all_reduce"] * comm.allreduce_time(0, p, alpha, math.inf)
-               + calls["all_gather"] * comm.allgather_time(0, p, alpha, math.inf))
-    return {"bandwidth_s": bandwidth, "latency_s": latency, "total_s": bandwidth + latency,
-            "calls": calls["all_reduce"] + calls["all_gather"]}
 
 
 # ----------------------------------------------------------------------------------------------
@@ -512,7 +251,7 @@ def _optimizer(method: str, optimizer: str, params: Any, lr: float, momentum: fl
         if names.optimizer(optimizer) != "sgd":
             raise ValueError(f"momentum={momentum:g} and method 'dgc' need optimizer='sgd' (momentum is set "
                              f"here, not by the optimizer's name), got optimizer={optimizer!r}")
-        return torch.optim.SGD(params, lr=validate.positive("lr", lr), momentum=0.0 if method == "dgc" else momentum)
+        return torch.optim.SGD(params, lr=arguments.positive("lr", lr), momentum=0.0 if method == "dgc" else momentum)
     return train.make_optimizer(optimizer, params, lr=lr)
 
 
@@ -521,7 +260,7 @@ def train_with_aggregation(method: str = "none", steps: int = 300, *, batch_size
                            powersgd_rank: int = 2, period: int = 8, seed: int = 0, momentum: float = 0.0,
                            error_feedback: bool = True, warm_start: bool = True) -> dict[str, Any]:
     """Train the digits MLP on this rank's shard with one aggregation ``method``; run it under
-    ``distributed.launch``. Notebook 04, efficient aggregation.
+    ``comm.launch``.
 
     Every rank builds the same MLP (64 -> ``hidden`` -> 10, ``seed``), takes the training images
     ``rank, rank + p, ...`` of ``data.load_digits()`` (disjoint shards), draws ``batch_size`` of them
@@ -546,12 +285,12 @@ def train_with_aggregation(method: str = "none", steps: int = 300, *, batch_size
     only), "checksum"}``.
     """
     method = method_name(method)
-    steps = validate.positive_int("steps", steps)
-    batch_size = validate.positive_int("batch_size", batch_size)
+    steps = arguments.positive_int("steps", steps)
+    batch_size = arguments.positive_int("batch_size", batch_size)
     ratio, powersgd_rank, period = _ratio(ratio), _powersgd_rank(powersgd_rank), _period(period)
     momentum = _momentum(momentum)
-    validate.boolean("error_feedback", error_feedback)
-    validate.boolean("warm_start", warm_start)
+    arguments.boolean("error_feedback", error_feedback)
+    arguments.boolean("warm_start", warm_start)
     info = rank_info()
     rank, world = info["rank"], info["world_size"]
     split = data.load_digits(seed=seed)
@@ -618,12 +357,12 @@ def _checked_variant(name: str, options: Any) -> dict[str, Any]:
             out[key] = check(out[key])
     for key in ("batch_size", "hidden"):
         if key in out:
-            out[key] = validate.positive_int(key, out[key])
+            out[key] = arguments.positive_int(key, out[key])
     if "seed" in out:
-        out["seed"] = validate.nonnegative_int("seed", out["seed"])
+        out["seed"] = arguments.nonnegative_int("seed", out["seed"])
     for key in ("error_feedback", "warm_start"):
         if key in out:
-            validate.boolean(key, out[key])
+            arguments.boolean(key, out[key])
     if (out.get("momentum", 0.0) > 0 or out["method"] == "dgc") and "optimizer" in out:
         from .. import names
 
@@ -649,7 +388,7 @@ def _setting(options: dict[str, Any]) -> str:
 def compare_variants(variants: dict[str, dict[str, Any]], world_size: int = 2, steps: int = 300, *,
                      timeout: float = 300.0) -> list[dict[str, Any]]:
     """Train the digits MLP once per named variant on ``world_size`` ranks; one row per variant, in order.
-    Notebook 04, efficient aggregation: the same budget, the same batches, one launch for all.
+    The same budget, the same batches, one launch for all.
 
     ``variants`` maps a label to the options of :func:`train_with_aggregation` (``method``, ``lr``,
     ``momentum``, ``ratio``, ``error_feedback``, ...); what a variant leaves out takes that function's
@@ -665,8 +404,8 @@ def compare_variants(variants: dict[str, dict[str, Any]], world_size: int = 2, s
     if not isinstance(variants, dict) or not variants:
         raise ValueError("variants must be a non-empty dict: label -> options of train_with_aggregation")
     checked = {str(name): _checked_variant(name, options) for name, options in variants.items()}
-    steps = validate.positive_int("steps", steps)
-    world_size = validate.integer("world_size", world_size, minimum=2)
+    steps = arguments.positive_int("steps", steps)
+    world_size = arguments.integer("world_size", world_size, minimum=2)
     ranks = launch(_train_variants, world_size, list(checked.values()), steps, timeout=timeout)
     rows = []
     for i, (name, options) in enumerate(checked.items()):
@@ -699,7 +438,7 @@ def compare_methods(methods: Iterable[str] = METHODS, world_size: int = 2, steps
                     ratio: float = 0.01, powersgd_rank: int = 2, period: int = 8, seed: int = 0,
                     momentum: float = 0.0, timeout: float = 300.0) -> list[dict[str, Any]]:
     """Train the digits MLP with each aggregation method on ``world_size`` ranks; one row per method.
-    Notebook 04, efficient aggregation: bytes sent against accuracy reached, on the same budget.
+    Bytes sent against accuracy reached, on the same budget.
 
     :func:`compare_variants` with one variant per method, all sharing these options (plain SGD at
     lr 0.2 by default). Rows as there; ``"variant"`` is the method's name.
@@ -711,5 +450,5 @@ def compare_methods(methods: Iterable[str] = METHODS, world_size: int = 2, steps
               "powersgd_rank": powersgd_rank, "period": period, "seed": seed, "momentum": momentum}
     for key, check in (("ratio", _ratio), ("powersgd_rank", _powersgd_rank), ("period", _period)):
         check(shared[key])
-    validate.integer("world_size", world_size, minimum=2)
+    arguments.integer("world_size", world_size, minimum=2)
     return compare_variants({m: {"method": m, **shared} for m in methods}, world_size, steps, timeout=timeout)

@@ -20,8 +20,8 @@ __all__ = ["demo_rank_sum", "demo_rank_info", "demo_raise_on_rank", "demo_sleep_
 
 
 def demo_rank_sum() -> tuple[int, int, float]:
-    """Return ``(rank, world_size, sum over ranks of rank + 1)``: the smallest useful job. Notebook 03
-    (interconnect), first launch; the tests use it too. With 2 ranks every rank returns 1 + 2 = 3."""
+    """Return ``(rank, world_size, sum over ranks of rank + 1)``: the smallest useful job,
+    a first launch. With 2 ranks every rank returns 1 + 2 = 3."""
     info = rank_info()
     t = torch.tensor([float(info["rank"] + 1)], device=info["device"])
     dist.all_reduce(t)

@@ -12,8 +12,8 @@ import time
 import torch
 import torch.distributed as dist
 
-from .. import names, validate
-from ..bench import LOW_QUANTILE, quantile
+from .. import arguments, names
+from ..timing import LOW_QUANTILE, quantile
 from ..hardware import synchronize
 from .launcher import rank_info
 
@@ -57,7 +57,7 @@ def allreduce_benchmark(sizes_bytes: list[int], repeats: int = 5, warmup: int = 
          "bytes_sent"}
 
     ``seconds`` is the low quantile (20th percentile) of the repeats, the time the operation takes
-    when the operating system does not get in the way (``course_lib.bench`` explains why);
+    when the operating system does not get in the way (``course_lib.timing`` explains why);
     ``median_s`` the median. ``algbw_Bps`` is bytes / ``seconds``; ``busbw_Bps`` multiplies it by 2 (N-1) / N, the bytes a
     ring all-reduce moves per rank, so different world sizes compare on one scale.
 
@@ -67,9 +67,9 @@ def allreduce_benchmark(sizes_bytes: list[int], repeats: int = 5, warmup: int = 
     backend does not write through it (NCCL). For a ring it is 2 (N-1) / N times ``bytes``: notebook
     03 checks that factor with it, from 2 ranks to 4, whatever the wall time does on a shared CPU.
     """
-    sizes = validate.int_list("sizes_bytes", sizes_bytes)
-    repeats = validate.positive_int("repeats", repeats)
-    warmup = validate.nonnegative_int("warmup", warmup)
+    sizes = arguments.int_list("sizes_bytes", sizes_bytes)
+    repeats = arguments.positive_int("repeats", repeats)
+    warmup = arguments.nonnegative_int("warmup", warmup)
     dt = names.torch_dtype(dtype)
     info = rank_info()
     device, world = info["device"], info["world_size"]
@@ -182,8 +182,8 @@ def check_ring_against_library(sizes: list[int], seed: int = 0) -> list[dict]:
     results need not be bit-identical: they add the same numbers in a different order, and
     floating-point addition is not associative.
     """
-    sizes = validate.int_list("sizes", sizes)
-    seed = validate.nonnegative_int("seed", seed)
+    sizes = arguments.int_list("sizes", sizes)
+    seed = arguments.nonnegative_int("seed", seed)
     info = rank_info()
     rank, world, device = info["rank"], info["world_size"], info["device"]
     rows = []

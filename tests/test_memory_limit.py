@@ -1,4 +1,4 @@
-"""course_lib.memlimit: capped subprocesses for out-of-memory demos (notebook 02, memory).
+"""course_lib.memory.limit: capped subprocesses for out-of-memory demos (notebook 02, memory).
 
 Each run_with_memory_limit call starts a child process (~0.05 s once the forkserver has imported
 torch). Helper functions live at module level: the child imports them. Tests that need an enforced
@@ -13,14 +13,14 @@ import time
 import psutil
 import pytest
 
-from course_lib import memlimit
-from course_lib.memlimit import (LimitedRun, allocate_bytes, find_max_batch_size, is_oom_error,
+from course_lib.memory import limit
+from course_lib.memory.limit import (LimitedRun, allocate_bytes, find_max_batch_size, is_oom_error,
                                  mlp_training_step, run_with_memory_limit)
 
 from course_lib.procs import leftover_processes as leftover_children
 
 MiB = 2**20
-needs_cap = pytest.mark.skipif(not memlimit.memory_limit_supported(),
+needs_cap = pytest.mark.skipif(not limit.memory_limit_supported(),
                                reason="an enforced RLIMIT_AS needs Linux; this platform cannot cap memory")
 
 
@@ -198,10 +198,10 @@ def test_keyboard_interrupt_leaves_no_child():
 def test_env_reaches_the_child_only():
     import os
 
-    from course_lib import memlimit as ml
+    from course_lib.memory import limit
 
-    r = ml.run_with_memory_limit(os.getenv, 256 * 2**20, "COURSE_TEST_VAR", env={"COURSE_TEST_VAR": "42"})
+    r = limit.run_with_memory_limit(os.getenv, 256 * 2**20, "COURSE_TEST_VAR", env={"COURSE_TEST_VAR": "42"})
     assert r.ok and r.value == "42"
     assert "COURSE_TEST_VAR" not in os.environ
     with pytest.raises(TypeError, match="env"):
-        ml.run_with_memory_limit(os.getenv, 256 * 2**20, "X", env={"X": 1})
+        limit.run_with_memory_limit(os.getenv, 256 * 2**20, "X", env={"X": 1})

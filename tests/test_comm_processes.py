@@ -1,4 +1,4 @@
-"""Tests of course_lib.distributed: the local launcher and notebook 03's worker functions.
+"""Tests of course_lib.comm: the local launcher and notebook 03's worker functions.
 
 Ranks fork from a server that has imported torch once, so a launch costs ~0.1 s after the first.
 The interrupt tests run a small script in a fresh interpreter, so a Ctrl-C can arrive while the
@@ -19,8 +19,8 @@ import psutil
 import pytest
 import torch
 
-from course_lib import distributed as d
-from course_lib.distributed import launcher
+from course_lib import comm as d
+from course_lib.comm import launcher
 from course_lib.procs import is_running
 from course_lib.procs import leftover_processes as leftover_children
 
@@ -31,7 +31,7 @@ HERE = Path(__file__).resolve().parent
 # input validation (no processes are started)
 
 def test_lambda_is_rejected_with_a_helpful_message():
-    with pytest.raises(TypeError, match=r"put the function in a \.py module.*course_lib\.distributed"):
+    with pytest.raises(TypeError, match=r"put the function in a \.py module.*course_lib\.comm"):
         d.launch(lambda: 1, 2)
 
 

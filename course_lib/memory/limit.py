@@ -38,9 +38,9 @@ import traceback
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from . import validate
-from .hardware import peak_rss_bytes, proc_status_bytes, reset_peak_rss
-from .procs import Children, require_importable
+from .. import arguments
+from ..hardware import peak_rss_bytes, proc_status_bytes, reset_peak_rss
+from ..procs import Children, require_importable
 
 try:  # not on Windows
     import resource
@@ -65,7 +65,7 @@ class MemoryLimitUnsupported(RuntimeError):
 
 @dataclass(frozen=True)
 class LimitedRun:
-    """Outcome of one :func:`run_with_memory_limit` call (notebook 02, memory).
+    """Outcome of one :func:`run_with_memory_limit` call.
 
     ``ok`` and ``value`` when ``fn`` returned; otherwise ``error_type`` / ``message`` (with a short
     traceback) and ``oom`` if the failure was out-of-memory. ``peak_rss_bytes`` is the child's
@@ -113,12 +113,12 @@ class LimitedRun:
 # helpers
 
 def memory_limit_supported() -> bool:
-    """True where ``RLIMIT_AS`` exists and is enforced (Linux). Used by notebook 02 (memory)."""
+    """True where ``RLIMIT_AS`` exists and is enforced (Linux)."""
     return resource is not None and hasattr(resource, "RLIMIT_AS") and sys.platform.startswith("linux")
 
 
 def is_oom_error(exc: BaseException) -> bool:
-    """Whether an exception is an out-of-memory failure (notebook 02, memory).
+    """Whether an exception is an out-of-memory failure.
 
     ``MemoryError`` (numpy, Python), ``torch.OutOfMemoryError`` (CUDA/MPS), or a ``RuntimeError``
     from torch's CPU allocator ("DefaultCPUAllocator: not enough memory"), which is what a capped
@@ -139,7 +139,7 @@ def is_oom_error(exc: BaseException) -> bool:
 
 
 def _check_limit(limit_bytes: int) -> int:
-    return int(validate.positive("limit_bytes", limit_bytes))
+    return int(arguments.positive("limit_bytes", limit_bytes))
 
 
 # ----------------------------------------------------------------------------------------------
@@ -241,11 +241,11 @@ def run_with_memory_limit(fn: Callable[..., Any], limit_bytes: int, *args: Any, 
     glibc reads its tuning variables when a process starts, so a run with ``env`` starts a fresh
     interpreter (2-4 s) instead of forking from the preloaded server (~0.05 s).
     """
-    require_importable(fn, "fn", examples="course_lib.memlimit has examples (allocate_bytes, mlp_training_step)")
+    require_importable(fn, "fn", examples="course_lib.memory.limit has examples (allocate_bytes, mlp_training_step)")
     limit = _check_limit(limit_bytes)
-    timeout = validate.seconds("timeout", timeout)
-    startup_timeout = validate.seconds("startup_timeout", startup_timeout)
-    validate.boolean("allow_uncapped", allow_uncapped)
+    timeout = arguments.seconds("timeout", timeout)
+    startup_timeout = arguments.seconds("startup_timeout", startup_timeout)
+    arguments.boolean("allow_uncapped", allow_uncapped)
     if not memory_limit_supported() and not allow_uncapped:
         raise MemoryLimitUnsupported(
             f"cannot cap memory on this platform ({sys.platform}): RLIMIT_AS is missing or not enforced. "
@@ -320,7 +320,7 @@ def allocate_bytes(n_bytes: int, fill: bool = True) -> int:
 
     The simplest OOM demo of notebook 02 (memory): run it under ``run_with_memory_limit``.
     """
-    validate.positive_int("n_bytes", n_bytes)
+    arguments.positive_int("n_bytes", n_bytes)
     import torch
     t = torch.empty(n_bytes, dtype=torch.uint8)
     if fill:
@@ -339,10 +339,10 @@ def mlp_training_step(batch_size: int, in_features: int = 512, hidden: int = 102
     """
     for name, v in (("batch_size", batch_size), ("in_features", in_features), ("hidden", hidden),
                     ("depth", depth), ("n_classes", n_classes), ("steps", steps)):
-        validate.positive_int(name, v)
+        arguments.positive_int(name, v)
     import torch
-    from .models import MLP, make_optimizer
-    from .train import train_step
+    from ..models import MLP, make_optimizer
+    from ..train import train_step
     torch.manual_seed(0)
     model = MLP(in_features, [hidden] * depth, n_classes)
     opt = make_optimizer("adam", model.parameters(), lr=1e-3)
@@ -370,7 +370,7 @@ class BatchProbe:
 
 @dataclass(frozen=True)
 class BatchSearch:
-    """Result of :func:`find_max_batch_size` (notebook 02, memory).
+    """Result of :func:`find_max_batch_size`.
 
     ``largest_ok`` is the largest batch size that ran (None if even ``low`` failed);
     ``smallest_failed`` the smallest that ran out of memory (None if ``high`` fit).
@@ -402,15 +402,15 @@ def find_max_batch_size(step_fn: Callable[[int], Any], limit_bytes: int, *, low:
     Memory is assumed to grow with the batch size. A probe that fails for another reason than
     memory (a bug in ``step_fn``, a timeout) raises ``RuntimeError`` with the child's message.
     """
-    require_importable(step_fn, "step_fn", examples="course_lib.memlimit.mlp_training_step is an example")
+    require_importable(step_fn, "step_fn", examples="course_lib.memory.limit.mlp_training_step is an example")
     limit = _check_limit(limit_bytes)
-    validate.seconds("timeout", timeout)
+    arguments.seconds("timeout", timeout)
     for name, v in (("low", low), ("high", high), ("max_probes", max_probes)):
-        validate.positive_int(name, v)
+        arguments.positive_int(name, v)
     if high < low:
         raise ValueError(f"high ({high}) must be >= low ({low})")
-    start = low if start is None else validate.integer("start", start, minimum=low, maximum=high)
-    resolution = validate.number("resolution", resolution, minimum=0, maximum=1, open_high=True)
+    start = low if start is None else arguments.integer("start", start, minimum=low, maximum=high)
+    resolution = arguments.number("resolution", resolution, minimum=0, maximum=1, open_high=True)
     kwargs = dict(step_kwargs or {})
     probes: list[BatchProbe] = []
     t0 = time.perf_counter()
