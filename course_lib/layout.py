@@ -21,6 +21,7 @@ LAYERS: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
         ("devices", "what runs where: device, dtypes, backend and skipped demos, decided from a hardware description"),
         ("hardware", "what is this machine: CPU, memory, accelerators, usable cores"),
         ("procs", "child processes that never outlive their caller, and one supervision loop"),
+        ("files", "atomic file writes: a reader sees the old file or the new one, never half of one"),
         ("timing", "timing (interleaved, low quantile), FLOP counting, achieved bandwidth"),
         ("cpu", "free cores, thread pools, fp32 and bf16 speed measured now"),
         ("data", "small synthetic and real data sets"),
