@@ -16,11 +16,12 @@ from __future__ import annotations
 
 import math
 import numbers
+import os
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 __all__ = ["integer", "positive_int", "nonnegative_int", "number", "positive", "nonnegative", "fraction",
-           "seconds", "choice", "boolean", "function", "int_list", "optional"]
+           "seconds", "choice", "boolean", "function", "instance", "text", "path", "int_list", "optional"]
 
 
 def _shown(value: Any) -> str:
@@ -128,6 +129,29 @@ def function(name: str, value: Any) -> Callable:
     """A callable."""
     if not callable(value):
         raise TypeError(f"{name} must be callable, got {_shown(value)}")
+    return value
+
+
+def instance(name: str, value: Any, kind: type | tuple[type, ...], what: str) -> Any:
+    """An instance of ``kind`` (a class or a tuple of classes); ``what`` says it in words ("a torch.nn.Module")."""
+    if not isinstance(kind, (type, tuple)):
+        raise TypeError(f"kind must be a class or a tuple of classes, got {_shown(kind)}")
+    if not isinstance(value, kind):
+        raise TypeError(f"{name} must be {what}, got {_shown(value)}")
+    return value
+
+
+def text(name: str, value: Any) -> str:
+    """A string."""
+    if not isinstance(value, str):
+        raise TypeError(f"{name} must be a string, got {_shown(value)}")
+    return value
+
+
+def path(name: str, value: Any) -> str | os.PathLike:
+    """A file or folder path: a string or an ``os.PathLike`` such as ``pathlib.Path``."""
+    if not isinstance(value, (str, os.PathLike)):
+        raise TypeError(f"{name} must be a path (a string or pathlib.Path), got {_shown(value)}")
     return value
 
 

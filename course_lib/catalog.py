@@ -62,6 +62,11 @@ job costs) and 07.3 (choosing hardware), through ``course_lib.cost``: cloud on-d
 prices per accelerator-hour, purchase prices of consumer, pro and data-centre cards (with and
 without ECC memory), electricity prices and PUE, grid carbon intensities, and USD per GB of
 memory and storage. Cloud rows name a key of the accelerator table; the tests check that they do.
+
+A fifth table, of Vertex AI machine types (``vertex_machines()``), lists the machine types a Vertex AI
+custom job's worker pool can ask for and the accelerators each takes (Vertex AI's ``acceleratorType``
+names and the ``acceleratorCount`` values): a selection, against which
+``course_lib.parallel.orchestration`` checks job specs.
 """
 from __future__ import annotations
 
@@ -82,7 +87,8 @@ STORAGE_KINDS = ("disk", "memory", "network")
 LINK_KINDS = ("pcie", "nvlink", "infiniband", "ethernet", "tpu-ici", "memory")
 PRICE_KINDS = ("cloud-on-demand", "cloud-spot", "purchase", "energy", "carbon", "storage")
 TIERS = ("consumer", "pro", "data-centre")
-TABLES = ("accelerators", "storage", "links", "prices")
+MACHINE_SERIES = ("n1", "e2", "a2", "a3", "g2")
+TABLES = ("accelerators", "storage", "links", "prices", "vertex_machines")
 
 
 @dataclass(frozen=True)
@@ -217,6 +223,36 @@ class Price:
             raise ValueError(f"{self.key}: a purchase row needs tier, memory_gb, ecc and power_w")
 
 
+@dataclass(frozen=True)
+class VertexMachine:
+    """One machine type a Vertex AI custom job's worker pool can ask for, and the accelerators it takes.
+
+    Rows of the Vertex AI machine table; see ``vertex_machines()``.
+    """
+
+    key: str  # the machine type, e.g. "a2-highgpu-4g"
+    name: str
+    kind: str  # the machine series, one of MACHINE_SERIES
+    accelerators: tuple[str, ...]  # Vertex AI acceleratorType names it takes; () for a CPU-only machine
+    accelerator_counts: tuple[int, ...]  # the acceleratorCount values it takes; () for a CPU-only machine
+    source: str  # URL(s), separated by "; "
+    source_date: str  # "YYYY-MM", when read
+    notes: str = ""
+
+    def __post_init__(self) -> None:
+        if self.kind not in MACHINE_SERIES:
+            raise ValueError(f"{self.key}: kind={self.kind!r} is not one of {MACHINE_SERIES}")
+        accelerators, counts = tuple(self.accelerators), tuple(self.accelerator_counts)
+        if not all(isinstance(a, str) and a for a in accelerators):
+            raise ValueError(f"{self.key}: accelerators must be non-empty strings, got {list(accelerators)}")
+        if not all(isinstance(n, int) and not isinstance(n, bool) and n >= 1 for n in counts):
+            raise ValueError(f"{self.key}: accelerator_counts must be whole numbers >= 1, got {list(counts)}")
+        if bool(accelerators) != bool(counts):
+            raise ValueError(f"{self.key}: a machine that takes accelerators lists the counts it takes, and only then")
+        object.__setattr__(self, "accelerators", accelerators)
+        object.__setattr__(self, "accelerator_counts", counts)
+
+
 # --------------------------------------------------------------------------------------
 # Loading the tables
 # --------------------------------------------------------------------------------------
@@ -241,6 +277,9 @@ SCHEMAS: dict[str, tuple[type, tuple[str, ...], dict[str, tuple[type, ...]]]] = 
         "key": (str,), "name": (str,), "kind": (str,), "value": _NUMBER, "unit": (str,),
         "accelerator": (str, type(None)), "vendor": (str, type(None)), "tier": (str, type(None)),
         "memory_gb": _OPTIONAL_NUMBER, "ecc": (bool, type(None)), "power_w": _OPTIONAL_NUMBER,
+        "source": (str,), "source_date": (str,), "notes": (str,)}),
+    "vertex_machines": (VertexMachine, MACHINE_SERIES, {
+        "key": (str,), "name": (str,), "kind": (str,), "accelerators": (list,), "accelerator_counts": (list,),
         "source": (str,), "source_date": (str,), "notes": (str,)}),
 }
 
@@ -279,6 +318,8 @@ def _check_row(table: str, i: int, row: Any) -> None:
 
 def normalize_name(name: str) -> str:
     """Lower-case and drop everything but letters and digits: 'A100 80GB' -> 'a10080gb'."""
+    if not isinstance(name, str):
+        raise TypeError(f"name must be a string, got {type(name).__name__}")
     return re.sub(r"[^a-z0-9]", "", name.lower())
 
 
@@ -475,9 +516,21 @@ def get_price(name: str) -> Price:
     return _find("prices", name, "price row", "'RTX 4090', 'MI300X', 'world', 'US', 'HDD', 'NVMe'")
 
 
+# --------------------------------------------------------------------------------------
+# Vertex AI machine types
+# --------------------------------------------------------------------------------------
+
+
+def vertex_machines(kind: str | None = None) -> list[VertexMachine]:
+    """All Vertex AI machine-type rows, in file order, or only those of one series ``kind`` (one of
+    ``MACHINE_SERIES``). Raises ValueError for an unknown kind."""
+    return _of_kind("vertex_machines", kind)
+
+
 __all__ = [
     "DTYPES", "KINDS", "STORAGE_KINDS", "LINK_KINDS", "TABLES", "SCHEMAS", "Accelerator", "StorageTier", "Link",
     "Table", "load_table", "parse_table", "normalize_name", "accelerators", "accelerator_names", "get_accelerator", "catalog_rows",
     "storage_tiers", "storage_names", "get_storage", "links", "link_names", "get_link", "link_rows",
     "PRICE_KINDS", "TIERS", "Price", "prices", "price_names", "get_price",
+    "MACHINE_SERIES", "VertexMachine", "vertex_machines",
 ]

@@ -81,7 +81,9 @@ def _benchmark_folder(out: str | None) -> Path:
 
 
 def _benchmark(args: argparse.Namespace) -> int:
-    from .benchmark.suite import default_result_path, run_benchmark, save_result, summary_text
+    from .benchmark.results import default_result_path, save_result
+    from .benchmark.suite import run_benchmark
+    from .benchmark.summary import summary_text
 
     _benchmark_folder(args.out)  # fail before the run, not after it
     result = run_benchmark(quick=args.quick, label=args.label, progress=not args.no_progress, threads=args.threads,
@@ -113,7 +115,7 @@ def main(argv: list[str] | None = None) -> int:
     cat.add_argument("--dtype", default="bf16", help="which peak to show (fp32, tf32, bf16, fp16, fp8, int8)")
     cat.set_defaults(func=_catalog)
     sub.add_parser("devices", help="what the course decides on each platform").set_defaults(func=_devices)
-    from .benchmark.suite import MLPERF_DIFFERENCES
+    from .benchmark.settings import MLPERF_DIFFERENCES
 
     bench = sub.add_parser(
         "benchmark", help="an MLPerf-style benchmark of this machine, saved as JSON",

@@ -119,10 +119,10 @@ def set_threads(n: int) -> None:
 
     PyTorch's pool (and other OpenMP runtimes) get ``n`` threads; BLAS pools outside PyTorch
     (numpy's and scipy's OpenBLAS, used by scikit-learn) get one: on a small machine their spinning
-    threads and PyTorch's compete for the same cores (a logistic regression on the digits took
-    0.7-1.0 s with them, 0.04 s with one BLAS thread, on a 2-core machine). OpenBLAS copies loaded
-    later (scipy's, when scikit-learn is first imported) read ``OPENBLAS_NUM_THREADS``, which is set
-    to 1 too unless you set it yourself.
+    threads and PyTorch's compete for the same cores (a logistic regression on the digits runs many
+    times slower with them than with one BLAS thread). OpenBLAS copies loaded later (scipy's, when
+    scikit-learn is first imported) read ``OPENBLAS_NUM_THREADS``, which is set to 1 too unless you
+    set it yourself.
     """
     n = arguments.positive_int("n", n)
     from threadpoolctl import threadpool_limits

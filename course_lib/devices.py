@@ -38,6 +38,8 @@ from pathlib import Path
 
 import torch
 
+from . import arguments
+
 __all__ = ["DEMOS", "GPU", "DeviceFacts", "DevicePlan", "device_plan", "apply", "current_plan", "EXAMPLES",
            "EXAMPLE_CHIPS", "decision_table", "peaks_table", "tpu_generation"]
 
@@ -238,7 +240,27 @@ def device_plan(facts: DeviceFacts) -> DevicePlan:
     """Decide device, dtypes, backend, skipped demos and hints from ``facts`` (a pure function)."""
     if not isinstance(facts, DeviceFacts):
         raise TypeError(f"facts must be a DeviceFacts, got {type(facts).__name__}")
-    skipped, hints = {}, []
+    skipped, hints = _hardware_skips(facts), []
+    gpu_ranks = len(facts.gpus) if len(facts.gpus) >= 2 and facts.nccl else 0
+    unusable = [g for g in facts.gpus if not runs_on(g.capability, facts.torch_arch)]
+    if unusable:  # everything runs on the CPU
+        hints.append(_no_kernels_hint(unusable[0], facts.torch_arch))
+        facts = replace(facts, gpus=())
+        skipped["device_memory"] = "needs a CUDA GPU this torch has kernels for"
+        skipped["host_to_device"] = "needs a CUDA GPU this torch has kernels for"
+        skipped["nccl_allreduce"] = "needs 2 or more CUDA GPUs this torch has kernels for"
+        gpu_ranks = 0
+    device, kind, description, fp32, half = _device_and_dtypes(facts, skipped, hints)
+    hints += _install_hints(facts, kind, bool(unusable))
+    return DevicePlan(device=device, description=description, fp32_matmul=fp32, half=half,
+                      mixed_precision=f"{half}-mixed", grad_scaler=kind == "cuda" and half == "fp16",
+                      backend="nccl" if gpu_ranks else "gloo", gpu_ranks=gpu_ranks, skipped=skipped,
+                      hints=tuple(hints))
+
+
+def _hardware_skips(facts: DeviceFacts) -> dict[str, str]:
+    """The demos ``facts`` rule out before any GPU is checked for kernels: by operating system and GPU count."""
+    skipped = {}
     if facts.system != "Linux":
         skipped["memory_cap"] = (f"capping a process's memory needs Linux (RLIMIT_AS); {facts.system} "
                                  + ("does not enforce it" if facts.system == "Darwin" else "has no such limit")
@@ -246,27 +268,27 @@ def device_plan(facts: DeviceFacts) -> DevicePlan:
     if not facts.gpus:
         skipped["device_memory"] = "needs a CUDA GPU (torch.cuda.max_memory_allocated)"
         skipped["host_to_device"] = "needs a CUDA GPU (pinned memory is page-locked for a GPU's copy engine)"
-    gpu_ranks = len(facts.gpus) if len(facts.gpus) >= 2 and facts.nccl else 0
-    if not gpu_ranks:
+    if not (len(facts.gpus) >= 2 and facts.nccl):
         skipped["nccl_allreduce"] = (f"needs 2 or more CUDA GPUs and an NCCL build; this machine has "
                                      f"{len(facts.gpus)} GPU(s)" + ("" if facts.nccl or not facts.gpus else ", no NCCL"))
-    unusable = [g for g in facts.gpus if not runs_on(g.capability, facts.torch_arch)]
-    if unusable:
-        gpu = unusable[0]
-        built = sorted(facts.torch_arch)
-        hints.append(f"This torch has no kernels for the {gpu.name} (compute capability {gpu.capability[0]}."
-                     f"{gpu.capability[1]}; it was built for {', '.join(built)}): its first GPU operation would fail "
-                     "with 'no kernel image is available'. Everything runs on the CPU. For the GPU, install a torch "
-                     "build that still lists this architecture (pytorch.org/get-started/previous-versions), or pick "
-                     "a newer GPU.")
-        facts = replace(facts, gpus=())
-        skipped["device_memory"] = "needs a CUDA GPU this torch has kernels for"
-        skipped["host_to_device"] = "needs a CUDA GPU this torch has kernels for"
-        skipped["nccl_allreduce"] = "needs 2 or more CUDA GPUs this torch has kernels for"
-        gpu_ranks = 0
+    return skipped
+
+
+def _no_kernels_hint(gpu: GPU, torch_arch: tuple[str, ...]) -> str:
+    built = sorted(torch_arch)
+    return (f"This torch has no kernels for the {gpu.name} (compute capability {gpu.capability[0]}."
+            f"{gpu.capability[1]}; it was built for {', '.join(built)}): its first GPU operation would fail "
+            "with 'no kernel image is available'. Everything runs on the CPU. For the GPU, install a torch "
+            "build that still lists this architecture (pytorch.org/get-started/previous-versions), or pick "
+            "a newer GPU.")
+
+
+def _device_and_dtypes(facts: DeviceFacts, skipped: dict[str, str],
+                       hints: list[str]) -> tuple[str, str, str, str, str]:
+    """(device, kind, description, what fp32 matmuls compute in, the 16-bit dtype) of the first usable of a CUDA
+    GPU, an Apple GPU, a TPU and the CPU; adds that device's skipped demos and hints."""
     if facts.gpus:
         gpu = facts.gpus[0]
-        device, kind = "cuda:0", "cuda"
         cc = f"{gpu.capability[0]}.{gpu.capability[1]}"
         description = f"{gpu.name}, compute capability {cc}, {gpu.memory_bytes / 2**30:.0f} GiB"
         if len(facts.gpus) > 1:
@@ -278,26 +300,26 @@ def device_plan(facts: DeviceFacts) -> DevicePlan:
             hints.append(f"{gpu.name} (compute capability {cc}) has {units}: mixed precision runs as fp16 with a "
                          "GradScaler. torch.cuda.is_bf16_supported() may still say True, because bf16 runs "
                          "emulated there, far slower.")
-    elif facts.mps:
-        device = kind = "mps"
-        description = "Apple GPU through Metal (MPS), memory shared with the CPU"
-        fp32 = "float32"
+        return "cuda:0", "cuda", description, fp32, half
+    if facts.mps:
         half = "bf16" if facts.macos and facts.macos >= (14, 0) else "fp16"
         if half == "fp16":
             hints.append(f"bf16 on the Apple GPU needs macOS 14 or newer (this is macOS "
                          f"{'.'.join(map(str, facts.macos or ()))}): the 16-bit demos use fp16.")
         skipped["accelerator_faster"] = ("an Apple GPU shares memory with a CPU that has matrix units of its "
                                          "own, so either may win on this step: the notebook shows both times")
-    elif facts.xla:
-        device = kind = "xla"
+        return "mps", "mps", "Apple GPU through Metal (MPS), memory shared with the CPU", "float32", half
+    if facts.xla:
         description = f"TPU through torch_xla ({facts.tpu_on_pci or 'chips not listed on the PCI bus'})"
-        fp32 = "full float32 (set to 'highest'; a TPU's default is one bf16 pass)"
-        half = "bf16"
-    else:
-        device = kind = "cpu"
-        description = "no accelerator PyTorch can use"
-        fp32, half = "float32", "bf16"
-        skipped["accelerator_faster"] = "there is no accelerator"
+        return "xla", "xla", description, "full float32 (set to 'highest'; a TPU's default is one bf16 pass)", "bf16"
+    skipped["accelerator_faster"] = "there is no accelerator"
+    return "cpu", "cpu", "no accelerator PyTorch can use", "float32", "bf16"
+
+
+def _install_hints(facts: DeviceFacts, kind: str, unusable: bool) -> list[str]:
+    """What to install where hardware is present that this torch cannot use: TPUs without torch_xla, an NVIDIA
+    driver without a GPU torch sees (not repeated where the GPU was seen but lacks kernels)."""
+    hints = []
     if kind != "xla" and facts.tpu_on_pci:
         hints.append(f"This machine has TPU chips ({facts.tpu_on_pci}) but torch_xla is not installed, so "
                      "everything runs on the CPU. Install the torch_xla release that matches your torch "
@@ -311,15 +333,13 @@ def device_plan(facts: DeviceFacts) -> DevicePlan:
                         "this torch is a CPU-only build. Install a CUDA build (pytorch.org/get-started), "
                         "e.g. with TORCH_INDEX_URL=https://download.pytorch.org/whl/cu126 python3 bootstrap.py "
                         "setup after deleting .venv."))
-    return DevicePlan(device=device, description=description, fp32_matmul=fp32, half=half,
-                      mixed_precision=f"{half}-mixed", grad_scaler=kind == "cuda" and half == "fp16",
-                      backend="nccl" if gpu_ranks else "gloo", gpu_ranks=gpu_ranks, skipped=skipped,
-                      hints=tuple(hints))
+    return hints
 
 
 def apply(kind: str) -> None:
     """Make float32 matmuls on devices of ``kind`` ('cuda', 'xla', ...) compute in float32, so that
     every "fp32" label is true (see ``DevicePlan.fp32_matmul``). ``hardware.pick_device`` calls it."""
+    kind = arguments.text("kind", kind)
     full_fp32()
     if kind == "xla":
         _xla_full_precision()
@@ -346,11 +366,13 @@ def _xla_full_precision() -> None:  # pragma: no cover - needs torch_xla
         pass
     import torch_xla  # type: ignore[import-not-found]
 
-    setter = getattr(torch_xla._XLAC, "_xla_set_mat_mul_precision", None)
+    # releases before torch_xla.backends have the setting only in torch_xla's private C bindings
+    xlac = torch_xla._XLAC  # noqa: SLF001
+    setter = getattr(xlac, "_xla_set_mat_mul_precision", None)
     if setter is not None:
         setter("highest")
     else:  # older releases
-        torch_xla._XLAC._xla_set_use_full_mat_mul_precision(use_full_mat_mul_precision=True)
+        xlac._xla_set_use_full_mat_mul_precision(use_full_mat_mul_precision=True)  # noqa: SLF001
 
 
 def current_plan(device: torch.device | str | None = None) -> DevicePlan:

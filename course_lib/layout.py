@@ -20,6 +20,7 @@ LAYERS: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
         ("catalog", "cited data tables (tables/*.json): accelerators, links, prices, machines"),
         ("devices", "what runs where: device, dtypes, backend and skipped demos, decided from a hardware description"),
         ("hardware", "what is this machine: CPU, memory, accelerators, usable cores"),
+        ("procs_child", "the child's side of procs: what can be sent to a child, what it runs first, its channel"),
         ("procs", "child processes that never outlive their caller, and one supervision loop"),
         ("files", "atomic file writes: a reader sees the old file or the new one, never half of one"),
         ("timing", "timing (interleaved, low quantile), FLOP counting, achieved bandwidth"),

@@ -192,7 +192,7 @@ def _plain(text: str) -> str:
     return str(text).replace("$", r"\$")
 
 
-def _short_number(value: float) -> str:
+def short_number(value: float) -> str:
     """3 significant digits without scientific notation for the sizes benchmarks produce (312,000; 15.8; 0.42)."""
     size = abs(value)
     if size >= 1000:
@@ -212,11 +212,24 @@ def reference_bars(panels: Sequence[Mapping], *, title: str, ncols: int = 2, log
     ``log`` (``None``: a log axis when the largest positive number shown, bars and references together, is more
     than ``log_spread`` times the smallest). Returns the figure and the list of panel axes.
     """
-    import math
-    import textwrap
+    panels = _checked_panels(panels, ncols)
+    _text("title", title)
+    ncols = min(ncols, len(panels))
+    nrows = -(-len(panels) // ncols)
+    fig, grid = plt.subplots(nrows, ncols, figsize=(4.6 * ncols, 2.9 * nrows + 0.7), dpi=DPI, squeeze=False)
+    axes = [ax for row in grid for ax in row]
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    for ax, p in zip(axes, panels):
+        _reference_panel(ax, p, colors, log_spread)
+    for ax in axes[len(panels):]:
+        ax.set_visible(False)
+    fig.suptitle(_plain(title), fontsize=11)
+    fig.tight_layout(rect=(0, 0, 1, 0.97))
+    return fig, axes[: len(panels)]
 
-    from matplotlib import transforms
 
+def _checked_panels(panels: Sequence[Mapping], ncols: int) -> list[Mapping]:
+    """``reference_bars``' panels as a list, each checked (TypeError, ValueError), and ``ncols`` checked."""
     panels = list(panels)
     if not panels:
         raise ValueError("panels must be a non-empty list of mappings with title, ylabel, labels and values")
@@ -232,61 +245,71 @@ def reference_bars(panels: Sequence[Mapping], *, title: str, ncols: int = 2, log
         raise TypeError(f"ncols must be an int, got {type(ncols).__name__}")
     if ncols < 1:
         raise ValueError(f"ncols must be >= 1, got {ncols!r}")
-    _text("title", title)
-    ncols = min(ncols, len(panels))
-    nrows = -(-len(panels) // ncols)
-    fig, grid = plt.subplots(nrows, ncols, figsize=(4.6 * ncols, 2.9 * nrows + 0.7), dpi=DPI, squeeze=False)
-    axes = [ax for row in grid for ax in row]
-    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
-    for ax, p in zip(axes, panels):
-        values = [None if v is None else float(v) for v in p["values"]]
-        refs = [(str(t), float(v)) for t, v in p.get("references", ()) if v is not None and v > 0]
-        shown = [v for v in values if v is not None and v > 0] + [v for _, v in refs]
-        log = p.get("log")
-        if log is None:
-            log = bool(shown) and max(shown) / min(shown) > log_spread
-        ax.set_title(_plain(p["title"]), fontsize=9)
-        ax.set_ylabel(_plain(p["ylabel"]), fontsize=8)
-        x = list(range(len(values)))
-        present = [i for i, v in enumerate(values) if v is not None]
-        bars = ax.bar([x[i] for i in present], [values[i] for i in present],
-                      color=[colors[i % len(colors)] for i in present], width=0.6)
-        ax.bar_label(bars, labels=[_short_number(values[i]) for i in present], fontsize=7, padding=2)
-        where = transforms.blended_transform_factory(ax.transData, ax.transAxes)
-        for i in x:
-            if values[i] is None and present:
-                ax.text(i, 0.04, "not\nmeasured", transform=where, ha="center", va="bottom", fontsize=7, color="0.4")
-        if log:
-            ax.set_yscale("log")
-        if shown:
-            lo, hi = (min(shown) / 3, max(shown) * 4) if log else (0.0, max(shown) * 1.22)
-            ax.set_ylim(lo, hi)
-            frac = ((lambda v: (math.log(v) - math.log(lo)) / (math.log(hi) - math.log(lo))) if log
-                    else (lambda v: (v - lo) / (hi - lo)))
-            placed = -1.0
-            for text, value in sorted(refs, key=lambda r: r[1]):
-                ax.axhline(value, color="0.3", ls="--", lw=1, label=text)
-                y = max(frac(value), placed + 0.075)
-                placed = y
-                ax.text(0.99, y, _plain(text), transform=ax.transAxes, ha="right", va="bottom", fontsize=6.5,
-                        color="0.2", bbox=dict(facecolor="white", alpha=0.7, edgecolor="none", pad=0.5))
-        else:
-            ax.set_yticks([])
-            ax.text(0.5, 0.5, "no machine measured this", transform=ax.transAxes, ha="center", va="center",
-                    fontsize=8, color="0.4")
-        names = []
-        for text in map(str, p["labels"]):
-            wrapped = textwrap.wrap(text, 16) or [""]
-            names.append(_plain("\n".join(wrapped[:2]) + ("…" if len(wrapped) > 2 else "")))
-        ax.set_xticks(x, names, fontsize=7)
-        ax.set_xlim(-0.6, len(values) - 0.4)
-        ax.tick_params(axis="y", labelsize=7)
-        ax.grid(True, axis="y", which="major", alpha=0.3)
-    for ax in axes[len(panels):]:
-        ax.set_visible(False)
-    fig.suptitle(_plain(title), fontsize=11)
-    fig.tight_layout(rect=(0, 0, 1, 0.97))
-    return fig, axes[: len(panels)]
+    return panels
+
+
+def _reference_panel(ax, p: Mapping, colors: list[str], log_spread: float) -> None:
+    """One panel of ``reference_bars``: the bars with their values, "not measured" marks, the reference lines."""
+    from matplotlib import transforms
+
+    values = [None if v is None else float(v) for v in p["values"]]
+    refs = [(str(t), float(v)) for t, v in p.get("references", ()) if v is not None and v > 0]
+    shown = [v for v in values if v is not None and v > 0] + [v for _, v in refs]
+    log = p.get("log")
+    if log is None:
+        log = bool(shown) and max(shown) / min(shown) > log_spread
+    ax.set_title(_plain(p["title"]), fontsize=9)
+    ax.set_ylabel(_plain(p["ylabel"]), fontsize=8)
+    x = list(range(len(values)))
+    present = [i for i, v in enumerate(values) if v is not None]
+    bars = ax.bar([x[i] for i in present], [values[i] for i in present],
+                  color=[colors[i % len(colors)] for i in present], width=0.6)
+    ax.bar_label(bars, labels=[short_number(values[i]) for i in present], fontsize=7, padding=2)
+    where = transforms.blended_transform_factory(ax.transData, ax.transAxes)
+    for i in x:
+        if values[i] is None and present:
+            ax.text(i, 0.04, "not\nmeasured", transform=where, ha="center", va="bottom", fontsize=7, color="0.4")
+    if log:
+        ax.set_yscale("log")
+    if shown:
+        _reference_lines(ax, refs, shown, log)
+    else:
+        ax.set_yticks([])
+        ax.text(0.5, 0.5, "no machine measured this", transform=ax.transAxes, ha="center", va="center",
+                fontsize=8, color="0.4")
+    ax.set_xticks(x, _bar_names(p["labels"]), fontsize=7)
+    ax.set_xlim(-0.6, len(values) - 0.4)
+    ax.tick_params(axis="y", labelsize=7)
+    ax.grid(True, axis="y", which="major", alpha=0.3)
+
+
+def _reference_lines(ax, refs: list[tuple[str, float]], shown: list[float], log: bool) -> None:
+    """The y range that holds every value ``shown``, and the dashed reference lines with their labels, each label
+    placed at least 7.5 % of the height above the one below it."""
+    import math
+
+    lo, hi = (min(shown) / 3, max(shown) * 4) if log else (0.0, max(shown) * 1.22)
+    ax.set_ylim(lo, hi)
+    frac = ((lambda v: (math.log(v) - math.log(lo)) / (math.log(hi) - math.log(lo))) if log
+            else (lambda v: (v - lo) / (hi - lo)))
+    placed = -1.0
+    for text, value in sorted(refs, key=lambda r: r[1]):
+        ax.axhline(value, color="0.3", ls="--", lw=1, label=text)
+        y = max(frac(value), placed + 0.075)
+        placed = y
+        ax.text(0.99, y, _plain(text), transform=ax.transAxes, ha="right", va="bottom", fontsize=6.5,
+                color="0.2", bbox=dict(facecolor="white", alpha=0.7, edgecolor="none", pad=0.5))
+
+
+def _bar_names(labels) -> list[str]:
+    """Each bar's label wrapped at 16 characters, at most two lines (an ellipsis marks the cut)."""
+    import textwrap
+
+    names = []
+    for text in map(str, labels):
+        wrapped = textwrap.wrap(text, 16) or [""]
+        names.append(_plain("\n".join(wrapped[:2]) + ("…" if len(wrapped) > 2 else "")))
+    return names
 
 
 def resource_use(runs: Mapping, *, title: str = "Resource use during training"):

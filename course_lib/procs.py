@@ -22,11 +22,15 @@ process) are both built on it, so they share these guarantees:
 * **Stop is total and prompt.** :meth:`Children.stop` closes the lifelines, kills every group and
   descendant with SIGKILL, and reaps the children, in well under a second; Ctrl-C arriving while it
   runs is held back until it is done. ``with Children() as kids:`` calls it on every exit.
+* **One supervision loop.** :meth:`Children.supervise` waits for the children, hands each event to
+  the caller, enforces a deadline (which the caller may move) and stops everything on a timeout or
+  Ctrl-C: every launch, capped run and demo that starts processes watches them with it.
 
 A child runs ``entry(channel, *args)``, where ``entry`` is an importable function and
 ``channel.send(obj)`` passes a picklable object to the parent, which reads it with
-:meth:`Children.events`. An exception escaping ``entry`` (or raised while its module is imported)
-reaches the parent as an ``"error"`` event with the child's traceback.
+:meth:`Children.events` (or :meth:`Children.supervise`). An exception escaping ``entry`` (or raised while
+its module is imported) reaches the parent as an ``"error"`` event with the child's traceback. What
+runs in the child is ``course_lib.procs_child``.
 
 Limits: on Windows there are no process groups or ``setsid``; children and their descendants are
 found with psutil and killed one by one. The forkserver itself is a helper process that lives as
@@ -35,6 +39,7 @@ long as the parent, like multiprocessing's resource tracker (:func:`helper_proce
 from __future__ import annotations
 
 import contextlib
+import math
 import multiprocessing as mp
 import multiprocessing.connection
 import os
@@ -44,19 +49,22 @@ import sys
 import tempfile
 import threading
 import time
-import traceback
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["Children", "Event", "Channel", "require_importable", "start_method", "helper_processes",
+from .procs_child import _bootstrap, require_importable
+
+__all__ = ["Children", "Event", "Supervision", "start_method", "helper_processes",
            "leftover_processes", "kill_tree", "is_running", "quiet_native_stderr"]
 
 # Modules the forkserver imports once, so children start with them loaded: torch itself (~2-4 s),
-# torch._dynamo (~1.5 s; creating any torch optimizer imports it) and the course library.
-_PRELOAD = ["torch", "torch._dynamo", "course_lib.procs"]
+# torch._dynamo (~1.5 s; creating any torch optimizer imports it), psutil (a rank finds its network
+# interface with it) and the course library.
+_PRELOAD = ["torch", "torch._dynamo", "psutil", "course_lib.procs"]
 _KILL = getattr(signal, "SIGKILL", signal.SIGTERM)  # Windows has no SIGKILL
 _LOG_TAIL_CHARS = 3000
+_LOG_KEPT_BYTES = 16384  # the end of each child's log, kept when the log file is removed
 
 
 @contextlib.contextmanager
@@ -79,32 +87,7 @@ def quiet_native_stderr() -> Iterator[None]:
 
 
 # ----------------------------------------------------------------------------------------------
-# what can be sent to a child
-
-def require_importable(fn: Callable[..., Any], name: str = "fn",
-                       examples: str = "course_lib.memory.limit and course_lib.comm have examples") -> None:
-    """Raise a helpful TypeError unless ``fn`` can be sent to a child process.
-
-    A child imports ``fn`` by its module and name, so it must be a module-level function in a
-    ``.py`` file, and picklable. Used by ``run_with_memory_limit`` and ``comm.launch``.
-    """
-    if not callable(fn):
-        raise TypeError(f"{name} must be a callable, got {type(fn).__name__}")
-    target = getattr(fn, "func", fn)  # functools.partial
-    module = getattr(target, "__module__", None)
-    qualname = getattr(target, "__qualname__", "") or ""
-    where = f"{module}.{qualname}" if module else qualname or repr(target)
-    hint = (f"{name} ({where}) cannot be sent to a child process: put the function in a .py module "
-            f"({examples}, or your own my_functions.py next to the notebook) and import it. Functions "
-            "defined in a notebook cell or in __main__, lambdas and nested functions are not importable "
-            "by another process.")
-    if module in (None, "__main__", "__mp_main__") or "<lambda>" in qualname or "<locals>" in qualname:
-        raise TypeError(hint)
-    try:
-        pickle.dumps(fn)
-    except Exception as exc:  # noqa: BLE001 - any pickling failure means the same thing here
-        raise TypeError(f"{hint} (pickling failed: {type(exc).__name__}: {exc})") from None
-
+# how a child starts
 
 def start_method(fresh: bool = False) -> str:
     """``"forkserver"`` where it exists (Linux, macOS) unless ``fresh``, else ``"spawn"``."""
@@ -119,9 +102,7 @@ _ATEXIT = False
 def _stop_forkserver_at_exit() -> None:
     """Stop the forkserver when this process exits. Idle, it would notice by itself; but a process
     interrupted while the server still imports torch would leave it running for seconds."""
-    from multiprocessing import forkserver
-
-    pid = getattr(getattr(forkserver, "_forkserver", None), "_forkserver_pid", None)
+    pid = _forkserver_pid()
     if pid:
         with contextlib.suppress(OSError):
             os.kill(pid, _KILL)
@@ -134,9 +115,15 @@ START_TIMEOUT_S = 120.0
 
 
 def _forkserver_pid() -> int | None:
-    from multiprocessing import forkserver
+    """The forkserver among this process's children (found by its command line, as :func:`helper_processes`
+    finds it), or None while there is none."""
+    try:
+        import psutil
 
-    return getattr(getattr(forkserver, "_forkserver", None), "_forkserver_pid", None)
+        children = psutil.Process().children(recursive=False)
+    except Exception:  # noqa: BLE001 - psutil missing, or this process cannot be read
+        return None
+    return next((p.pid for p in children if _is_helper(p, ("forkserver",))), None)
 
 
 def _start_watched(proc: Any, timeout: float) -> bool:
@@ -178,90 +165,6 @@ def _context(fresh: bool):
 
 
 # ----------------------------------------------------------------------------------------------
-# the child side
-
-class Channel:
-    """What ``entry`` gets as its first argument: ``send(obj)`` passes ``obj`` to the parent."""
-
-    def __init__(self, conn) -> None:
-        self._conn = conn
-        self._lock = threading.Lock()
-
-    def send(self, obj: Any) -> None:
-        # Plain pickle sent as bytes: multiprocessing's own pickler would share tensors through shared
-        # memory, which needs the sending process alive until the parent has read them.
-        data = pickle.dumps(("message", obj))
-        with self._lock:
-            self._conn.send_bytes(data)
-
-
-def _kill_own_group_and_exit() -> None:  # pragma: no cover - runs in the child
-    try:
-        import psutil
-        for p in psutil.Process().children(recursive=True):
-            with contextlib.suppress(Exception):
-                p.kill()
-    except Exception:  # noqa: BLE001
-        pass
-    with contextlib.suppress(Exception):
-        if hasattr(os, "killpg") and os.getpgid(0) == os.getpid():
-            signal.signal(signal.SIGTERM, signal.SIG_IGN)
-            os.killpg(os.getpid(), signal.SIGKILL)  # kills this process too
-    os._exit(1)
-
-
-def _watch_lifeline(lifeline) -> None:  # pragma: no cover - runs in the child
-    try:
-        lifeline.recv_bytes()  # the parent never writes: this returns only at EOF
-    except (EOFError, OSError):
-        pass
-    _kill_own_group_and_exit()
-
-
-def _bootstrap(payload: bytes, to_parent, lifeline, log_path: str, sys_path: list[str], cwd: str,
-               env: dict[str, str], start_method: str | None) -> None:  # pragma: no cover - runs in the child
-    """First code a child runs: its own session, its log, its lifeline, then ``entry``."""
-    if hasattr(os, "setsid"):
-        with contextlib.suppress(OSError):
-            os.setsid()
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C belongs to the parent, which stops us
-    with contextlib.suppress(OSError):
-        fd = os.open(log_path, os.O_WRONLY | os.O_APPEND)
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os.dup2(fd, 1)
-        os.dup2(fd, 2)
-        os.close(fd)
-    threading.Thread(target=_watch_lifeline, args=(lifeline,), daemon=True, name="course-lifeline").start()
-    channel = Channel(to_parent)
-    code = 0
-    try:
-        os.environ.update(env)
-        # processes this child starts (DataLoader workers) use the parent's start method, not ours
-        mp.set_start_method(start_method, force=True)
-        sys.path[:] = sys_path
-        with contextlib.suppress(OSError):
-            os.chdir(cwd)
-        entry, args = pickle.loads(payload)  # imports entry's module (and its arguments') here
-        entry(channel, *args)
-    except BaseException as exc:  # noqa: BLE001 - report everything, never hang
-        code = 1
-        text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
-        with contextlib.suppress(Exception):
-            to_parent.send_bytes(pickle.dumps(("error", (type(exc).__name__, text))))
-        with contextlib.suppress(Exception):
-            sys.stderr.write(text)
-    finally:
-        with contextlib.suppress(Exception):
-            sys.stdout.flush()
-            sys.stderr.flush()
-        with contextlib.suppress(Exception):
-            to_parent.close()
-    if code:
-        os._exit(code)
-
-
-# ----------------------------------------------------------------------------------------------
 # the parent side
 
 @dataclass(frozen=True)
@@ -275,16 +178,41 @@ class Event:
     value: Any
 
 
+@dataclass
+class Supervision:
+    """What :meth:`Children.supervise` saw. ``messages``: ``{index: [what the child sent, in order]}``;
+    ``errors``: ``{index: (exception type name, traceback text)}``; ``exits``: ``{index: exit code}``, in the
+    order the children exited; ``done``: the caller's ``on_event`` ended the watch; ``timed_out``: the deadline
+    passed first (every child was then stopped)."""
+
+    messages: dict[int, list] = field(default_factory=dict)
+    errors: dict[int, tuple[str, str]] = field(default_factory=dict)
+    exits: dict[int, int | None] = field(default_factory=dict)
+    done: bool = False
+    timed_out: bool = False
+
+    def record(self, event: Event) -> None:
+        """Add one event."""
+        if event.kind == "message":
+            self.messages.setdefault(event.index, []).append(event.value)
+        elif event.kind == "error":
+            self.errors[event.index] = event.value
+        else:
+            self.exits[event.index] = event.value
+
+
 class _Child:
     def __init__(self, index: int, proc, messages, lifeline, log_path: str) -> None:
         self.index = index
         self.proc = proc
+        self.pid: int | None = proc.pid
         self.messages = messages
         self.lifeline = lifeline
         self.log_path = log_path
         self.exitcode: int | None = None
         self.reported_exit = False
         self.open = True
+        self.kept: tuple[int, bytes] | None = None  # (log size, its end), once the log file is removed
 
 
 _MAIN_LOCK = threading.Lock()
@@ -349,6 +277,7 @@ class Children:
         self._ctx = _context(fresh)
         self.start_timeout = START_TIMEOUT_S
         self._children: list[_Child] = []
+        self._pending: list[Event] = []  # read, not yet handed out (supervise)
         self._stopped = False
 
     # -- starting --------------------------------------------------------------------------------
@@ -408,7 +337,7 @@ class Children:
 
     @property
     def pids(self) -> list[int | None]:
-        return [c.proc.pid for c in self._children]
+        return [c.pid for c in self._children]
 
     def exitcode(self, index: int) -> int | None:
         return self._children[index].exitcode
@@ -432,16 +361,19 @@ class Children:
     def events(self, timeout: float) -> list[Event]:
         """Wait up to ``timeout`` seconds for something to happen; return every event that did.
 
-        A child's ``"exit"`` event comes after all its messages. Waits in slices of 0.2 s, so a
-        Ctrl-C reaches the caller promptly.
+        A child's ``"exit"`` event comes after all its messages; events that :meth:`supervise` read but did
+        not hand out come first. Waits in slices of 0.2 s, so a Ctrl-C reaches the caller promptly.
         """
+        if self._pending:
+            out, self._pending = self._pending, []
+            return out
         deadline = time.monotonic() + max(0.0, timeout)
         while True:
             waiting = {}
             for c in self._children:
                 if c.open:
                     waiting[c.messages] = c
-                if not c.reported_exit and c.proc._popen is not None:
+                if not c.reported_exit:
                     waiting[c.proc.sentinel] = c
             if not waiting:
                 return []
@@ -464,24 +396,62 @@ class Children:
             if out or remaining <= 0:
                 return out
 
+    def supervise(self, on_event: Callable[[Event], Any] | None = None, *,
+                  timeout: float | Callable[[], float] | None = None, every: Callable[[], Any] | None = None,
+                  tick: float = 0.2, grace: float = 0.0) -> Supervision:
+        """Watch the children until ``on_event`` returns True, every child has exited, or time runs out.
+
+        Each event goes into the returned :class:`Supervision` and to ``on_event(event)``, which may raise to
+        end the watch; events after the one that ended it stay for the next call. ``timeout``: seconds from
+        now, or a function giving the seconds left (asked again after every wait, so a handler can move the
+        deadline); None waits as long as it takes. ``every()`` runs after each wait of at most ``tick``
+        seconds. Once ``on_event`` has said done, the children get ``grace`` seconds to exit by themselves.
+        Past the deadline, and on any exception (Ctrl-C included), every child is stopped with everything
+        it started; :meth:`log_tail` still shows their output.
+        """
+        end = time.monotonic() + (math.inf if timeout is None or callable(timeout) else timeout)
+        left = timeout if callable(timeout) else lambda: end - time.monotonic()
+        seen = Supervision()
+        try:
+            while True:
+                remaining = left()
+                if remaining <= 0:
+                    seen.timed_out = True
+                    self.stop()
+                    return seen
+                if not self._pending and all(c.reported_exit for c in self._children):
+                    return seen
+                batch = self.events(min(remaining, tick))
+                for i, event in enumerate(batch):
+                    seen.record(event)
+                    if on_event is not None and on_event(event):
+                        self._pending = batch[i + 1:] + self._pending
+                        seen.done = True
+                        if grace > 0:
+                            self.join(grace)
+                        return seen
+                if every is not None:
+                    every()
+        except BaseException:
+            self.stop()
+            raise
+
     def join(self, timeout: float) -> bool:
         """Wait up to ``timeout`` seconds for every child to exit by itself; True if all did."""
+        if self._stopped:
+            return True
         deadline = time.monotonic() + timeout
         for c in self._children:
-            if c.proc._popen is not None:
-                c.proc.join(max(0.0, deadline - time.monotonic()))
-        return all(c.proc._popen is None or c.proc.exitcode is not None for c in self._children)
+            c.proc.join(max(0.0, deadline - time.monotonic()))
+            if c.exitcode is None:
+                c.exitcode = c.proc.exitcode
+        return all(c.exitcode is not None for c in self._children)
 
     def log_tail(self, index: int, max_chars: int = _LOG_TAIL_CHARS) -> str:
-        """The end of child ``index``'s stdout and stderr ('' if it printed nothing)."""
-        try:
-            with open(self._children[index].log_path, "rb") as f:
-                f.seek(0, os.SEEK_END)
-                size = f.tell()
-                f.seek(max(0, size - max_chars))
-                text = f.read().decode(errors="replace")
-        except OSError:
-            return ""
+        """The end of child ``index``'s stdout and stderr ('' if it printed nothing), also after :meth:`stop`."""
+        child = self._children[index]
+        size, data = child.kept or _read_end(child.log_path, max_chars) or (0, b"")
+        text = data[-max_chars:].decode(errors="replace") if max_chars > 0 else ""
         return ("..." if size > max_chars else "") + text.strip()
 
     # -- stopping --------------------------------------------------------------------------------
@@ -490,19 +460,20 @@ class Children:
 
         Safe to call at any time and more than once; Ctrl-C during it is delivered afterwards.
         """
+        if self._stopped:
+            return
         with _sigint_held():
-            started = [c for c in self._children if c.proc._popen is not None]
             for c in self._children:  # a closed lifeline makes each child take down its own group
                 with contextlib.suppress(OSError):
                     c.lifeline.close()
-            descendants = _descendants([c.proc.pid for c in started if c.proc.exitcode is None])
-            for c in started:  # the descendants were found above, once
-                _kill_group(c.proc.pid)
+            descendants = _descendants([c.pid for c in self._children if c.proc.exitcode is None])
+            for c in self._children:  # the descendants were found above, once
+                _kill_group(c.pid)
             for p in descendants:
                 with contextlib.suppress(Exception):
                     p.kill()
             deadline = time.monotonic() + 5.0
-            for c in started:
+            for c in self._children:
                 c.proc.join(max(0.05, deadline - time.monotonic()))
                 if c.exitcode is None:
                     c.exitcode = c.proc.exitcode
@@ -511,8 +482,9 @@ class Children:
                 with contextlib.suppress(Exception):
                     c.messages.close()
                 with contextlib.suppress(ValueError):
-                    if c.proc._popen is None or c.proc.exitcode is not None:
+                    if c.proc.exitcode is not None:
                         c.proc.close()
+                c.kept = _read_end(c.log_path, _LOG_KEPT_BYTES) or (0, b"")
                 with contextlib.suppress(OSError):
                     os.unlink(c.log_path)
             self._stopped = True
@@ -522,6 +494,18 @@ class Children:
 
     def __exit__(self, *exc: Any) -> None:
         self.stop()
+
+
+def _read_end(path: str, max_bytes: int) -> tuple[int, bytes] | None:
+    """(size, its last ``max_bytes`` bytes) of a file, or None if it cannot be read."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            size = f.tell()
+            f.seek(max(0, size - max_bytes))
+            return size, f.read()
+    except OSError:
+        return None
 
 
 # ----------------------------------------------------------------------------------------------
@@ -579,12 +563,13 @@ def _kill_group(pid: int, group: bool = True) -> None:
         os.kill(pid, _KILL)
 
 
-def _is_helper(p) -> bool:
+def _is_helper(p, kinds: tuple[str, ...] = ("resource_tracker", "forkserver")) -> bool:
+    """Whether psutil process ``p`` is one of multiprocessing's helpers (by its command line)."""
     try:
         cmd = " ".join(p.cmdline())
     except Exception:  # noqa: BLE001 - gone, or a zombie
         return False
-    return "resource_tracker" in cmd or "forkserver" in cmd
+    return any(kind in cmd for kind in kinds)
 
 
 def helper_processes() -> list:

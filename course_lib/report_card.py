@@ -25,8 +25,9 @@ from pathlib import Path
 
 import course_lib
 
-from . import catalog, plots
-from .benchmark.suite import CV_FLAG, HEADLINES, ResultError, load_result
+from . import arguments, catalog, plots
+from .benchmark.results import HEADLINES, ResultError, load_result
+from .benchmark.settings import CV_FLAG
 
 __all__ = ["ReportCard", "write_report_card", "compare_table", "process_values", "step_times", "card_figure", "reference_rows", "summary_text",
            "hardware_count", "DEFAULT_REFERENCES", "PNG_NAME", "HTML_NAME"]
@@ -287,7 +288,7 @@ def _short(acc_name: str) -> str:
 
 
 def _fmt(value) -> str:
-    return "n/a" if value is None else plots._short_number(float(value))
+    return "n/a" if value is None else plots.short_number(float(value))
 
 
 def _clip(text: str, n: int) -> str:
@@ -297,6 +298,7 @@ def _clip(text: str, n: int) -> str:
 def card_figure(card: ReportCard):
     """The card's chart as a matplotlib figure and its panel axes, to show in a notebook (the PNG is this figure):
     one panel per headline figure, one bar per result, the reference accelerators as dashed lines."""
+    arguments.instance("card", card, ReportCard, "a ReportCard (write_report_card)")
     rows, refs, labels = card.rows, card.references, card.labels or _labels(card.results)
 
     panels = []
@@ -363,7 +365,7 @@ img{max-width:100%}.note{color:#555;font-size:0.9em}"""
 
 
 def _html(card_png: bytes, rows, labels, hw_rows, refs, skipped, n_hardware: int) -> str:
-    e = lambda x: html.escape(str(x), quote=True)  # noqa: E731: every string from a file goes through here
+    e = lambda x: html.escape(str(x), quote=True)  # noqa: E731 - every string from a file goes through here
     created = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     out = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
            "<title>Benchmark report card</title>", f"<style>{_CSS}</style></head><body>",
@@ -478,6 +480,7 @@ def write_report_card(paths, out_dir, *, references: Iterable[str] = DEFAULT_REF
 def summary_text(card: ReportCard) -> str:
     """The card as plain text for a notebook to print: the figures per result with the best one marked, the
     skipped files and where the PNG and HTML are (notebook 07.1, "Compare machines")."""
+    arguments.instance("card", card, ReportCard, "a ReportCard (write_report_card)")
     labels = card.labels or _labels(card.results)
     names = [f"[{i}]" for i in range(1, len(labels) + 1)]
     lines = [f"{_compared(len(labels), hardware_count(card.results)).capitalize()}: "

@@ -9,9 +9,9 @@ programs steal cores at random moments:
 
 * warm up before timing (first calls pay for allocation, caches, lazy initialisation);
 * synchronise the device before reading the clock (GPU work is asynchronous);
-* report a **low quantile** of many repetitions (``Timing.seconds``, the 20th percentile): another
-  program can only make a repetition slower, never faster, so the fast end of the distribution is
-  what the code costs. The median is kept for reference;
+* report a **low quantile** of many repetitions (:func:`representative`, the 20th percentile, as
+  ``Timing.seconds``): another program can only make a repetition slower, never faster, so the fast
+  end of the distribution is what the code costs. The median is kept for reference;
 * measure again when the repetitions spread widely, and flag the result ``noisy`` when they still
   do: the machine was too busy to measure well;
 * compare alternatives interleaved (A B A B ...), never one block after the other.
@@ -56,8 +56,19 @@ def quantile(values: list[float], q: float) -> float:
     return xs[lo] + (xs[hi] - xs[lo]) * (k - lo)
 
 
-def _spread(values: list[float]) -> float:
-    low = quantile(values, LOW_QUANTILE)
+def representative(times: list[float]) -> float:
+    """The time of an operation from its repeated timings: the ``LOW_QUANTILE`` (20th percentile) of ``times``.
+
+    The course's one policy for "how long does it take" on a noisy machine: another program can only make a
+    repetition slower, never faster, so the fast end of the distribution is what the code costs; a low quantile
+    rather than the fastest value, so that no single repetition sets the figure alone. Latency percentiles
+    (p50, p95) are figures of their own, not this. ValueError for no times."""
+    return quantile(times, LOW_QUANTILE)
+
+
+def relative_spread(values: list[float]) -> float:
+    """How widely repetitions spread: (p75 - p20) / p20 (``Timing.spread``; above ``NOISY_SPREAD``: noisy)."""
+    low = representative(values)
     return (quantile(values, 0.75) - low) / low if low > 0 else 0.0
 
 
@@ -95,8 +106,8 @@ def format_seconds(s: float) -> str:
 
 
 def _summary(label: str, times: list[float], threads: int, device: str, noisy: bool) -> Timing:
-    return Timing(label=label, seconds=quantile(times, LOW_QUANTILE), median_s=statistics.median(times),
-                  min_s=min(times), spread=_spread(times), repeats=len(times), num_threads=threads,
+    return Timing(label=label, seconds=representative(times), median_s=statistics.median(times),
+                  min_s=min(times), spread=relative_spread(times), repeats=len(times), num_threads=threads,
                   device=device, noisy=noisy)
 
 
@@ -129,10 +140,10 @@ def time_fn(fn: Callable[[], object], *, label: str = "fn", device: torch.device
         for _ in range(warmup):
             call()
     times = _block_times(call, threads, min_run_time)
-    noisy = _spread(times) > NOISY_SPREAD
+    noisy = relative_spread(times) > NOISY_SPREAD
     if noisy:  # measure again; keep both (the low quantile of the union is still a fair estimate)
         times += _block_times(call, threads, min_run_time)
-        noisy = _spread(times) > NOISY_SPREAD
+        noisy = relative_spread(times) > NOISY_SPREAD
     return _summary(label, times, threads, str(dev), noisy)
 
 
@@ -164,12 +175,12 @@ def compare_interleaved(fns: Mapping[str, Callable[[], object]], *, rounds: int 
                                          warmup=warm, min_run_time=min_run_time))
 
     run(rounds)
-    if rounds > 1 and any(_spread([t.seconds for t in ts]) > NOISY_SPREAD for ts in per.values()):
+    if rounds > 1 and any(relative_spread([t.seconds for t in ts]) > NOISY_SPREAD for ts in per.values()):
         run(rounds)
     out = {}
     for name, ts in per.items():
         values = [t.seconds for t in ts]
-        noisy = len(values) > 1 and _spread(values) > NOISY_SPREAD
+        noisy = len(values) > 1 and relative_spread(values) > NOISY_SPREAD
         summary = _summary(name, values, ts[0].num_threads, ts[0].device, noisy)
         out[name] = Timing(**{**summary.__dict__, "median_s": statistics.median(t.median_s for t in ts),
                               "min_s": min(t.min_s for t in ts), "repeats": sum(t.repeats for t in ts)})

@@ -83,6 +83,7 @@ def call_loss(loss_fn: Callable, out: torch.Tensor, target: torch.Tensor | None,
 def default_loss(out: torch.Tensor, target: torch.Tensor | None) -> torch.Tensor:
     """Cross-entropy for integer targets, mean squared error for float targets, the output's sum
     without a target (memory measurements that need a backward pass but no labels)."""
+    arguments.instance("out", out, torch.Tensor, "a torch.Tensor")
     if target is None:
         return out.float().sum()
     if target.dtype.is_floating_point:
@@ -202,10 +203,7 @@ def train_step(model: nn.Module, batch: Sequence[torch.Tensor | None] | torch.Te
     precision = names.precision(precision)
     if before_update is not None:
         arguments.function("before_update", before_update)
-    if device is None:
-        first = next(model.parameters(), None)
-        device = first.device if first is not None else torch.device("cpu")
-    device = as_device(device)
+    device = _step_device(model, device)
     if precision == "fp16-mixed" and device.type == "cpu":
         raise ValueError(FP16_ON_CPU)
     if measure:
@@ -218,11 +216,36 @@ def train_step(model: nn.Module, batch: Sequence[torch.Tensor | None] | torch.Te
     n = len(inputs[0])
     if micro_batches > n:
         raise ValueError(f"micro_batches ({micro_batches}) cannot exceed the batch size ({n})")
-    loss_fn = loss_fn or default_loss
+    optimizer.zero_grad(set_to_none=True)
+    losses, hits = _forward_backward(model, inputs, target, loss_fn or default_loss, micro_batches, precision,
+                                     device, scaler)
+    skipped, scale = _update(model, optimizer, scaler, before_update)
+    graph_cut(device)  # a TPU compiles and runs this step as one graph; values are read after it
+    total_loss, correct = sum(float(t) for t in losses), sum(int(t) for t in hits)
+    if measure:
+        synchronize(device)
+    seconds = time.perf_counter() - start
+    return StepResult(total_loss, correct, n, seconds, _peak(device) if measure else None, skipped, scale)
+
+
+def _step_device(model: nn.Module, device: torch.device | str | None) -> torch.device:
+    """``device``, or the model's (the CPU for a model without parameters), checked."""
+    if device is None:
+        first = next(model.parameters(), None)
+        device = first.device if first is not None else torch.device("cpu")
+    return as_device(device)
+
+
+def _forward_backward(model: nn.Module, inputs: tuple[torch.Tensor, ...], target: torch.Tensor | None,
+                      loss_fn: Callable, micro_batches: int, precision: str, device: torch.device,
+                      scaler: torch.amp.GradScaler | None) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+    """Forward and backward pass of each micro-batch, its loss scaled by its share of the batch; returns the
+    losses and the correct counts as tensors, read after the step's graph cut (reading one earlier splits a
+    TPU's graph). A DDP model synchronises gradients on the last micro-batch only."""
+    n = len(inputs[0])
     pieces = [t.tensor_split(micro_batches) for t in inputs]
     targets = target.tensor_split(micro_batches) if target is not None else [None] * micro_batches
-    optimizer.zero_grad(set_to_none=True)
-    losses, hits = [], []  # tensors, read after the step's graph cut (reading one earlier splits a TPU's graph)
+    losses, hits = [], []
     for i in range(micro_batches):
         xs = tuple(p[i] for p in pieces)
         ys = targets[i]
@@ -235,6 +258,13 @@ def train_step(model: nn.Module, batch: Sequence[torch.Tensor | None] | torch.Te
         losses.append(loss.detach())
         if ys is not None and out.dim() == 2 and ys.dim() == 1 and not ys.dtype.is_floating_point:
             hits.append((out.argmax(1) == ys).sum())
+    return losses, hits
+
+
+def _update(model: nn.Module, optimizer: torch.optim.Optimizer, scaler: torch.amp.GradScaler | None,
+            before_update: Callable[[nn.Module], None] | None) -> tuple[bool, float | None]:
+    """``before_update`` on real (unscaled) gradients, the optimizer step (through ``scaler``: it may skip), and
+    the gradients released; returns ``(skipped, the loss scale used)``."""
     if before_update is not None:
         if scaler is not None:
             scaler.unscale_(optimizer)
@@ -248,12 +278,7 @@ def train_step(model: nn.Module, batch: Sequence[torch.Tensor | None] | torch.Te
     else:
         optimizer.step()
     optimizer.zero_grad(set_to_none=True)  # gradients are not kept through the next forward pass
-    graph_cut(device)  # a TPU compiles and runs this step as one graph; values are read after it
-    total_loss, correct = sum(float(t) for t in losses), sum(int(t) for t in hits)
-    if measure:
-        synchronize(device)
-    seconds = time.perf_counter() - start
-    return StepResult(total_loss, correct, n, seconds, _peak(device) if measure else None, skipped, scale)
+    return skipped, scale
 
 
 def train_epoch(model: nn.Module, loader: DataLoader, optimizer: torch.optim.Optimizer,
@@ -263,6 +288,8 @@ def train_epoch(model: nn.Module, loader: DataLoader, optimizer: torch.optim.Opt
     """All batches of one epoch (``train_step`` each); returns mean loss, accuracy, seconds and
     examples per second; with ``measure``, also ``steps``: every step's ``StepResult`` (loss, time,
     throughput, peak memory) and the epoch's ``peak_bytes``."""
+    arguments.instance("model", model, nn.Module, "a torch.nn.Module")
+    arguments.instance("optimizer", optimizer, torch.optim.Optimizer, "a torch.optim.Optimizer")
     tqdm = progress_bar()
 
     model.train()
@@ -362,6 +389,7 @@ def make_step_fn(model: nn.Module, x: torch.Tensor, y: torch.Tensor | None, opti
     Notebook 01 times it on the CPU and on a GPU when one is present; notebook 02 measures its
     memory with and without gradient accumulation (``micro_batches``) and mixed ``precision``.
     """
+    arguments.instance("model", model, nn.Module, "a torch.nn.Module")
     params = list(model.parameters())
     if not params:
         raise ValueError("model has no parameters to train")
@@ -493,6 +521,11 @@ def progress_by_examples(make_model: Callable[[], nn.Module], train_data: Datase
     return curve
 
 
+#: The layers that normalise over the batch: an example's output depends on the others in its batch.
+_BATCH_NORMS = (nn.BatchNorm1d, nn.BatchNorm2d, nn.BatchNorm3d, nn.SyncBatchNorm, nn.LazyBatchNorm1d,
+                nn.LazyBatchNorm2d, nn.LazyBatchNorm3d)
+
+
 def gradient_noise_scale(model: nn.Module, data: Dataset | Sequence[torch.Tensor], loss_fn: Callable | None = None,
                          *, max_examples: int = 4096) -> dict:
     """The "simple" gradient noise scale ``B_simple = tr(Sigma) / |G|^2`` of McCandlish et al. (2018),
@@ -510,7 +543,7 @@ def gradient_noise_scale(model: nn.Module, data: Dataset | Sequence[torch.Tensor
 
     if not isinstance(model, nn.Module):
         raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
-    if any(isinstance(m, nn.modules.batchnorm._BatchNorm) for m in model.modules()):
+    if any(isinstance(m, _BATCH_NORMS) for m in model.modules()):
         raise ValueError("model has BatchNorm: per-example gradients are not defined when examples share statistics")
     max_examples = arguments.integer("max_examples", max_examples, minimum=2)
     if isinstance(data, Dataset) and hasattr(data, "tensors"):

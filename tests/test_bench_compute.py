@@ -16,8 +16,12 @@ def test_time_fn_reports_a_low_quantile_and_the_spread():
 def test_the_low_quantile_ignores_interference():
     # three of ten repetitions hit by another program: the reported time is the undisturbed one
     times = [1.0] * 7 + [10.0, 20.0, 30.0]
-    assert timing.quantile(times, timing.LOW_QUANTILE) == 1.0
-    assert timing._spread(times) > timing.NOISY_SPREAD and timing._spread([1.0, 1.1, 1.05]) < timing.NOISY_SPREAD
+    assert timing.representative(times) == timing.quantile(times, timing.LOW_QUANTILE) == 1.0
+    assert timing.representative([3.0, 1.0, 2.0]) == pytest.approx(1.4)  # 3 repeats: past the fastest
+    assert "slower" in timing.representative.__doc__  # the policy, stated where it lives
+    with pytest.raises(ValueError):
+        timing.representative([])
+    assert timing.relative_spread(times) > timing.NOISY_SPREAD and timing.relative_spread([1.0, 1.1, 1.05]) < timing.NOISY_SPREAD
 
 
 def test_time_fn_orders_work():

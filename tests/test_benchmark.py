@@ -1,4 +1,5 @@
-"""course benchmark (course_lib.benchmark: suite, energy, discipline) and its command line.
+"""course benchmark (course_lib.benchmark: suite, settings, combine, results, summary, energy, discipline) and its
+command line.
 
 One quick run (~10 s) through the command line serves every schema test; the other tests build
 results by hand or run small pieces.
@@ -19,8 +20,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from course_lib import cli, data
-from course_lib.benchmark import discipline, energy, suite
+from course_lib import cli, data, files
+from course_lib.benchmark import combine, discipline, energy, results, settings, suite, summary
 from course_lib.procs import is_running
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -37,7 +38,7 @@ def quick(tmp_path_factory) -> tuple[dict, Path, str]:
     with contextlib.redirect_stdout(buf):
         code = cli.main(["benchmark", "--quick", "--no-progress", "--label", "test machine", "--out", str(out)])
     assert code == 0
-    return suite.load_result(out), out, buf.getvalue()
+    return results.load_result(out), out, buf.getvalue()
 
 
 def _leftovers(path: Path) -> list[str]:
@@ -49,13 +50,13 @@ def _leftovers(path: Path) -> list[str]:
 @pytest.mark.slow
 def test_quick_run_has_the_schema(quick):
     result, path, printed = quick
-    assert result["schema"] == suite.SCHEMA == "course-benchmark/1"
+    assert result["schema"] == results.SCHEMA == "course-benchmark/1"
     import course_lib
 
     assert result["course_version"] == course_lib.__version__
     assert result["label"] == "test machine" and result["device"] == "cpu" and result["quick"] is True
     assert result["created"].endswith("Z") and "T" in result["created"]
-    assert list(result["headline"]) == list(suite.HEADLINES)
+    assert list(result["headline"]) == list(results.HEADLINES)
     for key, value in result["headline"].items():
         if key == "energy_j" and not result["energy"]["available"]:
             assert value is None
@@ -64,18 +65,18 @@ def test_quick_run_has_the_schema(quick):
     head = result["headline"]
     assert head["latency_p50_ms"] <= head["latency_p95_ms"]
     d = result["details"]
-    assert d["threads"] == result["hardware"]["torch_threads"] == suite.DEFAULT_THREADS
-    assert d["rounds"] == suite.QUICK.rounds * suite.QUICK.processes == len(d["time_to_accuracy"]["per_round_s"])
+    assert d["threads"] == result["hardware"]["torch_threads"] == settings.DEFAULT_THREADS
+    assert d["rounds"] == settings.QUICK.rounds * settings.QUICK.processes == len(d["time_to_accuracy"]["per_round_s"])
     rep = d["repeatability"]
-    assert rep["processes"] == suite.QUICK.processes == 5 and rep["fresh"] is True
+    assert rep["processes"] == settings.QUICK.processes == 5 and rep["fresh"] is True
     for key, values in rep["per_process"].items():  # each headline is the trimmed mean of 5 fresh processes
-        assert len(values) == 5 and result["headline"][key] == pytest.approx(suite.olympic_mean(values)), key
-        assert rep["cv"][key] == pytest.approx(suite.coefficient_of_variation(values))
+        assert len(values) == 5 and result["headline"][key] == pytest.approx(combine.olympic_mean(values)), key
+        assert rep["cv"][key] == pytest.approx(combine.coefficient_of_variation(values))
     # the flag judges the machine: time to accuracy by its time per step, which the seed does not change
     per_step = [1e3 * run["seconds"] / run["steps"] for run in d["time_to_accuracy"]["cold_runs"]]
     assert d["time_to_accuracy"]["ms_per_step_per_process"] == pytest.approx(per_step)
-    assert rep["machine_cv"] == {**rep["cv"], "time_to_accuracy_s": pytest.approx(suite.coefficient_of_variation(per_step))}
-    assert rep["flagged"] == [k for k, v in rep["machine_cv"].items() if v > suite.CV_FLAG]
+    assert rep["machine_cv"] == {**rep["cv"], "time_to_accuracy_s": pytest.approx(combine.coefficient_of_variation(per_step))}
+    assert rep["flagged"] == [k for k, v in rep["machine_cv"].items() if v > settings.CV_FLAG]
     assert rep["seed_spread"]["steps_per_process"] == d["time_to_accuracy"]["steps_per_process"]
     tta = d["time_to_accuracy"]
     assert len(set(tta["seeds"])) == 5 and all(run["cold"] for run in tta["cold_runs"])  # a seed per process
@@ -89,7 +90,7 @@ def test_quick_run_has_the_schema(quick):
     assert set(result["energy"]) >= {"available", "source", "joules", "why"} and result["energy"]["why"]
     assert "cpu" in result["hardware"] and result["seconds"] > 0
     # the command printed a table with every headline and where it saved the file
-    for label, _unit, _higher in suite.HEADLINES.values():
+    for label, _unit, _higher in results.HEADLINES.values():
         assert label.split()[0] in printed
     assert f"saved {path}" in printed
     assert _leftovers(path) == []
@@ -98,26 +99,40 @@ def test_quick_run_has_the_schema(quick):
 @pytest.mark.slow
 def test_save_and_load_round_trip(quick, tmp_path):
     result = quick[0]
-    path = suite.save_result(result, tmp_path / "sub" / "again.json")
+    path = results.save_result(result, tmp_path / "sub" / "again.json")
     assert path == tmp_path / "sub" / "again.json"
-    assert suite.load_result(path) == result
+    assert results.load_result(path) == result
     assert _leftovers(path) == []
-    text = suite.summary_text(result)
+    text = summary.summary_text(result)
     assert "time to accuracy" in text and "GFLOP/s" in text
 
 
 def test_labels_and_file_names():
-    assert suite.slug("Colab Intel(R) Xeon(R), 2 cores") == "colab-intel-r-xeon-r-2-cores"
-    assert suite._short_cpu("Intel(R) Xeon(R) CPU @ 2.20GHz") == "Intel Xeon"
-    path = suite.default_result_path("My Laptop", __import__("datetime").date(2026, 1, 2))
+    assert results.slug("Colab Intel(R) Xeon(R), 2 cores") == "colab-intel-r-xeon-r-2-cores"
+    assert results.default_label("cpu")
+    path = results.default_result_path("My Laptop", __import__("datetime").date(2026, 1, 2))
     assert str(path) == "benchmark-my-laptop-2026-01-02.json"
-    assert suite.default_label("cpu")
+    assert results.default_label("cpu")
+
+
+def test_the_default_label_names_the_platform_cpu_and_cores(monkeypatch):
+    from types import SimpleNamespace
+
+    def machine(model: str, cores: int):
+        return lambda: SimpleNamespace(platform="Colab", cpu=SimpleNamespace(model=model, physical_cores=cores))
+
+    monkeypatch.setattr(results, "detect", machine("Intel(R) Xeon(R) CPU @ 2.20GHz", 1))
+    assert results.default_label("cpu") == "Colab Intel Xeon, 1 core"
+    monkeypatch.setattr(results, "detect", machine("AMD EPYC 7B12 64-Core Processor", 2))
+    assert results.default_label("cpu") == "Colab AMD EPYC 7B12, 2 cores"
+    monkeypatch.setattr(results, "detect", machine("(R)", 4))
+    assert results.default_label("cpu") == "Colab unknown CPU, 4 cores"
 
 
 def _good() -> dict:
-    return {"schema": suite.SCHEMA, "course_version": "0.5.0", "created": "2026-01-01T00:00:00Z", "label": "x",
+    return {"schema": results.SCHEMA, "course_version": "0.5.0", "created": "2026-01-01T00:00:00Z", "label": "x",
             "hardware": {}, "device": "cpu", "quick": True, "seconds": 1.0,
-            "headline": {k: 1.0 for k in suite.HEADLINES} | {"energy_j": None},
+            "headline": {k: 1.0 for k in results.HEADLINES} | {"energy_j": None},
             "details": {}, "energy": energy.not_available("none here")}
 
 
@@ -157,8 +172,8 @@ WHY = {"empty": "empty", "truncated": "truncated", "cut in a string": "truncated
 def test_bad_files_name_the_file_and_why(tmp_path, kind):
     path = tmp_path / f"{kind.replace(' ', '_')}.json"
     path.write_text(_broken(kind))
-    with pytest.raises(suite.ResultError) as info:
-        suite.load_result(path)
+    with pytest.raises(results.ResultError) as info:
+        results.load_result(path)
     assert str(path) in str(info.value) and WHY[kind] in str(info.value), str(info.value)
     assert isinstance(info.value, ValueError)
     assert " at at " not in str(info.value) and " at: " not in str(info.value)
@@ -166,15 +181,15 @@ def test_bad_files_name_the_file_and_why(tmp_path, kind):
 
 def test_not_json_message_names_line_and_column(tmp_path):
     path = _write_text(tmp_path / "x.json", '{"a": 1,, "b": 2}')
-    with pytest.raises(suite.ResultError, match=r"not valid JSON \(Expecting .*: line 1, column 9\)"):
-        suite.load_result(path)
+    with pytest.raises(results.ResultError, match=r"not valid JSON \(Expecting .*: line 1, column 9\)"):
+        results.load_result(path)
 
 
 def test_huge_files_are_not_read(tmp_path, monkeypatch):
     path = _write(tmp_path / "big.json", _good())
-    monkeypatch.setattr(suite, "MAX_RESULT_BYTES", 100)
-    with pytest.raises(suite.ResultError, match="too large") as info:
-        suite.load_result(path)
+    monkeypatch.setattr(results, "MAX_RESULT_BYTES", 100)
+    with pytest.raises(results.ResultError, match="too large") as info:
+        results.load_result(path)
     assert str(path) in str(info.value)
 
 
@@ -184,12 +199,12 @@ def _write_text(path: Path, text: str) -> Path:
 
 
 def test_missing_and_binary_files(tmp_path):
-    with pytest.raises(suite.ResultError, match="cannot be read"):
-        suite.load_result(tmp_path / "nope.json")
+    with pytest.raises(results.ResultError, match="cannot be read"):
+        results.load_result(tmp_path / "nope.json")
     (tmp_path / "b.json").write_bytes(b"\x89PNG\r\n\x1a\n\xff\xfe")
-    with pytest.raises(suite.ResultError, match="not UTF-8"):
-        suite.load_result(tmp_path / "b.json")
-    assert suite.load_result(_write(tmp_path / "ok.json", _good()))["label"] == "x"
+    with pytest.raises(results.ResultError, match="not UTF-8"):
+        results.load_result(tmp_path / "b.json")
+    assert results.load_result(_write(tmp_path / "ok.json", _good()))["label"] == "x"
 
 
 def _write(path: Path, obj: dict) -> Path:
@@ -198,39 +213,39 @@ def _write(path: Path, obj: dict) -> Path:
 
 
 def test_save_refuses_a_bad_result_and_leaves_nothing(tmp_path):
-    with pytest.raises(suite.ResultError):
-        suite.save_result({"hello": 1}, tmp_path / "r.json")
+    with pytest.raises(results.ResultError):
+        results.save_result({"hello": 1}, tmp_path / "r.json")
     bad = _good() | {"details": {"oops": {1, 2}}}  # a set cannot be written as JSON
     with pytest.raises(TypeError):
-        suite.save_result(bad, tmp_path / "r.json")
+        results.save_result(bad, tmp_path / "r.json")
     assert list(tmp_path.iterdir()) == []
     # an error while replacing an existing result keeps the old one whole
-    old = suite.save_result(_good(), tmp_path / "r.json")
+    old = results.save_result(_good(), tmp_path / "r.json")
     with pytest.raises(TypeError):
-        suite.save_result(bad, old)
-    assert suite.load_result(old) == _good() and _leftovers(old) == []
+        results.save_result(bad, old)
+    assert results.load_result(old) == _good() and _leftovers(old) == []
     with pytest.raises(ValueError, match="is a folder"):
-        suite.save_result(_good(), tmp_path)
+        results.save_result(_good(), tmp_path)
 
 
 def test_saved_results_are_readable_by_others_as_umask_allows(tmp_path):
     old = os.umask(0o022)
     try:
-        path = suite.save_result(_good(), tmp_path / "r.json")
+        path = results.save_result(_good(), tmp_path / "r.json")
     finally:
         os.umask(old)
     assert stat.S_IMODE(path.stat().st_mode) == 0o644
 
 
-@pytest.mark.parametrize("step", ["dump", "mkstemp"])
+@pytest.mark.parametrize("step", ["dumps", "mkstemp", "fsync"])
 def test_ctrl_c_while_writing_leaves_no_file(tmp_path, monkeypatch, step):
-    """Ctrl-C while the temp file is made or while the JSON is written: no result file, no temp file."""
+    """Ctrl-C while the JSON is made, the temp file is made or written to disk: no result file, no temp file."""
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(suite.json if step == "dump" else suite.tempfile, step, interrupted)
+    monkeypatch.setattr({"dumps": results.json, "mkstemp": files.tempfile, "fsync": files.os}[step], step, interrupted)
     with pytest.raises(KeyboardInterrupt):
-        suite.save_result(_good(), tmp_path / "r.json")
+        results.save_result(_good(), tmp_path / "r.json")
     assert list(tmp_path.iterdir()) == []
 
 
@@ -277,12 +292,12 @@ def test_out_is_checked_before_the_run_and_a_folder_gets_the_default_name(tmp_pa
         return _good() | {"label": "My Laptop"}
 
     monkeypatch.setattr(suite, "run_benchmark", fake_run)
-    monkeypatch.setattr(suite, "summary_text", lambda result: "summary")
+    monkeypatch.setattr(summary, "summary_text", lambda result: "summary")
     folder = tmp_path / "results"
     folder.mkdir()
     assert cli.main(["benchmark", "--quick", "--out", str(folder)]) == 0
-    saved = folder / suite.default_result_path("My Laptop")
-    assert suite.load_result(saved)["label"] == "My Laptop" and f"saved {saved}" in capsys.readouterr().out
+    saved = folder / results.default_result_path("My Laptop")
+    assert results.load_result(saved)["label"] == "My Laptop" and f"saved {saved}" in capsys.readouterr().out
     a_file = tmp_path / "a-file"
     a_file.write_text("x")
     assert cli.main(["benchmark", "--quick", "--out", str(a_file / "r.json")]) == 2
@@ -309,9 +324,9 @@ def test_energy_is_divided_by_the_windows_the_meter_counted(monkeypatch):
             pass
 
     monkeypatch.setattr(suite, "EnergyMeter", Meter)
-    monkeypatch.setattr(suite, "_allreduce", lambda dev, repeats: {str(mb * 2**20): 1e9 for mb in suite.ALLREDUCE_MB}
+    monkeypatch.setattr(suite, "_allreduce", lambda dev, repeats: {str(mb * 2**20): 1e9 for mb in settings.ALLREDUCE_MB}
                         | {"world_size": 2, "backend": "gloo"})
-    monkeypatch.setattr(suite, "QUICK", suite.Settings(rounds=3, min_run_time=0.01, latency_calls=20,
+    monkeypatch.setattr(suite, "QUICK", settings.Settings(rounds=3, min_run_time=0.01, latency_calls=20,
                                                        allreduce_repeats=1, processes=1))
     r = suite.run_benchmark(quick=True, progress=False, device="cpu", fresh=False)  # the fake meter lives here
     assert r["headline"]["energy_j"] == pytest.approx(5.0) and r["details"]["energy"]["windows"] == 2
@@ -324,10 +339,10 @@ def _with_spread(steps: list[int], seconds: list[float], **cv) -> dict:
     """A result whose time-to-accuracy runs took ``seconds`` for ``steps`` (the other figures: ``cv``)."""
     r = _good()
     per_step = [1e3 * t / n for t, n in zip(seconds, steps)]
-    cvs = {"time_to_accuracy_s": suite.coefficient_of_variation(seconds), **cv}
-    machine = cvs | {"time_to_accuracy_s": suite.coefficient_of_variation(per_step)}
+    cvs = {"time_to_accuracy_s": combine.coefficient_of_variation(seconds), **cv}
+    machine = cvs | {"time_to_accuracy_s": combine.coefficient_of_variation(per_step)}
     r["details"] = {"repeatability": {"per_process": {"time_to_accuracy_s": seconds}, "cv": cvs, "machine_cv": machine,
-                                      "flagged": [k for k, v in machine.items() if v > suite.CV_FLAG],
+                                      "flagged": [k for k, v in machine.items() if v > settings.CV_FLAG],
                                       "processes": len(steps), "fresh": True,
                                       "seed_spread": {"steps_per_process": steps, "step_ms_per_process": per_step}},
                     "time_to_accuracy": {"target_accuracy": 0.95, "steps_per_process": steps}}
@@ -337,52 +352,52 @@ def _with_spread(steps: list[int], seconds: list[float], **cv) -> dict:
 def test_the_summary_blames_the_seeds_for_a_time_to_accuracy_spread_and_the_machine_for_the_rest():
     # the steps of the notebook's run: 3 or 4 epochs; each step takes 1.3 ms in every process
     steps = [172, 129, 129, 172, 172]
-    text = suite.summary_text(_with_spread(steps, [1.3e-3 * n for n in steps]))
+    text = summary.summary_text(_with_spread(steps, [1.3e-3 * n for n in steps]))
     assert "the seeds: 129-172 steps per process; per step 0.0%" in text
     assert "chiefly because each trains from its own seed" in text and "172, 129, 129, 172, 172" in text
     assert "FLAGGED" not in text and "another program" not in text  # an idle machine is not blamed
     # the same steps with one process 30 % slower per step, and an all-reduce that scatters: the machine
     slow = [1.3e-3 * n * (1.3 if i == 0 else 1.0) for i, n in enumerate(steps)]
-    text = suite.summary_text(_with_spread(steps, slow, allreduce_gbs=0.21))
+    text = summary.summary_text(_with_spread(steps, slow, allreduce_gbs=0.21))
     assert "FLAGGED" in text and "time to accuracy (per step), all-reduce bus bandwidth vary by more than 5%" in text
     assert "the seed playing no part" in text
     # equal steps: no seed note (the spread is the machine's)
-    text = suite.summary_text(_with_spread([150] * 5, [0.2, 0.2, 0.2, 0.2, 0.3]))
+    text = summary.summary_text(_with_spread([150] * 5, [0.2, 0.2, 0.2, 0.2, 0.3]))
     assert "own seed" not in text and "time to accuracy (per step) varies" in text
     # a result written before the per-step judgement: the plain CV, flagged as it was
     old = _good()
     old["details"] = {"repeatability": {"cv": {"time_to_accuracy_s": 0.14}, "flagged": ["time_to_accuracy_s"],
                                         "processes": 5}}
-    assert "14.0%  FLAGGED: not repeatable" in suite.summary_text(old)
+    assert "14.0%  FLAGGED: not repeatable" in summary.summary_text(old)
 
 
 def test_the_threshold_is_the_courses_and_the_timing_rule_is_mlperfs():
-    text = " ".join(suite.MLPERF_DIFFERENCES)
+    text = " ".join(settings.MLPERF_DIFFERENCES)
     assert "educational" not in text and "threshold the course chose" in text and "2.5 %" in text
     assert "first touched" in text and "untimed" in text
-    assert "course chose" in suite.coefficient_of_variation.__doc__
+    assert "course chose" in combine.coefficient_of_variation.__doc__
 
 
 def test_olympic_mean_and_coefficient_of_variation():
-    assert suite.olympic_mean([5.0, 1.0, 3.0, 100.0, 4.0]) == pytest.approx(4.0)  # drops 1 and 100
-    assert suite.olympic_mean([2.0, 4.0]) == 3.0 and suite.olympic_mean([7]) == 7.0
-    assert suite.coefficient_of_variation([1.0, 1.0, 1.0]) == 0.0
-    assert suite.coefficient_of_variation([9.0, 11.0]) == pytest.approx(2 ** 0.5 / 10)
-    assert suite.coefficient_of_variation([3.0]) is None and suite.coefficient_of_variation([0.0, 0.0]) is None
+    assert combine.olympic_mean([5.0, 1.0, 3.0, 100.0, 4.0]) == pytest.approx(4.0)  # drops 1 and 100
+    assert combine.olympic_mean([2.0, 4.0]) == 3.0 and combine.olympic_mean([7]) == 7.0
+    assert combine.coefficient_of_variation([1.0, 1.0, 1.0]) == 0.0
+    assert combine.coefficient_of_variation([9.0, 11.0]) == pytest.approx(2 ** 0.5 / 10)
+    assert combine.coefficient_of_variation([3.0]) is None and combine.coefficient_of_variation([0.0, 0.0]) is None
     with pytest.raises(ValueError, match="at least one"):
-        suite.olympic_mean([])
+        combine.olympic_mean([])
     for bad in ([1.0, float("nan")], [float("inf"), 1.0]):
         with pytest.raises(ValueError, match="finite"):
-            suite.olympic_mean(bad)
+            combine.olympic_mean(bad)
         with pytest.raises(ValueError, match="finite"):
-            suite.coefficient_of_variation(bad)
+            combine.coefficient_of_variation(bad)
 
 
 @pytest.mark.slow
 def test_each_process_starts_cold_from_its_own_seed(monkeypatch):
-    monkeypatch.setattr(suite, "_allreduce", lambda dev, repeats: {str(mb * 2**20): 1e9 for mb in suite.ALLREDUCE_MB}
+    monkeypatch.setattr(suite, "_allreduce", lambda dev, repeats: {str(mb * 2**20): 1e9 for mb in settings.ALLREDUCE_MB}
                         | {"world_size": 2, "backend": "gloo"})
-    monkeypatch.setattr(suite, "QUICK", suite.Settings(rounds=2, min_run_time=0.01, latency_calls=20,
+    monkeypatch.setattr(suite, "QUICK", settings.Settings(rounds=2, min_run_time=0.01, latency_calls=20,
                                                        allreduce_repeats=1, processes=3))
     r = suite.run_benchmark(quick=True, progress=False, device="cpu", fresh=False, seed=7)
     tta, rep = r["details"]["time_to_accuracy"], r["details"]["repeatability"]
@@ -392,9 +407,9 @@ def test_each_process_starts_cold_from_its_own_seed(monkeypatch):
     assert per == [run["seconds"] for run in tta["cold_runs"]]
     assert r["headline"]["time_to_accuracy_s"] == pytest.approx(sorted(per)[1])  # 3 runs: the middle one
     assert rep["fresh"] is False and r["details"]["processes"] == 3
-    text = suite.summary_text(r)
+    text = summary.summary_text(r)
     assert "3 processes x 2 round(s)" in text and "differences from the MLPerf Training rules" in text
-    for line in suite.MLPERF_DIFFERENCES:
+    for line in settings.MLPERF_DIFFERENCES:
         assert line in text
 
 
@@ -492,7 +507,7 @@ def test_nvidia_smi_power_is_sampled_and_integrated(tmp_path, monkeypatch):
         """))
     fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
     monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
-    sampler = energy._PowerSampler(0, 0.02)
+    sampler = energy.PowerSampler(0, 0.02)
     try:
         time.sleep(0.3)
         t0 = time.perf_counter()

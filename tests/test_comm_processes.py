@@ -87,6 +87,37 @@ def test_bad_launch_options(kw):
         d.launch(d.demo_rank_sum, 1, **kw)
 
 
+def test_one_backend_rule(monkeypatch):
+    monkeypatch.setattr(launcher.torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(launcher.torch.cuda, "device_count", lambda: 2)
+    monkeypatch.setattr(launcher.dist, "is_nccl_available", lambda: True)
+    assert launcher.choose_backend("auto", 2, auto=True) == "nccl"  # a GPU for every process on this machine
+    assert launcher.choose_backend("auto", 3, auto=True) == "gloo"
+    assert launcher.choose_backend(" NCCL ", 2) == "nccl" and launcher.choose_backend("gloo", 8) == "gloo"
+    with pytest.raises(ValueError, match="one CUDA GPU per rank"):
+        launcher.choose_backend("nccl", 3)
+    with pytest.raises(ValueError, match=r"one of \('gloo', 'nccl'\)"):
+        launcher.choose_backend("auto", 1)  # launch never guesses
+    monkeypatch.setattr(launcher.dist, "is_nccl_available", lambda: False)
+    assert launcher.choose_backend("auto", 1, auto=True) == "gloo"
+
+
+@pytest.mark.parametrize("addr, backend, expected", [("127.0.0.1", "gloo", "lo-test"), ("localhost", "gloo", "lo-test"),
+                                                      ("10.0.0.1", "gloo", None), (None, "gloo", None)])
+def test_one_interface_rule(monkeypatch, addr, backend, expected):
+    """gloo listens on the loopback interface when the master is on this machine's loopback; elsewhere it chooses."""
+    joined = []
+    monkeypatch.setenv("GLOO_SOCKET_IFNAME", "recorded, so that the test's own setting is undone too")
+    monkeypatch.delenv("GLOO_SOCKET_IFNAME")
+    monkeypatch.setattr(launcher, "loopback_interface", lambda: "lo-test")
+    monkeypatch.setattr(launcher.dist, "init_process_group", lambda *a, **k: joined.append((a, k)))
+    device = launcher.init_process_group(backend, "store", rank=1, world_size=2, local_rank=1, timeout=5,
+                                         master_addr=addr)
+    assert device == torch.device("cpu") and os.environ.get("GLOO_SOCKET_IFNAME") == expected
+    (args, kwargs), = joined
+    assert args == (backend,) and kwargs["rank"] == 1 and kwargs["timeout"].total_seconds() == 5
+
+
 def test_unpicklable_argument():
     with pytest.raises(TypeError, match="picklable"):
         d.launch(d.demo_rank_sum, 1, lambda: 0)

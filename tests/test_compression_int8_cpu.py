@@ -4,7 +4,7 @@ import pytest
 import torch
 from torch import nn
 
-from course_lib.compression import int8_cpu, quantization
+from course_lib.compression import fake_quant, int8_cpu
 
 AVX2 = {"avx2", "fma"}
 AVX512 = AVX2 | {"avx512f", "avx512bw", "avx512dq", "avx512vl"}
@@ -99,19 +99,19 @@ def test_smoothing_keeps_the_product_and_rescues_outlier_channels():
     x, w = torch.randn(64, 32, generator=g).abs(), torch.randn(16, 32, generator=g)
     spread = 10 ** torch.linspace(-1, 1, 32)  # activation channels 100x apart, weight columns the inverse
     xs, ws = x * spread, w / spread
-    s = quantization.smoothing_factors(xs, ws)
+    s = fake_quant.smoothing_factors(xs, ws)
     assert torch.allclose((xs / s) @ (ws * s).T, xs @ ws.T, rtol=1e-4, atol=1e-5)
-    plain, smoothed = quantization.int8_product_error(xs, ws), quantization.int8_product_error(xs, ws, s)
+    plain, smoothed = fake_quant.int8_product_error(xs, ws), fake_quant.int8_product_error(xs, ws, s)
     assert smoothed < plain / 3
     # alpha = 0 leaves the activations alone except for dividing by 1 / max|w|: alpha is honoured
-    s0 = quantization.smoothing_factors(xs, ws, alpha=0.0)
+    s0 = fake_quant.smoothing_factors(xs, ws, alpha=0.0)
     assert torch.allclose(s0, 1 / ws.abs().amax(0))
     with pytest.raises(ValueError):
-        quantization.smoothing_factors(xs, ws[:, :5])
+        fake_quant.smoothing_factors(xs, ws[:, :5])
     with pytest.raises(ValueError):
-        quantization.smoothing_factors(xs, ws, alpha=2)
+        fake_quant.smoothing_factors(xs, ws, alpha=2)
     with pytest.raises(TypeError):
-        quantization.smoothing_factors(xs[0], ws)
+        fake_quant.smoothing_factors(xs[0], ws)
 
 
 def test_product_profile_names_the_product_op_and_its_rate():
@@ -125,3 +125,28 @@ def test_product_profile_names_the_product_op_and_its_rate():
         int8_cpu.product_profile(model, 0)
     with pytest.raises(ValueError, match="Linear"):
         int8_cpu.product_profile(nn.ReLU(), 4)
+
+
+def test_int8_units_from_flags():
+    assert int8_cpu.int8_units({"avx2", "fma"}, "x86_64") == "none"
+    assert int8_cpu.int8_units({"avx512f", "avx512_vnni"}, "x86_64") == "AVX-512 VNNI"
+    assert int8_cpu.int8_units({"avx512f", "avx512_vnni", "amx_int8", "amx_tile"}, "x86_64") == "AMX INT8"
+    assert int8_cpu.int8_units({"avx2", "avx_vnni"}, "x86_64") == "AVX-VNNI"
+    assert int8_cpu.int8_units({"asimd", "asimddp"}, "aarch64") == "unknown"
+    assert set(int8_cpu.INT8_EXPECTATIONS) >= {"AMX INT8", "AVX-512 VNNI", "AVX-VNNI", "none", "held", "unknown"}
+    assert int8_cpu.int8_units() in int8_cpu.INT8_EXPECTATIONS
+    with pytest.raises(TypeError, match="flags"):
+        int8_cpu.int8_units(["avx2"], "x86_64")
+
+
+def test_int8_units_respects_onednn_held_below_vnni(monkeypatch):
+    monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "AVX2")
+    assert int8_cpu.int8_units({"avx512f", "avx512_vnni"}, "x86_64") == "held"
+    assert int8_cpu.int8_units({"avx2", "fma"}, "x86_64") == "none"  # nothing to hold below
+
+
+def test_one_table_of_int8_instructions_serves_both_paths():
+    """INT8_UNITS is the one table of int8 instructions: macOS's spelling of VNNI counts for FBGEMM as for torchao."""
+    assert int8_cpu.fbgemm_isa(frozenset(AVX512 | {"avx512vnni"}), "x86_64", env="") == "AVX-512 VNNI"
+    assert int8_cpu.int8_units({"avx512f", "avx512vnni"}, "x86_64") in ("AVX-512 VNNI", "held")
+    assert set(int8_cpu.INT8_UNITS.values()) == {"AMX INT8", "AVX-512 VNNI", "AVX-VNNI"} <= set(int8_cpu.INT8_EXPECTATIONS)

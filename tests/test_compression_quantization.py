@@ -1,4 +1,5 @@
-"""course_lib.compression.quantization: fake quantization by hand, QAT, torchao int8 (notebook 05.2)."""
+"""course_lib.compression.fake_quant (fake quantization by hand, QAT) and course_lib.compression.quantization
+(torchao int8, compiled and timed): notebook 05.2."""
 from __future__ import annotations
 
 import math
@@ -10,6 +11,7 @@ import torch
 from torch import nn
 
 from course_lib import data, models, train
+from course_lib.compression import fake_quant as F
 from course_lib.compression import quantization as Q
 from course_lib.compression import size
 
@@ -18,95 +20,95 @@ from course_lib.compression import size
 
 def test_symmetric_int8_by_hand():
     x = torch.tensor([-1.0, 0.5, 0.25, 1.0, 0.0])
-    q, scale, zp = Q.quantize(x, 8, "symmetric")
+    q, scale, zp = F.quantize(x, 8, "symmetric")
     assert q.dtype == torch.int8 and zp.item() == 0 and scale.dim() == 0
     assert scale.item() == pytest.approx(1 / 127)
     assert q.tolist() == [-127, 64, 32, 127, 0]  # 63.5 rounds to the even 64, 31.75 to 32
-    assert torch.allclose(Q.dequantize(q, scale, zp), q.float() / 127)
+    assert torch.allclose(F.dequantize(q, scale, zp), q.float() / 127)
 
 
 def test_ranges_and_dtypes_for_every_bit_width():
     for bits in range(2, 17):
-        lo, hi = Q.qrange(bits, "symmetric")
+        lo, hi = F.qrange(bits, "symmetric")
         assert (lo, hi) == (-(2 ** (bits - 1) - 1), 2 ** (bits - 1) - 1)
-        assert Q.qrange(bits, "affine") == (0, 2 ** bits - 1)
+        assert F.qrange(bits, "affine") == (0, 2 ** bits - 1)
         x = torch.randn(50, 7, generator=torch.Generator().manual_seed(bits))
-        for scheme in Q.SCHEMES:
-            q, _, _ = Q.quantize(x, bits, scheme)
-            lo, hi = Q.qrange(bits, scheme)
+        for scheme in F.SCHEMES:
+            q, _, _ = F.quantize(x, bits, scheme)
+            lo, hi = F.qrange(bits, scheme)
             assert int(q.min()) >= lo and int(q.max()) <= hi
             assert not q.is_floating_point()
-    assert Q.quantize(torch.randn(4), 8, "affine")[0].dtype == torch.uint8
-    assert Q.quantize(torch.randn(4), 16, "symmetric")[0].dtype == torch.int16
-    assert Q.quantize(torch.randn(4), 16, "affine")[0].dtype == torch.int32
+    assert F.quantize(torch.randn(4), 8, "affine")[0].dtype == torch.uint8
+    assert F.quantize(torch.randn(4), 16, "symmetric")[0].dtype == torch.int16
+    assert F.quantize(torch.randn(4), 16, "affine")[0].dtype == torch.int32
 
 
 def test_two_bits_is_ternary():
-    q, scale, _ = Q.quantize(torch.tensor([-0.9, -0.2, 0.1, 0.6, 1.0]), 2)
+    q, scale, _ = F.quantize(torch.tensor([-0.9, -0.2, 0.1, 0.6, 1.0]), 2)
     assert q.tolist() == [-1, 0, 0, 1, 1] and scale.item() == pytest.approx(1.0)
 
 
 def test_affine_uses_every_level_on_a_one_sided_tensor_and_keeps_zero_exact():
     x = torch.linspace(0, 3, 1000)
-    q, scale, zp = Q.quantize(x, 4, "affine")
+    q, scale, zp = F.quantize(x, 4, "affine")
     assert zp.item() == 0 and scale.item() == pytest.approx(3 / 15)
     assert q.unique().numel() == 16
     x = torch.tensor([-1.0, 0.0, 3.0])
-    q, scale, zp = Q.quantize(x, 8, "affine")
-    assert Q.dequantize(q, scale, zp)[1].item() == 0.0  # zero is a grid point
-    assert torch.allclose(Q.fake_quantize(x, 8, "affine"), x, atol=scale.item() / 2 + 1e-6)
+    q, scale, zp = F.quantize(x, 8, "affine")
+    assert F.dequantize(q, scale, zp)[1].item() == 0.0  # zero is a grid point
+    assert torch.allclose(F.fake_quantize(x, 8, "affine"), x, atol=scale.item() / 2 + 1e-6)
 
 
 def test_per_channel_scales_broadcast_and_match_each_row():
     w = torch.randn(6, 5) * torch.arange(1, 7).float()[:, None]
-    q, scale, zp = Q.quantize(w, 8, granularity="per_channel", axis=0)
+    q, scale, zp = F.quantize(w, 8, granularity="per_channel", axis=0)
     assert scale.shape == (6, 1) and zp.shape == (6, 1)
     assert torch.allclose(scale[:, 0], w.abs().amax(1) / 127)
-    _, scale_cols, _ = Q.quantize(w, 8, granularity="per_channel", axis=1)
+    _, scale_cols, _ = F.quantize(w, 8, granularity="per_channel", axis=1)
     assert scale_cols.shape == (1, 5)
-    _, scale_neg, _ = Q.quantize(w, 8, granularity="per_channel", axis=-1)
+    _, scale_neg, _ = F.quantize(w, 8, granularity="per_channel", axis=-1)
     assert torch.equal(scale_neg, scale_cols)
     for row in range(6):  # each row quantized alone gives the same result
-        assert torch.equal(Q.fake_quantize(w, 8, granularity="per_channel")[row], Q.fake_quantize(w[row], 8))
+        assert torch.equal(F.fake_quantize(w, 8, granularity="per_channel")[row], F.fake_quantize(w[row], 8))
 
 
 def test_zeros_quantize_to_zeros_without_dividing_by_zero():
-    for scheme in Q.SCHEMES:
-        for granularity in Q.GRANULARITIES:
+    for scheme in F.SCHEMES:
+        for granularity in F.GRANULARITIES:
             z = torch.zeros(3, 4)
-            q, scale, zp = Q.quantize(z, 8, scheme, granularity)
+            q, scale, zp = F.quantize(z, 8, scheme, granularity)
             assert torch.isfinite(scale).all() and (scale > 0).all()
-            assert torch.equal(Q.dequantize(q, scale, zp), z)
-            err = Q.quantization_error(z, 8, scheme, granularity)
+            assert torch.equal(F.dequantize(q, scale, zp), z)
+            err = F.quantization_error(z, 8, scheme, granularity)
             assert err.rms == 0 and err.relative == 0 and not math.isnan(err.sqnr_db)
     w = torch.randn(3, 4)
     w[1] = 0  # one dead row among live ones
-    assert torch.equal(Q.fake_quantize(w, 4, granularity="per_channel")[1], torch.zeros(4))
+    assert torch.equal(F.fake_quantize(w, 4, granularity="per_channel")[1], torch.zeros(4))
 
 
 def test_round_trip_error_is_at_most_half_a_step():
     x = torch.randn(2000, generator=torch.Generator().manual_seed(0))
     for bits in (2, 3, 8, 16):
-        for scheme in Q.SCHEMES:
-            err = (Q.fake_quantize(x.double(), bits, scheme) - x.double()).abs().max()
-            assert err <= Q.step_size(x.double(), bits, scheme).max() / 2 * (1 + 1e-9)
+        for scheme in F.SCHEMES:
+            err = (F.fake_quantize(x.double(), bits, scheme) - x.double()).abs().max()
+            assert err <= F.step_size(x.double(), bits, scheme).max() / 2 * (1 + 1e-9)
 
 
 def test_measured_error_follows_step_over_sqrt12_and_six_db_per_bit():
     x = torch.randn(100_000, generator=torch.Generator().manual_seed(0))
-    sweep = Q.error_sweep(x, range(4, 13))
+    sweep = F.error_sweep(x, range(4, 13))
     assert all(0.95 < e.measured_over_predicted < 1.05 for e in sweep)
     slope = (sweep[-1].sqnr_db - sweep[0].sqnr_db) / (sweep[-1].bits - sweep[0].bits)
-    steps = 20 * math.log10(Q.qrange(12)[1] / Q.qrange(4)[1]) / 8  # about 20 log10(2) = 6.02 dB per bit
+    steps = 20 * math.log10(F.qrange(12)[1] / F.qrange(4)[1]) / 8  # about 20 log10(2) = 6.02 dB per bit
     assert abs(slope - steps) < 0.05
-    e = Q.quantization_error(x, 8)
+    e = F.quantization_error(x, 8)
     assert e.predicted_rms == pytest.approx(float(x.abs().max()) / 127 / math.sqrt(12))
     assert e.relative == pytest.approx(e.rms / float(x.pow(2).mean().sqrt()))
 
 
 def test_per_channel_wins_on_rows_of_different_scales():
     w = torch.randn(64, 32, generator=torch.Generator().manual_seed(0)) * torch.logspace(-2, 0, 64)[:, None]
-    tensor, channel = (Q.quantization_error(w, 8, granularity=g) for g in Q.GRANULARITIES)
+    tensor, channel = (F.quantization_error(w, 8, granularity=g) for g in F.GRANULARITIES)
     assert channel.rms < 0.5 * tensor.rms
 
 
@@ -114,48 +116,48 @@ def test_bad_arguments_name_what_is_accepted():
     x = torch.randn(4, 3)
     for bits in (1, 17, 0, -3):
         with pytest.raises(ValueError, match="bits"):
-            Q.quantize(x, bits)
+            F.quantize(x, bits)
     with pytest.raises(TypeError, match="bits"):
-        Q.quantize(x, 8.0)
+        F.quantize(x, 8.0)
     with pytest.raises(ValueError, match="scheme.*accepted values.*symmetric.*affine"):
-        Q.quantize(x, 8, "asymmetric")
+        F.quantize(x, 8, "asymmetric")
     with pytest.raises(ValueError, match="granularity.*per_tensor.*per_channel"):
-        Q.quantize(x, 8, granularity="per_row")
+        F.quantize(x, 8, granularity="per_row")
     with pytest.raises(ValueError, match="axis"):
-        Q.quantize(x, 8, granularity="per_channel", axis=2)
+        F.quantize(x, 8, granularity="per_channel", axis=2)
     with pytest.raises(ValueError, match="scalar"):
-        Q.quantize(torch.tensor(1.0), 8, granularity="per_channel")
+        F.quantize(torch.tensor(1.0), 8, granularity="per_channel")
     with pytest.raises(TypeError, match="floating"):
-        Q.quantize(torch.arange(4), 8)
+        F.quantize(torch.arange(4), 8)
     with pytest.raises(TypeError, match="torch.Tensor"):
-        Q.quantize([1.0, 2.0], 8)
+        F.quantize([1.0, 2.0], 8)
     with pytest.raises(TypeError, match="integers"):
-        Q.dequantize(torch.randn(3), torch.tensor(1.0), 0)
+        F.dequantize(torch.randn(3), torch.tensor(1.0), 0)
     with pytest.raises(ValueError, match="bits"):
-        Q.qrange(1)
+        F.qrange(1)
     with pytest.raises(ValueError, match="bits"):
-        Q.to_qat(models.MLP(), bits=20)
+        F.to_qat(models.MLP(), bits=20)
     with pytest.raises(ValueError, match="scheme"):
-        Q.post_training_quantize(models.MLP(), 4, scheme="log")
-    assert Q.quantize(x, 8, "SYMMETRIC", "Per-Channel")[1].shape == (4, 1)  # names ignore case
+        F.post_training_quantize(models.MLP(), 4, scheme="log")
+    assert F.quantize(x, 8, "SYMMETRIC", "Per-Channel")[1].shape == (4, 1)  # names ignore case
 
 
 def test_relu_activations_are_one_sided_and_affine_halves_their_error():
     m = models.MLP(64, 32, 10)
-    a = Q.relu_activations(m, torch.randn(200, 64))
+    a = F.relu_activations(m, torch.randn(200, 64))
     assert a.shape == (200, 32) and float(a.min()) >= 0
-    ratio = Q.quantization_error(a, 8).rms / Q.quantization_error(a, 8, "affine").rms
+    ratio = F.quantization_error(a, 8).rms / F.quantization_error(a, 8, "affine").rms
     assert 1.8 < ratio < 2.2  # symmetric leaves the negative half of its levels unused
     with pytest.raises(ValueError, match="ReLU"):
-        Q.relu_activations(nn.Linear(3, 3), torch.randn(2, 3))
+        F.relu_activations(nn.Linear(3, 3), torch.randn(2, 3))
 
 
 # ---------------------------------------------------------------------------------------------- QAT / PTQ
 
 def test_straight_through_estimator_passes_the_gradient_unchanged():
     x = torch.randn(10, requires_grad=True)
-    y = Q.ste_fake_quantize(x, 3)
-    assert torch.equal(y.detach(), Q.fake_quantize(x.detach(), 3))
+    y = F.ste_fake_quantize(x, 3)
+    assert torch.equal(y.detach(), F.fake_quantize(x.detach(), 3))
     (y * torch.arange(10.0)).sum().backward()
     assert torch.equal(x.grad, torch.arange(10.0))
 
@@ -163,20 +165,20 @@ def test_straight_through_estimator_passes_the_gradient_unchanged():
 def test_to_qat_swaps_every_linear_and_computes_with_rounded_weights():
     torch.manual_seed(0)
     m = models.MLP(8, [16, 16], 3)
-    qat = Q.to_qat(m, bits=4, act_bits=8)
+    qat = F.to_qat(m, bits=4, act_bits=8)
     layers = [l for l in qat.modules() if isinstance(l, nn.Linear)]
-    assert len(layers) == 3 and all(isinstance(l, Q.FakeQuantLinear) for l in layers)
-    assert not any(isinstance(l, Q.FakeQuantLinear) for l in m.modules())  # the original is untouched
+    assert len(layers) == 3 and all(isinstance(l, F.FakeQuantLinear) for l in layers)
+    assert not any(isinstance(l, F.FakeQuantLinear) for l in m.modules())  # the original is untouched
     assert "bits=4" in repr(qat) and "act_bits=8" in repr(qat)
     x = torch.randn(5, 8)
-    frozen = Q.post_training_quantize(Q.to_qat(m, bits=4), 4)
-    assert torch.allclose(Q.to_qat(m, bits=4)(x), frozen(x), atol=1e-6)  # QAT's forward = its weights rounded
+    frozen = F.post_training_quantize(F.to_qat(m, bits=4), 4)
+    assert torch.allclose(F.to_qat(m, bits=4)(x), frozen(x), atol=1e-6)  # QAT's forward = its weights rounded
     assert not torch.allclose(m(x), frozen(x), atol=1e-4)
 
 
 def test_qat_trains_through_the_shared_fit_and_updates_float_weights():
     split = data.load_digits(fraction=0.2)
-    qat = Q.to_qat(models.MLP(64, 32, 10), bits=3)
+    qat = F.to_qat(models.MLP(64, 32, 10), bits=3)
     before = qat[0].weight.detach().clone()
     history = train.fit(qat, split.train, epochs=2, lr=1e-2, progress=False)
     assert history.last["train_loss"] < math.log(10)
@@ -185,17 +187,17 @@ def test_qat_trains_through_the_shared_fit_and_updates_float_weights():
 
 def test_post_training_quantize_rounds_weights_and_keeps_biases():
     m = models.MLP(8, 16, 3)
-    q = Q.post_training_quantize(m, 2)
+    q = F.post_training_quantize(m, 2)
     linears = [[layer for layer in net.modules() if isinstance(layer, nn.Linear)] for net in (m, q)]
     for a, b in zip(*linears):
         assert torch.equal(b.bias, a.bias)
         assert b.weight.unique().numel() <= 3 * a.out_features  # ternary per row
     with pytest.raises(TypeError, match="nn.Module"):
-        Q.post_training_quantize("model", 4)
+        F.post_training_quantize("model", 4)
 
 
 def test_qat_vs_ptq_reports_one_row_per_seed():
-    rows = Q.qat_vs_ptq(data.load_digits(fraction=0.2), 2, seeds=[0], hidden=16, epochs=1, qat_epochs=1)
+    rows = F.qat_vs_ptq(data.load_digits(fraction=0.2), 2, seeds=[0], hidden=16, epochs=1, qat_epochs=1)
     assert len(rows) == 1 and set(rows[0]) == {"seed", "fp32", "ptq", "qat"}
     assert all(0 <= rows[0][k] <= 1 for k in ("fp32", "ptq", "qat"))
 
@@ -204,18 +206,18 @@ def test_rescaled_units_keep_the_outputs_and_spread_the_rows():
     torch.manual_seed(0)
     m = models.MLP(8, 16, 3)
     factors = torch.logspace(-1, 1, 16)
-    r = Q.rescale_units(m, factors)
+    r = F.rescale_units(m, factors)
     x = torch.randn(20, 8)
     assert torch.allclose(r(x), m(x), atol=1e-5)
     rows = r[0].weight.abs().amax(1) / m[0].weight.abs().amax(1)
     assert torch.allclose(rows, factors, rtol=1e-5)
     for bad in (-factors, torch.ones(3)):
         with pytest.raises(ValueError, match=r"shape \(16,\) of numbers > 0"):
-            Q.rescale_units(m, bad)
+            F.rescale_units(m, bad)
     with pytest.raises(ValueError, match="layer"):
-        Q.rescale_units(m, factors, layer=1)
+        F.rescale_units(m, factors, layer=1)
     with pytest.raises(TypeError, match="Sequential"):
-        Q.rescale_units(nn.Linear(2, 2), factors)
+        F.rescale_units(nn.Linear(2, 2), factors)
 
 
 # ---------------------------------------------------------------------------------------------- torchao
@@ -260,7 +262,7 @@ def test_int8_copies_are_quarter_size_and_close_to_fp32():
         assert size.memory_bytes(q) == Q.predicted_int8_bytes(m)
         with torch.no_grad():
             assert ((q(x) - m(x)).norm() / m(x).norm()).item() < 0.05
-        hand = [Q.fake_quantize(layer.weight.detach(), 8, granularity="per_channel")
+        hand = [F.fake_quantize(layer.weight.detach(), 8, granularity="per_channel")
                 for layer in m if isinstance(layer, nn.Linear)]
         for w, h, ref in zip(Q.dequantized_weights(q), hand, Q.dequantized_weights(m)):
             ratio = (w - ref).pow(2).mean().sqrt() / (h - ref).pow(2).mean().sqrt()
@@ -287,35 +289,17 @@ def test_compile_timed_and_latency_report_per_shape():
         Q.latency({"eager": m}, [0], 16)
 
 
-def test_int8_units_from_flags():
-    assert Q.int8_units({"avx2", "fma"}, "x86_64") == "none"
-    assert Q.int8_units({"avx512f", "avx512_vnni"}, "x86_64") == "AVX-512 VNNI"
-    assert Q.int8_units({"avx512f", "avx512_vnni", "amx_int8", "amx_tile"}, "x86_64") == "AMX INT8"
-    assert Q.int8_units({"avx2", "avx_vnni"}, "x86_64") == "AVX-VNNI"
-    assert Q.int8_units({"asimd", "asimddp"}, "aarch64") == "unknown"
-    assert set(Q.INT8_EXPECTATIONS) >= {"AMX INT8", "AVX-512 VNNI", "AVX-VNNI", "none", "held", "unknown"}
-    assert Q.int8_units() in Q.INT8_EXPECTATIONS
-    with pytest.raises(TypeError, match="flags"):
-        Q.int8_units(["avx2"], "x86_64")
-
-
-def test_int8_units_respects_onednn_held_below_vnni(monkeypatch):
-    monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "AVX2")
-    assert Q.int8_units({"avx512f", "avx512_vnni"}, "x86_64") == "held"
-    assert Q.int8_units({"avx2", "fma"}, "x86_64") == "none"  # nothing to hold below
-
-
 def test_per_channel_protects_rows_rescaled_100x_apart():
     """Notebook 05.2 prints this as computed: rescaling hidden units keeps a ReLU network's outputs, and on rows 100x
     apart per-channel int8 keeps every row's error small where per-tensor drowns the small rows."""
     torch.manual_seed(0)
     m = models.MLP(64, [256, 256], 10)
     factors = 10 ** (2 * torch.rand(256, generator=torch.Generator().manual_seed(1)) - 1)
-    twin = Q.rescale_units(m, factors)
+    twin = F.rescale_units(m, factors)
     x = torch.randn(100, 64)
     with torch.no_grad():
         assert torch.allclose(twin(x), m(x), rtol=1e-4, atol=1e-4)
-    (pt, pt_pred), (pc, pc_pred) = (Q.row_errors(twin[0].weight.detach(), 8, granularity=g)
+    (pt, pt_pred), (pc, pc_pred) = (F.row_errors(twin[0].weight.detach(), 8, granularity=g)
                                     for g in ("per_tensor", "per_channel"))
     assert pc.max() < 0.2 * pt.max()
     for measured, predicted in ((pt, pt_pred), (pc, pc_pred)):
@@ -325,6 +309,6 @@ def test_per_channel_protects_rows_rescaled_100x_apart():
 def test_rounding_error_follows_step_over_sqrt12_on_trained_like_weights():
     """Notebook 05.2 prints this as computed: from 3 to 16 bits, measured / predicted error within 10 %."""
     w = torch.randn(256, 256, generator=torch.Generator().manual_seed(0)) * 0.05
-    for g in Q.GRANULARITIES:
-        for e in Q.error_sweep(w, range(3, 17), granularity=g):
+    for g in F.GRANULARITIES:
+        for e in F.error_sweep(w, range(3, 17), granularity=g):
             assert 0.9 < e.measured_over_predicted < 1.1, (g, e.bits)

@@ -60,6 +60,8 @@ def test_sparse_and_quantized_tensors_are_measured_inside():
     csr = dense.to_sparse_csr()
     assert size.tensor_bytes(csr) == 101 * 8 + 10 * 8 + 10 * 4
     assert size.tensor_bytes(dense.to_sparse()) == 2 * 10 * 8 + 10 * 4
+    twice = torch.sparse_coo_tensor(torch.tensor([[0, 0], [1, 1]]), torch.tensor([1.0, 2.0]), (3, 3))
+    assert not twice.is_coalesced() and size.tensor_bytes(twice) == 2 * 1 * 8 + 1 * 4  # counted coalesced
 
 
 def test_bad_input():

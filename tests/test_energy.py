@@ -21,6 +21,6 @@ def test_nvidia_smi_is_asked_for_the_gpu_by_uuid_where_torch_knows_it(monkeypatc
         uuid = "6e3b9a1c-0000-1111-2222-333344445555"
 
     monkeypatch.setattr(energy.torch.cuda, "get_device_properties", lambda i: Props())
-    assert energy._smi_id(0) == "GPU-6e3b9a1c-0000-1111-2222-333344445555"
+    assert energy.nvidia_smi_id(0) == "GPU-6e3b9a1c-0000-1111-2222-333344445555"
     monkeypatch.setattr(energy.torch.cuda, "get_device_properties", lambda i: (_ for _ in ()).throw(RuntimeError()))
-    assert energy._smi_id(1) == "1"
+    assert energy.nvidia_smi_id(1) == "1"

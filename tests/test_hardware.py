@@ -1,4 +1,5 @@
 import platform
+import sys
 
 import pytest
 import torch
@@ -129,7 +130,7 @@ def test_cpu_peak_flops_is_cores_clock_and_lanes():
 def test_cpu_flags_are_the_raw_names_behind_the_simd_list():
     flags = hardware.cpu_flags()
     assert isinstance(flags, frozenset)
-    assert hardware.simd_features(set(flags)) == tuple(n for f, n in hardware._SIMD_FLAGS.items() if f in flags)
+    assert hardware.simd_features(set(flags)) == tuple(n for f, n in hardware.processor._SIMD_FLAGS.items() if f in flags)
     assert hardware.simd_features({"avx2", "avx_vnni"}) == ("AVX2", "AVX-VNNI")
 
 
@@ -157,10 +158,10 @@ def test_bf16_counts_as_absent_where_onednn_is_held_below_it(monkeypatch):
     flags = {"avx2", "avx512f", "avx512_bf16"}
     monkeypatch.delenv("ONEDNN_MAX_CPU_ISA", raising=False)
     monkeypatch.delenv("DNNL_MAX_CPU_ISA", raising=False)
-    assert hardware._usable_capabilities(flags)["native_bf16"] is (platform.machine().lower() in ("x86_64", "amd64"))
+    assert hardware.processor._usable_capabilities(flags)["native_bf16"] is (platform.machine().lower() in ("x86_64", "amd64"))
     for held in ("avx2", "AVX512_CORE", "AVX512_CORE_VNNI"):
         monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", held)
-        assert hardware._usable_capabilities(flags)["native_bf16"] is False
+        assert hardware.processor._usable_capabilities(flags)["native_bf16"] is False
     monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "AVX512_CORE_AMX")
     assert hardware.onednn_isa_limit() == "AVX512_CORE_AMX"
 
@@ -168,6 +169,6 @@ def test_bf16_counts_as_absent_where_onednn_is_held_below_it(monkeypatch):
 def test_apple_m_series_neon_peak_counts_four_pipes(monkeypatch):
     assert hardware.fp32_flops_per_cycle("NEON", "Apple") == 32
     assert hardware.fp32_flops_per_cycle("NEON") == 16
-    monkeypatch.setattr(hardware.sys, "platform", "darwin")
-    monkeypatch.setattr(hardware.platform, "machine", lambda: "arm64")
+    monkeypatch.setattr(sys, "platform", "darwin")
+    monkeypatch.setattr(platform, "machine", lambda: "arm64")
     assert hardware.cpu_vendor_family() == ("Apple", None)

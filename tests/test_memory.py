@@ -230,6 +230,18 @@ def test_torch_internals_are_all_there():
     M.torch_internals.require()
 
 
+def test_grad_scalers_clean_step_count_goes_through_the_adapter(monkeypatch):
+    """GradScaler has no public getter or setter for its count of clean steps: torch_internals reads and sets it,
+    and names the internal where a torch release moved it."""
+    scaler = torch.amp.GradScaler("cpu")
+    M.torch_internals.load_scaler_state(scaler, scale=8.0, growth_factor=2.0, backoff_factor=0.5, growth_interval=3,
+                                        growth_tracker=2)
+    assert M.torch_internals.growth_tracker(scaler) == 2 and scaler.get_scale() == 8.0
+    monkeypatch.setattr(M.torch_internals, "_GROWTH_TRACKER", "_renamed")
+    with pytest.raises(RuntimeError, match="_renamed.*torch_internals"):
+        M.torch_internals.growth_tracker(scaler)
+
+
 def test_a_missing_internal_gives_a_clear_message(monkeypatch):
     monkeypatch.setattr(M.torch_internals, "_tree_flatten", None)
     with pytest.raises(RuntimeError, match=r"torch_internals|tree_flatten.*supports torch"):

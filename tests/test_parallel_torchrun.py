@@ -264,6 +264,27 @@ def test_vertex_job_problems_are_named(change, message):
         orch.validate_vertex_job(job)
 
 
+def test_the_machine_table_gives_the_machine_types_the_course_always_had():
+    """orchestration.MACHINE_TYPES, read from tables/vertex_machines.json, is the dict the module once wrote by hand."""
+    before = {
+        **{f"n1-standard-{n}": ("N1", (1, 2, 4, 8)) for n in (4, 8, 16, 32, 64, 96)},
+        **{f"n1-highmem-{n}": ("N1", (1, 2, 4, 8)) for n in (2, 4, 8, 16, 32, 64, 96)},
+        **{f"e2-standard-{n}": (None, ()) for n in (4, 8, 16, 32)},
+        **{f"a2-highgpu-{g}g": ("NVIDIA_TESLA_A100", (g,)) for g in (1, 2, 4, 8)},
+        "a2-megagpu-16g": ("NVIDIA_TESLA_A100", (16,)),
+        **{f"a2-ultragpu-{g}g": ("NVIDIA_A100_80GB", (g,)) for g in (1, 2, 4, 8)},
+        "a3-highgpu-8g": ("NVIDIA_H100_80GB", (8,)),
+        "a3-megagpu-8g": ("NVIDIA_H100_MEGA_80GB", (8,)),
+        **{f"g2-standard-{n}": ("NVIDIA_L4", (g,)) for n, g in ((4, 1), (8, 1), (12, 1), (16, 1), (24, 2), (32, 1),
+                                                                 (48, 4), (96, 8))},
+    }
+    assert orch.MACHINE_TYPES == before and list(orch.MACHINE_TYPES) == list(before)
+    n1 = ("NVIDIA_TESLA_T4", "NVIDIA_TESLA_V100", "NVIDIA_TESLA_P100", "NVIDIA_TESLA_P4")
+    assert orch.ACCELERATORS == tuple(sorted({*n1, *(a for a, _ in before.values() if a and a != "N1")}))
+    with pytest.raises(ValueError, match="n1-standard-8 does not take NVIDIA_L4; it takes NVIDIA_TESLA_T4, "):
+        orch.vertex_custom_job("j", image_uri="img", script_args=[], accelerator_type="NVIDIA_L4", accelerator_count=1)
+
+
 def test_cluster_spec_gives_torchrun_its_place():
     spec = {"cluster": {"workerpool0": ["m:2222"], "workerpool1": ["w0:2222", "w1:2222"]},
             "task": {"type": "workerpool0", "index": 0}}

@@ -31,7 +31,7 @@ def test_format_from_bits_reproduces_torch_finfo(name):
     assert built.numbers() == read.numbers(), (built, read)
     assert built.decimal_digits == pytest.approx(read.decimal_digits)
     # finfo.resolution is 10 ** -(whole decimal digits)
-    assert 10.0 ** -math.floor(read.decimal_digits) == pytest.approx(torch.finfo(precision._TORCH[name]).resolution)
+    assert 10.0 ** -math.floor(read.decimal_digits) == pytest.approx(torch.finfo(precision.formats._TORCH[name]).resolution)
 
 
 def test_format_from_bits_reproduces_fp64_too():
@@ -69,7 +69,7 @@ def test_number_formats_order_and_lookup():
 
 @pytest.mark.parametrize("name", precision.STORAGE_FORMATS)
 def test_the_limits_hold_when_values_are_really_cast(name):
-    f, dtype = precision.number_format(name), precision._TORCH[name]
+    f, dtype = precision.number_format(name), precision.formats._TORCH[name]
 
     def cast(v):
         return torch.tensor([v]).to(dtype).item()

@@ -187,3 +187,89 @@ def test_two_hung_starts_give_a_clear_error(monkeypatch):
     with pytest.raises(RuntimeError, match="did not answer within .* twice"):
         kids.start(os.getpid)
     assert len(kids) == 0
+
+
+# ----------------------------------------------------------------------------------------------
+# the one supervision loop
+
+def say_twice_then_wait(channel, seconds):
+    channel.send(1)
+    channel.send(2)
+    time.sleep(seconds)
+
+
+@pytest.mark.slow
+def test_supervise_ends_when_told_and_keeps_the_rest_for_later():
+    with procs.Children("test") as kids:
+        kids.start(say_twice_then_wait, 0.0)
+        first = kids.supervise(lambda e: e.kind == "message", timeout=60)
+        assert first.done and not first.timed_out and first.messages == {0: [1]}
+        rest = kids.supervise(timeout=60)  # until every child has exited: the second message was kept
+        assert not rest.done and rest.messages == {0: [2]} and rest.exits == {0: 0}
+        assert kids.exitcode(0) == 0
+
+
+@pytest.mark.slow
+def test_supervise_gives_grace_after_done_and_collects_exit_codes():
+    with procs.Children("test") as kids:
+        for i in range(2):
+            kids.start(say, i)
+        seen = []
+        run = kids.supervise(lambda e: seen.append(e) or len([x for x in seen if x.kind == "message"]) == 2,
+                             timeout=60, grace=10)
+        assert run.done and sorted(run.messages) == [0, 1]
+        assert [kids.exitcode(i) for i in range(2)] == [0, 0]  # the grace let both exit
+
+
+@pytest.mark.slow
+@needs_sessions
+def test_supervise_stops_everything_at_the_deadline_and_keeps_the_output():
+    with procs.Children("test") as kids:
+        kids.start(start_grandchild_and_hang)
+        kids.start(print_then_exit, 0)
+        grandchild = []
+        t0 = time.monotonic()
+        run = kids.supervise(lambda e: grandchild.append(e.value) if e.kind == "message" else None, timeout=3)
+        assert run.timed_out and not run.done and 3 <= time.monotonic() - t0 < 30
+        assert run.exits.get(1) == 0 and 0 not in run.exits
+        assert not is_running(grandchild[0]) and not is_running(kids.pids[0])
+        assert "last words on stdout" in kids.log_tail(1)  # read back after the log file was removed
+    assert procs.leftover_processes() == []
+
+
+@pytest.mark.slow
+def test_supervise_moves_its_deadline_and_stops_on_an_error_in_the_handler():
+    deadline = [time.monotonic() + 60]
+
+    def on_event(event):
+        if event.kind == "message":
+            deadline[0] = time.monotonic() + 0.5  # e.g. start-up done: the run gets its own time
+        return False
+
+    with procs.Children("test") as kids:
+        kids.start(say_twice_then_wait, 3600)
+        run = kids.supervise(on_event, timeout=lambda: deadline[0] - time.monotonic())
+        assert run.timed_out and run.messages == {0: [1, 2]}
+    with procs.Children("test") as kids:
+        kids.start(start_grandchild_and_hang)
+
+        def fail(event):
+            raise RuntimeError("the handler gave up")
+
+        with pytest.raises(RuntimeError, match="gave up"):
+            kids.supervise(fail, timeout=60)
+        assert not is_running(kids.pids[0])  # stopped before the error reached the caller
+    assert procs.leftover_processes() == []
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(procs.start_method() != "forkserver", reason="no forkserver here")
+def test_the_forkserver_is_found_among_this_processs_children():
+    import psutil
+
+    with procs.Children("test") as kids:
+        kids.start(say, 0)
+        kids.supervise(timeout=60)
+    pid = procs._forkserver_pid()
+    assert pid is not None and "forkserver" in " ".join(psutil.Process(pid).cmdline())
+    assert pid in [p.pid for p in procs.helper_processes()]

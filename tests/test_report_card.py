@@ -13,8 +13,8 @@ import pytest
 
 matplotlib.use("Agg")
 
-from course_lib import catalog, hardware, plots, report_card# noqa: E402
-from course_lib.benchmark import suite  # noqa: E402
+from course_lib import catalog, hardware, plots, report_card  # noqa: E402
+from course_lib.benchmark import combine, results, suite  # noqa: E402
 
 HW = hardware.detect().to_dict()
 HEADLINE = {"time_to_accuracy_s": 2.5, "train_samples_per_s": 4000.0, "latency_p50_ms": 0.8, "latency_p95_ms": 1.4,
@@ -25,14 +25,14 @@ def fake(label, scale=1.0, jitter=0.05, **changes):
     """A result in the saved schema: every 'higher is better' figure times ``scale``, every 'lower' one divided;
     its 5 processes scatter by +-``jitter`` (relative) around each figure (``jitter=None``: no per-process
     figures, as a result from an older course version)."""
-    headline = {k: None if v is None else (v * scale if suite.HEADLINES[k][2] else v / scale)
+    headline = {k: None if v is None else (v * scale if results.HEADLINES[k][2] else v / scale)
                 for k, v in HEADLINE.items()}
     headline.update(changes)
     per = (None if jitter is None else
            {k: [v * (1 + jitter * j) for j in (-1, -0.5, 0, 0.5, 1)] for k, v in headline.items()
             if isinstance(v, float) and not isinstance(v, bool)})
     details = {} if per is None else {"repeatability": {"per_process": per, "processes": 5}}
-    return {"schema": suite.SCHEMA, "course_version": "0.5.0", "created": "2026-11-20T10:00:00+00:00",
+    return {"schema": results.SCHEMA, "course_version": "0.5.0", "created": "2026-11-20T10:00:00+00:00",
             "label": label, "hardware": copy.deepcopy(HW), "device": "cpu", "quick": True, "seconds": 40.0,
             "headline": headline, "details": details,
             "energy": {"available": False, "source": None, "joules": None, "why": "no RAPL counters here"}}
@@ -59,7 +59,7 @@ def good(tmp_path):
 def test_compare_table_picks_the_best_per_figure():
     rows = report_card.compare_table([fake("a"), fake("b", 2.0, allreduce_gbs=None), fake("a", 0.5)])
     by = {r["key"]: r for r in rows}
-    assert [r["key"] for r in rows] == list(suite.HEADLINES)
+    assert [r["key"] for r in rows] == list(results.HEADLINES)
     assert list(by["matmul_gflops"]["values"]) == ["a", "b", "a (2)"]
     assert by["matmul_gflops"]["values"] == {"a": 120.0, "b": 240.0, "a (2)": 60.0}
     assert by["matmul_gflops"]["best"] == "b" and by["matmul_gflops"]["better"] == "higher"
@@ -68,7 +68,7 @@ def test_compare_table_picks_the_best_per_figure():
     assert by["time_to_accuracy_s"]["values"]["a (2)"] == pytest.approx(5.0)
     assert by["allreduce_gbs"]["values"]["b"] is None and by["allreduce_gbs"]["best"] == "a"
     assert by["energy_j"]["best"] is None and by["energy_j"]["spread"] is None
-    assert by["matmul_gflops"]["unit"] == suite.HEADLINES["matmul_gflops"][1]
+    assert by["matmul_gflops"]["unit"] == results.HEADLINES["matmul_gflops"][1]
     zero = {r["key"]: r for r in report_card.compare_table([fake("a", energy_j=0.0), fake("b", energy_j=5.0)])}
     assert zero["energy_j"]["best"] == "a" and zero["energy_j"]["spread"] is None  # no ratio to a zero
     with pytest.raises(TypeError, match="results"):
@@ -111,7 +111,7 @@ def _seeded(label, step_ms, steps=(172, 129, 129, 172, 172), jitter=0.01):
     secs = [n * step_ms * (1 + jitter * j) / 1e3 for n, j in zip(steps, (-1, -0.5, 0, 0.5, 1))]
     r["details"]["repeatability"]["per_process"]["time_to_accuracy_s"] = secs
     r["details"]["time_to_accuracy"] = {"steps_per_process": list(steps)}
-    r["headline"]["time_to_accuracy_s"] = suite.olympic_mean(secs)
+    r["headline"]["time_to_accuracy_s"] = combine.olympic_mean(secs)
     return r
 
 
@@ -138,7 +138,7 @@ def test_the_title_names_no_winner_for_two_runs_of_one_machine(tmp_path):
     files = [save(tmp_path, "a.json", fake("this machine")), save(tmp_path, "b.json", fake("this machine", 1.01))]
     card = report_card.write_report_card(files, tmp_path / "card", references=())
     fig, _ = report_card.card_figure(card)
-    title = fig._suptitle.get_text()
+    title = fig.get_suptitle()
     matplotlib.pyplot.close(fig)
     assert "no winner" in title and "best on" not in title, title
     assert "no winner (within the spread)" in report_card.summary_text(card)
@@ -147,8 +147,8 @@ def test_the_title_names_no_winner_for_two_runs_of_one_machine(tmp_path):
 
 def test_labels_are_made_unique():
     results = [fake("laptop"), fake("laptop"), fake("laptop (2)"), fake(""), fake("  two   spaces "), fake(" \n")]
-    assert report_card._labels(results) == ["laptop", "laptop (3)", "laptop (2)", "machine 4", "two spaces",
-                                            "machine 6"]
+    assert list(report_card.compare_table(results)[0]["values"]) == ["laptop", "laptop (3)", "laptop (2)", "machine 4",
+                                                                     "two spaces", "machine 6"]
 
 
 @pytest.mark.slow
@@ -169,7 +169,7 @@ def test_card_from_files_and_folder(good, tmp_path):
     assert re.search(r'<td class="num best">2,400</td>', page)
     text = report_card.summary_text(card)
     assert "[2] Colab T4" in text and "best" in text and str(card.html) in text
-    matmul = next(line for line in text.splitlines() if line.startswith(suite.HEADLINES["matmul_gflops"][0]))
+    matmul = next(line for line in text.splitlines() if line.startswith(results.HEADLINES["matmul_gflops"][0]))
     assert "[2]" in matmul.split()[-4:] and "2,400" in matmul
     # the same files listed one by one (and twice) give the same card
     again = report_card.write_report_card([*good, good[0]], tmp_path / "again", echo=None)
@@ -190,18 +190,19 @@ def test_the_title_counts_results_and_hardware_truthfully(good, tmp_path):
                          ([good[0], good[2]], "2 machines")):
         card = report_card.write_report_card(files, tmp_path / claim.replace(" ", "-"), references=())
         fig, _ = report_card.card_figure(card)
-        title = fig._suptitle.get_text()
+        title = fig.get_suptitle()
         matplotlib.pyplot.close(fig)
         assert title.startswith(f"{claim} on the course benchmark: "), title
         assert f"{claim} compared" in card.html.read_text()
         assert report_card.summary_text(card).startswith(claim[0].upper() + claim[1:] + ": [1] ")
-    assert "machines" not in report_card._compared(2, 1) and report_card._compared(1, 1) == "1 result"
+    one = report_card.write_report_card(good[0], tmp_path / "one", references=())
+    assert report_card.summary_text(one).startswith("1 result: [1] ")
 
 @pytest.mark.slow
 def test_reference_lines_are_in_the_figure(good, tmp_path):
     card = report_card.write_report_card(good, tmp_path, references=("t4", "A100 80GB", "tpu-v5e"))
     fig, axes = report_card.card_figure(card)
-    by = dict(zip(suite.HEADLINES, axes))
+    by = dict(zip(results.HEADLINES, axes))
     lines = {key: {round(line.get_ydata()[0], 2): line.get_label() for line in ax.get_lines()}
              for key, ax in by.items()}
     assert lines["matmul_gflops"] == {8100.0: "T4 fp32 peak", 19500.0: "A100 80GB SXM fp32 peak",
@@ -220,13 +221,13 @@ def test_reference_lines_are_in_the_figure(good, tmp_path):
     assert by["latency_p50_ms"].get_yscale() == "log"  # 0.04 to 1.6 ms
     assert "lower is better" in by["latency_p50_ms"].get_title()
     assert "higher is better" in by["matmul_gflops"].get_title()
-    assert by["matmul_gflops"].get_ylabel() == "GFLOP/s" and "peak" in fig._suptitle.get_text()
+    assert by["matmul_gflops"].get_ylabel() == "GFLOP/s" and "peak" in fig.get_suptitle()
     assert sorted(t.get_text() for t in by["energy_j"].texts) == ["900", "not\nmeasured", "not\nmeasured"]
     matplotlib.pyplot.close(fig)
     small = report_card.write_report_card([good[0], good[1]], tmp_path / "cpu", references=())
     fig, axes = report_card.card_figure(small)
     assert all(not ax.get_lines() for ax in axes)
-    assert dict(zip(suite.HEADLINES, axes))["matmul_gflops"].get_yscale() == "linear"  # 60 vs 120: 2x
+    assert dict(zip(results.HEADLINES, axes))["matmul_gflops"].get_yscale() == "linear"  # 60 vs 120: 2x
     matplotlib.pyplot.close(fig)
 
 
@@ -375,7 +376,7 @@ def test_reference_bars_refuses_bad_panels():
 def test_card_from_a_real_quick_benchmark(tmp_path):
     """The card reads what `course benchmark --quick` writes (about 10 s on 2 cores)."""
     result = suite.run_benchmark(quick=True, progress=False, seed=0)
-    path = suite.save_result(result, tmp_path / "here.json")
+    path = results.save_result(result, tmp_path / "here.json")
     card = report_card.write_report_card([path, save(tmp_path, "laptop.json", fake("laptop"))], tmp_path / "card",
                                          echo=None)
     assert card.skipped == [] and card.labels[0] == " ".join(result["label"].split())

@@ -50,6 +50,12 @@ def broken(table: str, change) -> str:
     ("storage", lambda d: d["aliases"].update(floppy="floppy-3.5"), "alias 'floppy'"),
     ("links", lambda d: d.update(rows=[]), "at least one row"),
     ("links", lambda d: d.update(kinds=["pcie"]), "kinds"),
+    ("vertex_machines", lambda d: d["rows"][0].update(accelerator_counts="1, 2"), "accelerator_counts must be"),
+    ("vertex_machines", lambda d: d["rows"][0].update(accelerator_counts=[0]), "whole numbers >= 1"),
+    ("vertex_machines", lambda d: d["rows"][0].update(accelerators=[""]), "non-empty strings"),
+    ("vertex_machines", lambda d: d["rows"][0].update(accelerator_counts=[]), "lists the counts"),
+    ("vertex_machines", lambda d: d["rows"][0].update(kind="tpu"), "kind 'tpu'"),
+    ("vertex_machines", lambda d: d["rows"][0].pop("source_date"), "missing fields.*source_date"),
 ])
 def test_a_broken_table_is_refused_with_a_clear_message(table, change, match):
     with pytest.raises(ValueError, match=match):
@@ -67,3 +73,16 @@ def test_memory_links_are_the_storage_tables_ddr_rows():
 def test_unknown_table():
     with pytest.raises(ValueError, match="accepted values"):
         catalog.load_table("prices-2019")
+
+
+def test_vertex_machines_name_the_accelerators_each_takes():
+    rows = catalog.vertex_machines()
+    assert len({m.key for m in rows}) == len(rows) >= 30
+    for m in rows:
+        assert m.key.startswith(m.kind + "-") and isinstance(m.accelerator_counts, tuple)
+        assert bool(m.accelerators) == (m.kind != "e2")  # E2 machines are CPU only
+        if m.kind in ("a2", "a3", "g2"):  # their GPUs come attached: one type, one count
+            assert len(m.accelerators) == len(m.accelerator_counts) == 1
+    assert [m.key for m in catalog.vertex_machines("a3")] == ["a3-highgpu-8g", "a3-megagpu-8g"]
+    with pytest.raises(ValueError, match="accepted values"):
+        catalog.vertex_machines("tpu")

@@ -5,9 +5,14 @@
                   target accuracy on the digits data, training throughput, inference latency
                   p50/p95, matmul and memory-bandwidth ceilings, all-reduce bus bandwidth, energy
                   where the machine reports it), over 5 fresh processes (cold time-to-accuracy
-                  runs from their own seeds, trimmed means as MLPerf scores, the coefficient of
-                  variation flagged above 5 %), interleaved rounds, device synchronisation;
-                  ``save_result`` (atomic) and ``load_result``
+                  runs from their own seeds), interleaved rounds, device synchronisation
+``settings``      what a benchmark run measures (``FULL``, ``QUICK``, the task) and how it
+                  differs from the MLPerf Training rules
+``combine``       one result from the processes: trimmed means as MLPerf scores, the
+                  coefficient of variation flagged above 5 %
+``results``       the result's schema as dataclasses and its JSON; ``save_result`` (atomic)
+                  and ``load_result``
+``summary``       a result as a readable table
 ``energy``        energy over a run: RAPL counters on Linux (wrap-around and permissions handled),
                   ``nvidia-smi`` power on a GPU, or a clear "not available" with the reason
 ``discipline``    what goes wrong without warm-up, synchronisation or repeats, and on a busy
@@ -25,6 +30,6 @@ from __future__ import annotations
 
 from ..lazy import parts_loader
 
-PARTS = ("suite", "energy", "discipline", "monitor", "quality")
+PARTS = ("suite", "settings", "combine", "results", "summary", "energy", "discipline", "monitor", "quality")
 __all__ = list(PARTS)
 __getattr__, __dir__ = parts_loader(__name__, PARTS, globals())

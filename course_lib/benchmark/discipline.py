@@ -36,7 +36,7 @@ from ..procs import Children
 
 __all__ = ["WarmupEffect", "SyncEffect", "RepeatsEffect", "BusyEffect", "BusyMechanism", "warmup_effect", "sync_effect",
            "busy_mechanism",
-           "repeats_effect", "busy_effect", "busy_cores", "spin"]
+           "repeats_effect", "busy_effect", "busy_cores"]
 
 
 def _ratio(values: list[float]) -> float:
@@ -112,20 +112,20 @@ def warmup_effect(device: torch.device | str | None = None, *, steps: int = 30, 
         times = _step_times(dev, width, batch, steps)  # its first step pays XLA's compilation of the step's graph
         warm = statistics.median(times[skip:])
         return WarmupEffect(times[0], warm, times[0] / warm, times, str(dev))
-    times = None
+
+    def on_event(event) -> bool:
+        if event.kind == "error":
+            raise RuntimeError(f"the warm-up child failed: {event.value[1]}")
+        if event.kind == "exit":
+            raise RuntimeError(f"the warm-up child exited with code {event.value}: {kids.log_tail(0)}")
+        return True  # its times
+
     with Children("course-warmup") as kids:
         kids.start(_steps_in_fresh_process, str(dev), width, batch, steps, threads)
-        deadline = time.monotonic() + timeout
-        while times is None and time.monotonic() < deadline:
-            for event in kids.events(deadline - time.monotonic()):
-                if event.kind == "message":
-                    times = event.value
-                elif event.kind == "error":
-                    raise RuntimeError(f"the warm-up child failed: {event.value[1]}")
-                elif event.kind == "exit" and times is None:
-                    raise RuntimeError(f"the warm-up child exited with code {event.value}: {kids.log_tail(0)}")
-    if times is None:
+        run = kids.supervise(on_event, timeout=timeout)
+    if not run.done:
         raise TimeoutError(f"the warm-up child did not finish within timeout={timeout:g} s")
+    times = run.messages[0][0]
     warm = statistics.median(times[skip:])
     return WarmupEffect(times[0], warm, times[0] / warm, times, str(dev))
 
@@ -284,7 +284,7 @@ def repeats_effect(device: torch.device | str | None = None, *, n: int = 256, gr
 # ----------------------------------------------------------------------------------------------
 # a busy machine
 
-def spin(channel, seconds: float) -> None:
+def _spin(channel, seconds: float) -> None:
     """Runs in a child: keep one core busy for ``seconds`` (pure Python, one thread), then report."""
     channel.send("spinning")
     end = time.monotonic() + seconds
@@ -312,22 +312,21 @@ class BusyEffect:
 
 
 def _wait_for(kids: Children, what: str, count: int, timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    seen = 0
-    while time.monotonic() < deadline:
-        for event in kids.events(deadline - time.monotonic()):
-            if event.kind == "message" and event.value == what:
-                seen += 1
-            elif event.kind in ("error", "exit"):
-                raise RuntimeError(f"a busy-loop process stopped early: {event.value}")
-        if seen >= count:
-            return
-    raise TimeoutError(f"the busy-loop processes did not start within {timeout:g} s")
+    seen = []
+
+    def on_event(event) -> bool:
+        if event.kind in ("error", "exit"):
+            raise RuntimeError(f"a busy-loop process stopped early: {event.value}")
+        seen.append(event.value == what)
+        return sum(seen) >= count
+
+    if not kids.supervise(on_event, timeout=timeout).done:
+        raise TimeoutError(f"the busy-loop processes did not start within {timeout:g} s")
 
 
 @contextlib.contextmanager
 def busy_cores(n: int = 1, *, seconds: float = 600.0, timeout: float = 60.0) -> Iterator[list[int]]:
-    """Keep ``n`` cores busy while the ``with`` block runs: ``n`` busy-loop processes (``spin``), started
+    """Keep ``n`` cores busy while the ``with`` block runs: ``n`` busy-loop processes (``_spin``), started
     through ``course_lib.procs`` and running once the block starts; the block gets their process ids.
     Notebook 07.1, "A busy machine" and "A second result, and the report card".
 
@@ -346,7 +345,7 @@ def busy_cores(n: int = 1, *, seconds: float = 600.0, timeout: float = 60.0) -> 
     timeout = arguments.seconds("timeout", timeout)
     with Children("course-busy") as kids:
         for _ in range(n):
-            kids.start(spin, seconds)
+            kids.start(_spin, seconds)
         _wait_for(kids, "spinning", n, timeout)
         yield [pid for pid in kids.pids if pid is not None]
 

@@ -32,9 +32,11 @@ from pathlib import Path
 
 import torch
 
+from .. import arguments
 from ..hardware import as_device
 
-__all__ = ["RAPL_ROOT", "rapl_domains", "read_rapl", "counter_delta", "EnergyMeter", "not_available"]
+__all__ = ["RAPL_ROOT", "rapl_domains", "read_rapl", "counter_delta", "EnergyMeter", "PowerSampler", "nvidia_smi_id",
+           "not_available"]
 
 #: Where Linux exposes RAPL (tests point it at a fake directory).
 RAPL_ROOT = Path("/sys/class/powercap")
@@ -42,6 +44,7 @@ RAPL_ROOT = Path("/sys/class/powercap")
 
 def not_available(why: str) -> dict:
     """The energy record of a machine that reports none (``why`` says which reason)."""
+    why = arguments.text("why", why)
     return {"available": False, "source": None, "joules": None, "seconds": None, "why": why}
 
 
@@ -112,9 +115,10 @@ def _rapl_status(root: Path | str | None) -> tuple[bool, str]:
                   "machine, not the disks or fans)")
 
 
-def _smi_id(index: int) -> str:
+def nvidia_smi_id(index: int) -> str:
     """The GPU's UUID for ``nvidia-smi --id``: torch's index follows ``CUDA_VISIBLE_DEVICES`` and CUDA's
     own order, nvidia-smi's index the PCI order, so the index alone can name another GPU."""
+    index = arguments.nonnegative_int("index", index)
     try:
         uuid = str(torch.cuda.get_device_properties(index).uuid)
     except Exception:  # an older torch without the uuid property: the index is right without CUDA_VISIBLE_DEVICES
@@ -122,14 +126,14 @@ def _smi_id(index: int) -> str:
     return uuid if uuid.startswith("GPU-") else f"GPU-{uuid}"
 
 
-class _PowerSampler:
+class PowerSampler:
     """``nvidia-smi ... --loop-ms=N`` running in the background; keeps (time, watts) samples.
 
     ``power.draw`` is the board's power as the driver reports it (averaged over up to a second on recent
     drivers), so windows much shorter than a second are estimates."""
 
     def __init__(self, index: int, interval: float) -> None:
-        cmd = ["nvidia-smi", "--query-gpu=power.draw", "--format=csv,noheader,nounits", f"--id={_smi_id(index)}",
+        cmd = ["nvidia-smi", "--query-gpu=power.draw", "--format=csv,noheader,nounits", f"--id={nvidia_smi_id(index)}",
                f"--loop-ms={max(20, int(interval * 1000))}"]
         self.samples: list[tuple[float, float]] = []
         self.bad_line: str | None = None
@@ -176,14 +180,14 @@ class EnergyMeter:
         self.joules = 0.0
         self.seconds = 0.0
         self.windows = 0
-        self._sampler: _PowerSampler | None = None
+        self._sampler: PowerSampler | None = None
         self.source: str | None = None
         if self.device.type == "cuda":
             if shutil.which("nvidia-smi") is None:
                 self.available, self.why = False, "a CUDA GPU without the nvidia-smi tool on PATH: no power reading"
             else:
                 index = self.device.index if self.device.index is not None else torch.cuda.current_device()
-                self._sampler = _PowerSampler(index, interval)
+                self._sampler = PowerSampler(index, interval)
                 self.available, self.source = True, "nvidia-smi"
                 self.why = ("nvidia-smi power.draw: the GPU board's power, sampled every "
                             f"{interval:g} s and integrated; the host CPU and memory are not included")

@@ -13,7 +13,7 @@ import torch
 import torch.distributed as dist
 
 from .. import arguments, names
-from ..timing import LOW_QUANTILE, quantile
+from ..timing import representative
 from ..hardware import synchronize
 from .launcher import rank_info
 
@@ -99,7 +99,7 @@ def allreduce_benchmark(sizes_bytes: list[int], repeats: int = 5, warmup: int = 
     for i, s in enumerate(sizes):
         nbytes = tensors[i].numel() * elem
         ts = times[i].tolist()
-        low = quantile(ts, LOW_QUANTILE)
+        low = representative(ts)
         algbw = nbytes / low if low > 0 else float("inf")
         rows.append({"bytes": nbytes, "numel": tensors[i].numel(), "seconds": low, "median_s": statistics.median(ts),
                      "times": ts,

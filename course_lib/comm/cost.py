@@ -17,12 +17,12 @@ takes ``bandwidth`` in **bytes per second** (not GB/s) and returns seconds. The
 reduction arithmetic (the ``gamma`` term of Thakur et al.) is left out: on real links
 it is small next to the transfer time.
 
-What the model gets wrong on a laptop or a shared VM (measured on 2-core machines, notebook 03): a
-single alpha-beta line fitted over 1 KB-64 MB of gloo all-reduce timings misses by up
-to 130%, because small messages are dominated by the operating system waking the
-receiving process (their latency jumps ~9x from run to run), not by the wire. Fitted
-on sizes >= 1 MB only (``fit_alpha_beta(..., min_bytes=2**20)``) the line stays within
-25%: 2 ranks ~1.1-1.3 GB/s, 4 ranks on 2 cores ~0.5-0.7 GB/s.
+What the model gets wrong on a laptop or a shared VM: a single alpha-beta line fitted over
+kilobytes to tens of megabytes of gloo all-reduce timings misses the small messages badly,
+because their time is the operating system waking the receiving process (it jumps from run to
+run), not the wire. Fitted on sizes >= 1 MB only (``fit_alpha_beta(..., min_bytes=2**20)``)
+the line follows the measurements much more closely; notebook 03 prints both fits and their
+misses on the machine it runs on.
 
 The link table
 --------------

@@ -13,6 +13,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from ..files import write_atomic
 from .launcher import rank_info
 
 __all__ = ["demo_rank_sum", "demo_rank_info", "demo_raise_on_rank", "demo_sleep_on_rank", "demo_dataloader_sum",
@@ -88,14 +89,19 @@ def demo_dataloader_sum(n: int = 256, num_workers: int = 2, batch_size: int = 16
     return {"rank": info["rank"], "local_sum": local, "total": float(t.item()), "worker_pids": sorted(pids)}
 
 
+def _check_pid_file(pid_file: Any) -> None:
+    if not isinstance(pid_file, (str, os.PathLike)):
+        raise TypeError(f"pid_file must be a path (str), got {type(pid_file).__name__}")
+
+
 def demo_subprocess_then_hang(pid_file: str, rank_to_hang: int = 1) -> int:
     """On ``rank_to_hang``: start a subprocess that sleeps for an hour, write its pid (and ours) to
     ``pid_file``, then hang. Shows that a timeout kills what a rank started too (demo and test worker)."""
+    _check_pid_file(pid_file)
     info = rank_info()
     if info["rank"] == rank_to_hang:
         child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(3600)"])
-        with open(pid_file, "w") as f:
-            f.write(f"{os.getpid()} {child.pid}\n")
+        write_atomic(pid_file, f"{os.getpid()} {child.pid}\n")  # the file appears complete or not at all
         time.sleep(3600)
     return info["rank"]
 
@@ -107,15 +113,13 @@ def demo_workers_then_hang(pid_file: str, rank_to_hang: int = 1, num_workers: in
     stops the workers of a rank too (demo and test worker; ``tools/launch_stress.py``)."""
     from torch.utils.data import DataLoader
 
+    _check_pid_file(pid_file)
     info = rank_info()
     if info["rank"] == rank_to_hang:
         loader = DataLoader(_NumbersWithPid(64), batch_size=8, num_workers=num_workers, persistent_workers=True)
         pids = set()
         for _, pid in loader:
             pids.update(int(p) for p in pid)
-        tmp = pid_file + ".tmp"
-        with open(tmp, "w") as f:
-            f.write(" ".join(str(p) for p in [os.getpid(), *sorted(pids)]) + "\n")
-        os.replace(tmp, pid_file)  # the file appears complete or not at all
+        write_atomic(pid_file, " ".join(str(p) for p in [os.getpid(), *sorted(pids)]) + "\n")  # complete or absent
         time.sleep(3600)
     return info["rank"]

@@ -49,13 +49,16 @@ import torch
 import torch.distributed as dist
 
 from .. import arguments
-from ..procs import Children, require_importable
+from ..procs import Children
+from ..procs_child import require_importable
 
-__all__ = ["launch", "tcp_store", "loopback_interface", "rank_info", "RankError", "LaunchTimeout", "BACKENDS", "max_world_size",
-           "default_threads_per_rank", "last_launch_stats", "port_is_free", "HOST"]
+__all__ = ["launch", "tcp_store", "loopback_interface", "choose_backend", "init_process_group", "rank_info", "RankError",
+           "LaunchTimeout", "BACKENDS", "max_world_size", "default_threads_per_rank", "last_launch_stats",
+           "port_is_free", "HOST"]
 
 BACKENDS = ("gloo", "nccl")
 HOST = "127.0.0.1"
+LOOPBACK_ADDRESSES = (HOST, "localhost")
 MAX_WORLD_SIZE = 64  # absolute cap on local processes, whatever the core count
 _GRACE_S = 2.0  # how long ranks that finished may take to leave the process group and exit
 _ERROR_COLLECT_S = 0.5  # after the first error, how long to wait for the other ranks' reports
@@ -133,14 +136,21 @@ def _check_world_size(world_size: int) -> int:
     return world_size
 
 
-def _resolve_backend(backend: str, world_size: int) -> str:
-    gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
-    if not isinstance(backend, str) or backend.strip().lower() not in BACKENDS:
-        raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
+def choose_backend(backend: str, local_world_size: int, *, auto: bool = False) -> str:
+    """The course's one backend rule: NCCL needs one CUDA GPU per process on this machine (``local_world_size``
+    of them visible) and a PyTorch build with NCCL; gloo runs anywhere. ``"auto"`` (allowed with ``auto=True``)
+    takes NCCL where it fits, else gloo; an explicit ``"nccl"`` that does not fit is a ValueError."""
+    names = ("auto", *BACKENDS) if auto else BACKENDS
+    if not isinstance(backend, str) or backend.strip().lower() not in names:
+        raise ValueError(f"backend must be one of {names}, got {backend!r}")
     backend = backend.strip().lower()
-    if backend == "nccl" and (gpus < world_size or not dist.is_nccl_available()):
+    gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    fits = local_world_size <= gpus and dist.is_nccl_available()
+    if backend == "auto":  # the same choice on every process of a machine
+        return "nccl" if fits else "gloo"
+    if backend == "nccl" and not fits:
         raise ValueError(f"backend='nccl' needs one CUDA GPU per rank and a PyTorch build with NCCL: "
-                         f"world_size={world_size}, GPUs visible={gpus}, NCCL available="
+                         f"world_size={local_world_size}, GPUs visible={gpus}, NCCL available="
                          f"{dist.is_nccl_available()}. Use backend='gloo' (CPU processes).")
     return backend
 
@@ -166,6 +176,34 @@ def loopback_interface(platform: str | None = None) -> str | None:
     if (platform or sys.platform) == "win32":
         return None
     return _loopback_interface()
+
+
+def init_process_group(backend: str, store: dist.Store, *, rank: int, world_size: int, local_rank: int,
+                       timeout: float, master_addr: str | None) -> torch.device:
+    """Join the default process group: every process the course starts joins through here (``launch``'s
+    ranks, the torchrun training script). Returns this process's device.
+
+    ``backend`` comes from :func:`choose_backend`. The one interface rule: under gloo, with the master on this
+    machine's loopback (``master_addr`` 127.0.0.1 or localhost), gloo listens on the loopback interface
+    (``GLOO_SOCKET_IFNAME``, unless already set); with any other address, or None (a world of one, no
+    network), gloo picks its interface itself (set ``GLOO_SOCKET_IFNAME`` or ``NCCL_SOCKET_IFNAME`` on a machine
+    with several). Under NCCL the device is ``cuda:<local_rank>``, with full fp32 (no TF32). ``timeout``
+    (seconds) is the collectives' timeout.
+    """
+    if backend == "gloo" and master_addr in LOOPBACK_ADDRESSES:
+        ifname = loopback_interface()
+        if ifname:
+            os.environ.setdefault("GLOO_SOCKET_IFNAME", ifname)
+    device, kw = torch.device("cpu"), {}
+    if backend == "nccl":
+        from .. import devices
+
+        device = kw["device_id"] = torch.device("cuda", local_rank)
+        torch.cuda.set_device(device)
+        devices.full_fp32()  # every "fp32" label true, as in the notebooks
+    dist.init_process_group(backend, store=store, rank=rank, world_size=world_size,
+                            timeout=timedelta(seconds=timeout), **kw)
+    return device
 
 
 def _loopback_interface() -> str | None:
@@ -198,24 +236,16 @@ def _to_cpu(value: Any) -> Any:
 
 
 def _rank(channel, fn: Callable[..., Any], args: tuple, kwargs: dict, rank: int, world_size: int, backend: str,
-          port: int, timeout_s: float, startup_s: float, threads: int, ifname: str | None) -> None:  # pragma: no cover
+          port: int, timeout_s: float, startup_s: float, threads: int) -> None:  # pragma: no cover
     """What each rank process runs (inside ``procs.Children``)."""
     try:
         os.environ.update({"MASTER_ADDR": HOST, "MASTER_PORT": str(port), "RANK": str(rank),
                            "LOCAL_RANK": str(rank), "WORLD_SIZE": str(world_size),
                            "LOCAL_WORLD_SIZE": str(world_size)})
-        if ifname and backend == "gloo":
-            os.environ.setdefault("GLOO_SOCKET_IFNAME", ifname)  # gloo listens on 127.0.0.1 only
         torch.set_num_threads(threads)
-        if backend == "nccl":
-            torch.cuda.set_device(rank)
-            from .. import devices
-
-            devices.full_fp32()  # as the kernel has it: every "fp32" label true, no TF32
         store = tcp_store(HOST, port, world_size, is_master=False, timeout=timedelta(seconds=startup_s))
-        kw = {"device_id": torch.device("cuda", rank)} if backend == "nccl" else {}
-        dist.init_process_group(backend, store=store, rank=rank, world_size=world_size,
-                                timeout=timedelta(seconds=timeout_s), **kw)
+        init_process_group(backend, store, rank=rank, world_size=world_size, local_rank=rank, timeout=timeout_s,
+                           master_addr=HOST)
         channel.send(("started", None))
         value = fn(*args, **kwargs)
         try:
@@ -298,7 +328,7 @@ def launch(fn: Callable[..., Any], world_size: int, *args: Any, backend: str = "
     require_importable(fn, "fn", examples="e.g. course_lib.comm has examples (demo_rank_sum, "
                                           "allreduce_benchmark)")
     world_size = _check_world_size(world_size)
-    backend = _resolve_backend(backend, world_size)
+    backend = choose_backend(backend, world_size)
     timeout = arguments.seconds("timeout", timeout)
     startup = arguments.seconds("startup_timeout", 30.0 + 10.0 * world_size if startup_timeout is None
                                else startup_timeout)
@@ -307,102 +337,112 @@ def launch(fn: Callable[..., Any], world_size: int, *args: Any, backend: str = "
     _LAST.clear()
     _LAST.update(world_size=world_size, backend=backend, threads_per_rank=threads, port=None, startup_s=None,
                  run_s=None, teardown_s=None, total_s=None, outcome="interrupted", output={})
-    t0 = time.perf_counter()
+    ranks = Children("course-rank")
+    job = _Job(ranks, world_size, startup, timeout)
     # The parent owns the rendezvous store: port 0 lets the OS pick a free port, and the server keeps
     # it bound for the whole job, so no other process can take it between "pick" and "use".
     store = tcp_store(HOST, 0, world_size, is_master=True, wait_for_workers=False,
                       timeout=timedelta(seconds=max(startup, 10.0)))
-    port = store.port
-    _LAST["port"] = port
-    ifname = loopback_interface()
-    started: set[int] = set()
-    results: dict[int, Any] = {}
-    errors: dict[int, tuple[str, str]] = {}
-    t_all_started = t_done = first_error_at = None
-    timed_out_phase: str | None = None
-    ranks = Children("course-rank")
+    _LAST["port"] = port = store.port
     try:
         for rank in range(world_size):
-            ranks.start(_rank, fn, args, kwargs, rank, world_size, backend, port, timeout, startup, threads, ifname)
-        exited: set[int] = set()
-        while len(results) < world_size:
-            if first_error_at is not None:
-                deadline = first_error_at + _ERROR_COLLECT_S
-            elif t_all_started is None:
-                deadline = t0 + startup
-            else:
-                deadline = t_all_started + timeout
-            remaining = deadline - time.perf_counter()
-            if remaining <= 0:
-                if first_error_at is None:
-                    timed_out_phase = "startup" if t_all_started is None else "run"
-                break
-            if len(exited) == world_size:
-                break
-            for event in ranks.events(remaining):
-                rank = event.index
-                if event.kind == "message":
-                    tag, value = event.value
-                    if tag == "started":
-                        started.add(rank)
-                        if len(started) == world_size:
-                            t_all_started = time.perf_counter()
-                    elif tag == "ok":
-                        results[rank] = value
-                    else:
-                        errors[rank] = value
-                elif event.kind == "error":  # fn's module could not even be imported in the rank
-                    errors.setdefault(rank, event.value)
-                else:  # exit
-                    exited.add(rank)
-                    if rank not in results and rank not in errors:
-                        tail = ranks.log_tail(rank)
-                        errors[rank] = ("ChildExited", (
-                            f"rank {rank} exited with code {event.value} before reporting a result (killed by a "
-                            "signal if negative, e.g. out of memory). "
-                            + (f"Its last output:\n{tail}" if tail else "It printed nothing.")))
-                if errors and first_error_at is None:
-                    first_error_at = time.perf_counter()
-        if len(results) == world_size:
-            t_done = time.perf_counter()
-            ranks.join(_GRACE_S)  # let them leave the process group cleanly
+            ranks.start(_rank, fn, args, kwargs, rank, world_size, backend, port, timeout, startup, threads)
+        # after all results, the ranks get _GRACE_S to leave the process group cleanly
+        run = ranks.supervise(job.on_event, timeout=job.seconds_left, grace=_GRACE_S)
+        if run.timed_out and job.first_error_at is None:
+            job.timed_out_phase = "startup" if job.t_all_started is None else "run"
     finally:
         output = {r: ranks.log_tail(r, 2000) for r in range(len(ranks))}
         ranks.stop()
         del store  # closes the server socket: the port is free for the next launch
         end = time.perf_counter()
-        _LAST.update(total_s=end - t0, output={r: text for r, text in output.items() if text})
-        if t_all_started is not None:
-            _LAST["startup_s"] = t_all_started - t0
-            _LAST["run_s"] = (t_done if t_done is not None else end) - t_all_started
-        if t_done is not None:
-            _LAST["teardown_s"] = end - t_done
+        _LAST.update(total_s=end - job.t0, output={r: text for r, text in output.items() if text})
+        if job.t_all_started is not None:
+            _LAST["startup_s"] = job.t_all_started - job.t0
+            _LAST["run_s"] = (job.t_done if job.t_done is not None else end) - job.t_all_started
+        if job.t_done is not None:
+            _LAST["teardown_s"] = end - job.t_done
+    return job.outcome()
 
-    if errors:
-        _LAST["outcome"] = "error"
-        order = sorted(errors, key=lambda r: (_is_peer_failure(*errors[r]), r))
-        rank = order[0]
-        etype, text = errors[rank]
-        msg = f"rank {rank} of {world_size} raised {etype}:\n{text.rstrip()}"
-        if order[1:]:
-            msg += (f"\n(ranks {order[1:]} failed too, most likely because rank {rank} stopped; their errors "
-                    "are in RankError.errors)")
-        raise RankError(msg, rank, etype, text, dict(errors))
-    if timed_out_phase is not None or len(results) < world_size:
-        _LAST["outcome"] = "timeout"
-        unfinished = [r for r in range(world_size) if r not in results]
-        if timed_out_phase == "startup":
-            not_started = [r for r in range(world_size) if r not in started]
+
+class _Job:
+    """The parent's view of one launch: which ranks started, returned or failed, and the deadline now (start-up,
+    then ``fn``'s run, then a short window after the first failure for the other ranks' reports)."""
+
+    def __init__(self, ranks: Children, world_size: int, startup: float, timeout: float) -> None:
+        self.ranks, self.world_size, self.startup, self.timeout = ranks, world_size, startup, timeout
+        self.t0 = time.perf_counter()
+        self.started: set[int] = set()
+        self.results: dict[int, Any] = {}
+        self.errors: dict[int, tuple[str, str]] = {}
+        self.t_all_started = self.t_done = self.first_error_at = None
+        self.timed_out_phase: str | None = None
+
+    def seconds_left(self) -> float:
+        if self.first_error_at is not None:
+            deadline = self.first_error_at + _ERROR_COLLECT_S
+        elif self.t_all_started is None:
+            deadline = self.t0 + self.startup
+        else:
+            deadline = self.t_all_started + self.timeout
+        return deadline - time.perf_counter()
+
+    def on_event(self, event) -> bool:
+        """Record one rank's event; True once every rank has returned."""
+        rank = event.index
+        if event.kind == "message":
+            tag, value = event.value
+            if tag == "started":
+                self.started.add(rank)
+                if len(self.started) == self.world_size:
+                    self.t_all_started = time.perf_counter()
+            elif tag == "ok":
+                self.results[rank] = value
+            else:
+                self.errors[rank] = value
+        elif event.kind == "error":  # fn's module could not even be imported in the rank
+            self.errors.setdefault(rank, event.value)
+        elif rank not in self.results and rank not in self.errors:  # exited without reporting
+            tail = self.ranks.log_tail(rank)
+            self.errors[rank] = ("ChildExited", (
+                f"rank {rank} exited with code {event.value} before reporting a result (killed by a "
+                "signal if negative, e.g. out of memory). "
+                + (f"Its last output:\n{tail}" if tail else "It printed nothing.")))
+        if self.errors and self.first_error_at is None:
+            self.first_error_at = time.perf_counter()
+        if len(self.results) == self.world_size:
+            self.t_done = time.perf_counter()
+            return True
+        return False
+
+    def outcome(self) -> list:
+        """Every rank's value in rank order, or the RankError or LaunchTimeout the job ended with."""
+        world_size, errors = self.world_size, self.errors
+        if errors:
+            _LAST["outcome"] = "error"
+            order = sorted(errors, key=lambda r: (_is_peer_failure(*errors[r]), r))
+            rank = order[0]
+            etype, text = errors[rank]
+            msg = f"rank {rank} of {world_size} raised {etype}:\n{text.rstrip()}"
+            if order[1:]:
+                msg += (f"\n(ranks {order[1:]} failed too, most likely because rank {rank} stopped; their errors "
+                        "are in RankError.errors)")
+            raise RankError(msg, rank, etype, text, dict(errors))
+        if self.timed_out_phase is not None or len(self.results) < world_size:
+            _LAST["outcome"] = "timeout"
+            unfinished = [r for r in range(world_size) if r not in self.results]
+            if self.timed_out_phase == "startup":
+                not_started = [r for r in range(world_size) if r not in self.started]
+                raise LaunchTimeout(
+                    f"the job did not start within startup_timeout={self.startup:g} s: ranks {not_started} had not "
+                    f"joined the process group (the first launch imports torch once, 2-4 s on 2 cores); all ranks "
+                    "were stopped. Raise startup_timeout on a slow machine.", unfinished, "startup")
             raise LaunchTimeout(
-                f"the job did not start within startup_timeout={startup:g} s: ranks {not_started} had not joined "
-                f"the process group (the first launch imports torch once, 2-4 s on 2 cores); all ranks were "
-                "stopped. Raise startup_timeout on a slow machine.", unfinished, "startup")
-        raise LaunchTimeout(
-            f"ranks {unfinished} of {world_size} had not finished after timeout={timeout:g} s (counted after "
-            f"start-up); all ranks were stopped. A rank waiting in a collective that another rank never "
-            "calls hangs like this; otherwise raise timeout.", unfinished, "run")
-    _LAST["outcome"] = "ok"
-    return [results[r] for r in range(world_size)]
+                f"ranks {unfinished} of {world_size} had not finished after timeout={self.timeout:g} s (counted after "
+                f"start-up); all ranks were stopped. A rank waiting in a collective that another rank never "
+                "calls hangs like this; otherwise raise timeout.", unfinished, "run")
+        _LAST["outcome"] = "ok"
+        return [self.results[r] for r in range(world_size)]
 
 
 def port_is_free(port: int, reuse: bool = True) -> bool:

@@ -24,7 +24,7 @@ import torch
 import torch.distributed as dist
 
 from .. import arguments, models, train
-from ..timing import LOW_QUANTILE, quantile
+from ..timing import representative
 from .launcher import launch, rank_info
 
 __all__ = ["data_parallel_benchmark", "measure_data_parallel"]
@@ -147,11 +147,11 @@ def measure_data_parallel(world_size: int = 2, **config: Any) -> dict[str, Any]:
     settings = {**defaults, **config}
     _check_config(*(settings[k] for k in ("in_features", "hidden", "layers", "batch_size", "steps", "warmup")))
     ranks = launch(data_parallel_benchmark, world_size, threads_per_rank=1, **config)
-    compute = quantile(ranks[0]["solo_s"], LOW_QUANTILE)
-    step = max(quantile(r["step_s"], LOW_QUANTILE) for r in ranks)
-    comm_s = max(quantile(r["comm_s"], LOW_QUANTILE) for r in ranks)
-    wait_s = max(quantile(r["wait_s"], LOW_QUANTILE) for r in ranks)
-    copy_s = max(quantile(r["copy_s"], LOW_QUANTILE) for r in ranks)
+    compute = representative(ranks[0]["solo_s"])
+    step = max(representative(r["step_s"]) for r in ranks)
+    comm_s = max(representative(r["comm_s"]) for r in ranks)
+    wait_s = max(representative(r["wait_s"]) for r in ranks)
+    copy_s = max(representative(r["copy_s"]) for r in ranks)
     return {"compute_s": compute, "step_s": step, "comm_s": comm_s, "wait_s": wait_s, "copy_s": copy_s,
             "compute_in_job_s": step - comm_s - wait_s - copy_s,
             "grad_bytes": ranks[0]["grad_bytes"], "n_params": ranks[0]["n_params"], "world_size": world_size,

@@ -5,10 +5,11 @@
                   (``memory_bytes``, quantized tensors included), ``sparsity``, ``count_parameters``
 ``pruning``       magnitude pruning on ``torch.nn.utils.prune`` (unstructured, global, channels),
                   sparsity reports, making it permanent, removing units for real, a sparse format
-``quantization``  fake quantization written by hand (any bit width, symmetric or affine, per tensor
-                  or per channel), quantization-aware training, real int8 through torchao
-``int8_cpu``      int8 on a CPU: which instructions FBGEMM uses, PyTorch's own int8 path beside
-                  torchao's, batch-1 latency as weight bytes / memory bandwidth
+``fake_quant``    fake quantization written by hand (any bit width, symmetric or affine, per tensor
+                  or per channel), its error, quantization-aware training
+``quantization``  real int8 through torchao: int8 copies of a model, compiled and timed
+``int8_cpu``      int8 on a CPU: the table of int8 instructions and which ones FBGEMM and torchao
+                  use here, PyTorch's own int8 path, batch-1 latency as weight bytes / memory bandwidth
 ``distillation``  the distillation loss (soft targets at a temperature plus the hard loss), and a
                   loss object the shared training step calls with the batch's inputs
 ``lowrank``       SVD factorisation of Linear layers at a rank or an energy fraction
@@ -25,6 +26,6 @@ from __future__ import annotations
 
 from ..lazy import parts_loader
 
-PARTS = ("size", "pruning", "quantization", "int8_cpu", "distillation", "lowrank", "layers", "compare")
+PARTS = ("size", "pruning", "fake_quant", "quantization", "int8_cpu", "distillation", "lowrank", "layers", "compare")
 __all__ = list(PARTS)
 __getattr__, __dir__ = parts_loader(__name__, PARTS, globals())

@@ -194,6 +194,7 @@ def _is_quantized(t: torch.Tensor) -> bool:
 
 def predict(variants: Mapping[str, nn.Module | Variant], batch_size: int = 256) -> dict[str, Prediction]:
     """The analytic cost of each variant (notebook 05.4's predictions, before measuring)."""
+    arguments.instance("variants", variants, Mapping, "a mapping of name -> model or Variant")
     batch_size = arguments.positive_int("batch_size", batch_size)
     out = {}
     for name, v in variants.items():

@@ -6,7 +6,9 @@ Two software paths run int8 Linear layers on a CPU. PyTorch's own quantized engi
 x86 and QNNPACK on Arm; torchao's ``quantize_`` (``quantization.int8_dynamic``) multiplies through
 ``torch._int_mm`` in eager mode, and through whatever kernel ``torch.compile`` picks once compiled. The same
 instructions serve both; how much each path makes of them differs, which is why notebook 05.2 times both and
-``product_profile`` names the op each spends its time in.
+``product_profile`` names the op each spends its time in. ``INT8_UNITS`` is the course's table of the int8
+instructions by CPU flag: ``int8_units`` names those torchao's path can use here (``INT8_EXPECTATIONS`` says what
+each means), ``fbgemm_isa`` those FBGEMM runs on.
 
 At batch 1 a Linear layer multiplies a matrix by a vector: every weight is read once and used once, so on weights
 larger than the caches the time is about ``weight bytes / memory bandwidth`` (the roofline of module 01), and
@@ -29,8 +31,8 @@ from torch import nn
 from .. import arguments, hardware, timing
 from ..procs import quiet_native_stderr
 
-__all__ = ["FBGEMM_ENV", "fbgemm_isa", "pytorch_int8_problem", "pytorch_int8_dynamic", "product_profile", "read_bandwidth",
-           "weight_stack", "Batch1Point", "batch1_sweep", "ms_per_token", "largest_model_within"]
+__all__ = ["INT8_UNITS", "INT8_EXPECTATIONS", "int8_units", "FBGEMM_ENV", "fbgemm_isa", "pytorch_int8_problem",
+           "pytorch_int8_dynamic", "product_profile", "read_bandwidth", "weight_stack", "Batch1Point", "batch1_sweep", "ms_per_token", "largest_model_within"]
 
 # FBGEMM picks its int8 kernels from the CPU's flags; this variable holds it lower (AVX2, AVX512, AVX512_E1 = VNNI)
 FBGEMM_ENV = "FBGEMM_ENABLE_INSTRUCTIONS"
@@ -38,6 +40,47 @@ _FBGEMM_LEVELS = {"AVX2": "AVX2", "AVX512": "AVX-512", "AVX512_256": "AVX-512", 
                   "AVX512_E1_256": "AVX-512 VNNI"}
 _ORDER = ("none", "AVX2", "AVX-512", "AVX-512 VNNI")
 _X86 = ("x86_64", "amd64", "i386", "i686", "x86")
+
+#: The CPU's int8 dot-product instructions, by their Linux / macOS flag names: the course's one table of them
+#: (``int8_units`` and ``fbgemm_isa`` read it; ``INT8_EXPECTATIONS`` says what each means for the software paths).
+INT8_UNITS = {"amx_int8": "AMX INT8", "avx512_vnni": "AVX-512 VNNI", "avx512vnni": "AVX-512 VNNI",
+              "avx_vnni": "AVX-VNNI", "avxvnni": "AVX-VNNI"}
+INT8_EXPECTATIONS = {
+    "AMX INT8": "AMX tiles multiply whole int8 blocks: compiled int8 should beat fp32 at large batches.",
+    "AVX-512 VNNI": "VNNI fuses 4 int8 multiply-adds per 32-bit lane into one instruction: compiled int8 should beat "
+                    "fp32 at large batches; eager pays per-call overhead.",
+    "AVX-VNNI": "256-bit int8 dot products, without AVX-512: FBGEMM (PyTorch's own int8 path) runs its AVX2 "
+                "kernels; torch._int_mm, torchao's int8 product, calls oneDNN only with AVX-512 VNNI and runs a plain "
+                "loop here, so torchao's int8 can be many times slower than fp32 (not asserted).",
+    "none": "no fused int8 dot-product instruction (VNNI, AMX): AVX2 still multiplies and adds int8 pairs in three "
+            "steps (VPMADDUBSW, VPMADDWD, VPADDD), which FBGEMM (PyTorch's own int8 path) uses to beat fp32; "
+            "torchao's int8 product goes through torch._int_mm, which calls oneDNN only on CPUs with AVX-512 VNNI "
+            "and here runs a plain loop, one pair of numbers at a time, tens of times slower than fp32: a property "
+            "of that software path, not of the instructions.",
+    "held": "the CPU has fused int8 instructions, but oneDNN (where torchao's int8 product runs on such a CPU) is "
+            "held below them by ONEDNN_MAX_CPU_ISA: its int8 runs on the kernels the hold allows (AVX2's three "
+            "steps, say), not on the plain loop a CPU without VNNI gets; FBGEMM has its own hold "
+            "(FBGEMM_ENABLE_INSTRUCTIONS).",
+    "unknown": "an int8 path this course has not measured (Arm, Apple): the notebook prints the result only.",
+}
+
+
+def int8_units(flags: set[str] | frozenset[str] | None = None, architecture: str | None = None) -> str:
+    """Which int8 dot-product instructions PyTorch's int8 kernels can use here (notebook 05.2, section 4):
+    "AMX INT8", "AVX-512 VNNI", "AVX-VNNI", "none" (an x86 CPU without them), "held" (an x86 CPU with them,
+    oneDNN held below them by ``ONEDNN_MAX_CPU_ISA``) or "unknown" (Arm and others).
+    ``flags``: the CPU's flag names (default: this CPU's); ``INT8_EXPECTATIONS`` says what each means."""
+    if flags is None:
+        flags = hardware.cpu_flags()
+    if not isinstance(flags, (set, frozenset)):
+        raise TypeError(f"flags must be a set of CPU flag names, got {type(flags).__name__}")
+    if (architecture or platform.machine()).lower() not in _X86:
+        return "unknown"
+    found = [INT8_UNITS[f.lower()] for f in flags if f.lower() in INT8_UNITS]
+    best = next((name for name in ("AMX INT8", "AVX-512 VNNI", "AVX-VNNI") if name in found), "none")
+    if best != "none" and hardware.onednn_isa_limit() in hardware.ONEDNN_BELOW_VNNI:  # oneDNN kept below them
+        return "held"
+    return best
 
 
 def fbgemm_isa(flags: set[str] | frozenset[str] | None = None, architecture: str | None = None,
@@ -59,7 +102,7 @@ def fbgemm_isa(flags: set[str] | frozenset[str] | None = None, architecture: str
         best = "AVX2"
     if {"avx512f", "avx512bw", "avx512dq", "avx512vl"} <= flags:
         best = "AVX-512"
-        if flags & {"avx512_vnni", "avx512vnni"}:
+        if any(INT8_UNITS.get(f) == "AVX-512 VNNI" for f in flags):
             best = "AVX-512 VNNI"
     held = _FBGEMM_LEVELS.get((os.environ.get(FBGEMM_ENV, "") if env is None else env).strip().upper())
     return min(best, held, key=_ORDER.index) if held and best != "none" else best

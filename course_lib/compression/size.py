@@ -44,7 +44,7 @@ def compressed_bytes(model: nn.Module, level: int = 6) -> int:
 
 def tensor_bytes(t: torch.Tensor) -> int:
     """Bytes a tensor holds, looking inside tensor subclasses (torchao's quantized weights keep an
-    int8 tensor and its scales as inner tensors: ``__tensor_flatten__``)."""
+    int8 tensor and its scales as inner tensors: ``__tensor_flatten__``) and sparse formats (CSR; COO, coalesced)."""
     if not isinstance(t, torch.Tensor):
         raise TypeError(f"t must be a torch.Tensor, got {type(t).__name__}")
     if type(t) not in (torch.Tensor, nn.Parameter) and hasattr(t, "__tensor_flatten__"):
@@ -52,8 +52,9 @@ def tensor_bytes(t: torch.Tensor) -> int:
         return sum(tensor_bytes(getattr(t, name)) for name in inner)
     if t.layout == torch.sparse_csr:
         return sum(tensor_bytes(p) for p in (t.crow_indices(), t.col_indices(), t.values()))
-    if t.is_sparse:
-        return tensor_bytes(t._indices()) + tensor_bytes(t._values())
+    if t.is_sparse:  # COO, counted coalesced (one entry per index): its indices and values are public only so
+        t = t.coalesce()  # (a coalesced tensor is returned as it is)
+        return tensor_bytes(t.indices()) + tensor_bytes(t.values())
     return t.numel() * t.element_size()
 
 

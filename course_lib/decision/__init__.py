@@ -33,7 +33,7 @@ rented or bought, on 1, 2, 4, ... devices) with the estimators of the earlier mo
 """
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from .. import arguments, catalog, cost, names
 from ..memory.formulas import model_states_bytes
@@ -42,12 +42,12 @@ from .assumptions import (CPU_GFLOPS, CPU_MEMORY_GB, CPU_WATTS, DESK_HOST_USD, E
                           HOST_POWER_RATIO, METHODS, MICRO_BATCH, PORTING_USD, PRIVACY, PURCHASE_SHARE, QLORA_SLOWDOWN,
                           SENSITIVE_MARKUP, STEP_TOKENS, UTILIZATION, _LORA_FRACTION)
 from .assumptions import __all__ as _constants
-from .explain import _methods, _reasons, _savers, assumptions_text
-from .options import (_WHERE, _gb, Option, Recommendation, _chip_options, _cpu_option, _Job, _money, _hours,
-                      _num, _rank, _relax, _why_not)
+from .candidates import _chip_options, _cpu_option, _Job
+from .choice import _choose, _why_not
+from .explain import _assumptions_text, _finetune_line, _methods, _reasons, _savers
+from .options import Option, Recommendation, _gb, _money, _rank
 
 __all__ = [*(c for c in _constants if not c.startswith("_")), "Option", "Recommendation", "recommend"]
-
 
 
 def recommend(n_params: float, n_samples: float, *, tokens_per_sample: float = 1.0, epochs: float = 1,
@@ -100,47 +100,118 @@ def recommend(n_params: float, n_samples: float, *, tokens_per_sample: float = 1
     accepts.
     """
     args = {k: v for k, v in locals().items() if k != "flips"}
-    n = arguments.number("n_params", n_params, minimum=1)  # a count: 0.5 would round to no parameters
-    samples = arguments.positive("n_samples", n_samples)
-    tps = arguments.positive("tokens_per_sample", tokens_per_sample)
-    epochs = arguments.positive("epochs", epochs)
-    fps = arguments.optional(arguments.positive, "flops_per_sample", flops_per_sample)
-    framework = arguments.choice("framework", framework, FRAMEWORKS, aliases={"torch": "pytorch", "tf": "tensorflow"})
-    budget = arguments.optional(arguments.positive, "budget_usd", budget_usd)
-    deadline = arguments.optional(arguments.positive, "deadline_hours", deadline_hours)
-    privacy = arguments.choice("privacy", privacy, PRIVACY,
-                              aliases={"finance": "sensitive", "healthcare": "regulated", "public": "none"})
-    energy = arguments.choice("energy", energy, ENERGY)
-    precision, optimizer = names.precision(precision), names.optimizer(optimizer)
-    acts = arguments.optional(arguments.nonnegative, "activation_bytes", activation_bytes)
-    batch = arguments.optional(arguments.positive_int, "batch_size", batch_size)
+    req = _checked(args, flips)
+    work, flops, step = _work(req)
+    jobs, options = _priced(req, flops, step)
+    job = jobs["full"]
+    options = [replace(o, why_not=w, feasible=not w) for o in options
+               for w in (_why_not(o, job, req.privacy, req.budget, req.deadline),)]
+    best, relax, chosen_from = _choose(options, req.privacy, req.budget, req.deadline, req.energy)
+    if best is None:
+        return _nothing_fits(job, options, work, req.privacy)
+    job = jobs[best.method]
+    feasible = [o for o in options if o.feasible]
+    single = [o for o in options if o.devices == 1 and o.method == best.method]
+    rec = Recommendation(hardware=best.hardware, name=best.name, where=best.where, devices=best.devices,
+                         strategy=best.strategy, zero_stage=best.zero_stage, accumulation=best.accumulation,
+                         dtype=best.dtype, methods=tuple(_methods(best, job, single, req.finetune)),
+                         memory_bytes=best.memory_bytes, hours=best.hours, usd=best.usd, kwh=best.kwh,
+                         co2_kg=best.co2_kg, reasons=tuple(_why(best, job, options, req, work, chosen_from)),
+                         options=tuple(options), feasible=bool(feasible), relax=relax, method=best.method,
+                         assumptions=tuple(_assumptions_text(job, args, req.framework, req.privacy, req.finetune)))
+    return replace(rec, flips=tuple(_flips(rec, args, req.framework, req.privacy, req.energy))) if flips else rec
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Request:
+    """``recommend``'s arguments, checked: the job, its setting, and the assumptions behind the estimates."""
+
+    n: float
+    samples: float
+    tps: float
+    epochs: float
+    fps: float | None
+    framework: str
+    budget: float | None
+    deadline: float | None
+    privacy: str
+    energy: str
+    precision: str
+    optimizer: str
+    acts: float | None
+    batch: int | None
+    util: dict
+    finetune: bool
+    xla_ready: bool
+    spot: bool
+    porting: float
+    share: float
+    host_ratio: float
+    markup: float
+    slow: float
+    desk_usd: float
+    grid: str
+    cpu: tuple[float, float, float]  # GFLOP/s, memory GB, watts
+    cpu_given: bool
+
+
+def _checked(a: dict, flips: bool) -> _Request:
+    """The arguments of ``recommend`` (``a``, its keywords) checked, in the order ``recommend`` lists them."""
+    n = arguments.number("n_params", a["n_params"], minimum=1)  # a count: 0.5 would round to no parameters
+    samples = arguments.positive("n_samples", a["n_samples"])
+    tps = arguments.positive("tokens_per_sample", a["tokens_per_sample"])
+    epochs = arguments.positive("epochs", a["epochs"])
+    fps = arguments.optional(arguments.positive, "flops_per_sample", a["flops_per_sample"])
+    framework = arguments.choice("framework", a["framework"], FRAMEWORKS,
+                                 aliases={"torch": "pytorch", "tf": "tensorflow"})
+    budget = arguments.optional(arguments.positive, "budget_usd", a["budget_usd"])
+    deadline = arguments.optional(arguments.positive, "deadline_hours", a["deadline_hours"])
+    privacy = arguments.choice("privacy", a["privacy"], PRIVACY,
+                               aliases={"finance": "sensitive", "healthcare": "regulated", "public": "none"})
+    energy = arguments.choice("energy", a["energy"], ENERGY)
+    precision, optimizer = names.precision(a["precision"]), names.optimizer(a["optimizer"])
+    acts = arguments.optional(arguments.nonnegative, "activation_bytes", a["activation_bytes"])
+    batch = arguments.optional(arguments.positive_int, "batch_size", a["batch_size"])
     if (acts is None) != (batch is None):
         raise ValueError(f"activation_bytes and batch_size go together (the activations of a batch of batch_size "
-                         f"samples, which gradient accumulation may split); got activation_bytes={activation_bytes!r}, "
-                         f"batch_size={batch_size!r}")
+                         f"samples, which gradient accumulation may split); got activation_bytes="
+                         f"{a['activation_bytes']!r}, batch_size={a['batch_size']!r}")
+    util = _checked_utilization(a["utilization"])
+    for k, v in (("finetune", a["finetune"]), ("xla_ready", a["xla_ready"]), ("spot", a["spot"]), ("flips", flips)):
+        if not isinstance(v, bool):
+            raise TypeError(f"{k} must be True or False, got {v!r}")
+    porting = arguments.nonnegative("porting_usd", a["porting_usd"])
+    share = arguments.fraction("purchase_share", a["purchase_share"], allow_one=True)
+    host_ratio = arguments.nonnegative("host_power_ratio", a["host_power_ratio"])
+    markup = arguments.nonnegative("sensitive_markup", a["sensitive_markup"])
+    slow = arguments.number("qlora_slowdown", a["qlora_slowdown"], minimum=1)
+    desk_usd = arguments.nonnegative("desk_host_usd", a["desk_host_usd"])
+    grid = arguments.choice("grid", a["grid"], tuple(cost.GRIDS))
+    cpu_gflops = a["cpu_gflops"]
+    cpu = tuple(arguments.positive(k, v) for k, v in
+                (("cpu_gflops", CPU_GFLOPS if cpu_gflops is None else cpu_gflops),
+                 ("cpu_memory_gb", a["cpu_memory_gb"]), ("cpu_watts", a["cpu_watts"])))
+    return _Request(n=n, samples=samples, tps=tps, epochs=epochs, fps=fps, framework=framework, budget=budget,
+                    deadline=deadline, privacy=privacy, energy=energy, precision=precision, optimizer=optimizer,
+                    acts=acts, batch=batch, util=util, finetune=a["finetune"], xla_ready=a["xla_ready"],
+                    spot=a["spot"], porting=porting, share=share, host_ratio=host_ratio, markup=markup, slow=slow,
+                    desk_usd=desk_usd, grid=grid, cpu=cpu, cpu_given=cpu_gflops is not None)
+
+
+def _checked_utilization(utilization: float | dict) -> dict:
+    """``utilization`` as a dict by catalog key or kind with a "default" (one number: the default for all)."""
     if isinstance(utilization, dict):
         kinds = ("cpu", "gpu", "tpu", "default", *catalog.accelerator_names())
         for k, v in utilization.items():
             arguments.choice("utilization key", k, kinds)
             arguments.fraction(f"utilization[{k!r}]", v, allow_one=True)
-        util = {"default": UTILIZATION, **utilization}
-    else:
-        util = {"default": arguments.fraction("utilization", utilization, allow_one=True)}
-    for k, v in (("finetune", finetune), ("xla_ready", xla_ready), ("spot", spot), ("flips", flips)):
-        if not isinstance(v, bool):
-            raise TypeError(f"{k} must be True or False, got {v!r}")
-    porting = arguments.nonnegative("porting_usd", porting_usd)
-    share = arguments.fraction("purchase_share", purchase_share, allow_one=True)
-    host_ratio = arguments.nonnegative("host_power_ratio", host_power_ratio)
-    markup = arguments.nonnegative("sensitive_markup", sensitive_markup)
-    slow = arguments.number("qlora_slowdown", qlora_slowdown, minimum=1)
-    desk_usd = arguments.nonnegative("desk_host_usd", desk_host_usd)
-    grid = arguments.choice("grid", grid, tuple(cost.GRIDS))
-    cpu_given = cpu_gflops is not None
-    cpu = [arguments.positive(k, v) for k, v in
-           (("cpu_gflops", CPU_GFLOPS if cpu_gflops is None else cpu_gflops), ("cpu_memory_gb", cpu_memory_gb),
-            ("cpu_watts", cpu_watts))]
+        return {"default": UTILIZATION, **utilization}
+    return {"default": arguments.fraction("utilization", utilization, allow_one=True)}
 
+
+def _work(req: _Request) -> tuple[str, float, float]:
+    """(the sentence on the job's work, its training FLOPs, one device's FLOPs per step in the scaling model)."""
+    n, samples, tps, epochs, fps = req.n, req.samples, req.tps, req.epochs, req.fps
     tokens = samples * tps * epochs
     per_sample = fps if fps is not None else 6.0 * n * tps
     flops = per_sample * samples * epochs
@@ -149,81 +220,48 @@ def recommend(n_params: float, n_samples: float, *, tokens_per_sample: float = 1
             if fps is None else
             f"Training does {flops:.3g} FLOPs: {fps:.3g} FLOPs per sample x {samples:.3g} samples x {epochs:g} epochs.")
     step = MICRO_BATCH * fps if fps is not None else 6.0 * n * max(MICRO_BATCH * tps, STEP_TOKENS)
-    base = _Job(int(n), flops, step, precision, optimizer, None if acts is None else int(acts), batch, util, grid,
-                xla_ready=xla_ready, porting_usd=porting, purchase_share=share, spot=spot, host_power_ratio=host_ratio,
-                markup=markup if privacy == "sensitive" else 0.0, desk_host_usd=desk_usd)
+    return work, flops, step
+
+
+def _priced(req: _Request, flops: float, step: float) -> tuple[dict[str, _Job], list[Option]]:
+    """The job for each fine-tuning method priced (only "full" unless ``finetune``), and every candidate of each:
+    the CPU and each catalog accelerator, rented or bought, on each device count."""
+    base = _Job(n_params=int(req.n), flops=flops, step_flops=step, precision=req.precision, optimizer=req.optimizer,
+                activation_bytes=None if req.acts is None else int(req.acts), batch_size=req.batch,
+                utilization=req.util, grid=req.grid, xla_ready=req.xla_ready, porting_usd=req.porting,
+                purchase_share=req.share, spot=req.spot, host_power_ratio=req.host_ratio,
+                markup=req.markup if req.privacy == "sensitive" else 0.0, desk_host_usd=req.desk_usd)
     owned = {p.accelerator: p.key for p in catalog.prices("purchase") if p.accelerator}
     options, jobs = [], {}
-    for m in METHODS if finetune else ("full",):  # frozen weights: 4 FLOPs per parameter and token, not 6
-        f = FLOPS_PER_PARAM_TOKEN[m] / 6.0 * (slow if m == "qlora" else 1.0)
+    for m in METHODS if req.finetune else ("full",):  # frozen weights: 4 FLOPs per parameter and token, not 6
+        f = FLOPS_PER_PARAM_TOKEN[m] / 6.0 * (req.slow if m == "qlora" else 1.0)
         jobs[m] = job = replace(base, flops=flops * f, step_flops=step * f, method=m,
-                                trainable=int(n) if m == "full" else max(1, int(n * _LORA_FRACTION)))
-        options.append(_cpu_option(job, *cpu, cpu_given))
+                                trainable=int(req.n) if m == "full" else max(1, int(req.n * _LORA_FRACTION)))
+        options.append(_cpu_option(job, *req.cpu, req.cpu_given))
         for chip in catalog.accelerators():
-            options.extend(_chip_options(job, chip, framework, owned.get(chip.key)))
-    job = jobs["full"]
-    options = [replace(o, why_not=w, feasible=not w) for o in options
-               for w in (_why_not(o, job, privacy, budget, deadline),)]
+            options.extend(_chip_options(job, chip, req.framework, owned.get(chip.key)))
+    return jobs, options
+
+
+def _why(best: Option, job: _Job, options: list[Option], req: _Request, work: str, chosen_from: str) -> list[str]:
+    """The reasons for ``best`` (``job`` priced with its method): ``_reasons``, with the fine-tuning methods side by
+    side and, for regulated data, what the cloud would cost were the data allowed to leave."""
     feasible = [o for o in options if o.feasible]
-    single = [o for o in options if o.devices == 1]
-    relax = ""
-    if feasible:
-        best = min(feasible, key=lambda o: _rank(o, energy))
-        if energy == "any":  # more devices only when they pay: within 2 % of the cheapest, the fewest
-            best = min((o for o in feasible if (o.hardware, o.where) == (best.hardware, best.where)
-                        and o.usd <= 1.02 * best.usd), key=lambda o: (o.devices, o.usd))
-        other = min((o for o in feasible if (o.hardware, o.where) != (best.hardware, best.where)),
-                    key=lambda o: _rank(o, "any"), default=None)  # energy "low": the cheapest; else the next
-        other_text = "" if other is None else (f"{other.devices} x {other.name} ({_WHERE[other.where]}): "
-                                               f"{_money(other.usd)}, {_hours(other.hours)}, {_num(other.kwh, 'kWh')}")
-        chosen_from = (f"{'Lowest energy' if energy == 'low' else 'Cheapest'} of {len(feasible)} feasible options (of "
-                       f"{len(options)} candidates)" + (f"; {'the cheapest' if energy == 'low' else 'next'}: "
-                                                        f"{other_text}" if other else "") + "."
-                       + (" Options without a published power figure (recent TPUs) come last."
-                          if energy == "low" else ""))
-    else:
-        pool = [o for o in options if o.fits and o.usd is not None and (privacy != "regulated" or o.where != "cloud")]
-        best, relax = _relax(pool, budget, deadline, energy)
-        chosen_from = "No option meets every constraint. " + relax
-        if best is None:
-            return _nothing_fits(job, options, work, privacy)
-    job = jobs[best.method]
-    single = [o for o in single if o.method == best.method]
-    methods = _methods(best, job, single, finetune)
     if best.method != "full":
         work += (f" With frozen weights ({best.method}) the backward pass skips their gradients: "
                  f"{FLOPS_PER_PARAM_TOKEN[best.method]:g} instead of 6 FLOPs per parameter and token"
-                 + (f", x {slow:g} for dequantising 4-bit weights" if best.method == "qlora" else "")
+                 + (f", x {req.slow:g} for dequantising 4-bit weights" if best.method == "qlora" else "")
                  + f" = {job.flops:.3g} FLOPs.")
-    reasons = _reasons(best, job, work, chosen_from, privacy, budget, deadline, feasible)
-    if finetune:
-        reasons.insert(1, _finetune_line(options, best))
-    c = min((o for o in options if privacy == "regulated" and o.where == "cloud" and o.fits and o.usd is not None
-             and (deadline is None or o.hours <= deadline) and (budget is None or o.usd <= budget)),
-            key=lambda o: _rank(o, energy), default=None)
+    reasons = _reasons(best, job, work, chosen_from, req.privacy, req.budget, req.deadline, feasible)
+    if req.finetune:
+        reasons.insert(1, _finetune_line(options))
+    c = min((o for o in options if req.privacy == "regulated" and o.where == "cloud" and o.fits and o.usd is not None
+             and (req.deadline is None or o.hours <= req.deadline) and (req.budget is None or o.usd <= req.budget)),
+            key=lambda o: _rank(o, req.energy), default=None)
     if c is not None and (not feasible or c.usd < best.usd):
         reasons.append(f"Only if the rules let the data leave (e.g. de-identified): {c.devices} x {c.name} in the "
                        f"cloud would take {c.hours:.3g} h for {_money(c.usd)}.")
-    rec = Recommendation(best.hardware, best.name, best.where, best.devices, best.strategy, best.zero_stage,
-                         best.accumulation, best.dtype, tuple(methods), best.memory_bytes, best.hours, best.usd,
-                         best.kwh, best.co2_kg, tuple(reasons), tuple(options), bool(feasible), relax, best.method,
-                         tuple(assumptions_text(jobs[best.method], args, framework, privacy, finetune)))
-    return replace(rec, flips=tuple(_flips(rec, args, framework, privacy, energy))) if flips else rec
-
-
-def _finetune_line(options: list[Option], best: Option) -> str:
-    """The cheapest feasible (else fitting) option of each fine-tuning method, side by side."""
-    parts = []
-    for m in METHODS:
-        pool = [o for o in options if o.method == m and (o.feasible or not any(x.feasible for x in options
-                                                                               if x.method == m)) and o.fits]
-        o = min(pool, key=lambda o: _rank(o, "any"), default=None)
-        parts.append(f"{m}: " + ("no option holds it" if o is None else
-                                 f"{o.devices} x {o.name} ({_WHERE[o.where]}), {_gb(o.memory_bytes)} per device, "
-                                 f"{_hours(o.hours)}, {_money(o.usd)}" + ("" if o.feasible else " (not feasible)")))
-    return ("Fine-tune priced three ways (LoRA trains ~1 % of the weights as adapters, Hu et al. 2021, ICLR 2022; "
-            "QLoRA keeps the base in 4 bits, Dettmers et al. 2023, NeurIPS; both usually match full fine-tuning on "
-            "a task, not always): " + "; ".join(parts) + ".")
+    return reasons
 
 
 def _same(a: Recommendation, b: Recommendation) -> bool:
@@ -273,6 +311,8 @@ def _nothing_fits(job: _Job, options: list[Option], work: str, privacy: str) -> 
              f"(LoRA, 8-bit optimizer states, 4-bit weights, see methods)"
              + (", or let the data leave the premises" if privacy == "regulated" and
                 any(o.fits for o in options if o.where == "cloud") else "") + ".")
-    return Recommendation("none", "none", "none", 0, "single", 0, 1, "-", tuple(_savers(job, states1)), states1,
-                          None, None, None, None, (work, relax[0].upper() + relax[1:]), tuple(options), False, relax)
+    return Recommendation(hardware="none", name="none", where="none", devices=0, strategy="single", zero_stage=0,
+                          accumulation=1, dtype="-", methods=tuple(_savers(job, states1)), memory_bytes=states1,
+                          hours=None, usd=None, kwh=None, co2_kg=None, reasons=(work, relax[0].upper() + relax[1:]),
+                          options=tuple(options), feasible=False, relax=relax)
 

@@ -1,11 +1,12 @@
 """The decision guide's words (notebook 07.3): the lightweight methods to try first and the reasons for a choice."""
 from __future__ import annotations
 
-
 from .. import catalog, cost, names
 from ..memory.formulas import largest_model_that_fits, model_states_bytes
-from .assumptions import (CPU_GFLOPS, DESK_HOST_W, DESK_MAX, FROZEN_BYTES, STATES_FRACTION, TOTAL_FRACTION, _LORA_FRACTION)
-from .options import _WHERE, _gb, Option, _Job, _electricity_usd, _hours, _micro, _money, _num, _rank, _states
+from .assumptions import (CPU_GFLOPS, DESK_HOST_W, DESK_MAX, FROZEN_BYTES, METHODS, STATES_FRACTION, TOTAL_FRACTION,
+                          _LORA_FRACTION)
+from .candidates import _electricity_usd, _Job, _micro, _states
+from .options import _WHERE, Option, _gb, _hours, _money, _num, _rank
 
 # ----------------------------------------------------------------------------- methods and reasons
 
@@ -98,7 +99,14 @@ def _smallest_holding(nbytes: float) -> str:
 
 def _reasons(o: Option, job: _Job, work: str, chosen_from: str, privacy: str, budget: float | None,
              deadline: float | None, feasible: list[Option]) -> list[str]:
-    out = [work]
+    """Why ``o``: the work, its memory, time, cost and energy, how it was chosen, the limits, privacy, notes."""
+    return [work, _memory_reason(o, job), _time_reason(o, job), _cost_reason(o, job), _energy_reason(o, job),
+            chosen_from, *_limit_reasons(o, budget, deadline), *_privacy_reasons(o, privacy),
+            *_note_reasons(o, feasible)]
+
+
+def _memory_reason(o: Option, job: _Job) -> str:
+    """The model states per device against the device's memory, with the rule of how much of it they may use."""
     states = _states(job, o.zero_stage, o.devices)
     on = "on each device" if o.devices > 1 else "on the device"
     fit_rule = (f"{STATES_FRACTION:.0%} of it may hold them, {1 - STATES_FRACTION:.0%} kept for activations and the "
@@ -112,16 +120,22 @@ def _reasons(o: Option, job: _Job, work: str, chosen_from: str, privacy: str, bu
     what = (f"Model states with {job.precision} and {job.optimizer}: {_bpp(job)} B per parameter" if job.method == "full"
             else f"Frozen weights ({FROZEN_BYTES[job.method]:g} B each) plus {job.trainable:.3g} adapter parameters "
                  f"at {_bpp(job)} B")
-    out.append(f"{what}, {_gb(states)} "
-               f"{on}" + (f" (ZeRO stage {o.zero_stage} over {o.devices})" if o.zero_stage else "") +
-               f" (memory.model_states_bytes); {o.name} has {_gb(o.device_bytes)}: {fit_rule}.")
+    return (f"{what}, {_gb(states)} "
+            f"{on}" + (f" (ZeRO stage {o.zero_stage} over {o.devices})" if o.zero_stage else "") +
+            f" (memory.model_states_bytes); {o.name} has {_gb(o.device_bytes)}: {fit_rule}.")
+
+
+def _time_reason(o: Option, job: _Job) -> str:
     if o.hardware == "cpu":
-        out.append(f"On {o.name} at {job.util('cpu', 'cpu'):.0%} of {o.peak_tflops * 1e3:.3g} GFLOP/s (fp32; "
-                   f"{o.kwh / o.hours * 1e3:g} W): {_hours(o.hours)}.")
-    else:
-        scale = f" at {o.efficiency:.0%} scaling efficiency (comm.data_parallel_speedup)" if o.devices > 1 else ""
-        out.append(f"On {o.devices} x {o.name} at {job.util(o.hardware, catalog.get_accelerator(o.hardware).kind):.0%} of {o.peak_tflops:g} TFLOP/s "
-                   f"({o.dtype}){scale}: {_hours(o.hours)}.")
+        return (f"On {o.name} at {job.util('cpu', 'cpu'):.0%} of {o.peak_tflops * 1e3:.3g} GFLOP/s (fp32; "
+                f"{o.kwh / o.hours * 1e3:g} W): {_hours(o.hours)}.")
+    scale = f" at {o.efficiency:.0%} scaling efficiency (comm.data_parallel_speedup)" if o.devices > 1 else ""
+    return (f"On {o.devices} x {o.name} at {job.util(o.hardware, catalog.get_accelerator(o.hardware).kind):.0%} of "
+            f"{o.peak_tflops:g} TFLOP/s ({o.dtype}){scale}: {_hours(o.hours)}.")
+
+
+def _cost_reason(o: Option, job: _Job) -> str:
+    """What the option costs: rented (with the Spot price), bought (card, host and electricity) or electricity only."""
     if o.where == "cloud":
         line = (f"Cloud on demand (the host VM's share included) at {o.usd_per_hour:g} USD per device-hour: "
                 f"{_money(o.usd)}")
@@ -131,8 +145,8 @@ def _reasons(o: Option, job: _Job, work: str, chosen_from: str, privacy: str, bu
                      f"(notebook 06.3)")
         except ValueError:
             pass
-        out.append(line + ".")
-    elif o.where == "owned":
+        return line + "."
+    if o.where == "owned":
         card = next(p for p in catalog.prices("purchase") if p.accelerator == o.hardware)
         host = cost.host_share(card.key)
         desk = host["where"] == "desk"
@@ -141,49 +155,67 @@ def _reasons(o: Option, job: _Job, work: str, chosen_from: str, privacy: str, bu
                 f"{o.devices} x ({card.value:,.0f} USD for the card + {host['usd']:,.0f} USD, its share of a server, "
                 f"cost.host_share, assumed)")
         host_w = DESK_HOST_W if desk else job.host_power_ratio * catalog.get_accelerator(o.hardware).power_w
-        out.append(f"Bought: {job.purchase_share:.0%} (purchase_share) of {what}; pass your own quote; plus "
-                   f"{_num(o.kwh, 'kWh')} (cards + {host_w:g} W of host"
-                   f"{' for the workstation' if desk else ' each, host_power_ratio x TDP'}, PUE {host['pue']:g}) at "
-                   f"{_electricity_usd():g} USD/kWh = {_money(o.usd)} charged to this job "
-                   f"(cost.owned_vs_cloud spreads a purchase over a project's months).")
-    else:
-        out.append(f"On a CPU you already have only electricity counts: {_num(o.kwh, 'kWh')} at "
-                   f"{_electricity_usd():g} USD/kWh = {_money(o.usd)}.")
+        return (f"Bought: {job.purchase_share:.0%} (purchase_share) of {what}; pass your own quote; plus "
+                f"{_num(o.kwh, 'kWh')} (cards + {host_w:g} W of host"
+                f"{' for the workstation' if desk else ' each, host_power_ratio x TDP'}, PUE {host['pue']:g}) at "
+                f"{_electricity_usd():g} USD/kWh = {_money(o.usd)} charged to this job "
+                f"(cost.owned_vs_cloud spreads a purchase over a project's months).")
+    return (f"On a CPU you already have only electricity counts: {_num(o.kwh, 'kWh')} at "
+            f"{_electricity_usd():g} USD/kWh = {_money(o.usd)}.")
+
+
+def _energy_reason(o: Option, job: _Job) -> str:
     g = catalog.get_price(cost.GRIDS[job.grid]).value
-    out.append(f"Energy {_num(o.kwh, 'kWh')} (power x hours x PUE"
-               + (f"; the chips plus {job.host_power_ratio:g} x their TDP of host each, host_power_ratio"
-                  if o.where == "cloud" else "")
-               + f") and {_num(o.co2_kg, 'kg CO2')} at the "
-               f"{job.grid} grid's {g:g} g CO2 per kWh.")
-    out.append(chosen_from)
+    return (f"Energy {_num(o.kwh, 'kWh')} (power x hours x PUE"
+            + (f"; the chips plus {job.host_power_ratio:g} x their TDP of host each, host_power_ratio"
+               if o.where == "cloud" else "")
+            + f") and {_num(o.co2_kg, 'kg CO2')} at the "
+            f"{job.grid} grid's {g:g} g CO2 per kWh.")
+
+
+def _limit_reasons(o: Option, budget: float | None, deadline: float | None) -> list[str]:
+    """The deadline and the budget against the option's hours and cost, where they were given."""
+    out = []
     if deadline is not None:
         out.append(f"Deadline {deadline:g} h: " + (f"met with {deadline - o.hours:.3g} h to spare."
                                                    if o.hours <= deadline else f"missed: {o.hours:.3g} h."))
     if budget is not None and o.usd is not None:
         out.append(f"Budget {budget:,.0f} USD: " + (f"{budget - o.usd:,.0f} USD left." if o.usd <= budget
                                                       else f"exceeded: {_money(o.usd)}."))
+    return out
+
+
+def _privacy_reasons(o: Option, privacy: str) -> list[str]:
+    """What "sensitive" and "regulated" data mean for the choice; for regulated data also ECC memory and the cards
+    the price table holds without a row in the accelerator catalog."""
     if privacy == "sensitive":
-        out.append("Sensitive data (e.g. finance): ordinary on-demand instances under the provider's contract, with "
-                   "encryption at rest and in transit, a region you choose and tight access control; dedicated "
-                   "(sole-tenant) hosts only if your rules demand them (sensitive_markup); bought hardware is in the "
-                   "table too.")
-    elif privacy == "regulated":
-        out.append("Regulated data (e.g. healthcare): the data may not leave the premises, so cloud rental is left "
-                   "out and only a CPU you have or hardware you buy counts.")
-        row = next((p for p in catalog.prices("purchase") if p.accelerator == o.hardware), None)
-        if row is not None and o.where != "cloud":
-            out.append(f"{row.name}: " + ("ECC memory on by default." if row.ecc and row.tier != "consumer" else
-                       "ECC memory only as an optional mode, off by default: turn it on (nvidia-smi -e 1), at some "
-                       "capacity and speed." if row.ecc else
-                       "no ECC memory: a flipped bit in the weights or the data goes unnoticed. For records you "
-                       "must be able to trust, weigh a card with ECC (pro and data-centre cards) in the table."))
-        cheap = [p for p in catalog.prices("purchase") if p.accelerator is None]
-        if cheap:
-            out.append("Other cards in the price table have no row in the accelerator catalog, so their time is not "
-                       "estimated here: " + "; ".join(
-                           f"{p.name} {p.memory_gb:g} GB, {p.value:,.0f} USD, {'ECC' if p.ecc else 'no ECC'}"
-                           + (", needs ROCm" if (p.vendor or "").upper() == "AMD" else "") for p in cheap) + ".")
-    out.extend(f"{n}." for n in o.notes if o.hardware != "cpu")
+        return ["Sensitive data (e.g. finance): ordinary on-demand instances under the provider's contract, with "
+                "encryption at rest and in transit, a region you choose and tight access control; dedicated "
+                "(sole-tenant) hosts only if your rules demand them (sensitive_markup); bought hardware is in the "
+                "table too."]
+    if privacy != "regulated":
+        return []
+    out = ["Regulated data (e.g. healthcare): the data may not leave the premises, so cloud rental is left "
+           "out and only a CPU you have or hardware you buy counts."]
+    row = next((p for p in catalog.prices("purchase") if p.accelerator == o.hardware), None)
+    if row is not None and o.where != "cloud":
+        out.append(f"{row.name}: " + ("ECC memory on by default." if row.ecc and row.tier != "consumer" else
+                   "ECC memory only as an optional mode, off by default: turn it on (nvidia-smi -e 1), at some "
+                   "capacity and speed." if row.ecc else
+                   "no ECC memory: a flipped bit in the weights or the data goes unnoticed. For records you "
+                   "must be able to trust, weigh a card with ECC (pro and data-centre cards) in the table."))
+    cheap = [p for p in catalog.prices("purchase") if p.accelerator is None]
+    if cheap:
+        out.append("Other cards in the price table have no row in the accelerator catalog, so their time is not "
+                   "estimated here: " + "; ".join(
+                       f"{p.name} {p.memory_gb:g} GB, {p.value:,.0f} USD, {'ECC' if p.ecc else 'no ECC'}"
+                       + (", needs ROCm" if (p.vendor or "").upper() == "AMD" else "") for p in cheap) + ".")
+    return out
+
+
+def _note_reasons(o: Option, feasible: list[Option]) -> list[str]:
+    """The option's notes (an accelerator's), and for TPUs through PyTorch/XLA the cheapest option without them."""
+    out = [f"{n}." for n in o.notes if o.hardware != "cpu"]
     if o.notes and "PyTorch/XLA" in " ".join(o.notes):
         cuda = [x for x in feasible if x.hardware == "cpu" or catalog.get_accelerator(x.hardware).kind != "tpu"]
         if cuda:
@@ -193,8 +225,23 @@ def _reasons(o: Option, job: _Job, work: str, chosen_from: str, privacy: str, bu
     return out
 
 
+def _finetune_line(options: list[Option]) -> str:
+    """The cheapest feasible (else fitting) option of each fine-tuning method, side by side."""
+    parts = []
+    for m in METHODS:
+        pool = [o for o in options if o.method == m and (o.feasible or not any(x.feasible for x in options
+                                                                               if x.method == m)) and o.fits]
+        o = min(pool, key=lambda o: _rank(o, "any"), default=None)
+        parts.append(f"{m}: " + ("no option holds it" if o is None else
+                                 f"{o.devices} x {o.name} ({_WHERE[o.where]}), {_gb(o.memory_bytes)} per device, "
+                                 f"{_hours(o.hours)}, {_money(o.usd)}" + ("" if o.feasible else " (not feasible)")))
+    return ("Fine-tune priced three ways (LoRA trains ~1 % of the weights as adapters, Hu et al. 2021, ICLR 2022; "
+            "QLoRA keeps the base in 4 bits, Dettmers et al. 2023, NeurIPS; both usually match full fine-tuning on "
+            "a task, not always): " + "; ".join(parts) + ".")
 
-def assumptions_text(job: _Job, args: dict, framework: str, privacy: str, finetune: bool) -> list[str]:
+
+
+def _assumptions_text(job: _Job, args: dict, framework: str, privacy: str, finetune: bool) -> list[str]:
     """Each assumption behind a recommendation, as "keyword = value: what it means"."""
     u = {k: v for k, v in job.utilization.items()}
     out = [f"utilization = {u['default']:g}" + (f", {dict((k, v) for k, v in u.items() if k != 'default')}"

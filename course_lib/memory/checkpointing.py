@@ -21,6 +21,8 @@ class CheckpointedBlock(nn.Module):
     """
 
     def __init__(self, block: nn.Module) -> None:
+        if not isinstance(block, nn.Module):
+            raise TypeError(f"block must be a torch.nn.Module, got {type(block).__name__}")
         super().__init__()
         self.block = block
         self.checkpointing = True  # the estimator switches it off to look inside the block
@@ -64,7 +66,7 @@ def _plan_blocks(model: nn.Module) -> list[tuple[nn.Module, list[str]]]:
             plan.extend((m.layers, [name]) for name, _ in m.layers.named_children())
         elif isinstance(m, nn.Sequential):
             plan.extend((m, g) for g in _sequential_groups(m)
-                        if any(_has_params(m._modules[n]) for n in g))
+                        if any(_has_params(m.get_submodule(n)) for n in g))
         else:
             for child in m.children():
                 visit(child)
@@ -100,7 +102,7 @@ def apply_activation_checkpointing(model: nn.Module) -> nn.Module:
             wrapped = {g[0]: g for g in groups}
             children = list(container.named_children())
             for name, _ in children:
-                del container._modules[name]
+                delattr(container, name)
             skip: set[str] = set()
             i = 0
             for name, child in children:
@@ -115,6 +117,6 @@ def apply_activation_checkpointing(model: nn.Module) -> nn.Module:
                 i += 1
         else:
             for (name,) in groups:
-                container._modules[name] = CheckpointedBlock(container._modules[name])
+                container.register_module(name, CheckpointedBlock(container.get_submodule(name)))
     return model
 

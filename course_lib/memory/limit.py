@@ -40,7 +40,8 @@ from typing import Any, Callable
 
 from .. import arguments
 from ..hardware import peak_rss_bytes, proc_status_bytes, reset_peak_rss
-from ..procs import Children, require_importable
+from ..procs import Children
+from ..procs_child import require_importable
 
 try:  # not on Windows
     import resource
@@ -124,6 +125,8 @@ def is_oom_error(exc: BaseException) -> bool:
     from torch's CPU allocator ("DefaultCPUAllocator: not enough memory"), which is what a capped
     CPU process actually raises.
     """
+    if not isinstance(exc, BaseException):
+        raise TypeError(f"exc must be an exception, got {type(exc).__name__}")
     if isinstance(exc, MemoryError):
         return True
     try:
@@ -252,64 +255,62 @@ def run_with_memory_limit(fn: Callable[..., Any], limit_bytes: int, *args: Any, 
             "Run the out-of-memory demos on Linux (e.g. Colab), or pass allow_uncapped=True to run "
             "without a cap (do not do that with a function meant to run out of memory).")
     t0 = time.perf_counter()
-    payload: dict | None = None
-    timed_out = started = False
-    exitcode: int | None = None
-    tail = ""
     with Children("course-memlimit", fresh=env is not None, env=env) as child:
         child.start(_capped, fn, args, kwargs, limit, allow_uncapped)
-        deadline = time.monotonic() + startup_timeout
-        exited = False
-        while payload is None and not exited:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                timed_out = True
-                break
-            for event in child.events(remaining):
-                if event.kind == "message" and event.value == "started":
-                    started = True
-                    deadline = time.monotonic() + timeout
-                elif event.kind == "message":
-                    payload = event.value
-                elif event.kind == "error":  # the child could not even start fn's module
-                    payload = {"ok": False, "error_type": event.value[0], "message": event.value[1].strip(),
-                               "oom": False, "limit_bytes": limit}
-                elif event.kind == "exit":
-                    exited = True
-        if payload is not None and not exited:
-            child.join(2.0)
-        exitcode = child.exitcode(0)
-        if payload is None and not timed_out:
-            tail = child.log_tail(0)
+        watch = _Watch(limit, startup_timeout, timeout)
+        run = child.supervise(watch.on_event, timeout=watch.seconds_left, grace=2.0)
+        exitcode = None if run.timed_out else child.exitcode(0)  # a child stopped at the deadline has none of its own
+        tail = child.log_tail(0) if watch.payload is None and not run.timed_out else ""
     seconds = time.perf_counter() - t0
-    if payload is not None:
+    if watch.payload is not None:
         keys = {"value", "error_type", "message", "oom", "peak_rss_bytes", "fn_seconds", "baseline_rss_bytes",
                 "baseline_address_space_bytes", "address_space_limit_bytes", "warning"}
-        extra = {k: payload.get(k) for k in keys}
-        return LimitedRun(ok=bool(payload["ok"]), seconds=seconds, limit_bytes=limit, exitcode=exitcode,
-                          **{**extra, "oom": bool(payload.get("oom", False))})
-    if timed_out:
-        return LimitedRun(ok=False, value=None, error_type="TimeoutError",
-                          message=(f"fn did not finish within timeout={timeout:g} s; the child process was killed"
-                                   if started else f"the child process did not start within startup_timeout="
-                                   f"{startup_timeout:g} s; it was killed"),
-                          oom=False, peak_rss_bytes=None, seconds=seconds, limit_bytes=limit,
-                          timed_out=True, exitcode=exitcode)
+        extra = {k: watch.payload.get(k) for k in keys}
+        return LimitedRun(ok=bool(watch.payload["ok"]), seconds=seconds, limit_bytes=limit, exitcode=exitcode,
+                          **{**extra, "oom": bool(watch.payload.get("oom", False))})
+    failed = {"ok": False, "value": None, "peak_rss_bytes": None, "seconds": seconds, "limit_bytes": limit,
+              "exitcode": exitcode}
+    if run.timed_out:
+        return LimitedRun(error_type="TimeoutError", oom=False, timed_out=True, **failed, message=(
+            f"fn did not finish within timeout={timeout:g} s; the child process was killed" if watch.started
+            else f"the child process did not start within startup_timeout={startup_timeout:g} s; it was killed"))
     output = f"\nIts last output:\n{tail}" if tail else " It printed nothing."
     if exitcode is not None and exitcode < 0:
         try:
             signame = signal.Signals(-exitcode).name
         except ValueError:  # pragma: no cover
             signame = f"signal {-exitcode}"
-        return LimitedRun(ok=False, value=None, error_type="ChildKilled",
-                          message=(f"the child process was killed by {signame} before reporting; under a memory "
-                                   f"cap that almost always means it ran out of memory.{output}"),
-                          oom=True, peak_rss_bytes=None, seconds=seconds, limit_bytes=limit, exitcode=exitcode,
-                          log_tail=tail)
-    return LimitedRun(ok=False, value=None, error_type="ChildExited",
-                      message=f"the child process exited with code {exitcode} without reporting a result.{output}",
-                      oom=False, peak_rss_bytes=None, seconds=seconds, limit_bytes=limit, exitcode=exitcode,
-                      log_tail=tail)
+        return LimitedRun(error_type="ChildKilled", oom=True, log_tail=tail, **failed, message=(
+            f"the child process was killed by {signame} before reporting; under a memory cap that almost always "
+            f"means it ran out of memory.{output}"))
+    return LimitedRun(error_type="ChildExited", oom=False, log_tail=tail, **failed,
+                      message=f"the child process exited with code {exitcode} without reporting a result.{output}")
+
+
+class _Watch:
+    """The parent's view of one capped run: ``startup_timeout`` until the child says fn starts, then
+    ``timeout``; ``payload`` is what it reported (or its import error)."""
+
+    def __init__(self, limit: int, startup_timeout: float, timeout: float) -> None:
+        self.limit, self.timeout = limit, timeout
+        self.deadline = time.monotonic() + startup_timeout
+        self.started = False
+        self.payload: dict | None = None
+
+    def seconds_left(self) -> float:
+        return self.deadline - time.monotonic()
+
+    def on_event(self, event) -> bool:
+        """Record one event; True once the child has reported."""
+        if event.kind == "message" and event.value == "started":
+            self.started = True
+            self.deadline = time.monotonic() + self.timeout
+        elif event.kind == "message":
+            self.payload = event.value
+        elif event.kind == "error":  # the child could not even start fn's module
+            self.payload = {"ok": False, "error_type": event.value[0], "message": event.value[1].strip(),
+                            "oom": False, "limit_bytes": self.limit}
+        return self.payload is not None
 
 
 # ----------------------------------------------------------------------------------------------

@@ -1,8 +1,8 @@
-"""The private PyTorch APIs the memory tools rely on, behind one adapter (notebook 02).
+"""The private PyTorch APIs the course relies on, behind one adapter (notebook 02).
 
 The estimator follows tensors and the autograd graph more closely than PyTorch's public API
-allows, so it uses a few internals. They all go through this module; nothing else in
-``course_lib`` touches them:
+allows, so it uses a few internals; a few other parts of the course need one where PyTorch has no
+public way. They all go through this module; nothing else in ``course_lib`` touches them:
 
 =========================================  ===================================================
 ``torch.utils._python_dispatch``            ``TorchDispatchMode``: see every op's outputs
@@ -12,6 +12,7 @@ allows, so it uses a few internals. They all go through this module; nothing els
 ``Node._input_metadata``                    shape and dtype of the gradients a node receives
 ``Node._saved_*``                           the tensors a node saved for backward
 ``torch.distributed._tools.mem_tracker``    PyTorch's own memory tracker (a second meter)
+``GradScaler`` state ``_growth_tracker``    its count of clean steps (``checks.gradscaler_step``)
 =========================================  ===================================================
 
 The course supports torch ``SUPPORTED_TORCH`` (tested on 2.13 and 2.14). :func:`missing` lists
@@ -117,6 +118,34 @@ def mem_tracker_class():
     except ImportError:
         return None
     return MemTracker
+
+
+#: The key of ``torch.amp.GradScaler.state_dict()`` holding the clean steps since the scale last changed: the
+#: scaler has no public getter or setter for that count.
+_GROWTH_TRACKER = "_growth_tracker"
+
+
+def _scaler_with_growth_tracker(scaler) -> dict:
+    """``scaler.state_dict()``; RuntimeError naming the internal where this torch's has no clean-step count."""
+    state = scaler.state_dict()
+    if _GROWTH_TRACKER not in state:
+        raise RuntimeError(f"torch {torch.__version__}'s GradScaler.state_dict() has no {_GROWTH_TRACKER!r} entry "
+                           f"(its count of clean steps). The course supports torch {SUPPORTED_TORCH}: update "
+                           "course_lib/memory/torch_internals.py")
+    return state
+
+
+def growth_tracker(scaler) -> int:
+    """How many clean steps in a row a ``torch.amp.GradScaler`` has counted since its scale last changed."""
+    return int(_scaler_with_growth_tracker(scaler)[_GROWTH_TRACKER])
+
+
+def load_scaler_state(scaler, *, scale: float, growth_factor: float, backoff_factor: float, growth_interval: int,
+                      growth_tracker: int) -> None:
+    """Set a ``torch.amp.GradScaler``'s whole state, its count of clean steps (``growth_tracker``) included."""
+    _scaler_with_growth_tracker(scaler)
+    scaler.load_state_dict({"scale": scale, "growth_factor": growth_factor, "backoff_factor": backoff_factor,
+                            "growth_interval": growth_interval, _GROWTH_TRACKER: growth_tracker})
 
 
 def missing() -> list[str]:

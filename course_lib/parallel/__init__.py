@@ -7,6 +7,7 @@
 ``pipeline``        model parallelism (layers on different ranks, activations sent between them)
                     and pipeline parallelism with micro-batches (``torch.distributed.pipelining``,
                     GPipe and 1F1B); the bubble ``(p - 1) / (m + p - 1)``, measured and predicted
+``pipeline_runner`` the ranks of a measured schedule, each pinned to a core of its own
 ``tensor_parallel`` one layer split across ranks with DTensor
 ``fault_tolerance`` atomic checkpoints (model, optimizer, RNG, data position), sharded ones with
                     ``torch.distributed.checkpoint``, resuming on the same trajectory, process-group
@@ -25,7 +26,7 @@ from __future__ import annotations
 
 from ..lazy import parts_loader
 
-PARTS = ("data_parallel", "pipeline", "tensor_parallel", "fault_tolerance", "train_script", "orchestration",
+PARTS = ("data_parallel", "pipeline", "pipeline_runner", "tensor_parallel", "fault_tolerance", "train_script", "orchestration",
          "federated")
 __all__ = list(PARTS)
 __getattr__, __dir__ = parts_loader(__name__, PARTS, globals())

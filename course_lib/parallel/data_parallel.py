@@ -40,7 +40,7 @@ import torch.distributed as dist
 from torch import nn
 
 from .. import arguments, comm, data, models, train
-from ..timing import LOW_QUANTILE, quantile
+from ..timing import representative
 from ..comm import allreduce_benchmark, launch, max_world_size, rank_info
 from ..memory import formulas
 
@@ -339,11 +339,11 @@ def run_data_parallel(world_size: int, *, steps: int = 30, global_batch: int = 6
     out["peak_memory"] = {s: [r[s]["peak"] for r in ranks] for s in STRATEGIES}
     if ranks[0]["bench"] is not None:
         b = ranks[0]["bench"]
-        compute = quantile(b["solo_s"], LOW_QUANTILE)
-        step = max(quantile(r["bench"]["step_s"], LOW_QUANTILE) for r in ranks)
-        together = max(quantile(r["bench"]["together_s"], LOW_QUANTILE) for r in ranks)
+        compute = representative(b["solo_s"])
+        step = max(representative(r["bench"]["step_s"]) for r in ranks)
+        together = max(representative(r["bench"]["together_s"]) for r in ranks)
         per_rank = (bench or {}).get("batch_size", DEFAULT_BENCH["batch_size"])
-        strong = max((quantile(r["bench"]["strong_s"], LOW_QUANTILE) for r in ranks if r["bench"]["strong_s"]),
+        strong = max((representative(r["bench"]["strong_s"]) for r in ranks if r["bench"]["strong_s"]),
                      default=float("nan"))
         out.update(strong_step_s=strong, strong_speedup=compute / strong)
         out.update(compute_s=compute, together_s=together, step_s=step, speedup=world_size * compute / step,

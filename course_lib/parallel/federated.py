@@ -197,6 +197,7 @@ def classes_per_client(labels: torch.Tensor, parts: Sequence[torch.Tensor]) -> l
 
 def state_bytes(state: Mapping[str, torch.Tensor]) -> int:
     """Payload bytes of a state dict: the sum of its tensors' ``nbytes`` (what FedAvg sends each way)."""
+    arguments.instance("state", state, Mapping, "a state dict (name -> tensor)")
     return sum(int(t.numel() * t.element_size()) for t in state.values())
 
 

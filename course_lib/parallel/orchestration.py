@@ -27,7 +27,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .. import arguments
+from .. import arguments, catalog
+from ..files import write_atomic
 
 __all__ = ["Step", "pipeline_order", "run_pipeline", "flaky", "TransientError", "digits_job", "vertex_custom_job",
            "validate_vertex_job", "cluster_env", "kubeflow_pipeline", "validate_kubeflow_pipeline", "to_yaml",
@@ -142,30 +143,39 @@ def run_pipeline(steps: Sequence[Step], workdir: str | os.PathLike, *, force: Se
               and not any(status[d] == "ran" for d in step.deps)):
             entry["status"] = "skipped"
         else:
-            for attempt in range(1, step.retries + 2):
-                entry["attempts"] = attempt
-                try:
-                    step.fn(workdir)
-                    missing = [str(p) for p in paths if not p.exists()]
-                    if missing:
-                        raise RuntimeError(f"step {name!r} finished without writing {missing}")
-                    entry["status"] = "ran"
-                    break
-                except Exception as exc:  # noqa: BLE001 - recorded, retried, then reported as "failed"
-                    entry["errors"].append(f"attempt {attempt}: {type(exc).__name__}: {exc}")
-                    entry["status"] = "failed"
-                    if attempt <= step.retries:
-                        sleep(step.retry_delay * 2 ** (attempt - 1))
+            entry["status"] = _run_step(step, workdir, paths, entry, sleep)
         entry["end"] = time.time()
         entry["seconds"] = entry["end"] - entry["start"]
         entry["outputs"] = {o: (p.stat().st_size if p.is_file() else None) for o, p in zip(step.outputs, paths)
                             if p.exists()}
         status[name] = entry["status"]
         entries.append(entry)
-    tmp = workdir / (record + ".tmp")
-    tmp.write_text(json.dumps(entries, indent=1))
-    os.replace(tmp, workdir / record)
+    write_atomic(workdir / record, json.dumps(entries, indent=1))
     return entries
+
+
+def _run_step(step: Step, workdir: Path, paths: list[Path], entry: dict[str, Any], sleep: Callable[[float], Any]) -> str:
+    """Run one step with ``fault_tolerance.retry`` (any exception is retried: a step's failure is recorded, not
+    raised); ``entry`` gets its attempts and errors. Returns "ran" or "failed"."""
+    from .fault_tolerance.robust import retry
+
+    def attempt() -> None:
+        entry["attempts"] += 1
+        step.fn(workdir)
+        missing = [str(p) for p in paths if not p.exists()]
+        if missing:
+            raise RuntimeError(f"step {step.name!r} finished without writing {missing}")
+
+    def failed(number: int, exc: BaseException, delay: float = 0.0) -> None:
+        entry["errors"].append(f"attempt {number}: {type(exc).__name__}: {exc}")
+
+    try:  # waits retry_delay, doubled after each failure (factor 2), before the next attempt
+        retry(attempt, attempts=step.retries + 1, backoff=step.retry_delay, retry_on=Exception, on_retry=failed,
+              sleep=sleep)
+    except Exception as exc:  # noqa: BLE001 - recorded, then reported as "failed"
+        failed(entry["attempts"], exc)
+        return "failed"
+    return "ran"
 
 
 # ----------------------------------------------------------------------------------------------
@@ -214,7 +224,7 @@ class _Evaluate:
         model.load_state_dict(state["model"])
         d = load_data(workdir / "data.pt")
         metrics = evaluate(model, torch.utils.data.TensorDataset(d["x_test"], d["y_test"]))
-        (workdir / "metrics.json").write_text(json.dumps({"steps": self.steps, **metrics}, indent=1))
+        write_atomic(workdir / "metrics.json", json.dumps({"steps": self.steps, **metrics}, indent=1))
 
 
 @dataclass(frozen=True)
@@ -228,10 +238,9 @@ class _Export:
         from . import fault_tolerance as ft
 
         state = ft.load_checkpoint(ft.checkpoint_path(workdir / "run" / "checkpoints", self.steps))
-        tmp = workdir / "model.pt.tmp"
-        torch.save({"state_dict": state["model"], "hidden": self.hidden,
-                    "metrics": json.loads((workdir / "metrics.json").read_text())}, tmp)
-        os.replace(tmp, workdir / "model.pt")
+        model = {"state_dict": state["model"], "hidden": self.hidden,
+                 "metrics": json.loads((workdir / "metrics.json").read_text())}
+        write_atomic(workdir / "model.pt", lambda f: torch.save(model, f))
 
 
 def digits_job(steps: int = 30, *, hidden: int = 256, nproc: int = 1, train_args: Sequence[str] = (),
@@ -256,22 +265,15 @@ def digits_job(steps: int = 30, *, hidden: int = 256, nproc: int = 1, train_args
 # ----------------------------------------------------------------------------------------------
 # the same job for Vertex AI: a CustomJob spec
 
-# Machine types and the accelerators each accepts (Vertex AI documentation, "Configure compute resources
-# for custom training"; a selection, not every type). None: CPU only.
+# Machine types and the accelerators each takes: the cited table tables/vertex_machines.json (a selection, not every
+# type). MACHINE_TYPES: {machine type: (the accelerator it takes, or its series ("N1") where any of several attach, or
+# None for CPU only; the accelerator counts it takes)}.
+_MACHINES = {m.key: m for m in catalog.vertex_machines()}
 MACHINE_TYPES: dict[str, tuple[str | None, tuple[int, ...]]] = {
-    **{f"n1-standard-{n}": ("N1", (1, 2, 4, 8)) for n in (4, 8, 16, 32, 64, 96)},
-    **{f"n1-highmem-{n}": ("N1", (1, 2, 4, 8)) for n in (2, 4, 8, 16, 32, 64, 96)},
-    **{f"e2-standard-{n}": (None, ()) for n in (4, 8, 16, 32)},
-    **{f"a2-highgpu-{g}g": ("NVIDIA_TESLA_A100", (g,)) for g in (1, 2, 4, 8)},
-    "a2-megagpu-16g": ("NVIDIA_TESLA_A100", (16,)),
-    **{f"a2-ultragpu-{g}g": ("NVIDIA_A100_80GB", (g,)) for g in (1, 2, 4, 8)},
-    "a3-highgpu-8g": ("NVIDIA_H100_80GB", (8,)),
-    "a3-megagpu-8g": ("NVIDIA_H100_MEGA_80GB", (8,)),
-    **{f"g2-standard-{n}": ("NVIDIA_L4", (g,)) for n, g in ((4, 1), (8, 1), (12, 1), (16, 1), (24, 2), (32, 1),
-                                                             (48, 4), (96, 8))},
-}
-N1_GPUS = ("NVIDIA_TESLA_T4", "NVIDIA_TESLA_V100", "NVIDIA_TESLA_P100", "NVIDIA_TESLA_P4")
-ACCELERATORS = tuple(sorted({*N1_GPUS, *(a for a, _ in MACHINE_TYPES.values() if a and a != "N1")}))
+    key: (m.accelerators[0] if len(m.accelerators) == 1 else m.kind.upper() if m.accelerators else None,
+          m.accelerator_counts) for key, m in _MACHINES.items()}
+N1_GPUS = catalog.vertex_machines("n1")[0].accelerators
+ACCELERATORS = tuple(sorted({a for m in _MACHINES.values() for a in m.accelerators}))
 # Every machine first takes the cluster's variables from the environment (Vertex AI's PyTorch containers set them)
 # or from CLUSTER_SPEC (set everywhere, also in an image of your own), and stops if it finds neither: with a
 # default of one machine, N replicas would each train alone into the same run directory.
@@ -339,8 +341,7 @@ def validate_vertex_job(job: Mapping[str, Any]) -> None:
             problems.append(f"{where}.machineSpec.machineType {mtype!r} is not a known machine type; valid: "
                             f"{', '.join(MACHINE_TYPES)}")
         elif acc is not None:
-            family, counts = MACHINE_TYPES[mtype]
-            allowed = N1_GPUS if family == "N1" else (family,) if family else ()
+            allowed, counts = _MACHINES[mtype].accelerators, _MACHINES[mtype].accelerator_counts
             if acc not in ACCELERATORS:
                 problems.append(f"{where}.machineSpec.acceleratorType {acc!r} is unknown; valid: {', '.join(ACCELERATORS)}")
             elif acc not in allowed:

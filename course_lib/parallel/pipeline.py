@@ -19,8 +19,6 @@ The worker functions (``*_step``, ``measure_schedules``) run inside ``comm.launc
 from __future__ import annotations
 
 import copy
-import os
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -31,6 +29,7 @@ from torch import nn
 
 from .. import arguments, timing
 from ..comm import rank_info
+from .pipeline_runner import pin_to_core, run_schedule
 
 KINDS = ("gpipe", "1f1b")
 """Pipeline schedules that :func:`schedule_order` writes (and ``torch.distributed.pipelining`` runs)."""
@@ -128,6 +127,8 @@ class Timeline:
 
     def pass_times(self) -> tuple[list[float], list[float]]:
         """Per rank, the median seconds of one forward and of one backward pass (input to :func:`simulate`)."""
+        # the median, not timing.representative: the prediction from these times is set beside the median idle
+        # share of the same runs, disturbances included (bubble_rows), and notebook 06.2 prints both
         fwd = [median([b - a for k, _, a, b in rank if k == "F"]) for rank in self.intervals]
         bwd = [median([b - a for k, _, a, b in rank if k == "B"]) for rank in self.intervals]
         return fwd, bwd
@@ -270,6 +271,7 @@ def mlp_stack(widths: Sequence[int], seed: int = 0) -> nn.Sequential:
 def reference_step(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> dict[str, Any]:
     """Loss and gradients of one process on the whole batch (the yardstick of sections 2-3), through the
     course's ``train.train_step`` with a zero learning rate, so the weights stay as they were."""
+    arguments.instance("model", model, nn.Module, "a torch.nn.Module")
     from .. import train
 
     model = copy.deepcopy(model)
@@ -368,119 +370,11 @@ def library_pipeline_step(widths: Sequence[int], x: torch.Tensor, y: torch.Tenso
             "grads": _stage_grads(stage_mod, first)}
 
 
-def _one_cpu_per_physical_core(cpus: list[int]) -> list[int]:
-    """The first of ``cpus`` on each physical core: two hyperthreads of one core share its arithmetic
-    units, so ranks pinned to them would not run side by side at full speed (Colab's two logical CPUs
-    are one core). Where Linux does not say which core a CPU belongs to, every CPU counts as a core."""
-    seen: set[tuple[str, str]] = set()
-    out = []
-    for cpu in cpus:
-        topology = f"/sys/devices/system/cpu/cpu{cpu}/topology"
-        try:
-            with open(f"{topology}/physical_package_id") as f, open(f"{topology}/core_id") as g:
-                key = (f.read().strip(), g.read().strip())
-        except OSError:
-            key = ("cpu", str(cpu))
-        if key not in seen:
-            seen.add(key)
-            out.append(cpu)
-    return out
-
-
-def pin_to_core() -> int | None:
-    """Pin this process (all its threads) to one core of its own, chosen by rank among the cores it
-    may use; return the core, or None where that is not possible (macOS and Windows have no
-    ``os.sched_setaffinity``; fewer usable physical cores than ranks; GPU ranks, which need no pinning).
-    """
-    info = rank_info()
-    if info["device"].type != "cpu" or not hasattr(os, "sched_setaffinity"):
-        return None
-    cores = _one_cpu_per_physical_core(sorted(os.sched_getaffinity(0)))
-    if len(cores) < info["world_size"]:
-        return None
-    core = cores[info["rank"]]
-    tids = os.listdir("/proc/self/task") if os.path.isdir("/proc/self/task") else ["0"]
-    for tid in tids:
-        try:
-            os.sched_setaffinity(int(tid), {core})
-        except OSError:  # a thread that just ended
-            pass
-    return core
-
-
-def _sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-
-
-def _run_schedule(stage: nn.Module, order: list[tuple[str, int]], inputs: list[torch.Tensor] | None,
-                  targets: list[torch.Tensor] | None, act_shape: tuple[int, ...], out_shape: tuple[int, ...],
-                  rank: int, world: int, device: torch.device, tracker: Any = None) -> list[tuple[str, int, float, float]]:
-    """One step of a schedule by hand; every receive is posted before the first pass, every send is
-    ``isend``, so no rank waits on a message it could have had earlier. Only the passes are timed.
-    With a ``tracker`` (a ``memory.LiveTensorTracker``, entered once the receives are posted) each
-    record gets a fifth field: the tensor bytes live after that pass."""
-    m = len(order) // 2
-    recv_act = recv_grad = None
-    if rank > 0:
-        recv_act = [torch.empty(act_shape, device=device) for _ in range(m)]
-        act_reqs = [dist.irecv(recv_act[i], rank - 1, tag=i) for i in range(m)]
-    if rank < world - 1:
-        recv_grad = [torch.empty(out_shape, device=device) for _ in range(m)]
-        grad_reqs = [dist.irecv(recv_grad[i], rank + 1, tag=m + i) for i in range(m)]
-    sends, saved, record = [], {}, []
-    if tracker is not None:
-        tracker.__enter__()
-    for kind, i in order:
-        if kind == "F":
-            if rank == 0:
-                inp = inputs[i]
-            else:
-                act_reqs[i].wait()
-                inp = recv_act[i].requires_grad_(True)
-            _sync(device)
-            t0 = time.perf_counter()
-            out = stage(inp)
-            if rank == world - 1:
-                out = out.square().mean() if targets is None else nn.functional.mse_loss(out, targets[i])
-            _sync(device)
-            record.append(("F", i, t0, time.perf_counter()))
-            if tracker is not None:
-                record[-1] += (tracker.live,)
-            if rank < world - 1:
-                sends.append(dist.isend(out.detach(), rank + 1, tag=i))
-                if tracker is not None:  # the memory run frees each message once delivered
-                    sends.pop().wait()
-            saved[i] = (inp, out)
-        else:
-            inp, out = saved.pop(i)
-            if rank < world - 1:
-                grad_reqs[i].wait()
-            _sync(device)
-            t0 = time.perf_counter()
-            out.backward(None if rank == world - 1 else recv_grad[i])
-            _sync(device)
-            record.append(("B", i, t0, time.perf_counter()))
-            if rank > 0:
-                sends.append(dist.isend(inp.grad, rank - 1, tag=m + i))
-                if tracker is not None:  # delivered: the received activation's gradient is no longer needed
-                    sends.pop().wait()
-                    inp.grad = None
-            del inp, out
-            if tracker is not None:
-                record[-1] += (tracker.live,)
-    if tracker is not None:
-        tracker.__exit__(None, None, None)
-    for req in sends:
-        req.wait()
-    return record
-
-
 def measure_schedules(settings: Sequence[dict[str, Any]], repeats: int = 3, micro_batch: int = 128,
                       width: int = WIDTH, warmup: int = 1, pin: bool = True) -> dict[str, Any]:
     """The bubble, measured (notebook 06.2, sections 4-5). Each setting is a dict with ``kind``
     (``"gpipe"``/``"1f1b"``), ``micro_batches`` and optionally ``layers`` (``Linear(width, width)`` layers
-    per stage, default 4 each: balanced). This rank pins itself to its own core (:func:`pin_to_core`),
+    per stage, default 4 each: balanced). This rank pins itself to its own core (``pipeline_runner.pin_to_core``),
     builds its stage for every setting, and runs the settings interleaved (all settings once, then
     again, ``repeats`` times, after ``warmup`` rounds), so a slow moment of the machine hits all alike.
     Then each setting runs once more, untimed, under a ``memory.LiveTensorTracker`` with the weight
@@ -515,7 +409,7 @@ def measure_schedules(settings: Sequence[dict[str, Any]], repeats: int = 3, micr
     for k, keep in plan:
         order = schedule_order(settings[k]["kind"], world, settings[k]["micro_batches"])[rank]
         dist.barrier()
-        record = _run_schedule(stages[k], order, data[k], None, shape, shape, rank, world, device)
+        record = run_schedule(stages[k], order, data[k], None, shape, shape, rank, world, device)
         for p in stages[k].parameters():
             p.grad = None
         if keep:
@@ -535,10 +429,12 @@ def measure_schedules(settings: Sequence[dict[str, Any]], repeats: int = 3, micr
         order = schedule_order(s["kind"], world, s["micro_batches"])[rank]
         tracker = LiveTensorTracker()
         dist.barrier()
-        record = _run_schedule(stages[k], order, data[k], None, shape, shape, rank, world, device, tracker)
+        record = run_schedule(stages[k], order, data[k], None, shape, shape, rank, world, device, tracker)
         mem[k] = {"peak_bytes": tracker.peak, "after_pass": [(kind, i, live) for kind, i, _, _, live in record]}
         for p in stages[k].parameters():
             p.grad = None
+    # the middle of the sorted times (the upper one of an even count), not timing.representative: notebook 06.2
+    # prints this figure, and a low quantile would print another number
     return {"rank": rank, "core": core, "runs": runs, "layer_s": per_layer[len(per_layer) // 2], "memory": mem}
 
 

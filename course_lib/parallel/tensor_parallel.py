@@ -41,6 +41,7 @@ class MLPBlock(nn.Module):
 def reference(block: MLPBlock, x: torch.Tensor) -> dict[str, Any]:
     """One process: the block's output, its weights' and its input's gradients for the loss
     ``output.square().mean()``, and its parameter bytes (notebook 06.2, section 6)."""
+    arguments.instance("block", block, MLPBlock, "an MLPBlock")
     block = copy.deepcopy(block)
     x = x.detach().clone().requires_grad_(True)
     out = block(x)
@@ -53,6 +54,7 @@ def reference(block: MLPBlock, x: torch.Tensor) -> dict[str, Any]:
 def partial_output(block: MLPBlock, x: torch.Tensor, rank: int = 0, world_size: int = 2) -> torch.Tensor:
     """What rank ``rank`` of ``world_size`` would output if the all-reduce were left out: its share of the hidden
     units only, a partial sum (plus the second bias). Notebook 06.2's no-effect case for tensor parallelism."""
+    arguments.instance("block", block, MLPBlock, "an MLPBlock")
     world_size = arguments.positive_int("world_size", world_size)
     rank = arguments.nonnegative_int("rank", rank)
     if rank >= world_size:

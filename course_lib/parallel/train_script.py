@@ -60,7 +60,8 @@ import torch
 import torch.distributed as dist
 
 from .. import arguments
-from ..comm.launcher import loopback_interface, tcp_store
+from ..comm.launcher import choose_backend, init_process_group, tcp_store
+from ..files import write_atomic
 
 __all__ = ["main", "parse_args", "prepare_data", "load_data", "batch_indices", "read_log", "loss_curve",
            "redone_steps", "make_model", "rank_seed", "drop_optimizer_state", "CHECKPOINT_DIR", "torchrun_args", "run_torchrun", "TorchrunResult",
@@ -81,10 +82,8 @@ def prepare_data(path: str | os.PathLike, seed: int = 0) -> Path:
     split = load_digits(seed=arguments.nonnegative_int("seed", seed))
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    torch.save({"x_train": split.x_train, "y_train": split.y_train, "x_test": split.x_test,
-                "y_test": split.y_test}, tmp)
-    os.replace(tmp, path)
+    tensors = {"x_train": split.x_train, "y_train": split.y_train, "x_test": split.x_test, "y_test": split.y_test}
+    write_atomic(path, lambda f: torch.save(tensors, f))  # a rank never reads half a file
     return path
 
 
@@ -180,32 +179,18 @@ def _init(backend: str, timeout_s: float) -> tuple[int, int, int, torch.device, 
     world = int(env.get("WORLD_SIZE", 1)) if under_torchrun else 1
     local_rank = int(env.get("LOCAL_RANK", 0)) if under_torchrun else 0
     attempt = int(env.get("TORCHELASTIC_RESTART_COUNT", 0))
-    gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
     local_world = int(env.get("LOCAL_WORLD_SIZE", 1)) if under_torchrun else 1
-    if backend == "auto":  # the same choice on every rank of a machine: NCCL only with a GPU for each
-        backend = "nccl" if local_world <= gpus and dist.is_nccl_available() else "gloo"
-    if backend == "nccl" and local_rank >= gpus:
-        raise ValueError(f"backend 'nccl' needs a GPU for local rank {local_rank}; {gpus} visible. Use --backend gloo")
-    timeout = timedelta(seconds=timeout_s)
+    backend = choose_backend(backend, local_world, auto=True)  # the same choice on every rank of a machine
+    addr = env["MASTER_ADDR"] if under_torchrun else None  # None: a world of one, no network
     if under_torchrun:
-        addr, port = env["MASTER_ADDR"], int(env["MASTER_PORT"])
-        loopback = loopback_interface()
-        if addr in ("127.0.0.1", "localhost") and backend == "gloo" and loopback:
-            env.setdefault("GLOO_SOCKET_IFNAME", loopback)
         agent_store = env.get("TORCHELASTIC_USE_AGENT_STORE") == "True"  # the agent hosts the store
-        base = tcp_store(addr, port, world, is_master=(not agent_store and rank == 0), timeout=timeout)
+        base = tcp_store(addr, int(env["MASTER_PORT"]), world, is_master=(not agent_store and rank == 0),
+                         timeout=timedelta(seconds=timeout_s))
         store: dist.Store = dist.PrefixStore(f"course_train_script/attempt_{attempt}", base)
     else:
         store = dist.HashStore()
-    device = torch.device("cuda", local_rank) if backend == "nccl" else torch.device("cpu")
-    kw: dict[str, Any] = {}
-    if backend == "nccl":
-        from .. import devices
-
-        torch.cuda.set_device(device)
-        devices.full_fp32()  # no TF32: the script's "fp32" means float32, as in the notebooks
-        kw["device_id"] = device
-    dist.init_process_group(backend, store=store, rank=rank, world_size=world, timeout=timeout, **kw)
+    device = init_process_group(backend, store, rank=rank, world_size=world, local_rank=local_rank, timeout=timeout_s,
+                                master_addr=addr)
     return rank, world, local_rank, device, attempt
 
 
@@ -440,27 +425,30 @@ def run_torchrun(script_args: list[str], run_dir: str | os.PathLike, *, nproc_pe
     package_root = str(Path(__file__).resolve().parents[2])
     env = {"PYTHONPATH": os.pathsep.join(p for p in (package_root, os.environ.get("PYTHONPATH", "")) if p),
            "OMP_NUM_THREADS": "1", "LOGLEVEL": "ERROR"}
-    watch = run_dir / f"rank{kill_rank}.jsonl" if kill_rank is not None else None
-    kill, exits, t0 = None, {}, time.monotonic()
+    kill, t0 = {}, time.monotonic()
+
+    def kill_worker() -> None:  # once rank kill_rank's log shows step kill_after_step done in the first attempt
+        if kill or not (run_dir / f"rank{kill_rank}.jsonl").is_file():
+            return
+        for rec in read_log(run_dir, kill_rank):
+            if rec.get("attempt") == 0 and rec.get("step", -1) >= kill_after_step:
+                os.kill(rec["pid"], getattr(signal, "SIGKILL", signal.SIGTERM))  # Windows: no SIGKILL
+                kill.update(pid=rec["pid"], rank=kill_rank, step=rec["step"], seconds=time.monotonic() - t0,
+                            time=time.time())
+                break
+
     with Children("torchrun", env=env) as kids:
         for argv in argvs:
             kids.start(_agent, argv, env)
-        while len(exits) < len(argvs):
-            for ev in kids.events(0.02):
-                if ev.kind == "exit":
-                    exits[ev.index] = ev.value
-            if watch is not None and kill is None and watch.is_file():
-                for rec in read_log(run_dir, kill_rank):
-                    if rec.get("attempt") == 0 and rec.get("step", -1) >= kill_after_step:
-                        os.kill(rec["pid"], getattr(signal, "SIGKILL", signal.SIGTERM))  # Windows: no SIGKILL
-                        kill = {"pid": rec["pid"], "rank": kill_rank, "step": rec["step"],
-                                "seconds": time.monotonic() - t0, "time": time.time()}
-                        break
-            if time.monotonic() - t0 > timeout:
-                tails = "\n".join(f"--- agent {i} ---\n{kids.log_tail(i, 1500)}" for i in range(len(argvs)))
-                raise TimeoutError(f"the torchrun job did not finish within {timeout:g} s (agents exited: {exits}); "
-                                   f"every process was stopped. Its output:\n{tails}")
+        job = kids.supervise(timeout=lambda: timeout - (time.monotonic() - t0), tick=0.02,
+                             every=kill_worker if kill_rank is not None else None)  # until every agent exits
+        exits = job.exits
+        if job.timed_out:
+            tails = "\n".join(f"--- agent {i} ---\n{kids.log_tail(i, 1500)}" for i in range(len(argvs)))
+            raise TimeoutError(f"the torchrun job did not finish within {timeout:g} s (agents exited: {exits}); "
+                               f"every process was stopped. Its output:\n{tails}")
         tails = [kids.log_tail(i, 3000) for i in range(len(argvs))]
+    kill = kill or None
     if any(code != 0 for code in exits.values()):
         raise RuntimeError(f"torchrun exited with codes {exits}; its output:\n" + "\n".join(tails))
     log = read_log(run_dir, 0)
@@ -510,6 +498,8 @@ def restart_summary(result: TorchrunResult) -> dict[str, Any]:
     first attempt, from process start to its first step: ``import torch``, joining the group, loading),
     ``detect_s`` (the kill to the new workers' start: the agent noticed, stopped the others, met again),
     ``restart_s`` (the kill to the first step after it)."""
+    if not isinstance(result, TorchrunResult):
+        raise TypeError(f"result must be what run_torchrun returned, got {type(result).__name__}")
     if not result.get("kill"):
         raise ValueError("result has no kill: run run_torchrun with kill_rank and kill_after_step")
     starts = {r["attempt"]: r for r in result.log if r.get("event") == "start"}

@@ -110,6 +110,7 @@ def read_scalars(run_dir: str | Path) -> dict[str, list[tuple[int, float]]]:
 
 def tensorboard_instructions(logdir: str | Path) -> str:
     """How to open the logs in ``logdir``: a terminal, Colab and Vertex AI Workbench (notebook 07.2)."""
+    arguments.path("logdir", logdir)
     logdir = str(logdir)
     return "\n".join([
         f"Logs are in {logdir}. To look at them:",

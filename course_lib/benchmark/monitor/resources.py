@@ -48,6 +48,8 @@ def gpu_utilization_reader(device: torch.device) -> Callable[[], float] | None:
     the physical GPU under ``CUDA_VISIBLE_DEVICES``); without it, ``nvidia-smi`` asked about the
     device by its UUID, which names the same physical GPU whatever ``CUDA_VISIBLE_DEVICES`` says.
     """
+    if not isinstance(device, torch.device):
+        raise TypeError(f"device must be a torch.device, got {type(device).__name__}")
     try:
         torch.cuda.utilization(device)
         return lambda: torch.cuda.utilization(device)

@@ -6,7 +6,6 @@ import hashlib
 import os
 import random
 import re
-import tempfile
 import warnings
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
@@ -17,6 +16,7 @@ import torch
 from torch import nn
 
 from ... import arguments
+from ...files import write_atomic
 
 __all__ = ["CheckpointError", "CheckpointWarning", "capture_state", "restore_state", "rng_state", "set_rng_state",
            "save_checkpoint", "load_checkpoint", "load_latest", "checkpoint_path", "list_checkpoints",
@@ -164,20 +164,6 @@ def _directory(value: Any) -> Path:
     return directory
 
 
-def _fsync_directory(directory: Path) -> None:
-    """Make the rename itself durable (POSIX; Windows cannot open a directory, and needs nothing)."""
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
 def checkpoint_path(directory: str | os.PathLike, step: int) -> Path:
     """``directory/ckpt-00000042.pt``: the name :func:`load_latest` and ``keep`` recognise (the step
     number orders them). Notebook 06.3."""
@@ -206,28 +192,12 @@ def _blob(state: Mapping[str, Any]) -> dict:
     return {"format": FORMAT, "sha256": _digest(state), "state": state}
 
 
-def _write_atomic(path: Path, blob: dict) -> None:
-    """Temporary file in the same directory, flush, fsync, ``os.replace``, fsync the directory."""
-    directory = path.parent if str(path.parent) else Path(".")
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            torch.save(blob, f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    _fsync_directory(directory)
-
-
 def save_checkpoint(path: str | os.PathLike, state: Mapping[str, Any], *, keep: int | None = None) -> Path:
     """Write ``state`` to ``path`` atomically; return the path. Notebook 06.3 (atomic checkpoints).
 
     The bytes go to a temporary file in the same directory (same file system, so the rename is
     atomic), which is flushed and fsynced before ``os.replace`` puts it in place (and the directory is
-    fsynced so the rename survives a power cut). A process killed at any moment leaves either the old
+    fsynced so the rename survives a power cut): ``files.write_atomic``. A process killed at any moment leaves either the old
     file or the new one, never half of one. The file stores ``state`` with a SHA-256 digest that
     :func:`load_checkpoint` checks. ``keep``: afterwards delete all but the newest ``keep``
     ``ckpt-<step>.pt`` files of the directory (name files with :func:`checkpoint_path`).
@@ -239,7 +209,8 @@ def save_checkpoint(path: str | os.PathLike, state: Mapping[str, Any], *, keep: 
     directory = path.parent if str(path.parent) else Path(".")
     if not directory.is_dir():
         raise ValueError(f"the directory of path {str(path)!r} does not exist: create it first")
-    _write_atomic(path, _blob(state))
+    blob = _blob(state)
+    write_atomic(path, lambda f: torch.save(blob, f))
     if keep is not None:
         prune_checkpoints(directory, keep)
     return path

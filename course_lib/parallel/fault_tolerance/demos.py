@@ -5,8 +5,7 @@ from __future__ import annotations
 import os
 import random
 import warnings
-from collections.abc import Iterator, Mapping
-from pathlib import Path
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -14,8 +13,9 @@ import torch
 from torch import nn
 
 from ... import arguments
-from .checkpoint import (CheckpointError, ShuffledBatches, _as_path, _blob, _directory, _write_atomic, capture_state,
-                         checkpoint_path, load_checkpoint, load_latest, restore_state, save_checkpoint)
+from ...files import write_atomic
+from .checkpoint import (CheckpointError, ShuffledBatches, _as_path, _blob, _directory, capture_state, checkpoint_path,
+                         load_checkpoint, load_latest, restore_state, save_checkpoint)
 
 __all__ = ["training_run", "run_in_child", "killed_write_trial", "dcp_roundtrip", "load_dcp_unsharded",
            "stuck_peer", "job_survival", "retry_storm"]
@@ -93,24 +93,22 @@ def run_in_child(kwargs: Mapping[str, Any], timeout: float = 120.0) -> dict:
 
     with Children("course-train") as kids:
         kids.start(training_run_child, dict(kwargs))
-        for event in _events_until(kids, timeout, "message"):
-            return event.value
-    raise RuntimeError("unreachable")
+        return _next_message(kids, timeout)
 
 
-def _events_until(kids: Any, timeout: float, kind: str) -> Iterator[Any]:
-    import time
+def _next_message(kids: Any, timeout: float) -> Any:
+    """What the child sends next; its error or exit first is a RuntimeError with its output, nothing within
+    ``timeout`` seconds a TimeoutError (the child is then stopped)."""
+    def on_event(event) -> bool:
+        if event.kind in ("error", "exit"):
+            raise RuntimeError(f"the child process failed ({event.kind}: {event.value}); its output:\n"
+                               f"{kids.log_tail(event.index)}")
+        return True
 
-    deadline = time.monotonic() + arguments.seconds("timeout", timeout)
-    while time.monotonic() < deadline:
-        for event in kids.events(min(0.5, max(0.0, deadline - time.monotonic()))):
-            if event.kind == kind:
-                yield event
-                return
-            if event.kind in ("error", "exit"):
-                raise RuntimeError(f"the child process failed ({event.kind}: {event.value}); its output:\n"
-                                   f"{kids.log_tail(event.index)}")
-    raise TimeoutError(f"the child process sent nothing within {timeout:g} s")
+    run = kids.supervise(on_event, timeout=arguments.seconds("timeout", timeout), tick=0.5)
+    if not run.done:
+        raise TimeoutError(f"the child process sent nothing within {timeout:g} s")
+    return next(iter(run.messages.values()))[0]
 
 
 # ----------------------------------------------------------------------------------------------
@@ -125,7 +123,7 @@ def _writer_child(channel: Any, path: str, megabytes: float, atomic: bool) -> No
         channel.send(last)  # "a write starts now; the previous one took `last` seconds"
         start = time.perf_counter()
         if atomic:
-            _write_atomic(Path(path), blob)
+            write_atomic(path, lambda f: torch.save(blob, f))
         else:
             torch.save(blob, path)  # straight onto the final name
         last = time.perf_counter() - start
@@ -147,10 +145,8 @@ def killed_write_trial(path: str | os.PathLike, megabytes: float, atomic: bool, 
     save_checkpoint(path, {"weights": torch.zeros(4), "position": {"step": 1}})
     with Children("course-ckpt-writer") as kids:
         kids.start(_writer_child, str(path), megabytes, bool(atomic))
-        write_s = None
         for _ in range(3):  # the third write starts: two have finished, the second on warm pages
-            for event in _events_until(kids, timeout, "message"):
-                write_s = event.value
+            write_s = _next_message(kids, timeout)
         time.sleep(kill_fraction * write_s)
     for tmp in path.parent.glob(f".{path.name}.*.tmp"):  # what the killed writer left behind
         tmp.unlink(missing_ok=True)
@@ -184,6 +180,9 @@ def dcp_roundtrip(directory: str, hidden: int = 256, steps: int = 3) -> dict:
     loaded into a fresh, differently initialised sharded model, and compared. Returns per rank: bytes
     of the local shards, whether every tensor came back equal, the next step's loss from the saved and
     from the restored model, and the full model state (rank 0). Notebook 06.3 (sharded state)."""
+    if not isinstance(directory, (str, os.PathLike)):
+        raise TypeError(f"directory must be a path (str), got {type(directory).__name__}")
+    hidden, steps = arguments.positive_int("hidden", hidden), arguments.positive_int("steps", steps)
     import torch.distributed as dist
     import torch.distributed.checkpoint as dcp
     from torch.distributed.checkpoint.state_dict import (StateDictOptions, get_model_state_dict, get_state_dict,
@@ -276,6 +275,10 @@ def _hazard_worker(channel: Any, steps: int, step_s: float, hazard: float, seed:
     channel.send("done")
 
 
+def _worker_failed(event: Any) -> bool:
+    return event.kind == "error" or (event.kind == "exit" and event.value != 0)
+
+
 def job_survival(sizes: list[int], trials: int = 12, steps: int = 20, hazard: float = 0.004,
                  step_s: float = 0.002, seed: int = 0, timeout: float = 60.0) -> dict[int, dict]:
     """Run ``trials`` jobs of each size in ``sizes``: a job of size N is N worker processes
@@ -284,8 +287,6 @@ def job_survival(sizes: list[int], trials: int = 12, steps: int = 20, hazard: fl
     without restarts, fails as soon as any worker dies: its other workers are stopped. Returns, per size,
     ``{"finished", "trials", "predicted"}`` with ``predicted = (1 - hazard) ** (N * steps)``, the chance that
     all N * steps draws survive. Notebook 06.3 (failures at scale)."""
-    import time
-
     from ...procs import Children
 
     if not isinstance(sizes, (list, tuple)) or not sizes:
@@ -301,14 +302,10 @@ def job_survival(sizes: list[int], trials: int = 12, steps: int = 20, hazard: fl
             with Children("course-job") as kids:
                 for rank in range(n):
                     kids.start(_hazard_worker, steps, step_s, hazard, (seed * 1_000_003 + n * 1_009 + trial) * 131 + rank)
-                done, failed, deadline = 0, False, time.monotonic() + timeout
-                while done < n and not failed:
-                    if time.monotonic() > deadline:
-                        raise TimeoutError(f"a job of {n} workers did not end within {timeout:g} s")
-                    for event in kids.events(0.5):
-                        done += event.kind == "message"
-                        failed |= event.kind == "error" or (event.kind == "exit" and event.value != 0)
-            finished += not failed
+                job = kids.supervise(_worker_failed, timeout=timeout, tick=0.5)  # until one fails or all finish
+            if job.timed_out:
+                raise TimeoutError(f"a job of {n} workers did not end within {timeout:g} s")
+            finished += not job.done  # ended early: a worker failed
         out[n] = {"finished": finished, "trials": trials, "predicted": (1 - hazard) ** (n * steps)}
     return out
 

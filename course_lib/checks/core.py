@@ -1,0 +1,207 @@
+"""The checks every exercise ends with: a function against fixed cases and a reference, one value, the largest
+number that fits; and the messages a wrong or unfinished answer gets.
+
+    checks.check_function(arithmetic_intensity, cases=[((2, 2, 2), 0.333)],
+                          reference=compute.matmul_intensity, random_inputs=make_inputs)
+
+runs small fixed cases with known answers, then compares against a reference on random inputs, and stops at the
+first difference with a message saying what was expected, what the function returned, and a hint. An unfinished
+exercise (one that still raises NotImplementedError) gets its own friendly message.
+"""
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+
+
+class CheckFailed(AssertionError):
+    """Your function returned a wrong answer (the message says which and why)."""
+
+
+class ExerciseNotDone(CheckFailed):
+    """The exercise still raises NotImplementedError: write your code in place of that line."""
+
+
+def _close(got: Any, expected: Any, rtol: float, atol: float) -> bool:
+    if expected is None:
+        return got is None
+    if isinstance(expected, torch.Tensor):  # same shape, every value close (NaN matches NaN)
+        return (isinstance(got, torch.Tensor) and got.shape == expected.shape
+                and bool(torch.allclose(got.detach().cpu().double(), expected.detach().cpu().double(),
+                                        rtol=rtol, atol=atol, equal_nan=True)))
+    if isinstance(expected, (list, tuple)):
+        return (isinstance(got, (list, tuple)) and len(got) == len(expected)
+                and all(_close(g, e, rtol, atol) for g, e in zip(got, expected)))
+    if isinstance(expected, dict):
+        return (isinstance(got, dict) and got.keys() == expected.keys()
+                and all(_close(got[k], expected[k], rtol, atol) for k in expected))
+    if isinstance(expected, (int, float)) and not isinstance(expected, bool):
+        try:
+            g = float(got)
+        except (TypeError, ValueError):
+            return False
+        return math.isclose(g, float(expected), rel_tol=rtol, abs_tol=atol)
+    return got == expected
+
+
+def _show(value: Any) -> str:
+    """``repr``, except that a tensor of more than 8 values shows its shape and first values, and a
+    model or an optimizer its class: a failing check's message stays a few lines long."""
+    if isinstance(value, torch.Tensor):
+        flat = value.detach().flatten().cpu()
+        if flat.numel() <= 8:
+            return repr(value.detach().cpu())
+        first = ", ".join(f"{float(v):.4g}" for v in flat[:4])
+        return f"tensor(shape {list(value.shape)}, {str(value.dtype).removeprefix('torch.')}: {first}, ...)"
+    if isinstance(value, torch.nn.Module):
+        return f"<{type(value).__name__} model>"
+    if isinstance(value, torch.optim.Optimizer):
+        return f"<{type(value).__name__} optimizer>"
+    if isinstance(value, (list, tuple)) and any(isinstance(v, (torch.Tensor, torch.nn.Module, list, tuple))
+                                                 for v in value):
+        inner = ", ".join(_show(v) for v in value)
+        return f"[{inner}]" if isinstance(value, list) else f"({inner}{',' if len(value) == 1 else ''})"
+    return repr(value)
+
+
+def _call(fn: Callable, args: tuple, name: str, hint: str) -> Any:
+    try:
+        return fn(*args)
+    except NotImplementedError as exc:
+        raise ExerciseNotDone(
+            f"{name} is not written yet: replace the `raise NotImplementedError(...)` line with your code."
+            + (f"\n({exc})" if str(exc) else "")  # the stub's own nudge; the check's hint is for wrong answers
+        ) from None
+    except Exception as exc:
+        raise CheckFailed(f"{name}{_show(args)} raised {type(exc).__name__}: {exc}"
+                          + (f"\nHint: {hint}" if hint else "")) from exc
+
+
+def _explanation(explain: Any, got: Any, rtol: float, atol: float) -> str:
+    """What a wrong answer tells about the mistake: a case's explanation text, or the entry of a
+    {wrong answer: explanation} mapping that matches what the function returned."""
+    if explain is None:
+        return ""
+    if isinstance(explain, str):
+        return f"\n{explain}"
+    for wrong, why in dict(explain).items():
+        if _close(got, wrong, rtol, atol):
+            return f"\n{why}"
+    return ""
+
+
+class Checked(int):
+    """How many checks passed: an int that a notebook cell does not echo (the check prints its own line)."""
+
+    def _ipython_display_(self) -> None:
+        pass
+
+
+def _names_used(fn: Callable) -> set[str]:
+    """Every global and attribute name the code of ``fn`` (and the functions defined inside it) refers to."""
+    code, names, todo = getattr(fn, "__code__", None), set(), []
+    if code is not None:
+        todo.append(code)
+    while todo:
+        c = todo.pop()
+        names.update(c.co_names)
+        todo.extend(k for k in c.co_consts if hasattr(k, "co_names"))
+    return names
+
+
+def check_function(fn: Callable, cases: Sequence[tuple[tuple, Any]] = (), *, reference: Callable | None = None,
+                   random_inputs: Callable[[random.Random], tuple] | None = None, n_random: int = 25,
+                   rtol: float = 1e-6, atol: float = 0.0, hint: str = "", seed: int = 0,
+                   quiet: bool = False, reveal: bool = True) -> int:
+    """Check ``fn`` on fixed ``cases`` and on random inputs against ``reference``.
+
+    A case is ``(args, expected)`` or ``(args, expected, explanation)``, where the explanation is
+    a text shown when the case fails, or a mapping from plausible wrong answers to what each one
+    means ("12 bytes: the gradient is missing"), so a learner's mistake gets a message that teaches.
+
+    ``random_inputs(rng)`` returns one args tuple. ``reveal=False`` keeps the expected value of a fixed
+    case out of the message (for a prediction whose answer is a choice among a few, where showing it would
+    hand it over). Returns the number of cases checked; raises ``ExerciseNotDone`` or ``CheckFailed`` with
+    an explanation otherwise. A ``fn`` that calls ``reference`` itself is refused.
+    """
+    if not callable(fn):
+        raise TypeError(f"fn must be the function you wrote, got {type(fn).__name__}")
+    if (reference is None) != (random_inputs is None):
+        raise ValueError("reference and random_inputs go together: give both or neither")
+    if not cases and reference is None:
+        raise ValueError("give fixed cases, a reference with random_inputs, or both")
+    name = getattr(fn, "__name__", "your function")
+    ref_name = getattr(reference, "__name__", None)
+    used = _names_used(fn)
+    aliases = {k for k in used if getattr(fn, "__globals__", {}).get(k) is reference}  # avg = federated.fedavg
+    if reference is not None and ref_name and ref_name != "<lambda>" \
+            and (fn is reference or ref_name in used or aliases):
+        raise CheckFailed(f"{name} is or calls {ref_name}, the function this check compares it with, so it would pass "
+                          "whatever it computes: write the computation yourself."
+                          + (f"\nHint: {hint}" if hint else ""))
+    checked = 0
+    for case in cases:
+        if len(case) not in (2, 3):
+            raise ValueError("each case is (args, expected) or (args, expected, explanation)")
+        args, expected, explain = tuple(case[0]), case[1], (case[2] if len(case) == 3 else None)
+        got = _call(fn, args, name, hint)
+        if not _close(got, expected, rtol, atol):
+            said = f"expected {_show(expected)}, got {_show(got)}" if reveal else f"got {_show(got)}, which is not it"
+            raise CheckFailed(f"{name}{_show(args)}: {said}"
+                              + _explanation(explain, got, rtol, atol) + (f"\nHint: {hint}" if hint else ""))
+        checked += 1
+    if reference is not None:
+        rng = random.Random(seed)
+        for _ in range(n_random):
+            args = tuple(random_inputs(rng))
+            expected = reference(*args)
+            got = _call(fn, args, name, hint)
+            if not _close(got, expected, rtol, atol):
+                raise CheckFailed(f"{name}{_show(args)}: expected {_show(expected)} (from the reference), "
+                                  f"got {_show(got)}"
+                                  + (f"\nHint: {hint}" if hint else ""))
+            checked += 1
+    if not quiet:
+        print(f"\u2713 {name}: all {checked} checks passed")
+    return Checked(checked)
+
+
+def check_value(name: str, got: Any, expected: Any, *, rtol: float = 1e-6, atol: float = 0.0, hint: str = "",
+                quiet: bool = False) -> None:
+    """Check one computed value (for exercises that ask for a number rather than a function)."""
+    if got is NotImplemented or got is None:
+        raise ExerciseNotDone(f"{name} is not computed yet: assign your answer to it."
+                              + (f"\nHint: {hint}" if hint else ""))
+    if not _close(got, expected, rtol, atol):
+        raise CheckFailed(f"{name}: expected {expected!r}, got {got!r}" + (f"\nHint: {hint}" if hint else ""))
+    if not quiet:
+        print(f"\u2713 {name} is right: {got!r}")
+
+
+def check_largest(fn: Callable[..., Any], fits: Callable[[int], bool], *args: Any, hint: str = "",
+                  quiet: bool = False) -> int:
+    """Check that ``fn(*args)`` returns the largest whole number for which ``fits`` holds: it fits, one more
+    does not. Returns that number.
+
+    For answers such as "the largest batch that fits in 64 MiB", where the check tests the property
+    without knowing how the learner found the number.
+    """
+    if not callable(fn):
+        raise TypeError(f"fn must be the function you wrote, got {type(fn).__name__}")
+    name = getattr(fn, "__name__", "your function")
+    value = _call(fn, args, name, hint)
+    shown = f"{name}({', '.join(map(repr, args))})"
+    more = f"\nHint: {hint}" if hint else ""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise CheckFailed(f"{shown} must return a whole number (an int), got {value!r}" + more)
+    if not fits(value):
+        raise CheckFailed(f"{shown} = {value} does not fit: aim lower." + more)
+    if fits(value + 1):
+        raise CheckFailed(f"{shown} = {value} fits, but so does {value + 1}: it is not the largest." + more)
+    if not quiet:
+        print(f"\u2713 {shown} = {value} is the largest that fits")
+    return value

@@ -1,0 +1,162 @@
+"""What is this machine? CPU, memory, accelerators, platform, and which device to use.
+
+Used by notebook 00 (setup and hardware check) and by every notebook through
+``pick_device()`` and ``seed_everything()``. These are the machine's fixed facts; how busy it is
+right now and how fast its arithmetic really runs is measured by ``course_lib.cpu``.
+
+Which device to use (``pick_device``, ``as_device``, ``synchronize``, ``graph_cut``) and the seed
+(``seed_everything``) are defined here; the facts live in the package's parts, and every name can be
+reached from here:
+
+==================  ==========================================================================
+``processor``       the CPU: ``CPUInfo``, ``cpu_flags``, ``simd_features``, ``cpu_capabilities``,
+                    ``usable_cpus``, oneDNN's instruction-set hold (``onednn_isa_limit``)
+``peak``            its data-sheet peak: ``cpu_peak_flops``, ``fp32_flops_per_cycle``, ``cpu_clock_ghz``
+``machine``         the whole machine: ``detect`` (a ``HardwareInfo``), ``detect_platform``, ``blas_library``
+``process_memory``  this process's resident memory: ``current_rss_bytes``, ``peak_rss_bytes``
+==================  ==========================================================================
+"""
+from __future__ import annotations
+
+import os
+import random
+
+import torch
+
+from .. import arguments, devices, names
+from .machine import PLATFORMS, AcceleratorInfo, HardwareInfo, blas_library, detect, detect_platform
+from .peak import (FP32_FLOPS_PER_CYCLE, cpu_clock_ghz, cpu_peak_flops, cpu_vendor_family, fp32_flops_per_cycle,
+                   windows_vendor_family)
+from .process_memory import current_rss_bytes, peak_rss_bytes, proc_status_bytes, reset_peak_rss
+from .processor import (ONEDNN_BELOW_BF16, ONEDNN_BELOW_VNNI, CPUInfo, bf16_flags_known, cpu_capabilities, cpu_flags,
+                        onednn_isa_limit, simd_features, usable_cpus)
+from .processor import _windows_flags as _windows_flags  # tests fake Windows' feature calls through it
+
+DEVICE_ENV_VAR = "COURSE_DEVICE"
+DEVICE_KINDS = names.DEVICE_KINDS
+
+__all__ = ["DEVICE_ENV_VAR", "DEVICE_KINDS", "available_devices", "as_device", "pick_device", "synchronize",
+           "graph_cut", "seed_everything", "PLATFORMS", "AcceleratorInfo", "HardwareInfo", "blas_library", "detect",
+           "detect_platform", "FP32_FLOPS_PER_CYCLE", "cpu_clock_ghz", "cpu_peak_flops", "cpu_vendor_family",
+           "fp32_flops_per_cycle", "windows_vendor_family", "current_rss_bytes", "peak_rss_bytes",
+           "proc_status_bytes", "reset_peak_rss", "ONEDNN_BELOW_BF16", "ONEDNN_BELOW_VNNI", "CPUInfo",
+           "bf16_flags_known", "cpu_capabilities", "cpu_flags", "onednn_isa_limit", "simd_features", "usable_cpus"]
+
+
+def _kind_available(kind: str) -> bool:
+    if kind == "cpu":
+        return True
+    facts = devices.DeviceFacts.here()
+    return {"cuda": bool(facts.gpus), "mps": facts.mps, "xla": facts.xla}[kind]
+
+
+def _device_count(kind: str) -> int:
+    if kind == "cuda":
+        return len(devices.DeviceFacts.here().gpus)
+    return 1 if _kind_available(kind) else 0
+
+
+def available_devices() -> list[str]:
+    """Device strings this machine can use, e.g. ['cuda:0', 'cuda:1', 'cpu']."""
+    out = []
+    for kind in DEVICE_KINDS:
+        n = _device_count(kind)
+        out += [f"{kind}:{i}" for i in range(n)] if kind == "cuda" else ([kind] if n else [])
+    return out
+
+
+def as_device(value: torch.device | str | None, name: str = "device") -> torch.device:
+    """Check a device argument and return it as a ``torch.device`` (every timing and training helper).
+
+    Accepts a ``torch.device`` or a string 'cpu', 'cuda', 'cuda:N', 'mps', 'xla' (any case); None
+    means the CPU. Raises TypeError for other types and ValueError for unknown kinds ('gpu' gets a
+    hint) or a device this machine does not have, listing what it has.
+    """
+    if value is None:
+        return torch.device("cpu")
+    if isinstance(value, torch.device):
+        kind, index = value.type, value.index
+        if kind not in DEVICE_KINDS:
+            return value  # e.g. 'meta': PyTorch's own, left to PyTorch
+    elif isinstance(value, str):
+        text = value.strip().lower()
+        kind_text, _, index_text = text.partition(":")
+        kind = names.device_kind(kind_text, name)
+        index = None
+        if index_text:
+            if not index_text.isdigit():
+                raise ValueError(f"{name} {value!r}: the index after ':' must be a whole number, e.g. 'cuda:0'")
+            index = int(index_text)
+    else:
+        raise TypeError(f"{name} must be a torch.device or a str such as 'cpu' or 'cuda:0', got {type(value).__name__}")
+    if not _kind_available(kind):
+        raise ValueError(f"{name} {value!r} was requested but this machine has no {kind} device; "
+                         f"available: {available_devices()}")
+    if index is not None and index >= _device_count(kind):
+        raise ValueError(f"{name} {value!r}: this machine has {_device_count(kind)} {kind} device(s); "
+                         f"available: {available_devices()}")
+    if kind == "xla":
+        return devices.xla_device()
+    return torch.device(kind) if index is None else torch.device(kind, index)
+
+
+def pick_device(prefer: str | None = None) -> torch.device:
+    """The device every notebook uses: CUDA, then MPS, then XLA (TPU), then CPU
+    (``devices.current_plan()`` decides, and says what else changes there).
+
+    ``prefer`` (or the environment variable COURSE_DEVICE) forces one of 'cuda', 'cuda:N', 'mps',
+    'xla', 'cpu'; asking for one this machine lacks raises ValueError listing what it has. float32
+    matmuls on the chosen device are set to full float32 precision (``devices.apply``).
+    """
+    choice = prefer if prefer is not None else os.environ.get(DEVICE_ENV_VAR) or None
+    if choice is not None:
+        if not isinstance(choice, str):
+            raise TypeError(f"prefer must be a str such as 'cpu', got {type(choice).__name__}")
+        device = as_device(choice, "prefer" if prefer is not None else f"${DEVICE_ENV_VAR}")
+    else:
+        device = as_device(devices.current_plan().device)
+    devices.apply(device.type)
+    return device
+
+
+def synchronize(device: torch.device | str | None = None) -> None:
+    """Wait until queued work on ``device`` has finished (needed before reading a clock)."""
+    dev = device if isinstance(device, torch.device) else as_device(device)
+    if dev.type == "cuda":
+        torch.cuda.synchronize(dev)  # this device, not the current one
+    elif dev.type == "mps":
+        torch.mps.synchronize()
+    elif dev.type == "xla":
+        import torch_xla.core.xla_model as xm  # type: ignore[import-not-found]
+
+        graph_cut(dev)
+        xm.wait_device_ops()
+
+
+def graph_cut(device: torch.device | str | None = None) -> None:
+    """End the lazy graph on an XLA device (a TPU): what was traced since the last cut compiles once and runs as
+    one graph, and values read after the cut cost no retrace. A training step cuts once, after its update;
+    without the cut each step's graph would hold every step before it, and compile again. Elsewhere (CPU,
+    CUDA, MPS run each operation as it comes) this does nothing."""
+    dev = device if isinstance(device, torch.device) else as_device(device)
+    if dev.type != "xla":
+        return
+    import torch_xla  # type: ignore[import-not-found]
+
+    if hasattr(torch_xla, "sync"):  # torch_xla 2.4 and newer
+        torch_xla.sync()
+    else:
+        import torch_xla.core.xla_model as xm  # type: ignore[import-not-found]
+
+        xm.mark_step()
+
+
+def seed_everything(seed: int = 0) -> int:
+    """Seed Python, numpy and torch (all devices) so deterministic cells repeat exactly."""
+    arguments.nonnegative_int("seed", seed)
+    import numpy as np
+
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)  # also seeds CUDA and MPS generators
+    return seed

@@ -1,0 +1,149 @@
+"""The whole machine described once: CPU, memory, accelerators, platform and torch build (``detect``)."""
+from __future__ import annotations
+
+import os
+import platform
+import re
+import sys
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import torch
+
+from .. import devices
+from .processor import CPUInfo, _cpu_info
+
+PLATFORMS = ("colab", "kaggle", "vertex-ai-workbench", "local")
+
+
+@dataclass(frozen=True)
+class AcceleratorInfo:
+    kind: str  # "cuda" | "mps" | "xla"
+    index: int
+    name: str
+    memory_bytes: int | None  # None where the runtime does not say (MPS shares system RAM)
+    capability: str  # CUDA compute capability "8.0", or a short description
+
+
+@dataclass(frozen=True)
+class HardwareInfo:
+    cpu: CPUInfo
+    ram_bytes: int
+    available_ram_bytes: int
+    accelerators: tuple[AcceleratorInfo, ...]
+    platform: str
+    os: str
+    python: str
+    torch_version: str
+    torch_threads: int
+    blas: str
+    extras: dict = field(default_factory=dict)
+
+    @property
+    def has_accelerator(self) -> bool:
+        return len(self.accelerators) > 0
+
+    def to_dict(self) -> dict:
+        """A JSON-friendly dictionary (for reports you compare across machines)."""
+        return asdict(self)
+
+    def report(self) -> str:
+        """A readable multi-line summary (``course doctor`` prints it)."""
+        gib = 2**30
+        c = self.cpu
+        lines = [
+            f"Platform      : {self.platform} ({self.os}, Python {self.python})",
+            f"CPU           : {c.model} [{c.architecture}]",
+            f"Cores         : {c.physical_cores} physical, {c.logical_cores} logical"
+            + (f" ({c.usable_cores} usable by this process)" if c.usable_cores and c.usable_cores < c.logical_cores else ""),
+            f"SIMD          : {', '.join(c.simd) or 'unknown'} (PyTorch kernels use: {c.torch_capability})",
+            f"Kind          : {c.kind}",
+            f"RAM           : {self.ram_bytes / gib:.1f} GiB total, {self.available_ram_bytes / gib:.1f} GiB available",
+            f"PyTorch       : {self.torch_version}, {self.torch_threads} CPU threads, BLAS: {self.blas}",
+        ]
+        if not self.accelerators:
+            lines.append("Accelerators  : none (every demo runs on the CPU)")
+        for a in self.accelerators:
+            mem = (f"{a.memory_bytes / gib:.1f} GiB" if a.memory_bytes else
+                   "shared with system RAM" if a.kind == "mps" else "memory size not reported")
+            lines.append(f"Accelerator   : [{a.kind}:{a.index}] {a.name}, {mem}, {a.capability}")
+        return "\n".join(lines)
+
+
+def _xla_memory_bytes(device) -> int | None:  # pragma: no cover - needs torch_xla
+    """A TPU core's memory from torch_xla (newer releases say bytes_limit, older ones kb_total)."""
+    try:
+        import torch_xla.core.xla_model as xm  # type: ignore[import-not-found]
+
+        info = xm.get_memory_info(device)
+    except Exception:  # noqa: BLE001 - a release without get_memory_info
+        return None
+    if "bytes_limit" in info:
+        return int(info["bytes_limit"])
+    return int(info["kb_total"]) * 1024 if "kb_total" in info else None
+
+
+def _accelerators() -> tuple[AcceleratorInfo, ...]:
+    facts = devices.DeviceFacts.here()
+    found = [AcceleratorInfo("cuda", i, g.name, g.memory_bytes, f"compute capability {g.capability[0]}."
+                             f"{g.capability[1]}") for i, g in enumerate(facts.gpus)]
+    if facts.mps:
+        found.append(AcceleratorInfo("mps", 0, "Apple GPU (Metal)", None, "unified memory"))
+    if facts.xla:  # pragma: no cover - needs torch_xla
+        dev = devices.xla_device()
+        found.append(AcceleratorInfo("xla", 0, f"TPU {facts.tpu_on_pci or ''} via torch_xla".replace("  ", " "),
+                                     _xla_memory_bytes(dev), str(dev)))
+    return tuple(found)
+
+
+def detect_platform() -> str:
+    """Where the notebook runs: 'colab', 'kaggle', 'vertex-ai-workbench' or 'local'.
+
+    Override with the environment variable COURSE_PLATFORM.
+    """
+    forced = os.environ.get("COURSE_PLATFORM")
+    if forced:
+        if forced not in PLATFORMS:
+            raise ValueError(f"COURSE_PLATFORM={forced!r}: accepted values are {PLATFORMS}")
+        return forced
+    if "google.colab" in sys.modules or "COLAB_RELEASE_TAG" in os.environ or "COLAB_GPU" in os.environ:
+        return "colab"
+    if "KAGGLE_KERNEL_RUN_TYPE" in os.environ or "KAGGLE_URL_BASE" in os.environ:
+        return "kaggle"
+    if "DL_ANACONDA_HOME" in os.environ or Path("/opt/deeplearning/metadata").exists():
+        return "vertex-ai-workbench"
+    return "local"
+
+
+_BLAS_NAMES = {"mkl": "MKL", "open": "OpenBLAS", "openblas": "OpenBLAS", "accelerate": "Accelerate", "blis": "BLIS",
+               "acl": "ACL", "armpl": "ArmPL", "flexi": "FlexiBLAS", "generic": "generic", "eigen": "Eigen"}
+
+
+def blas_library(config: str | None = None) -> str:
+    """The BLAS PyTorch's CPU matrix products use, from the build's ``BLAS_INFO=`` line (``torch.__config__.show()``):
+    "MKL", "OpenBLAS", "Accelerate" (macOS), ...; "unknown" where the line is missing. Words elsewhere in the config
+    ("LAPACK is enabled (usually provided by MKL)", "USE_MKL=OFF") say nothing about it."""
+    cfg = torch.__config__.show() if config is None else config
+    found = re.search(r"BLAS_INFO=\s*([A-Za-z0-9_]+)", cfg)
+    if not found:
+        return "unknown"
+    return _BLAS_NAMES.get(found.group(1).lower(), found.group(1))
+
+
+def detect() -> HardwareInfo:
+    """Describe this machine: CPU, RAM, accelerators, platform, torch build (notebook 00)."""
+    import psutil
+
+    vm = psutil.virtual_memory()
+    return HardwareInfo(
+        cpu=_cpu_info(),
+        ram_bytes=int(vm.total),
+        available_ram_bytes=int(vm.available),
+        accelerators=_accelerators(),
+        platform=detect_platform(),
+        os=f"{platform.system()} {platform.release()}",
+        python=platform.python_version(),
+        torch_version=torch.__version__,
+        torch_threads=torch.get_num_threads(),
+        blas=blas_library(),
+    )

@@ -1,0 +1,81 @@
+"""A CPU's data-sheet peak: cores x clock x fp32 FLOPs per cycle, and the vendor facts that change the last."""
+from __future__ import annotations
+
+import platform
+import re
+import sys
+from pathlib import Path
+
+from .. import arguments
+
+# fp32 operations one core can start per clock cycle: vector lanes x 2 (a fused multiply-add counts
+# as two operations) x the number of FMA units. Typical desktop and server cores have two units;
+# some chips have one (older or low-power cores, some AVX-512 parts) or four (Apple's cores), so
+# this is a data-sheet-style estimate, good to about 2x, that notebook 00 checks with a measurement.
+FP32_FLOPS_PER_CYCLE = {"AVX-512": 64, "AVX2": 32, "AVX": 16, "SSE": 8, "SVE": 32, "NEON": 16}
+
+
+def cpu_clock_ghz() -> float | None:
+    """The CPU's clock in GHz as the operating system reports it (the maximum, else the current one),
+    or None where it does not say (notebook 00, the peak estimate)."""
+    import psutil
+
+    try:
+        freq = psutil.cpu_freq()
+    except (OSError, NotImplementedError, AttributeError):  # some VMs and sandboxes hide it
+        return None
+    if freq is None:
+        return None
+    mhz = freq.max if freq.max and freq.max > 0 else freq.current
+    return mhz / 1000 if mhz and mhz > 0 else None
+
+
+def fp32_flops_per_cycle(vector_isa: str, vendor: str = "", family: int | None = None) -> int:
+    """fp32 FLOPs one core starts per cycle: ``FP32_FLOPS_PER_CYCLE[vector_isa]``, except for the cores known to run
+    512-bit instructions on 256-bit units (AMD Zen 4: vendor "AuthenticAMD", family 25 with AVX-512, which double-
+    pumps them: 32 FLOP/cycle, as Zen 3's AVX2; Apple's M-series cores, whose four 128-bit NEON pipes give 32 where
+    two-pipe Arm cores such as Neoverse N1 give 16). Notebooks 00 and 01 (the data-sheet peak)."""
+    isa = arguments.choice("vector_isa", vector_isa, tuple(FP32_FLOPS_PER_CYCLE))
+    if isa == "AVX-512" and vendor == "AuthenticAMD" and family == 25:
+        return 32
+    if isa == "NEON" and vendor == "Apple":  # M-series performance cores: four 128-bit FMA pipes, not two
+        return 32
+    return FP32_FLOPS_PER_CYCLE[isa]
+
+
+def windows_vendor_family(processor: str) -> tuple[str, int | None]:
+    """Vendor and family from Windows' processor string, e.g. "AMD64 Family 25 Model 97 Stepping 2, AuthenticAMD"
+    -> ("AuthenticAMD", 25): Windows has no /proc/cpuinfo."""
+    vendor = re.search(r"(AuthenticAMD|GenuineIntel)", processor or "")
+    family = re.search(r"Family (\d+)", processor or "")
+    return (vendor.group(1) if vendor else ""), (int(family.group(1)) if family else None)
+
+
+def cpu_vendor_family() -> tuple[str, int | None]:
+    """This x86 CPU's vendor id and family from /proc/cpuinfo ("AuthenticAMD", 25), ("Apple", None) on an Apple
+    silicon Mac, or ("", None) elsewhere."""
+    if sys.platform == "darwin" and platform.machine() == "arm64":
+        return "Apple", None
+    if sys.platform == "win32":
+        return windows_vendor_family(platform.processor())
+    try:
+        text = Path("/proc/cpuinfo").read_text(errors="ignore")
+    except OSError:
+        return "", None
+    vendor = re.search(r"^vendor_id\s*:\s*(\S+)", text, re.M)
+    family = re.search(r"^cpu family\s*:\s*(\d+)", text, re.M)
+    return (vendor.group(1) if vendor else ""), (int(family.group(1)) if family else None)
+
+
+def cpu_peak_flops(cores: int, ghz: float, vector_isa: str, flops_per_cycle: int | None = None) -> float:
+    """Data-sheet peak fp32 FLOP/s: cores x clock x FLOPs per cycle for ``vector_isa`` (notebook 00), or
+    ``flops_per_cycle`` where given (``fp32_flops_per_cycle`` knows the cores that differ from their ISA's).
+
+    A pure function: ``cpu_peak_flops(2, 2.5, "AVX2")`` is 2 x 2.5e9 x 32 = 160 GFLOP/s.
+    """
+    arguments.positive_int("cores", cores)
+    arguments.positive("ghz", ghz)
+    isa = arguments.choice("vector_isa", vector_isa, tuple(FP32_FLOPS_PER_CYCLE))
+    per_cycle = FP32_FLOPS_PER_CYCLE[isa] if flops_per_cycle is None else arguments.positive_int(
+        "flops_per_cycle", flops_per_cycle)
+    return cores * ghz * 1e9 * per_cycle
