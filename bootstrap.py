@@ -3,7 +3,8 @@
 
     python3 bootstrap.py lab        # set up, then open JupyterLab on the course
     python3 bootstrap.py test       # set up, then run `ruff check` and the whole test suite
-    python3 bootstrap.py test --fast  # `ruff check`, then only the unit tests that start no notebook, browser or process
+    python3 bootstrap.py test --fast  # the same checks, then only the unit tests that start no notebook, browser
+                                      # or process
     python3 bootstrap.py test notebooks --plain  # the notebooks in a kernel of a plain `pip install .` (no extras)
     python3 bootstrap.py timings    # execute every notebook into build/executed/, record run times
     python3 bootstrap.py exercises  # regenerate exercises/ from solutions/
@@ -21,6 +22,7 @@ PyTorch: the pinned release TORCH_PIN is installed first, so pip never picks a d
 to satisfy the other packages. Set TORCH_INDEX_URL to choose the build, e.g. the CPU-only wheels
 (https://download.pytorch.org/whl/cpu) on a Linux machine without a GPU, or a CUDA index.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -107,19 +109,48 @@ def plain_env(where: Path = ROOT / "build" / "plain-env") -> dict:
         _run(pip + [TORCH_PIN] + (["--index-url", index] if index else []))
     _run(pip + [ROOT, "ipykernel"])
     _run(pip + ["--no-deps", "--force-reinstall", ROOT])  # this checkout's course_lib, even at the same version
-    _run([python, "-m", "ipykernel", "install", "--prefix", where, "--name", "course-plain",
-          "--display-name", "Python (plain course install)"], stdout=subprocess.DEVNULL)
-    return {"JUPYTER_PATH": str(where / "share" / "jupyter"), "COURSE_KERNEL": "course-plain",
-            "COURSE_KERNEL_ENV": str(where)}
+    _run(
+        [
+            python,
+            "-m",
+            "ipykernel",
+            "install",
+            "--prefix",
+            where,
+            "--name",
+            "course-plain",
+            "--display-name",
+            "Python (plain course install)",
+        ],
+        stdout=subprocess.DEVNULL,
+    )
+    return {
+        "JUPYTER_PATH": str(where / "share" / "jupyter"),
+        "COURSE_KERNEL": "course-plain",
+        "COURSE_KERNEL_ENV": str(where),
+    }
 
 
 def wheel(out: Path = ROOT / "dist") -> int:
-    """Build the course's wheel into ``out``: a file a notebook's set-up cell installs where GitHub cannot be reached."""
+    """Build the course's wheel into ``out``: a file a notebook's set-up cell installs where GitHub cannot be
+    reached."""
     version = _version()
     for old in out.glob("course_lib-*.whl"):
         old.unlink()
-    _run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--disable-pip-version-check", "-q", "--wheel-dir", out,
-          ROOT])
+    _run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--disable-pip-version-check",
+            "-q",
+            "--wheel-dir",
+            out,
+            ROOT,
+        ]
+    )
     [built] = out.glob(f"course_lib-{version}-*.whl")
     print(f"""Built {built}
 Hand it to a workshop without access to the course's repository: the first cell of every notebook installs it,

@@ -8,6 +8,7 @@
   ``slow``), and says how many it left out.
 - Order: unit tests, notebooks, the tests that read the executed copies, then the browser tests.
 """
+
 from __future__ import annotations
 
 import collections
@@ -36,8 +37,11 @@ def pytest_configure(config):
 
 
 def pytest_addoption(parser):
-    parser.addoption("--fast", action="store_true",
-                     help="only the unit tests that start no notebook, browser or process pool (a quick loop)")
+    parser.addoption(
+        "--fast",
+        action="store_true",
+        help="only the unit tests that start no notebook, browser or process pool (a quick loop)",
+    )
 
 
 def _run_by_wrong_answer_test(path: Path) -> bool:
@@ -68,8 +72,9 @@ def pytest_terminal_summary(terminalreporter):
     if _LEFT_OUT:
         kinds = ", ".join(f"{n} {kind}" for kind, n in sorted(_LEFT_OUT.items()))
         terminalreporter.section("fast tier")
-        terminalreporter.write_line(f"left out {sum(_LEFT_OUT.values())} slow tests ({kinds}); "
-                                    "`python3 bootstrap.py test` runs everything")
+        terminalreporter.write_line(
+            f"left out {sum(_LEFT_OUT.values())} slow tests ({kinds}); `python3 bootstrap.py test` runs everything"
+        )
     if not _NOTEBOOK_SECONDS:
         return
     terminalreporter.section("notebook run times (this run, budget 90 s each on a 2-core CPU)")

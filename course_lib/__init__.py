@@ -5,6 +5,7 @@ before it; ``docs/library-map.md`` says which notebook uses what).
 
 ``import course_lib`` stays light: it imports torch but not matplotlib or ipywidgets.
 """
+
 from __future__ import annotations
 
 from . import layout

@@ -12,6 +12,7 @@ of range, each naming the argument and what it accepts::
 Names (optimizers, precisions, kernels, ...) are matched case-insensitively and with surrounding
 spaces ignored, everywhere. This module imports only the standard library.
 """
+
 from __future__ import annotations
 
 import math
@@ -20,8 +21,24 @@ import os
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-__all__ = ["integer", "positive_int", "nonnegative_int", "number", "positive", "nonnegative", "fraction",
-           "seconds", "choice", "boolean", "function", "instance", "text", "path", "int_list", "optional"]
+__all__ = [
+    "integer",
+    "positive_int",
+    "nonnegative_int",
+    "number",
+    "positive",
+    "nonnegative",
+    "fraction",
+    "seconds",
+    "choice",
+    "boolean",
+    "function",
+    "instance",
+    "text",
+    "path",
+    "int_list",
+    "optional",
+]
 
 
 def _shown(value: Any) -> str:
@@ -62,8 +79,16 @@ def _range_text(minimum: float | None, maximum: float | None, open_low: bool = F
     return f" {low or high}" if (low or high) else ""
 
 
-def number(name: str, value: Any, *, minimum: float | None = None, maximum: float | None = None,
-           open_low: bool = False, open_high: bool = False, allow_inf: bool = False) -> float:
+def number(
+    name: str,
+    value: Any,
+    *,
+    minimum: float | None = None,
+    maximum: float | None = None,
+    open_low: bool = False,
+    open_high: bool = False,
+    allow_inf: bool = False,
+) -> float:
     """``value`` as a float in the given range. Strings, bools and None are a TypeError; NaN and
     (unless ``allow_inf``) infinity are a ValueError."""
     limits = _range_text(minimum, maximum, open_low, open_high)

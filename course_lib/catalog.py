@@ -68,6 +68,7 @@ custom job's worker pool can ask for and the accelerators each takes (Vertex AI'
 names and the ``acceleratorCount`` values): a selection, against which
 ``course_lib.parallel.orchestration`` checks job specs.
 """
+
 from __future__ import annotations
 
 import json
@@ -261,26 +262,91 @@ _NUMBER = (int, float)
 _OPTIONAL_NUMBER = (int, float, type(None))
 #: Per table: the row class, the allowed kinds and each field's accepted JSON types.
 SCHEMAS: dict[str, tuple[type, tuple[str, ...], dict[str, tuple[type, ...]]]] = {
-    "accelerators": (Accelerator, KINDS, {
-        "key": (str,), "name": (str,), "vendor": (str,), "kind": (str,), "year": (int,), "peak_tflops": (dict,),
-        "memory_gb": _NUMBER, "memory_bandwidth_gbs": _NUMBER, "interconnect": (str,),
-        "interconnect_gbs": _NUMBER, "pod_chips": (int,), "power_w": _OPTIONAL_NUMBER, "source": (str,),
-        "source_date": (str,), "notes": (str,)}),
-    "storage": (StorageTier, STORAGE_KINDS, {
-        "key": (str,), "name": (str,), "kind": (str,), "sequential_read_gbs": _NUMBER,
-        "random_read_iops": _OPTIONAL_NUMBER, "latency_us": _OPTIONAL_NUMBER, "capacity_note": (str,),
-        "source": (str,), "source_date": (str,), "notes": (str,)}),
-    "links": (Link, LINK_KINDS, {
-        "key": (str,), "name": (str,), "kind": (str,), "bandwidth_gbs": _NUMBER, "latency_us": _OPTIONAL_NUMBER,
-        "source": (str,), "source_date": (str,), "notes": (str,)}),
-    "prices": (Price, PRICE_KINDS, {
-        "key": (str,), "name": (str,), "kind": (str,), "value": _NUMBER, "unit": (str,),
-        "accelerator": (str, type(None)), "vendor": (str, type(None)), "tier": (str, type(None)),
-        "memory_gb": _OPTIONAL_NUMBER, "ecc": (bool, type(None)), "power_w": _OPTIONAL_NUMBER,
-        "source": (str,), "source_date": (str,), "notes": (str,)}),
-    "vertex_machines": (VertexMachine, MACHINE_SERIES, {
-        "key": (str,), "name": (str,), "kind": (str,), "accelerators": (list,), "accelerator_counts": (list,),
-        "source": (str,), "source_date": (str,), "notes": (str,)}),
+    "accelerators": (
+        Accelerator,
+        KINDS,
+        {
+            "key": (str,),
+            "name": (str,),
+            "vendor": (str,),
+            "kind": (str,),
+            "year": (int,),
+            "peak_tflops": (dict,),
+            "memory_gb": _NUMBER,
+            "memory_bandwidth_gbs": _NUMBER,
+            "interconnect": (str,),
+            "interconnect_gbs": _NUMBER,
+            "pod_chips": (int,),
+            "power_w": _OPTIONAL_NUMBER,
+            "source": (str,),
+            "source_date": (str,),
+            "notes": (str,),
+        },
+    ),
+    "storage": (
+        StorageTier,
+        STORAGE_KINDS,
+        {
+            "key": (str,),
+            "name": (str,),
+            "kind": (str,),
+            "sequential_read_gbs": _NUMBER,
+            "random_read_iops": _OPTIONAL_NUMBER,
+            "latency_us": _OPTIONAL_NUMBER,
+            "capacity_note": (str,),
+            "source": (str,),
+            "source_date": (str,),
+            "notes": (str,),
+        },
+    ),
+    "links": (
+        Link,
+        LINK_KINDS,
+        {
+            "key": (str,),
+            "name": (str,),
+            "kind": (str,),
+            "bandwidth_gbs": _NUMBER,
+            "latency_us": _OPTIONAL_NUMBER,
+            "source": (str,),
+            "source_date": (str,),
+            "notes": (str,),
+        },
+    ),
+    "prices": (
+        Price,
+        PRICE_KINDS,
+        {
+            "key": (str,),
+            "name": (str,),
+            "kind": (str,),
+            "value": _NUMBER,
+            "unit": (str,),
+            "accelerator": (str, type(None)),
+            "vendor": (str, type(None)),
+            "tier": (str, type(None)),
+            "memory_gb": _OPTIONAL_NUMBER,
+            "ecc": (bool, type(None)),
+            "power_w": _OPTIONAL_NUMBER,
+            "source": (str,),
+            "source_date": (str,),
+            "notes": (str,),
+        },
+    ),
+    "vertex_machines": (
+        VertexMachine,
+        MACHINE_SERIES,
+        {
+            "key": (str,),
+            "name": (str,),
+            "kind": (str,),
+            "accelerators": (list,),
+            "accelerator_counts": (list,),
+            "source": (str,),
+            "source_date": (str,),
+            "notes": (str,),
+        },
+    ),
 }
 
 
@@ -330,7 +396,9 @@ def load_table(table: str) -> Table:
     Raises ValueError naming the file, the row and the field for anything that does not fit.
     """
     table = arguments.choice("table", table, TABLES)
-    return parse_table(table, resources.files("course_lib").joinpath("tables", f"{table}.json").read_text(encoding="utf-8"))
+    return parse_table(
+        table, resources.files("course_lib").joinpath("tables", f"{table}.json").read_text(encoding="utf-8")
+    )
 
 
 def parse_table(table: str, text: str) -> Table:
@@ -376,8 +444,10 @@ def _find(table: str, name: str, what: str, examples: str):
         raise TypeError(f"name must be a str, got {type(name).__name__}")
     key = t.lookup.get(normalize_name(name))
     if key is None:
-        raise ValueError(f"No {what} matches name={name!r}. Accepted keys: {', '.join(t.by_key)} "
-                         f"(aliases such as {examples} also work).")
+        raise ValueError(
+            f"No {what} matches name={name!r}. Accepted keys: {', '.join(t.by_key)} "
+            f"(aliases such as {examples} also work)."
+        )
     return t.by_key[key]
 
 
@@ -415,12 +485,24 @@ def catalog_rows(dtype: str = "bf16") -> list[dict]:
     Raises ValueError if ``dtype`` is not one of ``DTYPES``.
     """
     dtype = names.dtype(dtype)
-    return [{"key": acc.key, "name": acc.name, "kind": acc.kind, "year": acc.year, "dtype": dtype,
-             "peak_tflops": acc.peak_tflops.get(dtype), "memory_gb": acc.memory_gb,
-             "memory_bandwidth_gbs": acc.memory_bandwidth_gbs, "interconnect": acc.interconnect,
-             "interconnect_gbs": acc.interconnect_gbs, "pod_chips": acc.pod_chips, "power_w": acc.power_w,
-             "source": acc.source}
-            for acc in accelerators()]
+    return [
+        {
+            "key": acc.key,
+            "name": acc.name,
+            "kind": acc.kind,
+            "year": acc.year,
+            "dtype": dtype,
+            "peak_tflops": acc.peak_tflops.get(dtype),
+            "memory_gb": acc.memory_gb,
+            "memory_bandwidth_gbs": acc.memory_bandwidth_gbs,
+            "interconnect": acc.interconnect,
+            "interconnect_gbs": acc.interconnect_gbs,
+            "pod_chips": acc.pod_chips,
+            "power_w": acc.power_w,
+            "source": acc.source,
+        }
+        for acc in accelerators()
+    ]
 
 
 # --------------------------------------------------------------------------------------
@@ -463,9 +545,7 @@ def links(kind: str | None = None) -> list[Link]:
 
 
 def link_names() -> list[str]:
-    """The short keys of every link row, e.g. ["pcie3-x16", ..., "mem-ddr5-4800"].
-
-    """
+    """The short keys of every link row, e.g. ["pcie3-x16", ..., "mem-ddr5-4800"]."""
     return list(load_table("links").by_key)
 
 
@@ -484,8 +564,17 @@ def link_rows() -> list[dict]:
 
     The link table, bandwidths in GB/s per direction.
     """
-    return [{"key": link.key, "name": link.name, "kind": link.kind, "bandwidth_gbs_per_direction": link.bandwidth_gbs,
-             "latency_us": link.latency_us, "source": link.source} for link in links()]
+    return [
+        {
+            "key": link.key,
+            "name": link.name,
+            "kind": link.kind,
+            "bandwidth_gbs_per_direction": link.bandwidth_gbs,
+            "latency_us": link.latency_us,
+            "source": link.source,
+        }
+        for link in links()
+    ]
 
 
 # --------------------------------------------------------------------------------------
@@ -528,9 +617,37 @@ def vertex_machines(kind: str | None = None) -> list[VertexMachine]:
 
 
 __all__ = [
-    "DTYPES", "KINDS", "STORAGE_KINDS", "LINK_KINDS", "TABLES", "SCHEMAS", "Accelerator", "StorageTier", "Link",
-    "Table", "load_table", "parse_table", "normalize_name", "accelerators", "accelerator_names", "get_accelerator", "catalog_rows",
-    "storage_tiers", "storage_names", "get_storage", "links", "link_names", "get_link", "link_rows",
-    "PRICE_KINDS", "TIERS", "Price", "prices", "price_names", "get_price",
-    "MACHINE_SERIES", "VertexMachine", "vertex_machines",
+    "DTYPES",
+    "KINDS",
+    "STORAGE_KINDS",
+    "LINK_KINDS",
+    "TABLES",
+    "SCHEMAS",
+    "Accelerator",
+    "StorageTier",
+    "Link",
+    "Table",
+    "load_table",
+    "parse_table",
+    "normalize_name",
+    "accelerators",
+    "accelerator_names",
+    "get_accelerator",
+    "catalog_rows",
+    "storage_tiers",
+    "storage_names",
+    "get_storage",
+    "links",
+    "link_names",
+    "get_link",
+    "link_rows",
+    "PRICE_KINDS",
+    "TIERS",
+    "Price",
+    "prices",
+    "price_names",
+    "get_price",
+    "MACHINE_SERIES",
+    "VertexMachine",
+    "vertex_machines",
 ]

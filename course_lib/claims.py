@@ -11,6 +11,7 @@ published as ``application/vnd.course.claim+json`` next to it, so an executed no
 machine-readable list of its claims (the test suite and the website read it). A claim that does not
 hold raises :class:`ClaimFailed` with what was expected, what was measured and what to try.
 """
+
 from __future__ import annotations
 
 import math
@@ -52,8 +53,10 @@ class Claim:
 
     def line(self) -> str:
         mark = "held" if self.held else "DID NOT HOLD"
-        return (f"Claim {mark}: {self.text}. Measured {_fmt(self.measured)}{self.unit}, bound {self.bound()}; "
-                f"with no effect ({self.no_effect_is}) it would be {_fmt(self.no_effect)}{self.unit}.")
+        return (
+            f"Claim {mark}: {self.text}. Measured {_fmt(self.measured)}{self.unit}, bound {self.bound()}; "
+            f"with no effect ({self.no_effect_is}) it would be {_fmt(self.no_effect)}{self.unit}."
+        )
 
     def _repr_pretty_(self, p, cycle) -> None:  # IPython shows the line, not the dataclass
         p.text(self.line())
@@ -86,9 +89,17 @@ def _inside(x: float, low: float | None, high: float | None) -> bool:
     return (low is None or x > low) and (high is None or x < high)
 
 
-def judge(text: str, measured: float, *, above: float | None = None, below: float | None = None,
-          between: tuple[float, float] | None = None, no_effect: float, no_effect_is: str = "no effect",
-          unit: str = "") -> Claim:
+def judge(
+    text: str,
+    measured: float,
+    *,
+    above: float | None = None,
+    below: float | None = None,
+    between: tuple[float, float] | None = None,
+    no_effect: float,
+    no_effect_is: str = "no effect",
+    unit: str = "",
+) -> Claim:
     """The :class:`Claim` that :func:`claim` shows, without showing it or raising when it does not hold.
     Raises ``ValueError`` when the bound also accepts ``no_effect`` (the check could not fail)."""
     if not isinstance(text, str) or not text.strip():
@@ -112,14 +123,25 @@ def judge(text: str, measured: float, *, above: float | None = None, below: floa
     n = _number(no_effect, "no_effect")
     probe = Claim(text, m, low, high, n, no_effect_is, unit, held=False)
     if _inside(n, low, high):
-        raise BoundAcceptsNoEffect(f"the bound {probe.bound()} also accepts the no-effect value {_fmt(n)}{unit} "
-                                   f"({no_effect_is}), so this check could not fail: tighten the bound")
+        raise BoundAcceptsNoEffect(
+            f"the bound {probe.bound()} also accepts the no-effect value {_fmt(n)}{unit} "
+            f"({no_effect_is}), so this check could not fail: tighten the bound"
+        )
     return Claim(text, m, low, high, n, no_effect_is, unit, held=_inside(m, low, high))
 
 
-def claim(text: str, measured: float, *, above: float | None = None, below: float | None = None,
-          between: tuple[float, float] | None = None, no_effect: float, no_effect_is: str = "no effect",
-          unit: str = "", hint: str = "") -> None:
+def claim(
+    text: str,
+    measured: float,
+    *,
+    above: float | None = None,
+    below: float | None = None,
+    between: tuple[float, float] | None = None,
+    no_effect: float,
+    no_effect_is: str = "no effect",
+    unit: str = "",
+    hint: str = "",
+) -> None:
     """Judge the lesson's claim ``text`` on this machine and show the verdict as one line: ``measured`` must lie
     ``above`` a bound, ``below`` one, or ``between`` two (strictly). ``no_effect`` is what ``measured`` would be
     if the effect were absent, and ``no_effect_is`` says what that case is ("1.0: the same speed", "the step
@@ -134,12 +156,22 @@ def claim(text: str, measured: float, *, above: float | None = None, below: floa
     if not isinstance(hint, str):
         raise TypeError(f"hint must be a string, got {type(hint).__name__}")
     try:
-        result = judge(text, measured, above=above, below=below, between=between, no_effect=no_effect,
-                       no_effect_is=no_effect_is, unit=unit)
+        result = judge(
+            text,
+            measured,
+            above=above,
+            below=below,
+            between=between,
+            no_effect=no_effect,
+            no_effect_is=no_effect_is,
+            unit=unit,
+        )
     except BoundAcceptsNoEffect as err:  # a control measured here landed inside the bound: nothing to tell apart
-        raise ClaimFailed(f"Claim not judged: {text}. Measured {_fmt(_number(measured, 'measured'))}{unit}, but {err}. "
-                          "On this machine the effect cannot be told from its absence; the cells above show why."
-                          + (f"\n{hint}" if hint else "")) from None
+        raise ClaimFailed(
+            f"Claim not judged: {text}. Measured {_fmt(_number(measured, 'measured'))}{unit}, but {err}. "
+            "On this machine the effect cannot be told from its absence; the cells above show why."
+            + (f"\n{hint}" if hint else "")
+        ) from None
     _show(result)
     if not result.held:
         raise ClaimFailed(f"{result.line()}" + (f"\n{hint}" if hint else ""))

@@ -1,19 +1,20 @@
 """The ``course`` command line.
 
-    course doctor            hardware report and what the course will do on this machine
-    course doctor --json     the same report as JSON (to compare machines)
-    course catalog [--dtype bf16]   the cited accelerator table
-    course devices           what the course decides on each platform (device, dtypes, skipped demos)
-    course benchmark [--quick] [--label L] [--out PATH] [--threads N] [--processes N] [--no-progress]
-                             an MLPerf-style benchmark of this machine (time to accuracy, throughput,
-                             latency, matmul, memory and all-reduce bandwidth, energy) over 5 fresh
-                             processes (trimmed mean, CV flagged above 5 %), saved as JSON
-                             (default ./benchmark-<label>-<date>.json; --out FOLDER puts that name there);
-                             --quick takes ~15-30 s, the full run 1-3 min
-    course report-card RESULT.json... [--out DIR]
-                             put saved benchmark results side by side (PNG and HTML in DIR, default
-                             ./report-card) with the catalog's accelerators as reference lines
+course doctor            hardware report and what the course will do on this machine
+course doctor --json     the same report as JSON (to compare machines)
+course catalog [--dtype bf16]   the cited accelerator table
+course devices           what the course decides on each platform (device, dtypes, skipped demos)
+course benchmark [--quick] [--label L] [--out PATH] [--threads N] [--processes N] [--no-progress]
+                         an MLPerf-style benchmark of this machine (time to accuracy, throughput,
+                         latency, matmul, memory and all-reduce bandwidth, energy) over 5 fresh
+                         processes (trimmed mean, CV flagged above 5 %), saved as JSON
+                         (default ./benchmark-<label>-<date>.json; --out FOLDER puts that name there);
+                         --quick takes ~15-30 s, the full run 1-3 min
+course report-card RESULT.json... [--out DIR]
+                         put saved benchmark results side by side (PNG and HTML in DIR, default
+                         ./report-card) with the catalog's accelerators as reference lines
 """
+
 from __future__ import annotations
 
 import argparse
@@ -49,11 +50,16 @@ def _catalog(args: argparse.Namespace) -> int:
     from .catalog import catalog_rows
 
     rows = catalog_rows(args.dtype)
-    print(f"{'accelerator':<28}{'TFLOP/s ' + args.dtype:>14}{'memory GB':>11}{'GB/s':>8}  interconnect (GB/s per direction)")
+    print(
+        f"{'accelerator':<28}{'TFLOP/s ' + args.dtype:>14}{'memory GB':>11}{'GB/s':>8}"
+        "  interconnect (GB/s per direction)"
+    )
     for r in rows:
         peak = "-" if r["peak_tflops"] is None else f"{r['peak_tflops']:g}"
-        print(f"{r['name']:<28}{peak:>14}{r['memory_gb']:>11g}{r['memory_bandwidth_gbs']:>8g}  "
-              f"{r['interconnect']} ({r['interconnect_gbs']:g} GB/s)")
+        print(
+            f"{r['name']:<28}{peak:>14}{r['memory_gb']:>11g}{r['memory_bandwidth_gbs']:>8g}  "
+            f"{r['interconnect']} ({r['interconnect_gbs']:g} GB/s)"
+        )
     return 0
 
 
@@ -86,8 +92,13 @@ def _benchmark(args: argparse.Namespace) -> int:
     from .benchmark.summary import summary_text
 
     _benchmark_folder(args.out)  # fail before the run, not after it
-    result = run_benchmark(quick=args.quick, label=args.label, progress=not args.no_progress, threads=args.threads,
-                           processes=args.processes)
+    result = run_benchmark(
+        quick=args.quick,
+        label=args.label,
+        progress=not args.no_progress,
+        threads=args.threads,
+        processes=args.processes,
+    )
     out = Path(args.out) if args.out else None
     if out is None or out.is_dir():  # a folder: the default file name inside it
         out = (out or Path(".")) / default_result_path(result["label"])
@@ -118,25 +129,40 @@ def main(argv: list[str] | None = None) -> int:
     from .benchmark.settings import MLPERF_DIFFERENCES
 
     bench = sub.add_parser(
-        "benchmark", help="an MLPerf-style benchmark of this machine, saved as JSON",
+        "benchmark",
+        help="an MLPerf-style benchmark of this machine, saved as JSON",
         formatter_class=argparse.RawDescriptionHelpFormatter,
         description="Time to 95 % held-out accuracy on the digits, throughput, latency, matmul, memory copy and "
-                    "all-reduce, in 5 fresh processes run one after the other. Each starts with a cold "
-                    "time-to-accuracy run from its own seed; a figure is the mean of the 5 processes' figures "
-                    "without the best and the worst, and its coefficient of variation over the processes is "
-                    "printed, flagged above 5 %.",
+        "all-reduce, in 5 fresh processes run one after the other. Each starts with a cold "
+        "time-to-accuracy run from its own seed; a figure is the mean of the 5 processes' figures "
+        "without the best and the worst, and its coefficient of variation over the processes is "
+        "printed, flagged above 5 %.",
         epilog="Differences from the MLPerf Training rules (Mattson et al. 2020, MLSys), and why:\n"
-               + "\n".join(f"  - {text}" for text in MLPERF_DIFFERENCES))
-    bench.add_argument("--quick", action="store_true",
-                       help="1 short round per process (~15-30 s) instead of 6 (~1-3 min)")
-    bench.add_argument("--processes", type=int, default=None,
-                       help="fresh processes (default 5, as MLPerf's 5 runs; the CV needs 2 or more)")
+        + "\n".join(f"  - {text}" for text in MLPERF_DIFFERENCES),
+    )
+    bench.add_argument(
+        "--quick", action="store_true", help="1 short round per process (~15-30 s) instead of 6 (~1-3 min)"
+    )
+    bench.add_argument(
+        "--processes",
+        type=int,
+        default=None,
+        help="fresh processes (default 5, as MLPerf's 5 runs; the CV needs 2 or more)",
+    )
     bench.add_argument("--label", default=None, help="a name for this machine (default: platform and CPU, or the GPU)")
-    bench.add_argument("--out", default=None, help="where to save the result: a file, or a folder to save "
-                       "benchmark-<label>-<date>.json in (default: that name in the current folder)")
-    bench.add_argument("--threads", type=int, default=None,
-                       help="torch CPU threads (default 1: the figures then repeat, also with a core busy; the "
-                            "matmul on every core is shown as well)")
+    bench.add_argument(
+        "--out",
+        default=None,
+        help="where to save the result: a file, or a folder to save "
+        "benchmark-<label>-<date>.json in (default: that name in the current folder)",
+    )
+    bench.add_argument(
+        "--threads",
+        type=int,
+        default=None,
+        help="torch CPU threads (default 1: the figures then repeat, also with a core busy; the "
+        "matmul on every core is shown as well)",
+    )
     bench.add_argument("--no-progress", action="store_true", help="no progress bar")
     bench.set_defaults(func=_benchmark)
     card = sub.add_parser("report-card", help="compare saved benchmark results (PNG and HTML)")

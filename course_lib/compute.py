@@ -8,6 +8,7 @@ and time to train. Notebook 01 puts each next to a measurement; exercise 01 asks
   (2 for the forward multiply-add, 4 for the backward pass).
 * Time to train = training FLOPs / (devices x peak FLOP/s x utilisation).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -30,8 +31,9 @@ def matmul_intensity(m: int, n: int, k: int, dtype: str = "fp32") -> float:
     return 2 * m * n * k / (size * (m * k + k * n + m * n))
 
 
-def elementwise_intensity(flops_per_element: float = 1.0, inputs: int = 2, outputs: int = 1,
-                          dtype: str = "fp32") -> float:
+def elementwise_intensity(
+    flops_per_element: float = 1.0, inputs: int = 2, outputs: int = 1, dtype: str = "fp32"
+) -> float:
     """FLOPs per byte of an elementwise op such as c = a + b (1 FLOP, 2 reads, 1 write: 1/12 in fp32)."""
     arguments.positive("flops_per_element", flops_per_element)
     arguments.nonnegative_int("inputs", inputs)
@@ -72,8 +74,10 @@ def ridge_point(peak_flops: float, bandwidth: float) -> float:
 
 def roofline_time(flops: float, nbytes: float, peak_flops: float, bandwidth: float) -> float:
     """Predicted seconds for an op: the slower of doing its FLOPs and moving its bytes."""
-    return max(arguments.nonnegative("flops", flops) / arguments.positive("peak_flops", peak_flops),
-               arguments.nonnegative("nbytes", nbytes) / arguments.positive("bandwidth", bandwidth))
+    return max(
+        arguments.nonnegative("flops", flops) / arguments.positive("peak_flops", peak_flops),
+        arguments.nonnegative("nbytes", nbytes) / arguments.positive("bandwidth", bandwidth),
+    )
 
 
 def training_flops(n_params: float, n_tokens: float) -> float:
@@ -81,8 +85,9 @@ def training_flops(n_params: float, n_tokens: float) -> float:
     return 6.0 * arguments.positive("n_params", n_params) * arguments.positive("n_tokens", n_tokens)
 
 
-def time_to_train(n_params: float, n_tokens: float, peak_flops: float, utilization: float = 0.4,
-                  n_devices: int = 1) -> float:
+def time_to_train(
+    n_params: float, n_tokens: float, peak_flops: float, utilization: float = 0.4, n_devices: int = 1
+) -> float:
     """Seconds to train: 6*N*D / (n_devices x peak FLOP/s x utilisation).
 
     ``utilization`` (model FLOPs utilisation, MFU) is the fraction of peak a real job reaches:
@@ -93,14 +98,17 @@ def time_to_train(n_params: float, n_tokens: float, peak_flops: float, utilizati
     return training_flops(n_params, n_tokens) / (n_devices * arguments.positive("peak_flops", peak_flops) * u)
 
 
-def days_to_train(n_params: float, n_tokens: float, peak_tflops: float, utilization: float = 0.4,
-                  n_devices: int = 1) -> float:
+def days_to_train(
+    n_params: float, n_tokens: float, peak_tflops: float, utilization: float = 0.4, n_devices: int = 1
+) -> float:
     """``time_to_train`` in days, with the peak in TFLOP/s as data sheets print it.
 
     Exercise 01, section 3 (the reference its check calls).
     """
-    return time_to_train(n_params, n_tokens, arguments.positive("peak_tflops", peak_tflops) * 1e12, utilization,
-                         n_devices) / 86400
+    return (
+        time_to_train(n_params, n_tokens, arguments.positive("peak_tflops", peak_tflops) * 1e12, utilization, n_devices)
+        / 86400
+    )
 
 
 @dataclass(frozen=True)
@@ -117,8 +125,14 @@ class TrainEstimate:
         return self.seconds / 86400
 
 
-def time_to_train_table(n_params: float, n_tokens: float, dtype: str = "bf16", utilization: float = 0.4,
-                        n_devices: int = 1, names: list[str] | None = None) -> list[TrainEstimate]:
+def time_to_train_table(
+    n_params: float,
+    n_tokens: float,
+    dtype: str = "bf16",
+    utilization: float = 0.4,
+    n_devices: int = 1,
+    names: list[str] | None = None,
+) -> list[TrainEstimate]:
     """``time_to_train`` for every catalog accelerator that supports ``dtype`` (notebook 01).
 
     ``names`` limits the table to those accelerators (keys or aliases)."""
@@ -129,8 +143,16 @@ def time_to_train_table(n_params: float, n_tokens: float, dtype: str = "bf16", u
         if dtype not in chip.peak_tflops:
             continue
         peak = chip.peak_flops(dtype)
-        rows.append(TrainEstimate(chip.key, chip.name, dtype, peak / 1e12, training_flops(n_params, n_tokens),
-                                  time_to_train(n_params, n_tokens, peak, utilization, n_devices)))
+        rows.append(
+            TrainEstimate(
+                chip.key,
+                chip.name,
+                dtype,
+                peak / 1e12,
+                training_flops(n_params, n_tokens),
+                time_to_train(n_params, n_tokens, peak, utilization, n_devices),
+            )
+        )
     if not rows:
         raise ValueError(f"no accelerator in the selection supports dtype {dtype!r}")
     return rows
@@ -147,11 +169,14 @@ def format_duration(seconds: float) -> str:
 
 def overhead_model_time(work: float, overhead_s: float, rate: float) -> float:
     """Predicted seconds = overhead + work / rate."""
-    return arguments.nonnegative("overhead_s", overhead_s) + arguments.nonnegative("work", work) / arguments.positive("rate", rate)
+    return arguments.nonnegative("overhead_s", overhead_s) + arguments.nonnegative("work", work) / arguments.positive(
+        "rate", rate
+    )
 
 
-def logreg_flops(n_rows: int, n_features: int, n_classes: int, iterations: int = 1,
-                 fit_intercept: bool = True) -> float:
+def logreg_flops(
+    n_rows: int, n_features: int, n_classes: int, iterations: int = 1, fit_intercept: bool = True
+) -> float:
     """FLOPs of the two matrix products in each iteration of a softmax logistic regression.
 
     Notebook 01, section 5 (classical ML). Per iteration: scores X @ W and gradient X.T @ (P - Y),
@@ -159,8 +184,12 @@ def logreg_flops(n_rows: int, n_features: int, n_classes: int, iterations: int =
     cannot see: the softmax (an exp and a log per score), extra loss evaluations of the solver's line
     search, its bookkeeping, and each call's fixed overhead; on a small data set those dominate.
     """
-    for name, v in (("n_rows", n_rows), ("n_features", n_features), ("n_classes", n_classes),
-                    ("iterations", iterations)):
+    for name, v in (
+        ("n_rows", n_rows),
+        ("n_features", n_features),
+        ("n_classes", n_classes),
+        ("iterations", iterations),
+    ):
         arguments.positive_int(name, v)
     if not isinstance(fit_intercept, bool):
         raise TypeError(f"fit_intercept must be True or False, got {type(fit_intercept).__name__}")
@@ -209,8 +238,14 @@ class ChipScale:
         return None if self.usd_per_chip_hour is None else self.job_hours * self.usd_per_chip_hour
 
 
-def scale_table(n_params: float, n_tokens: float, names: list[str], dtype: str = "bf16",
-                utilization: float = 0.4, usd_per_chip_hour: dict[str, float] | None = None) -> list[ChipScale]:
+def scale_table(
+    n_params: float,
+    n_tokens: float,
+    names: list[str],
+    dtype: str = "bf16",
+    utilization: float = 0.4,
+    usd_per_chip_hour: dict[str, float] | None = None,
+) -> list[ChipScale]:
     """Compare accelerators per chip, per pod and per dollar on one training job (notebook 01, section 7).
 
     ``usd_per_chip_hour`` maps keys (or names) to an hourly price; the catalog holds no prices, so
@@ -225,8 +260,18 @@ def scale_table(n_params: float, n_tokens: float, names: list[str], dtype: str =
     rows = []
     for est in time_to_train_table(n_params, n_tokens, dtype=dtype, utilization=utilization, names=list(names)):
         chip = get_accelerator(est.key)
-        rows.append(ChipScale(chip.key, chip.name, est.dtype, est.peak_tflops, chip.pod_chips, chip.interconnect_gbs,
-                              prices.get(chip.key), est.seconds / 3600))
+        rows.append(
+            ChipScale(
+                chip.key,
+                chip.name,
+                est.dtype,
+                est.peak_tflops,
+                chip.pod_chips,
+                chip.interconnect_gbs,
+                prices.get(chip.key),
+                est.seconds / 3600,
+            )
+        )
     missing = [n for n in names if get_accelerator(n).key not in {r.key for r in rows}]
     if missing:
         raise ValueError(f"no {dtype} peak in the catalog for {missing}; pick chips that support dtype={dtype!r}")

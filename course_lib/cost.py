@@ -39,6 +39,7 @@ Formulas (the notebook derives them):
   adds ``host_watts`` where a function says it counts it: the decision guide and ``owned_vs_cloud`` do);
 * kg CO2 = kWh x grid intensity (g per kWh) / 1000.
 """
+
 from __future__ import annotations
 
 import math
@@ -48,14 +49,31 @@ from . import arguments, catalog, names
 from .catalog import PRICE_KINDS, Price
 
 #: Grid names accepted by ``training_footprint(grid=...)`` and the price-table row each one reads.
-GRIDS = {"world": "grid-world", "us": "grid-us", "france": "grid-france", "germany": "grid-germany",
-         "india": "grid-india"}
+GRIDS = {
+    "world": "grid-world",
+    "us": "grid-us",
+    "france": "grid-france",
+    "germany": "grid-germany",
+    "india": "grid-india",
+}
 #: Electricity tariffs accepted by ``owned_vs_cloud(electricity=...)`` and their rows.
-ELECTRICITY = {"industrial": "electricity-us-industrial", "commercial": "electricity-us-commercial",
-               "residential": "electricity-us-residential"}
+ELECTRICITY = {
+    "industrial": "electricity-us-industrial",
+    "commercial": "electricity-us-commercial",
+    "residential": "electricity-us-residential",
+}
 #: The rows of notebook 06.5's cost model (section 4), in the order ``price_table()`` returns them.
-COST_MODEL_KEYS = ("gcp-t4", "gcp-a100-40gb", "gcp-a100-80gb", "gcp-h100", "gcp-tpu-v5e", "gcp-tpu-v5p",
-                   "gcp-tpu-v6e", "pue-google", "electricity-us-industrial")
+COST_MODEL_KEYS = (
+    "gcp-t4",
+    "gcp-a100-40gb",
+    "gcp-a100-80gb",
+    "gcp-h100",
+    "gcp-tpu-v5e",
+    "gcp-tpu-v5p",
+    "gcp-tpu-v6e",
+    "pue-google",
+    "electricity-us-industrial",
+)
 RAID_LEVELS = ("raid10", "raid6")
 #: ASSUMPTION, not a cited price: the share of a GPU server (CPUs, RAM, NVSwitches, network cards, power supplies,
 #: chassis) that one bought data-centre GPU needs, in USD. A rough reading of the one list price NVIDIA announced for
@@ -81,15 +99,21 @@ SERVER_ROOM_PUE_ROW, DESK_PUE = "pue-industry-average", 1.0
 #: How a ladder row's USD per GB is made, where it is not a street price per GB: both GPU-memory rows divide
 #: a whole card's price by its memory (an upper bound: the price pays for the chip too), so they compare.
 _LADDER_METHOD = {"vram-hbm-h100": "whole card / GB", "vram-gddr6": "whole card / GB"}
-_LADDER_SPEED = {"vram-hbm-h100": ("accelerator", "h100-sxm"), "ram-ddr5": ("storage", "ddr5-4800"),
-                 "ssd-nvme": ("storage", "nvme-pcie4"), "ssd-sata": ("storage", "sata-ssd"),
-                 "hdd": ("storage", "hdd-7200")}
+_LADDER_SPEED = {
+    "vram-hbm-h100": ("accelerator", "h100-sxm"),
+    "ram-ddr5": ("storage", "ddr5-4800"),
+    "ssd-nvme": ("storage", "nvme-pcie4"),
+    "ssd-sata": ("storage", "sata-ssd"),
+    "hdd": ("storage", "hdd-7200"),
+}
 
 
 def _cloud_row(accelerator: str, spot: bool) -> Price | None:
     if not isinstance(accelerator, str):
-        raise TypeError(f"accelerator must be a str, a catalog key or alias such as 't4' or 'a100-80gb'; "
-                        f"got {type(accelerator).__name__}")
+        raise TypeError(
+            f"accelerator must be a str, a catalog key or alias such as 't4' or 'a100-80gb'; "
+            f"got {type(accelerator).__name__}"
+        )
     acc = catalog.get_accelerator(accelerator)  # ValueError listing the catalog's keys
     kind = "cloud-spot" if arguments.boolean("spot", spot) else "cloud-on-demand"
     return next((p for p in catalog.prices(kind) if p.accelerator == acc.key), None)
@@ -115,8 +139,10 @@ def cloud_hourly(accelerator: str, *, spot: bool = False) -> float:
     row = _cloud_row(accelerator, spot)
     if row is None:
         kind = "Spot" if spot else "on-demand"
-        raise ValueError(f"no {kind} price for accelerator={accelerator!r} in tables/prices.json; "
-                         f"priced: {', '.join(priced_accelerators(spot=spot))}")
+        raise ValueError(
+            f"no {kind} price for accelerator={accelerator!r} in tables/prices.json; "
+            f"priced: {', '.join(priced_accelerators(spot=spot))}"
+        )
     return float(row.value)
 
 
@@ -162,12 +188,23 @@ def host_share(card: str, cards: int = 1) -> dict[str, Any]:
     row = _card(card)
     cards = arguments.positive_int("cards", cards)
     if row.tier == "data-centre":
-        return {"usd": cards * SERVER_USD_PER_GPU, "watts": cards * HOST_POWER_RATIO * row.power_w,
-                "pue": float(catalog.get_price(SERVER_ROOM_PUE_ROW).value), "pue_row": SERVER_ROOM_PUE_ROW,
-                "where": "server room", "hosts": 0}
+        return {
+            "usd": cards * SERVER_USD_PER_GPU,
+            "watts": cards * HOST_POWER_RATIO * row.power_w,
+            "pue": float(catalog.get_price(SERVER_ROOM_PUE_ROW).value),
+            "pue_row": SERVER_ROOM_PUE_ROW,
+            "where": "server room",
+            "hosts": 0,
+        }
     hosts = math.ceil(cards / DESK_MAX)
-    return {"usd": hosts * DESK_HOST_USD, "watts": hosts * DESK_HOST_W, "pue": DESK_PUE, "pue_row": "desk",
-            "where": "desk", "hosts": hosts}
+    return {
+        "usd": hosts * DESK_HOST_USD,
+        "watts": hosts * DESK_HOST_W,
+        "pue": DESK_PUE,
+        "pue_row": "desk",
+        "where": "desk",
+        "hosts": hosts,
+    }
 
 
 def host_watts(accelerator: str, chips: int = 1, *, ratio: float = HOST_POWER_RATIO) -> float | None:
@@ -188,8 +225,9 @@ def _half_peak(acc: catalog.Accelerator) -> float:
     return acc.peak_flops("bf16" if "bf16" in acc.peak_tflops else "fp16")
 
 
-def _figure(name: str, value: float | str, kind: str, unit: str,
-            named: dict[str, str] | None = None) -> tuple[float, str]:
+def _figure(
+    name: str, value: float | str, kind: str, unit: str, named: dict[str, str] | None = None
+) -> tuple[float, str]:
     """A number passed as is, or a price-table row (key, alias or a name of ``named``) of ``kind`` in ``unit``."""
     if isinstance(value, str):
         key = (named or {}).get(value.strip().lower(), value)
@@ -205,11 +243,21 @@ def _figure(name: str, value: float | str, kind: str, unit: str,
     return arguments.positive(name, value), "given"
 
 
-def owned_vs_cloud(card: str, *, hours_per_month: float, months: float, cloud: str | None = None,
-                   spot: bool = False, resale_fraction: float = 0.3, lifetime_months: float = 48,
-                   host_usd: float | None = None, host_w: float | None = None,
-                   electricity: float | str = "commercial", pue: float | str | None = None,
-                   same_work: bool = True) -> dict[str, Any]:
+def owned_vs_cloud(
+    card: str,
+    *,
+    hours_per_month: float,
+    months: float,
+    cloud: str | None = None,
+    spot: bool = False,
+    resale_fraction: float = 0.3,
+    lifetime_months: float = 48,
+    host_usd: float | None = None,
+    host_w: float | None = None,
+    electricity: float | str = "commercial",
+    pue: float | str | None = None,
+    same_work: bool = True,
+) -> dict[str, Any]:
     """Buy a card or rent the cloud's, over a project of ``months`` (notebook 07.3, section 3).
 
     Owned: ``n = ceil(months / lifetime_months)`` cards bought at ``purchase_price(card) + host_usd``,
@@ -248,8 +296,10 @@ def owned_vs_cloud(card: str, *, hours_per_month: float, months: float, cloud: s
         pue_value, pue_row = _pue(pue)
     if cloud is None:
         if _cloud_row(row.accelerator, spot) is None:
-            raise ValueError(f"card={card!r} is not rented in tables/prices.json; pass cloud= one of "
-                             f"{', '.join(priced_accelerators(spot=spot))}")
+            raise ValueError(
+                f"card={card!r} is not rented in tables/prices.json; pass cloud= one of "
+                f"{', '.join(priced_accelerators(spot=spot))}"
+            )
         cloud = row.accelerator
     rate = cloud_hourly(cloud, spot=spot)
     cloud_acc = catalog.get_accelerator(cloud)
@@ -266,15 +316,33 @@ def owned_vs_cloud(card: str, *, hours_per_month: float, months: float, cloud: s
     break_even = capital * (1 - resale) / saving_per_month if saving_per_month > 0 else None
     if break_even is not None and break_even > lifetime:
         break_even = None
-    return {"card": row.key, "cloud": cloud_acc.key, "spot": spot,
-            "hours_per_month": hours, "months": months, "purchase_usd": capital, "card_usd": float(row.value),
-            "host_usd": host_usd, "host_w": host_w, "cards_bought": cards, "resale_fraction": resale,
-            "resale_usd": cards * capital * resale, "energy_kwh": energy_kwh, "energy_usd": energy_usd,
-            "owned_usd": owned, "cloud_usd_per_hour": rate, "speed_ratio": speed,
-            "cloud_hours_per_month": cloud_hours, "cloud_usd": cloud_usd,
-            "cheaper": "owned" if owned < cloud_usd else "cloud", "break_even_months": break_even,
-            "usd_per_kwh": usd_kwh, "pue": pue_value, "sources": [row.key, usd_kwh_row, pue_row],
-            "left_out": "staff, floor space, repairs and interest"}
+    return {
+        "card": row.key,
+        "cloud": cloud_acc.key,
+        "spot": spot,
+        "hours_per_month": hours,
+        "months": months,
+        "purchase_usd": capital,
+        "card_usd": float(row.value),
+        "host_usd": host_usd,
+        "host_w": host_w,
+        "cards_bought": cards,
+        "resale_fraction": resale,
+        "resale_usd": cards * capital * resale,
+        "energy_kwh": energy_kwh,
+        "energy_usd": energy_usd,
+        "owned_usd": owned,
+        "cloud_usd_per_hour": rate,
+        "speed_ratio": speed,
+        "cloud_hours_per_month": cloud_hours,
+        "cloud_usd": cloud_usd,
+        "cheaper": "owned" if owned < cloud_usd else "cloud",
+        "break_even_months": break_even,
+        "usd_per_kwh": usd_kwh,
+        "pue": pue_value,
+        "sources": [row.key, usd_kwh_row, pue_row],
+        "left_out": "staff, floor space, repairs and interest",
+    }
 
 
 def _pue(pue: float | str) -> tuple[float, str]:
@@ -285,16 +353,26 @@ def _pue(pue: float | str) -> tuple[float, str]:
     return value, "given"
 
 
-def training_footprint(flops: float, accelerator: str, *, chips: int = 1, utilization: float = 0.4,
-                       dtype: str = "bf16", spot: bool = False, grid: float | str = "world",
-                       pue: float | str = "pue-google", scaling_efficiency: float = 1.0) -> dict[str, Any]:
+def training_footprint(
+    flops: float,
+    accelerator: str,
+    *,
+    chips: int = 1,
+    utilization: float = 0.4,
+    dtype: str = "bf16",
+    spot: bool = False,
+    grid: float | str = "world",
+    pue: float | str = "pue-google",
+    scaling_efficiency: float = 1.0,
+) -> dict[str, Any]:
     """Hours, USD, kWh and kg CO2 of a training job of ``flops`` FLOPs.
 
     ``hours`` is wall-clock time on ``chips`` chips (formulas in the module docstring); ``usd`` uses the
     on-demand (or ``spot``) price per chip-hour, ``None`` where the table has no price for the chip;
     ``kwh`` uses the catalog's TDP and ``pue`` (default Google's fleet PUE), ``None`` where the vendor
     publishes no TDP (recent TPUs), and counts the chips only, as ``job_cost`` does (the
-    host's draw, ``host_watts``, is left out here; the decision guide adds it); ``pue`` is a number >= 1 or a row; ``co2_kg`` uses ``grid`` (a name of ``GRIDS``, a carbon row or a
+    host's draw, ``host_watts``, is left out here; the decision guide adds it); ``pue`` is a number >= 1 or a row;
+    ``co2_kg`` uses ``grid`` (a name of ``GRIDS``, a carbon row or a
     number in g CO2 per kWh). ``note`` says what is missing. Raises ValueError for unknown names
     (listing valid ones), a dtype the chip has no peak for, and out-of-range numbers.
     """
@@ -313,17 +391,34 @@ def training_footprint(flops: float, accelerator: str, *, chips: int = 1, utiliz
         notes.append(f"no {'Spot' if spot else 'on-demand'} price in the table")
     if kwh is None:
         notes.append("no published TDP: energy unknown")
-    return {"accelerator": acc.key, "dtype": names.dtype(dtype), "chips": chips,
-            "hours": hours, "chip_hours": chips * hours,
-            "usd_per_chip_hour": None if price is None else float(price.value),
-            "usd": None if price is None else chips * hours * price.value, "kwh": kwh,
-            "co2_kg": None if kwh is None else kwh * g_per_kwh / 1000, "grid": grid_row,
-            "g_co2_per_kwh": g_per_kwh, "note": "; ".join(notes)}
+    return {
+        "accelerator": acc.key,
+        "dtype": names.dtype(dtype),
+        "chips": chips,
+        "hours": hours,
+        "chip_hours": chips * hours,
+        "usd_per_chip_hour": None if price is None else float(price.value),
+        "usd": None if price is None else chips * hours * price.value,
+        "kwh": kwh,
+        "co2_kg": None if kwh is None else kwh * g_per_kwh / 1000,
+        "grid": grid_row,
+        "g_co2_per_kwh": g_per_kwh,
+        "note": "; ".join(notes),
+    }
 
 
-def footprint_table(flops: float, *, chips: int = 1, utilization: float = 0.4, dtype: str = "bf16",
-                    fallback_dtype: str = "fp16", spot: bool = False, grid: float | str = "world",
-                    pue: float | str = "pue-google", scaling_efficiency: float = 1.0) -> list[dict[str, Any]]:
+def footprint_table(
+    flops: float,
+    *,
+    chips: int = 1,
+    utilization: float = 0.4,
+    dtype: str = "bf16",
+    fallback_dtype: str = "fp16",
+    spot: bool = False,
+    grid: float | str = "world",
+    pue: float | str = "pue-google",
+    scaling_efficiency: float = 1.0,
+) -> list[dict[str, Any]]:
     """``training_footprint`` for every catalog accelerator, in catalog order.
 
     Notebook 07.3, section 3 ("Cost and energy").
@@ -336,10 +431,21 @@ def footprint_table(flops: float, *, chips: int = 1, utilization: float = 0.4, d
     for acc in catalog.accelerators():
         use = dtype if dtype in acc.peak_tflops else fallback_dtype
         if use not in acc.peak_tflops:
-            raise ValueError(f"{acc.name} has a peak at neither dtype={dtype!r} nor fallback_dtype={fallback_dtype!r}; "
-                             f"its dtypes: {', '.join(acc.peak_tflops)}")
-        row = training_footprint(flops, acc.key, chips=chips, utilization=utilization, dtype=use, spot=spot,
-                                 grid=grid, pue=pue, scaling_efficiency=scaling_efficiency)
+            raise ValueError(
+                f"{acc.name} has a peak at neither dtype={dtype!r} nor fallback_dtype={fallback_dtype!r}; "
+                f"its dtypes: {', '.join(acc.peak_tflops)}"
+            )
+        row = training_footprint(
+            flops,
+            acc.key,
+            chips=chips,
+            utilization=utilization,
+            dtype=use,
+            spot=spot,
+            grid=grid,
+            pue=pue,
+            scaling_efficiency=scaling_efficiency,
+        )
         if use != dtype:
             row["note"] = "; ".join(filter(None, [f"no {dtype} peak: {use}", row["note"]]))
         rows.append(row)
@@ -362,12 +468,27 @@ def storage_ladder() -> list[dict[str, Any]]:
     out = []
     for p in sorted(rows, key=lambda p: -p.value):
         where, key = _LADDER_SPEED.get(p.key, (None, None))
-        speed = (catalog.get_storage(key).sequential_read_gbs if where == "storage"
-                 else catalog.get_accelerator(key).memory_bandwidth_gbs if where == "accelerator" else None)
+        speed = (
+            catalog.get_storage(key).sequential_read_gbs
+            if where == "storage"
+            else catalog.get_accelerator(key).memory_bandwidth_gbs
+            if where == "accelerator"
+            else None
+        )
         method = _LADDER_METHOD.get(p.key, "street price")
-        out.append({"key": p.key, "name": p.name, "usd_per_gb": float(p.value), "usd_per_tb": p.value * 1000,
-                    "vs_hdd": p.value / hdd, "method": method, "read_gbs": speed, "source_date": p.source_date,
-                    "notes": p.notes})
+        out.append(
+            {
+                "key": p.key,
+                "name": p.name,
+                "usd_per_gb": float(p.value),
+                "usd_per_tb": p.value * 1000,
+                "vs_hdd": p.value / hdd,
+                "method": method,
+                "read_gbs": speed,
+                "source_date": p.source_date,
+                "notes": p.notes,
+            }
+        )
     return out
 
 
@@ -384,23 +505,33 @@ def raid(level: str, disks: int, disk_tb: float, *, usd_per_tb: float | None = N
     ``usd_per_tb`` defaults to the price table's hard-disk row. Raises ValueError for an unknown
     level (listing them), too few disks, or sizes that are not positive.
     """
-    level = arguments.choice("level", level, RAID_LEVELS, aliases={"raid 10": "raid10", "raid1+0": "raid10",
-                                                                   "raid 6": "raid6"})
+    level = arguments.choice(
+        "level", level, RAID_LEVELS, aliases={"raid 10": "raid10", "raid1+0": "raid10", "raid 6": "raid6"}
+    )
     disks = arguments.positive_int("disks", disks)
     disk_tb = arguments.positive("disk_tb", disk_tb)
-    usd_tb = (catalog.get_price("hdd").value * 1000 if usd_per_tb is None
-              else arguments.positive("usd_per_tb", usd_per_tb))
+    usd_tb = (
+        catalog.get_price("hdd").value * 1000 if usd_per_tb is None else arguments.positive("usd_per_tb", usd_per_tb)
+    )
     if disks < 4 or (level == "raid10" and disks % 2):
         need = "an even number of disks >= 4" if level == "raid10" else "at least 4 disks"
         raise ValueError(f"disks={disks}: {level} needs {need}")
     usable_disks = disks // 2 if level == "raid10" else disks - 2
     raw = disks * disk_tb
     usable = usable_disks * disk_tb
-    return {"level": level, "disks": disks, "disk_tb": disk_tb, "raw_tb": raw, "usable_tb": usable,
-            "efficiency": usable / raw, "failures_tolerated": 1 if level == "raid10" else 2,
-            "failures_best_case": disks // 2 if level == "raid10" else 2,
-            "write_penalty": 2 if level == "raid10" else 6, "usd": raw * usd_tb,
-            "usd_per_usable_tb": raw * usd_tb / usable}
+    return {
+        "level": level,
+        "disks": disks,
+        "disk_tb": disk_tb,
+        "raw_tb": raw,
+        "usable_tb": usable,
+        "efficiency": usable / raw,
+        "failures_tolerated": 1 if level == "raid10" else 2,
+        "failures_best_case": disks // 2 if level == "raid10" else 2,
+        "write_penalty": 2 if level == "raid10" else 6,
+        "usd": raw * usd_tb,
+        "usd_per_usable_tb": raw * usd_tb / usable,
+    }
 
 
 # --------------------------------------------------------------------------------------
@@ -418,8 +549,15 @@ def price_table() -> dict[str, Price]:
     return {key: catalog.get_price(key) for key in COST_MODEL_KEYS}
 
 
-def job_cost(flops: float, accelerator: str, *, chips: int = 8, utilization: float = 0.4, dtype: str = "bf16",
-             scaling_efficiency: float = 0.9) -> dict[str, Any]:
+def job_cost(
+    flops: float,
+    accelerator: str,
+    *,
+    chips: int = 8,
+    utilization: float = 0.4,
+    dtype: str = "bf16",
+    scaling_efficiency: float = 0.9,
+) -> dict[str, Any]:
     """Time, money and energy of a training job of ``flops`` FLOPs on ``chips`` chips (notebook 06.5, sec. 4).
 
     ``hours = flops / (chips * peak * utilization * scaling_efficiency) / 3600`` with the catalog's dense
@@ -436,19 +574,49 @@ def job_cost(flops: float, accelerator: str, *, chips: int = 8, utilization: flo
     acc = catalog.get_accelerator(accelerator)
     row = _cloud_row(acc.key, False)
     if row is None:
-        raise ValueError(f"no price for accelerator={accelerator!r} in tables/prices.json; "
-                         f"priced: {priced_accelerators()}")
+        raise ValueError(
+            f"no price for accelerator={accelerator!r} in tables/prices.json; priced: {priced_accelerators()}"
+        )
     hours = flops / (chips * acc.peak_flops(dtype) * utilization * scaling_efficiency) / 3600
     pue = catalog.get_price("pue-google").value
     kwh = None if acc.power_w is None else chips * hours * acc.power_w * pue / 1000
     usd_kwh = catalog.get_price("electricity-us-industrial").value
-    return {"accelerator": acc.key, "chips": chips, "hours": hours, "chip_hours": chips * hours,
-            "usd": chips * hours * row.value, "usd_per_chip_hour": row.value, "kwh": kwh,
-            "energy_usd": None if kwh is None else kwh * usd_kwh}
+    return {
+        "accelerator": acc.key,
+        "chips": chips,
+        "hours": hours,
+        "chip_hours": chips * hours,
+        "usd": chips * hours * row.value,
+        "usd_per_chip_hour": row.value,
+        "kwh": kwh,
+        "energy_usd": None if kwh is None else kwh * usd_kwh,
+    }
 
 
-__all__ = ["PRICE_KINDS", "Price", "GRIDS", "ELECTRICITY", "COST_MODEL_KEYS", "RAID_LEVELS", "SERVER_USD_PER_GPU",
-           "HOST_POWER_RATIO", "DESK_HOST_USD", "DESK_HOST_W", "DESK_MAX",
-           "SERVER_ROOM_PUE_ROW", "DESK_PUE", "priced_accelerators", "cloud_hourly",
-           "purchase_price", "host_share", "host_watts", "owned_vs_cloud", "training_footprint", "footprint_table",
-           "storage_ladder", "raid", "price_table", "job_cost"]
+__all__ = [
+    "PRICE_KINDS",
+    "Price",
+    "GRIDS",
+    "ELECTRICITY",
+    "COST_MODEL_KEYS",
+    "RAID_LEVELS",
+    "SERVER_USD_PER_GPU",
+    "HOST_POWER_RATIO",
+    "DESK_HOST_USD",
+    "DESK_HOST_W",
+    "DESK_MAX",
+    "SERVER_ROOM_PUE_ROW",
+    "DESK_PUE",
+    "priced_accelerators",
+    "cloud_hourly",
+    "purchase_price",
+    "host_share",
+    "host_watts",
+    "owned_vs_cloud",
+    "training_footprint",
+    "footprint_table",
+    "storage_ladder",
+    "raid",
+    "price_table",
+    "job_cost",
+]

@@ -15,6 +15,7 @@ and bf16 matrix product (:func:`calibrate`), and turns those into decisions (:fu
 function, unit-tested with made-up machines): how many threads to use, whether bf16 pays here,
 and how much to shrink bf16 demos. Notebook 00 and ``course doctor`` print the summary.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -29,8 +30,22 @@ import torch
 from . import arguments, timing
 from .hardware import CPUInfo, detect, usable_cpus
 
-__all__ = ["Load", "ThreadPool", "Calibration", "Plan", "CPUProfile", "measure_load", "thread_pools", "set_threads",
-           "limit_threads", "calibrate", "thread_plan", "profile", "free_cores", "BF16_MODES"]
+__all__ = [
+    "Load",
+    "ThreadPool",
+    "Calibration",
+    "Plan",
+    "CPUProfile",
+    "measure_load",
+    "thread_pools",
+    "set_threads",
+    "limit_threads",
+    "calibrate",
+    "thread_plan",
+    "profile",
+    "free_cores",
+    "BF16_MODES",
+]
 
 BF16_MODES = ("native", "slow", "emulated", "unknown")
 _PROFILE: CPUProfile | None = None
@@ -39,6 +54,7 @@ _FREE_CORES: tuple[float, int] | None = None  # (when measured, value) without a
 
 # ----------------------------------------------------------------------------------------------
 # load
+
 
 @dataclass(frozen=True)
 class Load:
@@ -78,6 +94,7 @@ def measure_load(interval: float = 0.25) -> Load:
 # ----------------------------------------------------------------------------------------------
 # thread pools
 
+
 @dataclass(frozen=True)
 class ThreadPool:
     """One thread pool loaded into this process, as threadpoolctl sees it."""
@@ -107,8 +124,16 @@ def thread_pools() -> list[ThreadPool]:
     """
     from threadpoolctl import threadpool_info
 
-    return [ThreadPool(_owner(p.get("filepath", "")), p.get("user_api", "?"), p.get("internal_api", "?"),
-                       int(p.get("num_threads", 0)), p.get("filepath", "")) for p in threadpool_info()]
+    return [
+        ThreadPool(
+            _owner(p.get("filepath", "")),
+            p.get("user_api", "?"),
+            p.get("internal_api", "?"),
+            int(p.get("num_threads", 0)),
+            p.get("filepath", ""),
+        )
+        for p in threadpool_info()
+    ]
 
 
 _LIMITERS: list = []
@@ -156,6 +181,7 @@ def limit_threads(n: int) -> Iterator[None]:
 # ----------------------------------------------------------------------------------------------
 # calibration
 
+
 @dataclass(frozen=True)
 class Calibration:
     """fp32 and bf16 matrix-product speed measured here (:func:`calibrate`)."""
@@ -186,9 +212,11 @@ def calibrate(threads: int | None = None) -> Calibration:
     for n in (128, 256):
         a, b = torch.randn(n, n, generator=gen), torch.randn(n, n, generator=gen)
         a16, b16 = a.bfloat16(), b.bfloat16()
-        flops = 2 * n ** 3
-        rates = {kind: flops / timing.time_fn(fn, label=kind, num_threads=threads, warmup=1, min_run_time=0.03).seconds
-                 for kind, fn in (("fp32", lambda: a @ b), ("bf16", lambda: a16 @ b16))}
+        flops = 2 * n**3
+        rates = {
+            kind: flops / timing.time_fn(fn, label=kind, num_threads=threads, warmup=1, min_run_time=0.03).seconds
+            for kind, fn in (("fp32", lambda: a @ b), ("bf16", lambda: a16 @ b16))
+        }
         size = n
         if rates["bf16"] < 0.2 * rates["fp32"]:
             break
@@ -197,6 +225,7 @@ def calibrate(threads: int | None = None) -> Calibration:
 
 # ----------------------------------------------------------------------------------------------
 # decisions
+
 
 @dataclass(frozen=True)
 class Plan:
@@ -218,8 +247,12 @@ class Plan:
     notes: tuple[str, ...] = field(default_factory=tuple)
 
 
-def thread_plan(cpu: CPUInfo, load: Load | None = None, calibration: Calibration | None = None,
-         pools: list[ThreadPool] | None = None) -> Plan:
+def thread_plan(
+    cpu: CPUInfo,
+    load: Load | None = None,
+    calibration: Calibration | None = None,
+    pools: list[ThreadPool] | None = None,
+) -> Plan:
     """Decide threads, bf16 handling and what to tell the learner, from facts and measurements.
 
     A pure function (no measuring), so every kind of machine can be tried with made-up inputs: an
@@ -232,12 +265,16 @@ def thread_plan(cpu: CPUInfo, load: Load | None = None, calibration: Calibration
     busy = load is not None and load.busy_cores >= 0.5
     notes: list[str] = []
     if busy:
-        notes.append(f"Other programs keep about {load.busy_cores:.1f} core(s) busy: PyTorch runs on the {free} free "
-                     f"physical core(s) so its threads never wait for a busy one. Timings are noisier than on an idle "
-                     "machine; close other programs for cleaner numbers.")
+        notes.append(
+            f"Other programs keep about {load.busy_cores:.1f} core(s) busy: PyTorch runs on the {free} free "
+            f"physical core(s) so its threads never wait for a busy one. Timings are noisier than on an idle "
+            "machine; close other programs for cleaner numbers."
+        )
     if physical == 1:
-        notes.append("One physical core: thread-scaling and multi-process demos can only take turns here; the "
-                     "notebooks say so instead of asserting a speed-up.")
+        notes.append(
+            "One physical core: thread-scaling and multi-process demos can only take turns here; the "
+            "notebooks say so instead of asserting a speed-up."
+        )
     ratio = calibration.bf16_ratio if calibration is not None else None
     if ratio is None:
         mode = "native" if cpu.native_bf16 else "unknown"
@@ -249,29 +286,48 @@ def thread_plan(cpu: CPUInfo, load: Load | None = None, calibration: Calibration
         mode = "emulated"
     scale = 1.0 if ratio is None or ratio >= 0.5 else max(1 / 64, 2.0 ** math.floor(math.log2(2 * ratio)))
     if mode == "native" and ratio is not None:
-        notes.append(f"bf16 matrix products run {ratio:.1f}x as fast as fp32 here ({'AMX tiles' if 'AMX BF16' in cpu.simd else 'bf16 instructions'}): "
-                     "mixed precision pays on this CPU.")
+        notes.append(
+            f"bf16 matrix products run {ratio:.1f}x as fast as fp32 here "
+            f"({'AMX tiles' if 'AMX BF16' in cpu.simd else 'bf16 instructions'}): "
+            "mixed precision pays on this CPU."
+        )
     elif mode == "slow":
-        notes.append(f"bf16 matrix products run at {ratio:.2f}x the speed of fp32 here (no bf16 dot-product "
-                     "instructions: values are converted inside the kernels). bf16 saves memory on this CPU, not time.")
+        notes.append(
+            f"bf16 matrix products run at {ratio:.2f}x the speed of fp32 here (no bf16 dot-product "
+            "instructions: values are converted inside the kernels). bf16 saves memory on this CPU, not time."
+        )
     elif mode == "emulated":
-        notes.append(f"This CPU has no bf16 arithmetic ({cpu.vector_isa}): PyTorch emulates bf16 matrix products in "
-                     f"software, {1 / ratio:.0f}x slower than fp32 on a {calibration.size}x{calibration.size} product and worse on larger "
-                     "ones. bf16 saves memory here but never time, so "
-                     f"bf16 demos run at {scale:g}x their size; on a GPU or a CPU with bf16 units they run full size.")
+        notes.append(
+            f"This CPU has no bf16 arithmetic ({cpu.vector_isa}): PyTorch emulates bf16 matrix products in "
+            f"software, {1 / ratio:.0f}x slower than fp32 on a {calibration.size}x{calibration.size} product "
+            "and worse on larger "
+            "ones. bf16 saves memory here but never time, so "
+            f"bf16 demos run at {scale:g}x their size; on a GPU or a CPU with bf16 units they run full size."
+        )
     if pools:
         others = [p for p in pools if p.owner != "torch"]
         runtimes = {p.path for p in pools if p.api == "openmp"}
         if others:
-            notes.append(f"{len(pools)} thread pools are loaded ({len(runtimes)} OpenMP runtime(s), "
-                         f"{sum(p.api == 'blas' for p in pools)} BLAS): BLAS pools outside PyTorch use one thread, "
-                         "so scikit-learn and PyTorch do not compete for the cores.")
-    return Plan(threads=free, physical_cores=physical, free_cores=free, busy=busy, bf16=mode, bf16_ratio=ratio,
-                bf16_scale=scale, notes=tuple(notes))
+            notes.append(
+                f"{len(pools)} thread pools are loaded ({len(runtimes)} OpenMP runtime(s), "
+                f"{sum(p.api == 'blas' for p in pools)} BLAS): BLAS pools outside PyTorch use one thread, "
+                "so scikit-learn and PyTorch do not compete for the cores."
+            )
+    return Plan(
+        threads=free,
+        physical_cores=physical,
+        free_cores=free,
+        busy=busy,
+        bf16=mode,
+        bf16_ratio=ratio,
+        bf16_scale=scale,
+        notes=tuple(notes),
+    )
 
 
 # ----------------------------------------------------------------------------------------------
 # the profile every notebook starts with
+
 
 @dataclass(frozen=True)
 class CPUProfile:
@@ -286,14 +342,18 @@ class CPUProfile:
     def summary(self) -> str:
         """A few lines for the start of every notebook and ``course doctor``."""
         c, p = self.cpu, self.plan
-        lines = [f"CPU      : {c.model} ({c.kind})",
-                 f"Cores    : {p.physical_cores} physical, {p.free_cores} free right now "
-                 f"(other programs use {self.load.busy_cores:.1f})",
-                 f"Threads  : PyTorch {torch.get_num_threads()}; {len(self.pools)} other thread pool(s) loaded"]
+        lines = [
+            f"CPU      : {c.model} ({c.kind})",
+            f"Cores    : {p.physical_cores} physical, {p.free_cores} free right now "
+            f"(other programs use {self.load.busy_cores:.1f})",
+            f"Threads  : PyTorch {torch.get_num_threads()}; {len(self.pools)} other thread pool(s) loaded",
+        ]
         if self.calibration is not None:
             cal = self.calibration
-            lines.append(f"Matmul   : fp32 {cal.fp32_flops / 1e9:.0f} GFLOP/s, bf16 {cal.bf16_flops / 1e9:.1f} GFLOP/s "
-                         f"({cal.size}x{cal.size}, {cal.threads} thread(s)): bf16 is {p.bf16} here")
+            lines.append(
+                f"Matmul   : fp32 {cal.fp32_flops / 1e9:.0f} GFLOP/s, bf16 {cal.bf16_flops / 1e9:.1f} GFLOP/s "
+                f"({cal.size}x{cal.size}, {cal.threads} thread(s)): bf16 is {p.bf16} here"
+            )
         lines += [f"  - {note}" for note in p.notes]
         return "\n".join(lines)
 

@@ -7,6 +7,7 @@
 
 Every function is seeded, so the same call returns the same tensors on every machine.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -39,8 +40,10 @@ class Split:
         """(train_loader, test_loader); the train loader shuffles with a seeded generator."""
         _positive_int("batch_size", batch_size)
         g = torch.Generator().manual_seed(seed)
-        return (DataLoader(self.train, batch_size=batch_size, shuffle=shuffle, generator=g),
-                DataLoader(self.test, batch_size=batch_size))
+        return (
+            DataLoader(self.train, batch_size=batch_size, shuffle=shuffle, generator=g),
+            DataLoader(self.test, batch_size=batch_size),
+        )
 
 
 _positive_int = arguments.positive_int
@@ -78,8 +81,14 @@ def load_digits(test_fraction: float = 0.25, flat: bool = True, seed: int = 0, f
     return _split(x, y, test_fraction, seed, n_classes=10)
 
 
-def make_blobs(n_samples: int = 2000, n_features: int = 32, n_classes: int = 4, spread: float = 1.0,
-               test_fraction: float = 0.25, seed: int = 0) -> Split:
+def make_blobs(
+    n_samples: int = 2000,
+    n_features: int = 32,
+    n_classes: int = 4,
+    spread: float = 1.0,
+    test_fraction: float = 0.25,
+    seed: int = 0,
+) -> Split:
     """Gaussian clusters, one per class, for classification at any size."""
     for name, v in (("n_samples", n_samples), ("n_features", n_features), ("n_classes", n_classes)):
         _positive_int(name, v)
@@ -92,8 +101,9 @@ def make_blobs(n_samples: int = 2000, n_features: int = 32, n_classes: int = 4, 
     return _split(x, y, test_fraction, seed, n_classes)
 
 
-def make_regression(n_samples: int = 2000, n_features: int = 16, noise: float = 0.1,
-                    test_fraction: float = 0.25, seed: int = 0) -> Split:
+def make_regression(
+    n_samples: int = 2000, n_features: int = 16, noise: float = 0.1, test_fraction: float = 0.25, seed: int = 0
+) -> Split:
     """y = x @ w + noise with a hidden random w (n_classes is 0: a regression target)."""
     _positive_int("n_samples", n_samples)
     _positive_int("n_features", n_features)
@@ -105,8 +115,9 @@ def make_regression(n_samples: int = 2000, n_features: int = 16, noise: float = 
     return _split(x, y, test_fraction, seed, n_classes=0)
 
 
-def make_token_task(n_samples: int = 2000, seq_len: int = 16, vocab_size: int = 32,
-                    test_fraction: float = 0.25, seed: int = 0) -> Split:
+def make_token_task(
+    n_samples: int = 2000, seq_len: int = 16, vocab_size: int = 32, test_fraction: float = 0.25, seed: int = 0
+) -> Split:
     """Random token sequences labelled by whether token 1 occurs more often than token 2.
 
     A task that needs the whole sequence (counting), so attention has something to do.

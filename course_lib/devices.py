@@ -26,6 +26,7 @@ What is decided, and why:
 * **hints**: an accelerator the hardware has but PyTorch cannot use (a TPU without ``torch_xla``,
   an NVIDIA GPU with a CPU-only torch build), or a platform limit worth knowing.
 """
+
 from __future__ import annotations
 
 import functools
@@ -40,8 +41,20 @@ import torch
 
 from . import arguments
 
-__all__ = ["DEMOS", "GPU", "DeviceFacts", "DevicePlan", "device_plan", "apply", "current_plan", "EXAMPLES",
-           "EXAMPLE_CHIPS", "decision_table", "peaks_table", "tpu_generation"]
+__all__ = [
+    "DEMOS",
+    "GPU",
+    "DeviceFacts",
+    "DevicePlan",
+    "device_plan",
+    "apply",
+    "current_plan",
+    "EXAMPLES",
+    "EXAMPLE_CHIPS",
+    "decision_table",
+    "peaks_table",
+    "tpu_generation",
+]
 
 #: Demos that need something not every machine has: key -> what it is.
 DEMOS = {
@@ -87,7 +100,9 @@ class DeviceFacts:
     tpu_on_pci: str | None = None  # TPU chips on the PCI bus, as "4 x v5e", torch_xla or not
     nvidia_driver: bool = False  # an NVIDIA GPU's device node exists, whatever torch can do with it
     torch_cuda: bool = False  # this torch build was compiled with CUDA
-    torch_arch: tuple[str, ...] = ()  # the GPU architectures this torch build has kernels for (torch.cuda.get_arch_list)
+    torch_arch: tuple[
+        str, ...
+    ] = ()  # the GPU architectures this torch build has kernels for (torch.cuda.get_arch_list)
     cuda_problem: str | None = None  # why torch cannot use the GPU, as torch said it (e.g. a driver too old)
 
     @classmethod
@@ -127,7 +142,8 @@ def runs_on(capability: tuple[int, int], arch_list: tuple[str, ...]) -> bool:
             continue
         built = (int(digits[:-1]), int(digits[-1]))
         if (kind == "sm" and built[0] == capability[0] and built[1] <= capability[1]) or (
-                kind == "compute" and built <= capability):
+            kind == "compute" and built <= capability
+        ):
             return True
     return False
 
@@ -225,12 +241,18 @@ class DevicePlan:
 
     def report(self) -> str:
         """The plan in words."""
-        lines = [f"Device        : {self.device} ({self.description})",
-                 f"float32       : {self.fp32_matmul}",
-                 f"16-bit        : {self.half}; mixed precision {self.mixed_precision}"
-                 + (" with a GradScaler" if self.grad_scaler else ""),
-                 "Multi-GPU     : " + (f"NCCL on {self.gpu_ranks} GPUs" if self.gpu_ranks else
-                                       "none; multi-process demos are CPU processes over gloo")]
+        lines = [
+            f"Device        : {self.device} ({self.description})",
+            f"float32       : {self.fp32_matmul}",
+            f"16-bit        : {self.half}; mixed precision {self.mixed_precision}"
+            + (" with a GradScaler" if self.grad_scaler else ""),
+            "Multi-GPU     : "
+            + (
+                f"NCCL on {self.gpu_ranks} GPUs"
+                if self.gpu_ranks
+                else "none; multi-process demos are CPU processes over gloo"
+            ),
+        ]
         lines += [f"Skipped       : {DEMOS[k]}: {why}" for k, why in self.skipped.items()]
         lines += [f"Note          : {h}" for h in self.hints]
         return "\n".join(lines)
@@ -252,39 +274,52 @@ def device_plan(facts: DeviceFacts) -> DevicePlan:
         gpu_ranks = 0
     device, kind, description, fp32, half = _device_and_dtypes(facts, skipped, hints)
     hints += _install_hints(facts, kind, bool(unusable))
-    return DevicePlan(device=device, description=description, fp32_matmul=fp32, half=half,
-                      mixed_precision=f"{half}-mixed", grad_scaler=kind == "cuda" and half == "fp16",
-                      backend="nccl" if gpu_ranks else "gloo", gpu_ranks=gpu_ranks, skipped=skipped,
-                      hints=tuple(hints))
+    return DevicePlan(
+        device=device,
+        description=description,
+        fp32_matmul=fp32,
+        half=half,
+        mixed_precision=f"{half}-mixed",
+        grad_scaler=kind == "cuda" and half == "fp16",
+        backend="nccl" if gpu_ranks else "gloo",
+        gpu_ranks=gpu_ranks,
+        skipped=skipped,
+        hints=tuple(hints),
+    )
 
 
 def _hardware_skips(facts: DeviceFacts) -> dict[str, str]:
     """The demos ``facts`` rule out before any GPU is checked for kernels: by operating system and GPU count."""
     skipped = {}
     if facts.system != "Linux":
-        skipped["memory_cap"] = (f"capping a process's memory needs Linux (RLIMIT_AS); {facts.system} "
-                                 + ("does not enforce it" if facts.system == "Darwin" else "has no such limit")
-                                 + ", and an uncapped out-of-memory demo could freeze the machine")
+        skipped["memory_cap"] = (
+            f"capping a process's memory needs Linux (RLIMIT_AS); {facts.system} "
+            + ("does not enforce it" if facts.system == "Darwin" else "has no such limit")
+            + ", and an uncapped out-of-memory demo could freeze the machine"
+        )
     if not facts.gpus:
         skipped["device_memory"] = "needs a CUDA GPU (torch.cuda.max_memory_allocated)"
         skipped["host_to_device"] = "needs a CUDA GPU (pinned memory is page-locked for a GPU's copy engine)"
     if not (len(facts.gpus) >= 2 and facts.nccl):
-        skipped["nccl_allreduce"] = (f"needs 2 or more CUDA GPUs and an NCCL build; this machine has "
-                                     f"{len(facts.gpus)} GPU(s)" + ("" if facts.nccl or not facts.gpus else ", no NCCL"))
+        skipped["nccl_allreduce"] = (
+            f"needs 2 or more CUDA GPUs and an NCCL build; this machine has "
+            f"{len(facts.gpus)} GPU(s)" + ("" if facts.nccl or not facts.gpus else ", no NCCL")
+        )
     return skipped
 
 
 def _no_kernels_hint(gpu: GPU, torch_arch: tuple[str, ...]) -> str:
     built = sorted(torch_arch)
-    return (f"This torch has no kernels for the {gpu.name} (compute capability {gpu.capability[0]}."
-            f"{gpu.capability[1]}; it was built for {', '.join(built)}): its first GPU operation would fail "
-            "with 'no kernel image is available'. Everything runs on the CPU. For the GPU, install a torch "
-            "build that still lists this architecture (pytorch.org/get-started/previous-versions), or pick "
-            "a newer GPU.")
+    return (
+        f"This torch has no kernels for the {gpu.name} (compute capability {gpu.capability[0]}."
+        f"{gpu.capability[1]}; it was built for {', '.join(built)}): its first GPU operation would fail "
+        "with 'no kernel image is available'. Everything runs on the CPU. For the GPU, install a torch "
+        "build that still lists this architecture (pytorch.org/get-started/previous-versions), or pick "
+        "a newer GPU."
+    )
 
 
-def _device_and_dtypes(facts: DeviceFacts, skipped: dict[str, str],
-                       hints: list[str]) -> tuple[str, str, str, str, str]:
+def _device_and_dtypes(facts: DeviceFacts, skipped: dict[str, str], hints: list[str]) -> tuple[str, str, str, str, str]:
     """(device, kind, description, what fp32 matmuls compute in, the 16-bit dtype) of the first usable of a CUDA
     GPU, an Apple GPU, a TPU and the CPU; adds that device's skipped demos and hints."""
     if facts.gpus:
@@ -297,17 +332,23 @@ def _device_and_dtypes(facts: DeviceFacts, skipped: dict[str, str],
         fp32 = "full float32 (TF32 switched off)" if gpu.native_bf16 else "full float32 (no TF32 on this GPU)"
         if not gpu.native_bf16:
             units = "fp16 tensor cores but no bf16 ones" if gpu.capability >= (7, 0) else "fast fp16 but no bf16"
-            hints.append(f"{gpu.name} (compute capability {cc}) has {units}: mixed precision runs as fp16 with a "
-                         "GradScaler. torch.cuda.is_bf16_supported() may still say True, because bf16 runs "
-                         "emulated there, far slower.")
+            hints.append(
+                f"{gpu.name} (compute capability {cc}) has {units}: mixed precision runs as fp16 with a "
+                "GradScaler. torch.cuda.is_bf16_supported() may still say True, because bf16 runs "
+                "emulated there, far slower."
+            )
         return "cuda:0", "cuda", description, fp32, half
     if facts.mps:
         half = "bf16" if facts.macos and facts.macos >= (14, 0) else "fp16"
         if half == "fp16":
-            hints.append(f"bf16 on the Apple GPU needs macOS 14 or newer (this is macOS "
-                         f"{'.'.join(map(str, facts.macos or ()))}): the 16-bit demos use fp16.")
-        skipped["accelerator_faster"] = ("an Apple GPU shares memory with a CPU that has matrix units of its "
-                                         "own, so either may win on this step: the notebook shows both times")
+            hints.append(
+                f"bf16 on the Apple GPU needs macOS 14 or newer (this is macOS "
+                f"{'.'.join(map(str, facts.macos or ()))}): the 16-bit demos use fp16."
+            )
+        skipped["accelerator_faster"] = (
+            "an Apple GPU shares memory with a CPU that has matrix units of its "
+            "own, so either may win on this step: the notebook shows both times"
+        )
         return "mps", "mps", "Apple GPU through Metal (MPS), memory shared with the CPU", "float32", half
     if facts.xla:
         description = f"TPU through torch_xla ({facts.tpu_on_pci or 'chips not listed on the PCI bus'})"
@@ -321,18 +362,26 @@ def _install_hints(facts: DeviceFacts, kind: str, unusable: bool) -> list[str]:
     driver without a GPU torch sees (not repeated where the GPU was seen but lacks kernels)."""
     hints = []
     if kind != "xla" and facts.tpu_on_pci:
-        hints.append(f"This machine has TPU chips ({facts.tpu_on_pci}) but torch_xla is not installed, so "
-                     "everything runs on the CPU. Install the torch_xla release that matches your torch "
-                     f"(pip install 'torch_xla[tpu]=={torch.__version__.split('+')[0]}', see github.com/pytorch/xla), then "
-                     "restart the runtime.")
+        hints.append(
+            f"This machine has TPU chips ({facts.tpu_on_pci}) but torch_xla is not installed, so "
+            "everything runs on the CPU. Install the torch_xla release that matches your torch "
+            f"(pip install 'torch_xla[tpu]=={torch.__version__.split('+')[0]}', see github.com/pytorch/xla), then "
+            "restart the runtime."
+        )
     if not facts.gpus and facts.nvidia_driver and not unusable:
-        hints.append("An NVIDIA GPU driver is present but PyTorch sees no GPU: "
-                     + (f"torch says: {facts.cuda_problem} Update the NVIDIA driver, or install a torch built for an "
-                        "older CUDA (pytorch.org/get-started/previous-versions)." if facts.cuda_problem else
-                        "check nvidia-smi and CUDA_VISIBLE_DEVICES." if facts.torch_cuda else
-                        "this torch is a CPU-only build. Install a CUDA build (pytorch.org/get-started), "
-                        "e.g. with TORCH_INDEX_URL=https://download.pytorch.org/whl/cu126 python3 bootstrap.py "
-                        "setup after deleting .venv."))
+        hints.append(
+            "An NVIDIA GPU driver is present but PyTorch sees no GPU: "
+            + (
+                f"torch says: {facts.cuda_problem} Update the NVIDIA driver, or install a torch built for an "
+                "older CUDA (pytorch.org/get-started/previous-versions)."
+                if facts.cuda_problem
+                else "check nvidia-smi and CUDA_VISIBLE_DEVICES."
+                if facts.torch_cuda
+                else "this torch is a CPU-only build. Install a CUDA build (pytorch.org/get-started), "
+                "e.g. with TORCH_INDEX_URL=https://download.pytorch.org/whl/cu126 python3 bootstrap.py "
+                "setup after deleting .venv."
+            )
+        )
     return hints
 
 
@@ -408,21 +457,31 @@ EXAMPLES: dict[str, DeviceFacts] = {
 def decision_table(examples: dict[str, DeviceFacts] | None = None) -> str:
     """A Markdown table: platform -> device, 16-bit dtype, backend, skipped demos, hints (their first
     sentence)."""
-    rows = ["| platform | device | float32 matmul | 16-bit / mixed precision | distributed backends | skipped demos | hint |",
-            "|---|---|---|---|---|---|---|"]
+    rows = [
+        "| platform | device | float32 matmul | 16-bit / mixed precision | distributed backends | skipped demos "
+        "| hint |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for name, facts in (EXAMPLES if examples is None else examples).items():
         p = device_plan(facts)
         hint = " ".join(h.split(". ")[0].rstrip(".") + "." for h in p.hints)  # first sentences
-        rows.append(f"| {name} | {p.device} | {p.fp32_matmul} | {p.mixed_precision}"
-                    f"{' + GradScaler' if p.grad_scaler else ''} | "
-                    f"gloo (CPU processes){f' + NCCL on {p.gpu_ranks} GPUs' if p.gpu_ranks else ''} | "
-                    f"{', '.join(sorted(p.skipped)) or '-'} | {hint or '-'} |")
+        rows.append(
+            f"| {name} | {p.device} | {p.fp32_matmul} | {p.mixed_precision}"
+            f"{' + GradScaler' if p.grad_scaler else ''} | "
+            f"gloo (CPU processes){f' + NCCL on {p.gpu_ranks} GPUs' if p.gpu_ranks else ''} | "
+            f"{', '.join(sorted(p.skipped)) or '-'} | {hint or '-'} |"
+        )
     return "\n".join(rows)
 
 
 #: Which catalog chip each example platform has (for ``peaks_table``).
-EXAMPLE_CHIPS = {"Colab T4": "t4", "Colab / Workbench L4": "l4", "H100": "h100-sxm", "4 x A100": "a100-40gb",
-                 "TPU v5e (torch_xla)": "tpu-v5e"}
+EXAMPLE_CHIPS = {
+    "Colab T4": "t4",
+    "Colab / Workbench L4": "l4",
+    "H100": "h100-sxm",
+    "4 x A100": "a100-40gb",
+    "TPU v5e (torch_xla)": "tpu-v5e",
+}
 
 
 def peaks_table() -> str:
@@ -430,11 +489,16 @@ def peaks_table() -> str:
     fp32 and in the 16-bit dtype the plan picks there (labelled as catalog figures, not measurements)."""
     from .catalog import get_accelerator
 
-    rows = ["| platform | chip (catalog key) | fp32 TFLOP/s | 16-bit dtype the course uses | its TFLOP/s | memory GB "
-            "| memory GB/s |", "|---|---|---|---|---|---|---|"]
+    rows = [
+        "| platform | chip (catalog key) | fp32 TFLOP/s | 16-bit dtype the course uses | its TFLOP/s | memory GB "
+        "| memory GB/s |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for name, key in EXAMPLE_CHIPS.items():
         chip, half = get_accelerator(key), device_plan(EXAMPLES[name]).half
         fp32 = chip.peak_tflops.get("fp32")
-        rows.append(f"| {name} | {chip.name} (`{key}`) | {f'{fp32:g}' if fp32 else '-'} | {half} | "
-                    f"{chip.peak_tflops[half]:g} | {chip.memory_gb:g} | {chip.memory_bandwidth_gbs:g} |")
+        rows.append(
+            f"| {name} | {chip.name} (`{key}`) | {f'{fp32:g}' if fp32 else '-'} | {half} | "
+            f"{chip.peak_tflops[half]:g} | {chip.memory_gb:g} | {chip.memory_bandwidth_gbs:g} |"
+        )
     return "\n".join(rows)

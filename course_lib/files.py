@@ -7,6 +7,7 @@ atomic on one file system), and the folder is fsynced so that the rename itself 
 Windows a folder cannot be opened, and the rename needs nothing more). An error or Ctrl-C while writing leaves
 the old file as it was and no temporary file behind.
 """
+
 from __future__ import annotations
 
 import contextlib

@@ -5,51 +5,76 @@ also inside functions), and nothing below the presenting layer imports matplotli
 docstring and the authors' guide render this list; ``docs/library-map.md``, generated from the notebooks, says
 which notebook uses what.
 """
+
 from __future__ import annotations
 
 #: (layer title, ((module, what it is for), ...)), bottom layer first; within a layer, in import order.
 LAYERS: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
-    ("vocabulary and checks", (
-        ("layout", "this list"),
-        ("arguments", "argument checks, one wording for every bad input"),
-        ("names", "dtypes, precisions, optimizers, device kinds"),
-        ("lazy", "packages whose parts load on first use"),
-        ("claims", "a lesson's live checks: a measurement, its bound, and the no-effect case it rejects"),
-    )),
-    ("facts and basics", (
-        ("catalog", "cited data tables (tables/*.json): accelerators, links, prices, machines"),
-        ("devices", "what runs where: device, dtypes, backend and skipped demos, decided from a hardware description"),
-        ("hardware", "what is this machine: CPU, memory, accelerators, usable cores"),
-        ("procs_child", "the child's side of procs: what can be sent to a child, what it runs first, its channel"),
-        ("procs", "child processes that never outlive their caller, and one supervision loop"),
-        ("files", "atomic file writes: a reader sees the old file or the new one, never half of one"),
-        ("timing", "timing (interleaved, low quantile), FLOP counting, achieved bandwidth"),
-        ("cpu", "free cores, thread pools, fp32 and bf16 speed measured now"),
-        ("data", "small synthetic and real data sets"),
-        ("models", "the course's small models and optimizers"),
-        ("train", "the one training step, and a small loop"),
-    )),
-    ("cost models and measurement", (
-        ("compute", "module 01: roofline, training FLOPs, time to train"),
-        ("memory", "module 02: estimator, meters, checkpointing, formulas, capped runs, data sets larger than memory"),
-        ("precision", "module 04: number formats, gradient underflow and loss scaling, slow-dtype guard"),
-        ("comm", "module 03: processes that talk through torch.distributed, and the cost of their messages"),
-        ("cost", "module 07: prices, energy and CO2 of a job, owned against cloud, storage"),
-        ("decision", "module 07: the decision guide, from a job and its constraints to the hardware"),
-    )),
-    ("doing the work", (
-        ("compression", "module 05: size, pruning, quantization, distillation, low rank, efficient layers, compared"),
-        ("parallel", "module 06: data, pipeline and tensor parallelism, fault tolerance, torchrun, federated"),
-        ("benchmark", "module 07: the benchmark suite, energy, benchmarking discipline, quality, monitoring"),
-    )),
-    ("presenting it", (
-        ("plots", "every figure: units on each axis, a title that states the claim"),
-        ("widgets", "interactive calculators"),
-        ("checks", "exercise checks and guess scoring"),
-        ("doctor", "the hardware report and how the demos adapt here (course doctor)"),
-        ("report_card", "machines compared side by side (course report-card)"),
-        ("cli", "the course command"),
-    )),
+    (
+        "vocabulary and checks",
+        (
+            ("layout", "this list"),
+            ("arguments", "argument checks, one wording for every bad input"),
+            ("names", "dtypes, precisions, optimizers, device kinds"),
+            ("lazy", "packages whose parts load on first use"),
+            ("claims", "a lesson's live checks: a measurement, its bound, and the no-effect case it rejects"),
+        ),
+    ),
+    (
+        "facts and basics",
+        (
+            ("catalog", "cited data tables (tables/*.json): accelerators, links, prices, machines"),
+            (
+                "devices",
+                "what runs where: device, dtypes, backend and skipped demos, decided from a hardware description",
+            ),
+            ("hardware", "what is this machine: CPU, memory, accelerators, usable cores"),
+            ("procs_child", "the child's side of procs: what can be sent to a child, what it runs first, its channel"),
+            ("procs", "child processes that never outlive their caller, and one supervision loop"),
+            ("files", "atomic file writes: a reader sees the old file or the new one, never half of one"),
+            ("timing", "timing (interleaved, low quantile), FLOP counting, achieved bandwidth"),
+            ("cpu", "free cores, thread pools, fp32 and bf16 speed measured now"),
+            ("data", "small synthetic and real data sets"),
+            ("models", "the course's small models and optimizers"),
+            ("train", "the one training step, and a small loop"),
+        ),
+    ),
+    (
+        "cost models and measurement",
+        (
+            ("compute", "module 01: roofline, training FLOPs, time to train"),
+            (
+                "memory",
+                "module 02: estimator, meters, checkpointing, formulas, capped runs, data sets larger than memory",
+            ),
+            ("precision", "module 04: number formats, gradient underflow and loss scaling, slow-dtype guard"),
+            ("comm", "module 03: processes that talk through torch.distributed, and the cost of their messages"),
+            ("cost", "module 07: prices, energy and CO2 of a job, owned against cloud, storage"),
+            ("decision", "module 07: the decision guide, from a job and its constraints to the hardware"),
+        ),
+    ),
+    (
+        "doing the work",
+        (
+            (
+                "compression",
+                "module 05: size, pruning, quantization, distillation, low rank, efficient layers, compared",
+            ),
+            ("parallel", "module 06: data, pipeline and tensor parallelism, fault tolerance, torchrun, federated"),
+            ("benchmark", "module 07: the benchmark suite, energy, benchmarking discipline, quality, monitoring"),
+        ),
+    ),
+    (
+        "presenting it",
+        (
+            ("plots", "every figure: units on each axis, a title that states the claim"),
+            ("widgets", "interactive calculators"),
+            ("checks", "exercise checks and guess scoring"),
+            ("doctor", "the hardware report and how the demos adapt here (course doctor)"),
+            ("report_card", "machines compared side by side (course report-card)"),
+            ("cli", "the course command"),
+        ),
+    ),
 )
 
 #: The first layer that may draw: matplotlib and ipywidgets are imported nowhere below it.

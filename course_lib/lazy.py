@@ -1,5 +1,6 @@
 """Packages whose parts load on first use (``compression``, ``parallel``): importing the package stays
 light, and ``package.part`` imports that part the first time it is read."""
+
 from __future__ import annotations
 
 import importlib
@@ -8,8 +9,9 @@ from types import ModuleType
 from typing import Any
 
 
-def parts_loader(package: str, parts: tuple[str, ...],
-                 namespace: dict[str, Any]) -> tuple[Callable[[str], ModuleType], Callable[[], list[str]]]:
+def parts_loader(
+    package: str, parts: tuple[str, ...], namespace: dict[str, Any]
+) -> tuple[Callable[[str], ModuleType], Callable[[], list[str]]]:
     """``(__getattr__, __dir__)`` for the package ``package`` (its ``__name__``) with submodules ``parts``;
     ``namespace`` is the package's ``globals()``, where a loaded part is kept."""
 

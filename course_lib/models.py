@@ -3,6 +3,7 @@
 All are sized by arguments so a notebook can make them tiny (fast on a 2-core CPU) or large
 (to fill memory or a GPU). ``build_model(name, **kwargs)`` makes one by name.
 """
+
 from __future__ import annotations
 
 import math
@@ -19,8 +20,9 @@ _pos = arguments.positive_int
 class MLP(nn.Sequential):
     """Linear -> ReLU -> ... -> Linear. ``hidden`` is one width or a list of widths."""
 
-    def __init__(self, in_features: int = 64, hidden: int | list[int] = 128, out_features: int = 10,
-                 dropout: float = 0.0) -> None:
+    def __init__(
+        self, in_features: int = 64, hidden: int | list[int] = 128, out_features: int = 10, dropout: float = 0.0
+    ) -> None:
         widths = [hidden] if isinstance(hidden, int) else list(hidden)
         _pos("in_features", in_features)
         _pos("out_features", out_features)
@@ -52,8 +54,14 @@ class SmallCNN(nn.Module):
         if _pos("image_size", image_size) < 4:
             raise ValueError(f"image_size must be >= 4, got {image_size}")
         self.features = nn.Sequential(
-            nn.Conv2d(in_channels, width, 3, padding=1), nn.BatchNorm2d(width), nn.ReLU(), nn.MaxPool2d(2),
-            nn.Conv2d(width, 2 * width, 3, padding=1), nn.BatchNorm2d(2 * width), nn.ReLU(), nn.MaxPool2d(2),
+            nn.Conv2d(in_channels, width, 3, padding=1),
+            nn.BatchNorm2d(width),
+            nn.ReLU(),
+            nn.MaxPool2d(2),
+            nn.Conv2d(width, 2 * width, 3, padding=1),
+            nn.BatchNorm2d(2 * width),
+            nn.ReLU(),
+            nn.MaxPool2d(2),
         )
         side = image_size // 4
         self.head = nn.Linear(2 * width * side * side, n_classes)
@@ -65,20 +73,36 @@ class SmallCNN(nn.Module):
 class TinyTransformer(nn.Module):
     """Token embedding + learned positions -> ``nn.TransformerEncoder`` -> mean pool -> linear head."""
 
-    def __init__(self, vocab_size: int = 32, seq_len: int = 16, d_model: int = 64, n_heads: int = 4,
-                 n_layers: int = 2, n_classes: int = 2, ff_mult: int = 4, dropout: float = 0.0) -> None:
+    def __init__(
+        self,
+        vocab_size: int = 32,
+        seq_len: int = 16,
+        d_model: int = 64,
+        n_heads: int = 4,
+        n_layers: int = 2,
+        n_classes: int = 2,
+        ff_mult: int = 4,
+        dropout: float = 0.0,
+    ) -> None:
         super().__init__()
-        for name, v in (("vocab_size", vocab_size), ("seq_len", seq_len), ("d_model", d_model),
-                        ("n_heads", n_heads), ("n_layers", n_layers), ("n_classes", n_classes),
-                        ("ff_mult", ff_mult)):
+        for name, v in (
+            ("vocab_size", vocab_size),
+            ("seq_len", seq_len),
+            ("d_model", d_model),
+            ("n_heads", n_heads),
+            ("n_layers", n_layers),
+            ("n_classes", n_classes),
+            ("ff_mult", ff_mult),
+        ):
             _pos(name, v)
         arguments.number("dropout", dropout, minimum=0, maximum=1, open_high=True)
         if d_model % n_heads:
             raise ValueError(f"d_model ({d_model}) must be divisible by n_heads ({n_heads})")
         self.embed = nn.Embedding(vocab_size, d_model)
         self.pos = nn.Parameter(torch.randn(seq_len, d_model) / math.sqrt(d_model))
-        layer = nn.TransformerEncoderLayer(d_model, n_heads, ff_mult * d_model, dropout=dropout,
-                                           batch_first=True, norm_first=True)
+        layer = nn.TransformerEncoderLayer(
+            d_model, n_heads, ff_mult * d_model, dropout=dropout, batch_first=True, norm_first=True
+        )
         self.encoder = nn.TransformerEncoder(layer, n_layers, enable_nested_tensor=False)
         self.head = nn.Linear(d_model, n_classes)
 
@@ -91,8 +115,13 @@ OPTIMIZERS = names.OPTIMIZERS
 ADAMW_DEFAULT_WEIGHT_DECAY = 0.01  # torch.optim.AdamW's own default
 
 
-def make_optimizer(name: str, params: Iterable[torch.nn.Parameter], lr: float = 1e-3,
-                   weight_decay: float | None = None, foreach: bool | None = None) -> torch.optim.Optimizer:
+def make_optimizer(
+    name: str,
+    params: Iterable[torch.nn.Parameter],
+    lr: float = 1e-3,
+    weight_decay: float | None = None,
+    foreach: bool | None = None,
+) -> torch.optim.Optimizer:
     """'sgd', 'momentum' (SGD with momentum 0.9), 'adam' or 'adamw' (any case).
 
     Used by the training step (``course_lib.train``) and the memory estimator (notebook 02), so
@@ -107,8 +136,9 @@ def make_optimizer(name: str, params: Iterable[torch.nn.Parameter], lr: float = 
     weight_decay = arguments.nonnegative("weight_decay", weight_decay)
     arguments.optional(arguments.boolean, "foreach", foreach)
     if name in ("sgd", "momentum"):
-        return torch.optim.SGD(params, lr=lr, momentum=0.9 if name == "momentum" else 0.0,
-                               weight_decay=weight_decay, foreach=foreach)
+        return torch.optim.SGD(
+            params, lr=lr, momentum=0.9 if name == "momentum" else 0.0, weight_decay=weight_decay, foreach=foreach
+        )
     if name == "adam":
         return torch.optim.Adam(params, lr=lr, weight_decay=weight_decay, foreach=foreach)
     return torch.optim.AdamW(params, lr=lr, weight_decay=weight_decay, foreach=foreach)

@@ -15,15 +15,29 @@ Every module that takes one of these names checks it here, so the same spellings
 This module imports only the standard library (``torch`` only inside :func:`torch_dtype`), so the
 data tables can use it too.
 """
+
 from __future__ import annotations
 
 from typing import Any
 
 from . import arguments
 
-__all__ = ["DTYPES", "TENSOR_DTYPES", "PRECISIONS", "OPTIMIZERS", "DEVICE_KINDS", "OPTIMIZER_STATE_BUFFERS",
-           "dtype", "tensor_dtype", "torch_dtype", "bytes_per_element", "precision", "precision_dtype",
-           "optimizer", "device_kind"]
+__all__ = [
+    "DTYPES",
+    "TENSOR_DTYPES",
+    "PRECISIONS",
+    "OPTIMIZERS",
+    "DEVICE_KINDS",
+    "OPTIMIZER_STATE_BUFFERS",
+    "dtype",
+    "tensor_dtype",
+    "torch_dtype",
+    "bytes_per_element",
+    "precision",
+    "precision_dtype",
+    "optimizer",
+    "device_kind",
+]
 
 DTYPES = ("fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "int8")
 TENSOR_DTYPES = ("fp64", "fp32", "bf16", "fp16", "int8")  # the dtypes a tensor can be stored in
@@ -35,12 +49,27 @@ DEVICE_KINDS = ("cuda", "mps", "xla", "cpu")
 OPTIMIZER_STATE_BUFFERS = {"sgd": 0, "momentum": 1, "adam": 2, "adamw": 2}
 
 _DTYPE_ALIASES = {
-    "float64": "fp64", "double": "fp64", "float32": "fp32", "float": "fp32", "single": "fp32",
-    "bfloat16": "bf16", "float16": "fp16", "half": "fp16", "float8": "fp8", "fp8-e4m3": "fp8",
-    "fp8-e5m2": "fp8", "e4m3": "fp8", "e5m2": "fp8",
+    "float64": "fp64",
+    "double": "fp64",
+    "float32": "fp32",
+    "float": "fp32",
+    "single": "fp32",
+    "bfloat16": "bf16",
+    "float16": "fp16",
+    "half": "fp16",
+    "float8": "fp8",
+    "fp8-e4m3": "fp8",
+    "fp8-e5m2": "fp8",
+    "e4m3": "fp8",
+    "e5m2": "fp8",
 }
-_PRECISION_ALIASES = {"float32": "fp32", "bf16": "bf16-mixed", "fp16": "fp16-mixed", "amp-bf16": "bf16-mixed",
-                      "amp-fp16": "fp16-mixed"}
+_PRECISION_ALIASES = {
+    "float32": "fp32",
+    "bf16": "bf16-mixed",
+    "fp16": "fp16-mixed",
+    "amp-bf16": "bf16-mixed",
+    "amp-fp16": "fp16-mixed",
+}
 _BYTES = {"fp64": 8, "fp32": 4, "tf32": 4, "bf16": 2, "fp16": 2, "fp8": 1, "int8": 1}
 
 
@@ -49,8 +78,13 @@ def _from_torch(value: Any) -> str | None:
     text = str(value)
     if not text.startswith("torch."):
         return None
-    return {"torch.float64": "fp64", "torch.float32": "fp32", "torch.bfloat16": "bf16",
-            "torch.float16": "fp16", "torch.int8": "int8"}.get(text)
+    return {
+        "torch.float64": "fp64",
+        "torch.float32": "fp32",
+        "torch.bfloat16": "bf16",
+        "torch.float16": "fp16",
+        "torch.int8": "int8",
+    }.get(text)
 
 
 def dtype(value: Any, name: str = "dtype", accepted: tuple[str, ...] = DTYPES) -> str:
@@ -58,8 +92,10 @@ def dtype(value: Any, name: str = "dtype", accepted: tuple[str, ...] = DTYPES) -
     if not isinstance(value, str):
         from_torch = _from_torch(value)
         if from_torch is None:
-            raise TypeError(f"{name} must be a dtype name such as 'fp32' or a torch.dtype; accepted values are "
-                            f"{accepted}, got {type(value).__name__} {value!r}")
+            raise TypeError(
+                f"{name} must be a dtype name such as 'fp32' or a torch.dtype; accepted values are "
+                f"{accepted}, got {type(value).__name__} {value!r}"
+            )
         value = from_torch
     return arguments.choice(name, value, accepted, aliases={k: v for k, v in _DTYPE_ALIASES.items() if v in accepted})
 
@@ -74,8 +110,13 @@ def torch_dtype(value: Any, name: str = "dtype"):
     import torch
 
     key = tensor_dtype(value, name)
-    return {"fp64": torch.float64, "fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16,
-            "int8": torch.int8}[key]
+    return {
+        "fp64": torch.float64,
+        "fp32": torch.float32,
+        "bf16": torch.bfloat16,
+        "fp16": torch.float16,
+        "int8": torch.int8,
+    }[key]
 
 
 def bytes_per_element(value: Any, name: str = "dtype") -> int:

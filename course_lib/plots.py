@@ -1,6 +1,7 @@
 """Plots with the course's conventions: units on every axis, a title that states the claim,
 readable at notebook width, modest resolution. Used by every notebook from 01 on.
 """
+
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
@@ -21,8 +22,15 @@ def _text(name: str, text: object) -> str:
     return text
 
 
-def new_figure(title: str, xlabel: str, ylabel: str, *, logx: bool = False, logy: bool = False,
-               figsize: tuple[float, float] = FIGSIZE):
+def new_figure(
+    title: str,
+    xlabel: str,
+    ylabel: str,
+    *,
+    logx: bool = False,
+    logy: bool = False,
+    figsize: tuple[float, float] = FIGSIZE,
+):
     """A figure and axes with labelled axes (include units, e.g. 'matrix size n') and a title."""
     for name, text in (("title", title), ("xlabel", xlabel), ("ylabel", ylabel)):
         _text(name, text)
@@ -38,9 +46,17 @@ def new_figure(title: str, xlabel: str, ylabel: str, *, logx: bool = False, logy
     return fig, ax
 
 
-def measured_vs_predicted(x: Sequence[float], measured: Mapping[str, Sequence[float]],
-                          predicted: Mapping[str, Sequence[float]] | None = None, *, title: str, xlabel: str,
-                          ylabel: str, logx: bool = False, logy: bool = False):
+def measured_vs_predicted(
+    x: Sequence[float],
+    measured: Mapping[str, Sequence[float]],
+    predicted: Mapping[str, Sequence[float]] | None = None,
+    *,
+    title: str,
+    xlabel: str,
+    ylabel: str,
+    logx: bool = False,
+    logy: bool = False,
+):
     """Measured series as markers and predicted series as dashed lines on one axes."""
     fig, ax = new_figure(title, xlabel, ylabel, logx=logx, logy=logy)
     for label, ys in measured.items():
@@ -56,8 +72,14 @@ def measured_vs_predicted(x: Sequence[float], measured: Mapping[str, Sequence[fl
     return fig, ax
 
 
-def roofline_plot(peak_flops: float, bandwidth: float, points: Mapping[str, tuple[float, float]], *,
-                  title: str = "Roofline of this machine", intensity_range: tuple[float, float] = (1e-2, 1e3)):
+def roofline_plot(
+    peak_flops: float,
+    bandwidth: float,
+    points: Mapping[str, tuple[float, float]],
+    *,
+    title: str = "Roofline of this machine",
+    intensity_range: tuple[float, float] = (1e-2, 1e3),
+):
     """The roofline min(peak, I x bandwidth) with measured (intensity, FLOP/s) points on it.
 
     Axes in FLOP/byte and GFLOP/s, both logarithmic.
@@ -71,8 +93,13 @@ def roofline_plot(peak_flops: float, bandwidth: float, points: Mapping[str, tupl
         raise ValueError(f"intensity_range must be (low, high) with 0 < low < high, got {intensity_range!r}")
     fig, ax = new_figure(title, "arithmetic intensity (FLOP / byte)", "achieved GFLOP/s", logx=True, logy=True)
     xs = np.logspace(np.log10(lo), np.log10(hi), 200)
-    ax.plot(xs, np.minimum(peak_flops, xs * bandwidth) / 1e9, "k-", lw=2,
-            label=f"roofline: {peak_flops / 1e9:.0f} GFLOP/s peak, {bandwidth / 1e9:.1f} GB/s")
+    ax.plot(
+        xs,
+        np.minimum(peak_flops, xs * bandwidth) / 1e9,
+        "k-",
+        lw=2,
+        label=f"roofline: {peak_flops / 1e9:.0f} GFLOP/s peak, {bandwidth / 1e9:.1f} GB/s",
+    )
     ax.axvline(peak_flops / bandwidth, color="grey", ls=":", label=f"ridge {peak_flops / bandwidth:.1f} FLOP/B")
     for label, (intensity, flops) in points.items():
         ax.plot([intensity], [flops / 1e9], "o", ms=8, label=label)
@@ -81,8 +108,9 @@ def roofline_plot(peak_flops: float, bandwidth: float, points: Mapping[str, tupl
     return fig, ax
 
 
-def bar_chart(labels: Sequence[str], values: Sequence[float], *, title: str, xlabel: str, ylabel: str,
-              logy: bool = False):
+def bar_chart(
+    labels: Sequence[str], values: Sequence[float], *, title: str, xlabel: str, ylabel: str, logy: bool = False
+):
     """Bars, one per label, with the value written on each bar."""
     if len(labels) != len(values):
         raise ValueError(f"labels ({len(labels)}) and values ({len(values)}) must have the same length")
@@ -94,15 +122,24 @@ def bar_chart(labels: Sequence[str], values: Sequence[float], *, title: str, xla
     return fig, ax
 
 
-def estimate_vs_measured(labels: Sequence[str], estimated: Sequence[float], measured: Sequence[float], *,
-                         title: str, unit: str = "MiB", tolerance: float = 0.1):
+def estimate_vs_measured(
+    labels: Sequence[str],
+    estimated: Sequence[float],
+    measured: Sequence[float],
+    *,
+    title: str,
+    unit: str = "MiB",
+    tolerance: float = 0.1,
+):
     """Grouped bars of estimate and measurement per configuration, with the tolerance band drawn
     around each measurement (notebook 02: the memory estimator against the measured peak)."""
     import numpy as np
 
     if not (len(labels) == len(estimated) == len(measured)) or not labels:
-        raise ValueError(f"labels, estimated and measured need the same non-zero length, got "
-                         f"{len(labels)}, {len(estimated)}, {len(measured)}")
+        raise ValueError(
+            f"labels, estimated and measured need the same non-zero length, got "
+            f"{len(labels)}, {len(estimated)}, {len(measured)}"
+        )
     if not 0 <= tolerance < 1:
         raise ValueError(f"tolerance must be in [0, 1), got {tolerance!r}")
     height = max(FIGSIZE[1], 0.3 * len(labels) + 1.5)
@@ -111,8 +148,7 @@ def estimate_vs_measured(labels: Sequence[str], estimated: Sequence[float], meas
     ax.barh(y - 0.2, measured, 0.4, label="measured", color="tab:blue")
     ax.barh(y + 0.2, estimated, 0.4, label="estimated", color="tab:orange")
     m = np.asarray(measured, float)
-    ax.errorbar(m, y - 0.2, xerr=tolerance * m, fmt="none", ecolor="k", capsize=3,
-                label=f"measured ± {tolerance:.0%}")
+    ax.errorbar(m, y - 0.2, xerr=tolerance * m, fmt="none", ecolor="k", capsize=3, label=f"measured ± {tolerance:.0%}")
     ax.set_yticks(y, labels, fontsize=8)
     ax.invert_yaxis()
     ax.legend(fontsize=8, loc="lower right")
@@ -128,22 +164,41 @@ def tradeoff_chart(rows: Sequence, *, title: str, size_field: str = "file_bytes"
         raise ValueError(f"rows must be a non-empty list of compare.Row (name, {size_field}, latency_s, accuracy)")
     if not all(hasattr(r, a) for r in rows for a in ("name", size_field, "latency_s", "accuracy")):
         raise TypeError(f"rows must be compare.Row objects (name, {size_field}, latency_s, accuracy)")
-    fig, ax = new_figure(title, f"size ({size_field.replace('_bytes', '').replace('_', ' ')}, KiB)",
-                         "forward latency (ms)", logx=True)
+    fig, ax = new_figure(
+        title, f"size ({size_field.replace('_bytes', '').replace('_', ' ')}, KiB)", "forward latency (ms)", logx=True
+    )
     accs = [r.accuracy for r in rows]
-    points = ax.scatter([getattr(r, size_field) / 2**10 for r in rows], [r.latency_s * 1e3 for r in rows], c=accs,
-                        cmap="viridis", s=60, edgecolors="k", vmin=min(accs) - 0.005, vmax=max(accs) + 0.005)
+    points = ax.scatter(
+        [getattr(r, size_field) / 2**10 for r in rows],
+        [r.latency_s * 1e3 for r in rows],
+        c=accs,
+        cmap="viridis",
+        s=60,
+        edgecolors="k",
+        vmin=min(accs) - 0.005,
+        vmax=max(accs) + 0.005,
+    )
     for r in rows:
-        ax.annotate(f"{r.name}\n{r.accuracy:.1%}", (getattr(r, size_field) / 2**10, r.latency_s * 1e3), fontsize=7,
-                    xytext=(5, 4), textcoords="offset points")
+        ax.annotate(
+            f"{r.name}\n{r.accuracy:.1%}",
+            (getattr(r, size_field) / 2**10, r.latency_s * 1e3),
+            fontsize=7,
+            xytext=(5, 4),
+            textcoords="offset points",
+        )
     fig.colorbar(points, ax=ax, label="held-out accuracy")
     ax.set_ylim(bottom=0)
     fig.tight_layout()
     return fig, ax
 
 
-def timeline_chart(timelines: Mapping[str, Sequence[Sequence[tuple[str, int, float, float]]]], *, title: str,
-                   unit: str = "ms", annotate: bool = True):
+def timeline_chart(
+    timelines: Mapping[str, Sequence[Sequence[tuple[str, int, float, float]]]],
+    *,
+    title: str,
+    unit: str = "ms",
+    annotate: bool = True,
+):
     """Who computes when (notebook 06.2: pipeline schedules): one row of horizontal bars per rank, for each
     timeline in ``timelines`` (name -> per rank a list of ``(pass, micro_batch, start_s, end_s)``, pass
     ``"F"`` forward or ``"B"`` backward). Forward passes blue, backward orange, the micro-batch written on
@@ -153,11 +208,14 @@ def timeline_chart(timelines: Mapping[str, Sequence[Sequence[tuple[str, int, flo
     if unit not in scale:
         raise ValueError(f"unit must be 'ms' or 's', got {unit!r}")
     if not isinstance(timelines, Mapping):
-        raise TypeError(f"timelines must be a mapping: name -> per rank a list of (pass, micro_batch, start_s, "
-                        f"end_s), got {type(timelines).__name__}")
+        raise TypeError(
+            f"timelines must be a mapping: name -> per rank a list of (pass, micro_batch, start_s, "
+            f"end_s), got {type(timelines).__name__}"
+        )
     if not timelines:
-        raise ValueError("timelines must be a non-empty mapping: name -> per rank a list of (pass, micro_batch, "
-                         "start_s, end_s)")
+        raise ValueError(
+            "timelines must be a non-empty mapping: name -> per rank a list of (pass, micro_batch, start_s, end_s)"
+        )
     rows = [(name, r, rank) for name, ranks in timelines.items() for r, rank in enumerate(ranks)]
     if not rows or any(not rank for _, _, rank in rows):
         raise ValueError("every rank needs at least one (pass, micro_batch, start_s, end_s) interval")
@@ -221,7 +279,7 @@ def reference_bars(panels: Sequence[Mapping], *, title: str, ncols: int = 2, log
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     for ax, p in zip(axes, panels):
         _reference_panel(ax, p, colors, log_spread)
-    for ax in axes[len(panels):]:
+    for ax in axes[len(panels) :]:
         ax.set_visible(False)
     fig.suptitle(_plain(title), fontsize=11)
     fig.tight_layout(rect=(0, 0, 1, 0.97))
@@ -235,7 +293,9 @@ def _checked_panels(panels: Sequence[Mapping], ncols: int) -> list[Mapping]:
         raise ValueError("panels must be a non-empty list of mappings with title, ylabel, labels and values")
     for i, p in enumerate(panels):
         if not isinstance(p, Mapping):
-            raise TypeError(f"panels[{i}] must be a mapping with title, ylabel, labels and values, got {type(p).__name__}")
+            raise TypeError(
+                f"panels[{i}] must be a mapping with title, ylabel, labels and values, got {type(p).__name__}"
+            )
         missing = {"title", "ylabel", "labels", "values"} - set(p)
         if missing:
             raise ValueError(f"panels[{i}] lacks {sorted(missing)}: each needs title, ylabel, labels and values")
@@ -262,8 +322,12 @@ def _reference_panel(ax, p: Mapping, colors: list[str], log_spread: float) -> No
     ax.set_ylabel(_plain(p["ylabel"]), fontsize=8)
     x = list(range(len(values)))
     present = [i for i, v in enumerate(values) if v is not None]
-    bars = ax.bar([x[i] for i in present], [values[i] for i in present],
-                  color=[colors[i % len(colors)] for i in present], width=0.6)
+    bars = ax.bar(
+        [x[i] for i in present],
+        [values[i] for i in present],
+        color=[colors[i % len(colors)] for i in present],
+        width=0.6,
+    )
     ax.bar_label(bars, labels=[short_number(values[i]) for i in present], fontsize=7, padding=2)
     where = transforms.blended_transform_factory(ax.transData, ax.transAxes)
     for i in x:
@@ -275,8 +339,16 @@ def _reference_panel(ax, p: Mapping, colors: list[str], log_spread: float) -> No
         _reference_lines(ax, refs, shown, log)
     else:
         ax.set_yticks([])
-        ax.text(0.5, 0.5, "no machine measured this", transform=ax.transAxes, ha="center", va="center",
-                fontsize=8, color="0.4")
+        ax.text(
+            0.5,
+            0.5,
+            "no machine measured this",
+            transform=ax.transAxes,
+            ha="center",
+            va="center",
+            fontsize=8,
+            color="0.4",
+        )
     ax.set_xticks(x, _bar_names(p["labels"]), fontsize=7)
     ax.set_xlim(-0.6, len(values) - 0.4)
     ax.tick_params(axis="y", labelsize=7)
@@ -290,15 +362,27 @@ def _reference_lines(ax, refs: list[tuple[str, float]], shown: list[float], log:
 
     lo, hi = (min(shown) / 3, max(shown) * 4) if log else (0.0, max(shown) * 1.22)
     ax.set_ylim(lo, hi)
-    frac = ((lambda v: (math.log(v) - math.log(lo)) / (math.log(hi) - math.log(lo))) if log
-            else (lambda v: (v - lo) / (hi - lo)))
+    frac = (
+        (lambda v: (math.log(v) - math.log(lo)) / (math.log(hi) - math.log(lo)))
+        if log
+        else (lambda v: (v - lo) / (hi - lo))
+    )
     placed = -1.0
     for text, value in sorted(refs, key=lambda r: r[1]):
         ax.axhline(value, color="0.3", ls="--", lw=1, label=text)
         y = max(frac(value), placed + 0.075)
         placed = y
-        ax.text(0.99, y, _plain(text), transform=ax.transAxes, ha="right", va="bottom", fontsize=6.5,
-                color="0.2", bbox=dict(facecolor="white", alpha=0.7, edgecolor="none", pad=0.5))
+        ax.text(
+            0.99,
+            y,
+            _plain(text),
+            transform=ax.transAxes,
+            ha="right",
+            va="bottom",
+            fontsize=6.5,
+            color="0.2",
+            bbox=dict(facecolor="white", alpha=0.7, edgecolor="none", pad=0.5),
+        )
 
 
 def _bar_names(labels) -> list[str]:

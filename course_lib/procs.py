@@ -36,6 +36,7 @@ Limits: on Windows there are no process groups or ``setsid``; children and their
 found with psutil and killed one by one. The forkserver itself is a helper process that lives as
 long as the parent, like multiprocessing's resource tracker (:func:`helper_processes`).
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -55,8 +56,17 @@ from typing import Any
 
 from .procs_child import _bootstrap, require_importable
 
-__all__ = ["Children", "Event", "Supervision", "start_method", "helper_processes",
-           "leftover_processes", "kill_tree", "is_running", "quiet_native_stderr"]
+__all__ = [
+    "Children",
+    "Event",
+    "Supervision",
+    "start_method",
+    "helper_processes",
+    "leftover_processes",
+    "kill_tree",
+    "is_running",
+    "quiet_native_stderr",
+]
 
 # Modules the forkserver imports once, so children start with them loaded: torch itself (~2-4 s),
 # torch._dynamo (~1.5 s; creating any torch optimizer imports it), psutil (a rank finds its network
@@ -88,6 +98,7 @@ def quiet_native_stderr() -> Iterator[None]:
 
 # ----------------------------------------------------------------------------------------------
 # how a child starts
+
 
 def start_method(fresh: bool = False) -> str:
     """``"forkserver"`` where it exists (Linux, macOS) unless ``fresh``, else ``"spawn"``."""
@@ -166,6 +177,7 @@ def _context(fresh: bool):
 
 # ----------------------------------------------------------------------------------------------
 # the parent side
+
 
 @dataclass(frozen=True)
 class Event:
@@ -268,8 +280,9 @@ class Children:
     """
 
     def __init__(self, label: str = "course", *, fresh: bool = False, env: dict[str, str] | None = None) -> None:
-        if env is not None and (not isinstance(env, dict) or
-                                not all(isinstance(k, str) and isinstance(v, str) for k, v in env.items())):
+        if env is not None and (
+            not isinstance(env, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in env.items())
+        ):
             raise TypeError(f"env must be a dict of str to str, got {env!r}")
         self.label = label
         self.fresh = fresh
@@ -289,17 +302,30 @@ class Children:
         try:
             payload = pickle.dumps((entry, args))
         except Exception as exc:  # noqa: BLE001
-            raise TypeError(f"the arguments could not be sent to a child process (they must be picklable): "
-                            f"{type(exc).__name__}: {exc}") from None
+            raise TypeError(
+                f"the arguments could not be sent to a child process (they must be picklable): "
+                f"{type(exc).__name__}: {exc}"
+            ) from None
         fd, log_path = tempfile.mkstemp(prefix=f"{self.label}-", suffix=".log")
         os.close(fd)
         for attempt in (1, 2):
             messages, to_parent = self._ctx.Pipe(duplex=False)
             from_parent, lifeline = self._ctx.Pipe(duplex=False)
             proc = self._ctx.Process(
-                target=_bootstrap, name=f"{self.label}-{len(self._children)}", daemon=False,
-                args=(payload, to_parent, from_parent, log_path, list(sys.path), os.getcwd(), self.env,
-                      mp.get_start_method(allow_none=True)))
+                target=_bootstrap,
+                name=f"{self.label}-{len(self._children)}",
+                daemon=False,
+                args=(
+                    payload,
+                    to_parent,
+                    from_parent,
+                    log_path,
+                    list(sys.path),
+                    os.getcwd(),
+                    self.env,
+                    mp.get_start_method(allow_none=True),
+                ),
+            )
             saved = {k: os.environ.get(k) for k in self.env}
             try:
                 if self.fresh:
@@ -326,7 +352,8 @@ class Children:
             raise RuntimeError(
                 f"could not start a child process: the process server did not answer within "
                 f"{self.start_timeout:.0f} s, twice. The machine may be overloaded (close other notebooks "
-                f"and programs), then run the cell again; `course doctor` shows how busy the cores are.")
+                f"and programs), then run the cell again; `course doctor` shows how busy the cores are."
+            )
         child = _Child(len(self._children), proc, messages, lifeline, log_path)
         self._children.append(child)
         return child.index
@@ -353,8 +380,13 @@ class Children:
                 child.open = False
                 break
             except Exception as exc:  # noqa: BLE001 - e.g. a class the parent cannot import
-                kind, value = "error", ("UnpicklingError", f"the parent could not read a message of child "
-                                        f"{child.index}: {type(exc).__name__}: {exc}")
+                kind, value = (
+                    "error",
+                    (
+                        "UnpicklingError",
+                        f"the parent could not read a message of child {child.index}: {type(exc).__name__}: {exc}",
+                    ),
+                )
             out.append(Event(child.index, kind, value))
         return out
 
@@ -396,9 +428,15 @@ class Children:
             if out or remaining <= 0:
                 return out
 
-    def supervise(self, on_event: Callable[[Event], Any] | None = None, *,
-                  timeout: float | Callable[[], float] | None = None, every: Callable[[], Any] | None = None,
-                  tick: float = 0.2, grace: float = 0.0) -> Supervision:
+    def supervise(
+        self,
+        on_event: Callable[[Event], Any] | None = None,
+        *,
+        timeout: float | Callable[[], float] | None = None,
+        every: Callable[[], Any] | None = None,
+        tick: float = 0.2,
+        grace: float = 0.0,
+    ) -> Supervision:
         """Watch the children until ``on_event`` returns True, every child has exited, or time runs out.
 
         Each event goes into the returned :class:`Supervision` and to ``on_event(event)``, which may raise to
@@ -425,7 +463,7 @@ class Children:
                 for i, event in enumerate(batch):
                     seen.record(event)
                     if on_event is not None and on_event(event):
-                        self._pending = batch[i + 1:] + self._pending
+                        self._pending = batch[i + 1 :] + self._pending
                         seen.done = True
                         if grace > 0:
                             self.join(grace)
@@ -510,6 +548,7 @@ def _read_end(path: str, max_bytes: int) -> tuple[int, bytes] | None:
 
 # ----------------------------------------------------------------------------------------------
 # process trees
+
 
 def _descendants(pids: list[int | None]) -> list:
     try:

@@ -9,6 +9,7 @@ only the parent writes to: at its end the child kills its own group and exits), 
 parent as an ``"error"`` message with the child's traceback. :class:`Channel` is what ``entry`` gets to send
 picklable objects to the parent.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -25,8 +26,11 @@ from typing import Any
 __all__ = ["require_importable", "Channel"]
 
 
-def require_importable(fn: Callable[..., Any], name: str = "fn",
-                       examples: str = "course_lib.memory.limit and course_lib.comm have examples") -> None:
+def require_importable(
+    fn: Callable[..., Any],
+    name: str = "fn",
+    examples: str = "course_lib.memory.limit and course_lib.comm have examples",
+) -> None:
     """Raise a helpful TypeError unless ``fn`` can be sent to a child process.
 
     A child imports ``fn`` by its module and name, so it must be a module-level function in a
@@ -38,10 +42,12 @@ def require_importable(fn: Callable[..., Any], name: str = "fn",
     module = getattr(target, "__module__", None)
     qualname = getattr(target, "__qualname__", "") or ""
     where = f"{module}.{qualname}" if module else qualname or repr(target)
-    hint = (f"{name} ({where}) cannot be sent to a child process: put the function in a .py module "
-            f"({examples}, or your own my_functions.py next to the notebook) and import it. Functions "
-            "defined in a notebook cell or in __main__, lambdas and nested functions are not importable "
-            "by another process.")
+    hint = (
+        f"{name} ({where}) cannot be sent to a child process: put the function in a .py module "
+        f"({examples}, or your own my_functions.py next to the notebook) and import it. Functions "
+        "defined in a notebook cell or in __main__, lambdas and nested functions are not importable "
+        "by another process."
+    )
     if module in (None, "__main__", "__mp_main__") or "<lambda>" in qualname or "<locals>" in qualname:
         raise TypeError(hint)
     try:
@@ -70,6 +76,7 @@ class Channel:
 def _kill_own_group_and_exit() -> None:  # pragma: no cover - runs in the child
     try:
         import psutil
+
         for p in psutil.Process().children(recursive=True):
             with contextlib.suppress(Exception):
                 p.kill()
@@ -90,8 +97,16 @@ def _watch_lifeline(lifeline) -> None:  # pragma: no cover - runs in the child
     _kill_own_group_and_exit()
 
 
-def _bootstrap(payload: bytes, to_parent, lifeline, log_path: str, sys_path: list[str], cwd: str,
-              env: dict[str, str], start_method: str | None) -> None:  # pragma: no cover - runs in the child
+def _bootstrap(
+    payload: bytes,
+    to_parent,
+    lifeline,
+    log_path: str,
+    sys_path: list[str],
+    cwd: str,
+    env: dict[str, str],
+    start_method: str | None,
+) -> None:  # pragma: no cover - runs in the child
     """First code a child runs: its own session, its log, its lifeline, then ``entry``."""
     if hasattr(os, "setsid"):
         with contextlib.suppress(OSError):

@@ -14,6 +14,7 @@ one thread's copy by default, well below its own memory's ceiling), ``allreduce_
 against the chip-to-chip link (GB/s per direction). A file that cannot be read as a result is skipped with
 one line naming it and the reason; the other files are still compared.
 """
+
 from __future__ import annotations
 
 import base64
@@ -29,8 +30,20 @@ from . import arguments, catalog, plots
 from .benchmark.results import HEADLINES, ResultError, load_result
 from .benchmark.settings import CV_FLAG
 
-__all__ = ["ReportCard", "write_report_card", "compare_table", "process_values", "step_times", "card_figure", "reference_rows", "summary_text",
-           "hardware_count", "DEFAULT_REFERENCES", "PNG_NAME", "HTML_NAME"]
+__all__ = [
+    "ReportCard",
+    "write_report_card",
+    "compare_table",
+    "process_values",
+    "step_times",
+    "card_figure",
+    "reference_rows",
+    "summary_text",
+    "hardware_count",
+    "DEFAULT_REFERENCES",
+    "PNG_NAME",
+    "HTML_NAME",
+]
 
 DEFAULT_REFERENCES = ("t4", "a100-80gb", "tpu-v5e")
 PNG_NAME = "report_card.png"
@@ -38,8 +51,10 @@ HTML_NAME = "report_card.html"
 
 # headline key -> the catalog quantities drawn as reference lines: (what, Accelerator -> value in the headline's unit)
 _REFERENCE_LINES: dict[str, tuple[tuple[str, Callable], ...]] = {
-    "matmul_gflops": (("fp32 peak", lambda a: a.peak_tflops.get("fp32") and a.peak_tflops["fp32"] * 1000),
-                      ("bf16 peak", lambda a: a.peak_tflops.get("bf16") and a.peak_tflops["bf16"] * 1000)),
+    "matmul_gflops": (
+        ("fp32 peak", lambda a: a.peak_tflops.get("fp32") and a.peak_tflops["fp32"] * 1000),
+        ("bf16 peak", lambda a: a.peak_tflops.get("bf16") and a.peak_tflops["bf16"] * 1000),
+    ),
     "memory_bandwidth_gbs": (("memory bandwidth", lambda a: a.memory_bandwidth_gbs),),
     "allreduce_gbs": (("link per direction", lambda a: a.interconnect_gbs),),
 }
@@ -99,7 +114,7 @@ def _read(path: Path) -> tuple[dict | None, str | None]:
         return load_result(path), None
     except ResultError as exc:
         why = str(exc)
-        return None, why[len(f"{path}: "):] if why.startswith(f"{path}: ") else why
+        return None, why[len(f"{path}: ") :] if why.startswith(f"{path}: ") else why
 
 
 def _labels(results: Sequence[dict]) -> list[str]:
@@ -130,9 +145,15 @@ def _hardware_key(result: dict) -> tuple:
     hw = result.get("hardware") if isinstance(result.get("hardware"), dict) else {}
     cpu = hw.get("cpu") if isinstance(hw.get("cpu"), dict) else {}
     accs = hw.get("accelerators") if isinstance(hw.get("accelerators"), list) else []
-    return (str(hw.get("platform")), str(cpu.get("model")), str(cpu.get("architecture")),
-            str(cpu.get("physical_cores")), str(cpu.get("logical_cores")), str(hw.get("ram_bytes")),
-            tuple(sorted(str(a.get("name")) for a in accs if isinstance(a, dict))))
+    return (
+        str(hw.get("platform")),
+        str(cpu.get("model")),
+        str(cpu.get("architecture")),
+        str(cpu.get("physical_cores")),
+        str(cpu.get("logical_cores")),
+        str(hw.get("ram_bytes")),
+        tuple(sorted(str(a.get("name")) for a in accs if isinstance(a, dict))),
+    )
 
 
 def hardware_count(results: Sequence[dict]) -> int:
@@ -242,16 +263,29 @@ def compare_table(results: Sequence[dict]) -> list[dict]:
             else:
                 mine = runs[ahead]
                 others = [v for label, v in runs.items() if label != ahead]
-                clear = (all(min(mine) > max(v) for v in others) if higher
-                         else all(max(mine) < min(v) for v in others))
+                clear = all(min(mine) > max(v) for v in others) if higher else all(max(mine) < min(v) for v in others)
                 # and by more than run-to-run drift: runs made one after the other drift together (clocks, other
                 # programs), which the overlap test above cannot see
                 clear = clear and all(abs(_median(mine) / _median(v) - 1) > CV_FLAG for v in others)
                 best = ahead if clear else None
-                verdict = (f"best: {ahead}" + (f", {spread:.3g}x better than the worst" if spread else "") + per_step
-                           if clear else "within the spread: no winner" + per_step)
-        rows.append({"key": key, "figure": figure, "unit": unit, "better": "higher" if higher else "lower",
-                     "values": values, "ahead": ahead, "best": best, "verdict": verdict, "spread": spread})
+                verdict = (
+                    f"best: {ahead}" + (f", {spread:.3g}x better than the worst" if spread else "") + per_step
+                    if clear
+                    else "within the spread: no winner" + per_step
+                )
+        rows.append(
+            {
+                "key": key,
+                "figure": figure,
+                "unit": unit,
+                "better": "higher" if higher else "lower",
+                "values": values,
+                "ahead": ahead,
+                "best": best,
+                "verdict": verdict,
+                "spread": spread,
+            }
+        )
     return rows
 
 
@@ -271,10 +305,20 @@ def reference_rows(references: Iterable[str] = DEFAULT_REFERENCES) -> list[dict]
         seen.add(acc.key)
         lines = {key: [(what, float(f(acc))) for what, f in spec if f(acc)] for key, spec in _REFERENCE_LINES.items()}
         peaks = {d: acc.peak_tflops[d] * 1000 if acc.peak_tflops.get(d) else None for d in ("fp32", "bf16")}
-        rows.append({"key": acc.key, "name": acc.name, "fp32_gflops": peaks["fp32"], "bf16_gflops": peaks["bf16"],
-                     "memory_bandwidth_gbs": float(acc.memory_bandwidth_gbs), "interconnect": acc.interconnect,
-                     "interconnect_gbs": float(acc.interconnect_gbs), "lines": lines,
-                     "source": acc.source, "source_date": acc.source_date})
+        rows.append(
+            {
+                "key": acc.key,
+                "name": acc.name,
+                "fp32_gflops": peaks["fp32"],
+                "bf16_gflops": peaks["bf16"],
+                "memory_bandwidth_gbs": float(acc.memory_bandwidth_gbs),
+                "interconnect": acc.interconnect,
+                "interconnect_gbs": float(acc.interconnect_gbs),
+                "lines": lines,
+                "source": acc.source,
+                "source_date": acc.source_date,
+            }
+        )
     return rows
 
 
@@ -308,8 +352,15 @@ def card_figure(card: ReportCard):
             claim = f"{_fmt(row['values'][row['ahead']])} {row['unit']}"
         else:
             claim = row["verdict"].replace(row["ahead"] or "\0", _clip(row["ahead"] or "", 24))
-        panels.append({"title": f"{row['figure']} ({row['better']} is better)\n{claim}", "ylabel": row["unit"],
-                       "labels": labels, "values": [row["values"][label] for label in labels], "references": lines})
+        panels.append(
+            {
+                "title": f"{row['figure']} ({row['better']} is better)\n{claim}",
+                "ylabel": row["unit"],
+                "labels": labels,
+                "values": [row["values"][label] for label in labels],
+                "references": lines,
+            }
+        )
     wins: dict[str, int] = {}
     compared = [row for row in rows if sum(v is not None for v in row["values"].values()) >= 2]
     for row in compared:
@@ -319,11 +370,15 @@ def card_figure(card: ReportCard):
     if len(labels) == 1:
         title = f"{_clip(labels[0], 40)} on the course benchmark"
     elif leader is None:
-        title = (f"{_compared(len(labels), hardware_count(card.results))} on the course benchmark: "
-                 "no figure differs beyond the spread over processes: no winner")
+        title = (
+            f"{_compared(len(labels), hardware_count(card.results))} on the course benchmark: "
+            "no figure differs beyond the spread over processes: no winner"
+        )
     else:
-        title = (f"{_compared(len(labels), hardware_count(card.results))} on the course benchmark: "
-                 f"{_clip(leader, 32)} is ahead beyond the spread on {wins[leader]} of {len(compared)} figures")
+        title = (
+            f"{_compared(len(labels), hardware_count(card.results))} on the course benchmark: "
+            f"{_clip(leader, 32)} is ahead beyond the spread on {wins[leader]} of {len(compared)} figures"
+        )
     if refs:
         title += "\ndashed lines: catalog data-sheet peaks (ceilings, not measured)"
     return plots.reference_bars(panels, title=title)
@@ -336,25 +391,36 @@ def _hardware_rows(results: list[dict], labels: list[str], files: list[str]) -> 
         cpu = hw.get("cpu") if isinstance(hw.get("cpu"), dict) else {}
         accs = hw.get("accelerators") if isinstance(hw.get("accelerators"), list) else []
         acc = ", ".join(str(a.get("name", "?")) for a in accs if isinstance(a, dict)) or "none"
-        simd = cpu.get("vector_isa") or (", ".join(map(str, cpu.get("simd", []))) if isinstance(cpu.get("simd"), list)
-                                          else None)
+        simd = cpu.get("vector_isa") or (
+            ", ".join(map(str, cpu.get("simd", []))) if isinstance(cpu.get("simd"), list) else None
+        )
         quick = r.get("quick")
         details = r.get("details") if isinstance(r.get("details"), dict) else {}
         threads = details.get("threads", hw.get("torch_threads", "?"))
         matmul = details.get("matmul") if isinstance(details.get("matmul"), dict) else {}
         all_cores = matmul.get("all_cores_gflops")
-        out.append({"label": label, "file": f, "cpu": cpu.get("model", "unknown"),
-                    "threads": threads if isinstance(threads, int) else "?",
-                    "all_cores": f"{all_cores:.4g}" if isinstance(all_cores, (int, float)) else "-",
-                    "cores": f"{cpu.get('physical_cores', '?')} physical / {cpu.get('logical_cores', '?')} logical",
-                    "simd": simd or "unknown", "bf16": {True: "native", False: "no"}.get(cpu.get("native_bf16"), "?"),
-                    "accelerators": acc, "device": r.get("device", "unknown"),
-                    "platform": hw.get("platform", "unknown"),
-                    "torch": hw.get("torch_version", "unknown"), "course": r.get("course_version", "unknown"),
-                    "created": r.get("created", "unknown"),
-                    "run": "quick" if quick is True else "full" if quick is False else "unknown",
-                    "energy": (r.get("energy") or {}).get("source") or "not available"
-                    if isinstance(r.get("energy"), dict) else "unknown"})
+        out.append(
+            {
+                "label": label,
+                "file": f,
+                "cpu": cpu.get("model", "unknown"),
+                "threads": threads if isinstance(threads, int) else "?",
+                "all_cores": f"{all_cores:.4g}" if isinstance(all_cores, (int, float)) else "-",
+                "cores": f"{cpu.get('physical_cores', '?')} physical / {cpu.get('logical_cores', '?')} logical",
+                "simd": simd or "unknown",
+                "bf16": {True: "native", False: "no"}.get(cpu.get("native_bf16"), "?"),
+                "accelerators": acc,
+                "device": r.get("device", "unknown"),
+                "platform": hw.get("platform", "unknown"),
+                "torch": hw.get("torch_version", "unknown"),
+                "course": r.get("course_version", "unknown"),
+                "created": r.get("created", "unknown"),
+                "run": "quick" if quick is True else "full" if quick is False else "unknown",
+                "energy": (r.get("energy") or {}).get("source") or "not available"
+                if isinstance(r.get("energy"), dict)
+                else "unknown",
+            }
+        )
     return out
 
 
@@ -367,66 +433,129 @@ img{max-width:100%}.note{color:#555;font-size:0.9em}"""
 def _html(card_png: bytes, rows, labels, hw_rows, refs, skipped, n_hardware: int) -> str:
     e = lambda x: html.escape(str(x), quote=True)  # noqa: E731 - every string from a file goes through here
     created = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    out = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
-           "<title>Benchmark report card</title>", f"<style>{_CSS}</style></head><body>",
-           "<h1>Benchmark report card</h1>",
-           f'<p class="note">{e(_compared(len(labels), n_hardware))} compared, {len(skipped)} file(s) skipped; '
-           f"made {e(created)} by course_lib {e(course_lib.__version__)}. A result is highlighted as "
-           "best only where its worst process beats every other result's best process; otherwise the row says "
-           "no winner. Time to accuracy is judged on each process's time per step: every result trains from the "
-           "same seeds, and the seed sets a process's number of steps, which would otherwise blur the comparison."
-           "</p>",
-           f'<img alt="Headline figures per result, with catalog reference lines" '
-           f'src="data:image/png;base64,{base64.b64encode(card_png).decode("ascii")}">',
-           "<h2>Headline figures</h2><table><tr><th>figure</th><th>unit</th><th>better</th>"
-           + "".join(f"<th>{e(label)}</th>" for label in labels) + "<th>best</th></tr>"]
+    out = [
+        "<!DOCTYPE html>",
+        '<html lang="en"><head><meta charset="utf-8">',
+        "<title>Benchmark report card</title>",
+        f"<style>{_CSS}</style></head><body>",
+        "<h1>Benchmark report card</h1>",
+        f'<p class="note">{e(_compared(len(labels), n_hardware))} compared, {len(skipped)} file(s) skipped; '
+        f"made {e(created)} by course_lib {e(course_lib.__version__)}. A result is highlighted as "
+        "best only where its worst process beats every other result's best process; otherwise the row says "
+        "no winner. Time to accuracy is judged on each process's time per step: every result trains from the "
+        "same seeds, and the seed sets a process's number of steps, which would otherwise blur the comparison."
+        "</p>",
+        f'<img alt="Headline figures per result, with catalog reference lines" '
+        f'src="data:image/png;base64,{base64.b64encode(card_png).decode("ascii")}">',
+        "<h2>Headline figures</h2><table><tr><th>figure</th><th>unit</th><th>better</th>"
+        + "".join(f"<th>{e(label)}</th>" for label in labels)
+        + "<th>best</th></tr>",
+    ]
     for row in rows:
-        cells = "".join(f'<td class="num{" best" if label == row["best"] else ""}">{e(_fmt(row["values"][label]))}</td>'
-                        for label in labels)
+        cells = "".join(
+            f'<td class="num{" best" if label == row["best"] else ""}">{e(_fmt(row["values"][label]))}</td>'
+            for label in labels
+        )
         best = row["verdict"]
-        out.append(f"<tr><td>{e(row['figure'])}</td><td>{e(row['unit'])}</td><td>{e(row['better'])}</td>{cells}"
-                   f"<td>{e(best)}</td></tr>")
-    out.append("</table><h2>Results and their hardware</h2><table><tr>" + "".join(
-        f"<th>{h}</th>" for h in ("result", "file", "CPU", "cores", "SIMD", "native bf16", "torch threads",
-                                  "fp32 matmul, all cores (GFLOP/s)", "accelerators", "device", "platform", "torch",
-                                  "course version", "date", "run", "energy source")) + "</tr>")
+        out.append(
+            f"<tr><td>{e(row['figure'])}</td><td>{e(row['unit'])}</td><td>{e(row['better'])}</td>{cells}"
+            f"<td>{e(best)}</td></tr>"
+        )
+    out.append(
+        "</table><h2>Results and their hardware</h2><table><tr>"
+        + "".join(
+            f"<th>{h}</th>"
+            for h in (
+                "result",
+                "file",
+                "CPU",
+                "cores",
+                "SIMD",
+                "native bf16",
+                "torch threads",
+                "fp32 matmul, all cores (GFLOP/s)",
+                "accelerators",
+                "device",
+                "platform",
+                "torch",
+                "course version",
+                "date",
+                "run",
+                "energy source",
+            )
+        )
+        + "</tr>"
+    )
     for h in hw_rows:
-        out.append("<tr>" + "".join(f"<td>{e(h[k])}</td>" for k in (
-            "label", "file", "cpu", "cores", "simd", "bf16", "threads", "all_cores", "accelerators", "device",
-            "platform", "torch", "course", "created", "run", "energy")) + "</tr>")
+        out.append(
+            "<tr>"
+            + "".join(
+                f"<td>{e(h[k])}</td>"
+                for k in (
+                    "label",
+                    "file",
+                    "cpu",
+                    "cores",
+                    "simd",
+                    "bf16",
+                    "threads",
+                    "all_cores",
+                    "accelerators",
+                    "device",
+                    "platform",
+                    "torch",
+                    "course",
+                    "created",
+                    "run",
+                    "energy",
+                )
+            )
+            + "</tr>"
+        )
     out.append("</table>")
-    out.append('<p class="note">On a CPU the headline figures are measured with the torch thread count shown '
-               "(one unless the run set <code>--threads</code>), so that they repeat when another program takes a "
-               "core; the all-core matmul rate is listed for comparison. The memory bandwidth headline is then one "
-               "core's copy, well below what every core together draws from memory.</p>")
+    out.append(
+        '<p class="note">On a CPU the headline figures are measured with the torch thread count shown '
+        "(one unless the run set <code>--threads</code>), so that they repeat when another program takes a "
+        "core; the all-core matmul rate is listed for comparison. The memory bandwidth headline is then one "
+        "core's copy, well below what every core together draws from memory.</p>"
+    )
     out.append("<h2>Reference accelerators (catalog data sheets, not measured)</h2>")
     if refs:
-        out.append('<p class="note">Dense peaks and vendor figures: ceilings no real program reaches. The matmul '
-                   "lines are the fp32 and bf16 peaks in GFLOP/s; all-reduce is compared with the chip's link, "
-                   "per direction.</p><table><tr><th>accelerator</th><th>fp32 peak (GFLOP/s)</th>"
-                   "<th>bf16 peak (GFLOP/s)</th><th>memory bandwidth (GB/s)</th><th>interconnect (GB/s per "
-                   "direction)</th><th>source</th><th>checked</th></tr>")
+        out.append(
+            '<p class="note">Dense peaks and vendor figures: ceilings no real program reaches. The matmul '
+            "lines are the fp32 and bf16 peaks in GFLOP/s; all-reduce is compared with the chip's link, "
+            "per direction.</p><table><tr><th>accelerator</th><th>fp32 peak (GFLOP/s)</th>"
+            "<th>bf16 peak (GFLOP/s)</th><th>memory bandwidth (GB/s)</th><th>interconnect (GB/s per "
+            "direction)</th><th>source</th><th>checked</th></tr>"
+        )
         for r in refs:
-            links = "<br>".join(f'<a href="{e(u.strip())}">{e(u.strip())}</a>' for u in r["source"].split(";")
-                                if u.strip())
+            links = "<br>".join(
+                f'<a href="{e(u.strip())}">{e(u.strip())}</a>' for u in r["source"].split(";") if u.strip()
+            )
             bf16 = _fmt(r["bf16_gflops"]) if r["bf16_gflops"] else "no bf16 in hardware"
             fp32 = _fmt(r["fp32_gflops"]) if r["fp32_gflops"] else "not published"
-            out.append(f"<tr><td>{e(r['name'])}</td><td class=\"num\">{e(fp32)}</td>"
-                       f"<td class=\"num\">{e(bf16)}</td><td class=\"num\">{e(_fmt(r['memory_bandwidth_gbs']))}</td>"
-                       f"<td>{e(r['interconnect'])}: {e(_fmt(r['interconnect_gbs']))}</td><td>{links}</td>"
-                       f"<td>{e(r['source_date'])}</td></tr>")
+            out.append(
+                f'<tr><td>{e(r["name"])}</td><td class="num">{e(fp32)}</td>'
+                f'<td class="num">{e(bf16)}</td><td class="num">{e(_fmt(r["memory_bandwidth_gbs"]))}</td>'
+                f"<td>{e(r['interconnect'])}: {e(_fmt(r['interconnect_gbs']))}</td><td>{links}</td>"
+                f"<td>{e(r['source_date'])}</td></tr>"
+            )
         out.append("</table>")
     else:
         out.append("<p>None asked for.</p>")
     out.append("<h2>Skipped files</h2>")
-    out.append("<ul>" + "".join(f"<li><code>{e(f)}</code>: {e(why)}</li>" for f, why in skipped) + "</ul>"
-               if skipped else "<p>None: every file was a usable result.</p>")
+    out.append(
+        "<ul>" + "".join(f"<li><code>{e(f)}</code>: {e(why)}</li>" for f, why in skipped) + "</ul>"
+        if skipped
+        else "<p>None: every file was a usable result.</p>"
+    )
     out.append("</body></html>")
     return "\n".join(out)
 
 
-def write_report_card(paths, out_dir, *, references: Iterable[str] = DEFAULT_REFERENCES,
-                      echo: Callable[[str], object] | None = print) -> ReportCard:
+def write_report_card(
+    paths, out_dir, *, references: Iterable[str] = DEFAULT_REFERENCES, echo: Callable[[str], object] | None = print
+) -> ReportCard:
     """Compare saved benchmark results: write ``report_card.png`` and ``report_card.html`` into ``out_dir``
     (notebook 07.1, "Compare machines"; ``course report-card``).
 
@@ -453,27 +582,49 @@ def write_report_card(paths, out_dir, *, references: Iterable[str] = DEFAULT_REF
             files.append(str(f))
     if not results:
         what = "; ".join(f"{f}: {why}" for f, why in skipped) or "no paths were given"
-        raise ValueError(f"no usable benchmark result in the {len(tried)} path(s) tried ({what}). "
-                         "Save results with `course benchmark --out <file>.json` and pass the files or their folder.")
+        raise ValueError(
+            f"no usable benchmark result in the {len(tried)} path(s) tried ({what}). "
+            "Save results with `course benchmark --out <file>.json` and pass the files or their folder."
+        )
     labels = _labels(results)
     rows = compare_table(results)
     out = Path(out_dir)
     for above in (out, *out.parents):
         if above.exists() and not above.is_dir():
-            raise ValueError(f"out_dir {str(out_dir)!r} must be a folder, but {str(above)!r} is a file: give a new or "
-                             "existing folder for report_card.png and report_card.html")
+            raise ValueError(
+                f"out_dir {str(out_dir)!r} must be a folder, but {str(above)!r} is a file: give a new or "
+                "existing folder for report_card.png and report_card.html"
+            )
     out.mkdir(parents=True, exist_ok=True)
     import matplotlib.pyplot as plt
 
-    card = ReportCard(results=results, skipped=skipped, png=out / PNG_NAME, html=out / HTML_NAME, rows=rows,
-                      labels=labels, files=files, references=refs)
+    card = ReportCard(
+        results=results,
+        skipped=skipped,
+        png=out / PNG_NAME,
+        html=out / HTML_NAME,
+        rows=rows,
+        labels=labels,
+        files=files,
+        references=refs,
+    )
     fig, _ = card_figure(card)
     try:
         fig.savefig(card.png, dpi=90)
     finally:
         plt.close(fig)
-    card.html.write_text(_html(card.png.read_bytes(), rows, labels, _hardware_rows(results, labels, files), refs,
-                               skipped, hardware_count(results)), encoding="utf-8")
+    card.html.write_text(
+        _html(
+            card.png.read_bytes(),
+            rows,
+            labels,
+            _hardware_rows(results, labels, files),
+            refs,
+            skipped,
+            hardware_count(results),
+        ),
+        encoding="utf-8",
+    )
     return card
 
 
@@ -483,14 +634,22 @@ def summary_text(card: ReportCard) -> str:
     arguments.instance("card", card, ReportCard, "a ReportCard (write_report_card)")
     labels = card.labels or _labels(card.results)
     names = [f"[{i}]" for i in range(1, len(labels) + 1)]
-    lines = [f"{_compared(len(labels), hardware_count(card.results)).capitalize()}: "
-             + "; ".join(f"{n} {label}" for n, label in zip(names, labels))]
+    lines = [
+        f"{_compared(len(labels), hardware_count(card.results)).capitalize()}: "
+        + "; ".join(f"{n} {label}" for n, label in zip(names, labels))
+    ]
     width = max(len(f"{r['figure']} ({r['unit']})") for r in card.rows) + 2
     lines.append(f"{'figure':<{width}}" + "".join(f"{n:>11}" for n in names) + "  best")
     for r in card.rows:
-        best = (names[labels.index(r["best"])] if r["best"] is not None else
-                "no winner (within the spread)" if r["verdict"].startswith("within") else
-                "no winner (no spread recorded)" if r["verdict"].startswith("no spread") else "-")
+        best = (
+            names[labels.index(r["best"])]
+            if r["best"] is not None
+            else "no winner (within the spread)"
+            if r["verdict"].startswith("within")
+            else "no winner (no spread recorded)"
+            if r["verdict"].startswith("no spread")
+            else "-"
+        )
         best += ", judged per step" if r["verdict"].endswith("(per step)") else ""
         cells = "".join(f"{_fmt(r['values'][label]):>11}" for label in labels)
         lines.append(f"{r['figure'] + ' (' + r['unit'] + ')':<{width}}{cells}  {best} ({r['better']} is better)")

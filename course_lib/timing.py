@@ -16,6 +16,7 @@ programs steal cores at random moments:
   do: the machine was too busy to measure well;
 * compare alternatives interleaved (A B A B ...), never one block after the other.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -93,8 +94,10 @@ class Timing:
 
     def __str__(self) -> str:
         flag = ", NOISY: the machine was busy" if self.noisy else ""
-        return (f"{self.label}: {format_seconds(self.seconds)} (median {format_seconds(self.median_s)}, "
-                f"spread {self.spread:.0%}, {self.repeats} runs, {self.num_threads} thread(s), {self.device}{flag})")
+        return (
+            f"{self.label}: {format_seconds(self.seconds)} (median {format_seconds(self.median_s)}, "
+            f"spread {self.spread:.0%}, {self.repeats} runs, {self.num_threads} thread(s), {self.device}{flag})"
+        )
 
 
 def format_seconds(s: float) -> str:
@@ -106,9 +109,17 @@ def format_seconds(s: float) -> str:
 
 
 def _summary(label: str, times: list[float], threads: int, device: str, noisy: bool) -> Timing:
-    return Timing(label=label, seconds=representative(times), median_s=statistics.median(times),
-                  min_s=min(times), spread=relative_spread(times), repeats=len(times), num_threads=threads,
-                  device=device, noisy=noisy)
+    return Timing(
+        label=label,
+        seconds=representative(times),
+        median_s=statistics.median(times),
+        min_s=min(times),
+        spread=relative_spread(times),
+        repeats=len(times),
+        num_threads=threads,
+        device=device,
+        noisy=noisy,
+    )
 
 
 def _block_times(call: Callable[[], None], threads: int, min_run_time: float) -> list[float]:
@@ -116,8 +127,15 @@ def _block_times(call: Callable[[], None], threads: int, min_run_time: float) ->
     return list(timer.blocked_autorange(min_run_time=min_run_time).times)
 
 
-def time_fn(fn: Callable[[], object], *, label: str = "fn", device: torch.device | str | None = None,
-            num_threads: int | None = None, warmup: int = 2, min_run_time: float = 0.2) -> Timing:
+def time_fn(
+    fn: Callable[[], object],
+    *,
+    label: str = "fn",
+    device: torch.device | str | None = None,
+    num_threads: int | None = None,
+    warmup: int = 2,
+    min_run_time: float = 0.2,
+) -> Timing:
     """The time of one call of ``fn()`` (notebook 01: matmul throughput, step time).
 
     ``fn`` takes no arguments (wrap yours in a lambda). It is called ``warmup`` times first, then
@@ -147,14 +165,21 @@ def time_fn(fn: Callable[[], object], *, label: str = "fn", device: torch.device
     return _summary(label, times, threads, str(dev), noisy)
 
 
-def compare_interleaved(fns: Mapping[str, Callable[[], object]], *, rounds: int = 5,
-                        device: torch.device | str | None = None, num_threads: int | Mapping[str, int] | None = None,
-                        min_run_time: float = 0.05, warmup: int = 1) -> dict[str, Timing]:
+def compare_interleaved(
+    fns: Mapping[str, Callable[[], object]],
+    *,
+    rounds: int = 5,
+    device: torch.device | str | None = None,
+    num_threads: int | Mapping[str, int] | None = None,
+    min_run_time: float = 0.05,
+    warmup: int = 1,
+) -> dict[str, Timing]:
     """Time several alternatives interleaved (A B A B ...); return one ``Timing`` each.
 
     Use this whenever an assertion compares two timings: slow drifts of the machine then hit every
     alternative alike (notebook 01: thread scaling, CPU vs GPU; later modules too). Each round
-    times every alternative once (``time_fn``; ``warmup`` calls before an alternative's first round only); an alternative's ``seconds`` is the low quantile of
+    times every alternative once (``time_fn``; ``warmup`` calls before an alternative's first round only); an
+    alternative's ``seconds`` is the low quantile of
     its per-round times. If any alternative's rounds spread widely, as many rounds again are run
     for all of them; ``noisy`` flags a spread that stayed. ``num_threads`` is one thread count for
     all, or a mapping name -> thread count (``thread_scaling`` uses that).
@@ -171,8 +196,9 @@ def compare_interleaved(fns: Mapping[str, Callable[[], object]], *, rounds: int 
             for name, fn in fns.items():
                 threads = num_threads.get(name) if isinstance(num_threads, Mapping) else num_threads
                 warm = warmup if not per[name] else 0  # warm each alternative up once, not every round
-                per[name].append(time_fn(fn, label=name, device=device, num_threads=threads,
-                                         warmup=warm, min_run_time=min_run_time))
+                per[name].append(
+                    time_fn(fn, label=name, device=device, num_threads=threads, warmup=warm, min_run_time=min_run_time)
+                )
 
     run(rounds)
     if rounds > 1 and any(relative_spread([t.seconds for t in ts]) > NOISY_SPREAD for ts in per.values()):
@@ -182,8 +208,14 @@ def compare_interleaved(fns: Mapping[str, Callable[[], object]], *, rounds: int 
         values = [t.seconds for t in ts]
         noisy = len(values) > 1 and relative_spread(values) > NOISY_SPREAD
         summary = _summary(name, values, ts[0].num_threads, ts[0].device, noisy)
-        out[name] = Timing(**{**summary.__dict__, "median_s": statistics.median(t.median_s for t in ts),
-                              "min_s": min(t.min_s for t in ts), "repeats": sum(t.repeats for t in ts)})
+        out[name] = Timing(
+            **{
+                **summary.__dict__,
+                "median_s": statistics.median(t.median_s for t in ts),
+                "min_s": min(t.min_s for t in ts),
+                "repeats": sum(t.repeats for t in ts),
+            }
+        )
     return out
 
 
@@ -258,8 +290,14 @@ class Throughput:
         return self.flops / self.seconds
 
 
-def matmul_throughput(sizes: list[int], *, dtype: str | torch.dtype = "fp32", device: torch.device | str = "cpu",
-                      min_run_time: float = 0.1, seed: int = 0) -> list[Throughput]:
+def matmul_throughput(
+    sizes: list[int],
+    *,
+    dtype: str | torch.dtype = "fp32",
+    device: torch.device | str = "cpu",
+    min_run_time: float = 0.1,
+    seed: int = 0,
+) -> list[Throughput]:
     """Time an n x n @ n x n product, written into an existing output, for each n (notebook 01).
 
     Small n: the fixed cost of a call dominates. Large n: the arithmetic does, and FLOP/s
@@ -280,7 +318,10 @@ def matmul_throughput(sizes: list[int], *, dtype: str | torch.dtype = "fp32", de
 
 
 STREAM_KERNELS = {  # name: (arrays read + written per element, FLOPs per element), after McCalpin's STREAM
-    "copy": (2, 0), "scale": (2, 1), "add": (3, 1), "triad": (3, 2),
+    "copy": (2, 0),
+    "scale": (2, 1),
+    "add": (3, 1),
+    "triad": (3, 2),
 }
 
 
@@ -300,8 +341,9 @@ def copy_kernel(src: torch.Tensor, dst: torch.Tensor) -> Callable[[], object]:
     return lambda: dst.copy_(src)
 
 
-def stream_bandwidth(n_bytes: int = 128 * 2**20, *, kernel: str = "copy", device: torch.device | str = "cpu",
-                     min_run_time: float = 0.2) -> float:
+def stream_bandwidth(
+    n_bytes: int = 128 * 2**20, *, kernel: str = "copy", device: torch.device | str = "cpu", min_run_time: float = 0.2
+) -> float:
     """Bytes/s of one STREAM kernel on arrays of ``n_bytes`` each, written into existing buffers.
 
     copy ``c = a``, scale ``b = s*c``, add ``c = a + b``, triad ``a = b + s*c`` (memory
@@ -313,14 +355,19 @@ def stream_bandwidth(n_bytes: int = 128 * 2**20, *, kernel: str = "copy", device
     n = arguments.integer("n_bytes", n_bytes, minimum=1024) // 4
     device = as_device(device)
     a, b, c = (torch.full((n,), float(v), device=device) for v in (1, 2, 3))
-    ops = {"copy": copy_kernel(a, c), "scale": lambda: torch.mul(c, 3.0, out=b),
-           "add": lambda: torch.add(a, b, out=c), "triad": lambda: torch.add(b, c, alpha=3.0, out=a)}
+    ops = {
+        "copy": copy_kernel(a, c),
+        "scale": lambda: torch.mul(c, 3.0, out=b),
+        "add": lambda: torch.add(a, b, out=c),
+        "triad": lambda: torch.add(b, c, alpha=3.0, out=a),
+    }
     t = time_fn(ops[kernel], label=kernel, device=device, min_run_time=min_run_time)
     return achieved_bandwidth(STREAM_KERNELS[kernel][0] * n * 4, t.seconds)
 
 
-def memory_bandwidth(n_bytes: int = 128 * 2**20, *, device: torch.device | str = "cpu",
-                     min_run_time: float = 0.2) -> float:
+def memory_bandwidth(
+    n_bytes: int = 128 * 2**20, *, device: torch.device | str = "cpu", min_run_time: float = 0.2
+) -> float:
     """Bytes/s of copying one buffer into another existing one (reads + writes counted).
 
     The STREAM copy kernel (``stream_bandwidth(kernel="copy")``), used as "the" memory bandwidth
@@ -329,8 +376,9 @@ def memory_bandwidth(n_bytes: int = 128 * 2**20, *, device: torch.device | str =
     return stream_bandwidth(n_bytes, kernel="copy", device=device, min_run_time=min_run_time)
 
 
-def host_to_device_bandwidth(n_bytes: int = 64 * 2**20, *, pinned: bool = False, device: torch.device | str = "cuda",
-                             min_run_time: float = 0.2) -> float:
+def host_to_device_bandwidth(
+    n_bytes: int = 64 * 2**20, *, pinned: bool = False, device: torch.device | str = "cuda", min_run_time: float = 0.2
+) -> float:
     """Bytes/s of copying a host tensor into an existing accelerator tensor (notebook 03).
 
     ``pinned=True`` uses page-locked host memory, which the GPU's copy engine reads directly;
@@ -339,8 +387,10 @@ def host_to_device_bandwidth(n_bytes: int = 64 * 2**20, *, pinned: bool = False,
     """
     arguments.integer("n_bytes", n_bytes, minimum=1024)
     if not torch.cuda.is_available():
-        raise ValueError(f"device must be an available CUDA device for host-to-device copies, got {device!r} "
-                         "on a machine without CUDA")
+        raise ValueError(
+            f"device must be an available CUDA device for host-to-device copies, got {device!r} "
+            "on a machine without CUDA"
+        )
     dev = as_device(device)
     if dev.type != "cuda":
         raise ValueError(f"device must be a CUDA device for host-to-device copies, got {device!r}")
@@ -350,8 +400,9 @@ def host_to_device_bandwidth(n_bytes: int = 64 * 2**20, *, pinned: bool = False,
     return achieved_bandwidth(n_bytes // 4 * 4, t.seconds)
 
 
-def thread_scaling(fn: Callable[[], object], thread_counts: list[int], *, rounds: int = 5,
-                   min_run_time: float = 0.05) -> dict[int, Timing]:
+def thread_scaling(
+    fn: Callable[[], object], thread_counts: list[int], *, rounds: int = 5, min_run_time: float = 0.05
+) -> dict[int, Timing]:
     """The time of ``fn`` on each number of CPU threads, measured interleaved (notebook 01).
 
     Rounds alternate the thread counts (1 2 1 2 ...) so the machine's drift hits all alike. Ask
@@ -359,6 +410,10 @@ def thread_scaling(fn: Callable[[], object], thread_counts: list[int], *, rounds
     a thread waiting for a core another program holds makes every step of a parallel kernel wait.
     """
     thread_counts = arguments.int_list("thread_counts", thread_counts)
-    timings = compare_interleaved({f"{t} threads": fn for t in thread_counts}, rounds=rounds,
-                                  num_threads={f"{t} threads": t for t in thread_counts}, min_run_time=min_run_time)
+    timings = compare_interleaved(
+        {f"{t} threads": fn for t in thread_counts},
+        rounds=rounds,
+        num_threads={f"{t} threads": t for t in thread_counts},
+        min_run_time=min_run_time,
+    )
     return {t: timings[f"{t} threads"] for t in thread_counts}

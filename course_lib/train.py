@@ -10,6 +10,7 @@ reason. The loop is split so a later module can replace one piece: ``train_step`
 forward, loss, backward, update), ``train_epoch`` (all batches, with a progress bar) and ``fit``
 (epochs, evaluation, per-epoch metrics). Used from notebook 01 (CPU vs GPU step time) onwards.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -50,8 +51,7 @@ def _loader(data: Dataset | DataLoader, batch_size: int, shuffle: bool, seed: in
     if not isinstance(data, Dataset):
         raise TypeError(f"data must be a torch Dataset or DataLoader, got {type(data).__name__}")
     batch_size = arguments.positive_int("batch_size", batch_size)
-    return DataLoader(data, batch_size=batch_size, shuffle=shuffle,
-                      generator=torch.Generator().manual_seed(seed))
+    return DataLoader(data, batch_size=batch_size, shuffle=shuffle, generator=torch.Generator().manual_seed(seed))
 
 
 def autocast(precision: str, device: torch.device | str = "cpu"):
@@ -70,8 +70,9 @@ def grad_scaler(precision: str, device: torch.device | str = "cpu") -> torch.amp
     return torch.amp.GradScaler(dev.type) if names.precision(precision) == "fp16-mixed" and dev.type == "cuda" else None
 
 
-def call_loss(loss_fn: Callable, out: torch.Tensor, target: torch.Tensor | None,
-              inputs: tuple[torch.Tensor, ...]) -> torch.Tensor:
+def call_loss(
+    loss_fn: Callable, out: torch.Tensor, target: torch.Tensor | None, inputs: tuple[torch.Tensor, ...]
+) -> torch.Tensor:
     """``loss_fn(out, target)``, or ``loss_fn(out, target, inputs)`` for a loss whose ``wants_inputs``
     attribute is true: a loss that looks at the batch's inputs too (knowledge distillation runs its
     teacher on them)."""
@@ -118,12 +119,14 @@ class StepResult:
         return self.examples / self.seconds if self.seconds > 0 else float("inf")
 
 
-FP16_ON_CPU = ("fp16 compute on a CPU is hundreds of times slower than fp32: most CPUs have no fp16 arithmetic "
-               "(AVX-512 FP16 and Arm's FP16 are the exceptions), and PyTorch's CPU fp16 kernels convert "
-               "the inputs and run in a slow fallback (a step can "
-               "take minutes). Use bf16 (precision='bf16-mixed': the same 2 bytes per value, with fp32's range), "
-               "or a GPU for fp16. To see what fp16 does to gradients on a CPU, cast tensors to torch.float16 "
-               "(precision.underflow, notebook 04).")
+FP16_ON_CPU = (
+    "fp16 compute on a CPU is hundreds of times slower than fp32: most CPUs have no fp16 arithmetic "
+    "(AVX-512 FP16 and Arm's FP16 are the exceptions), and PyTorch's CPU fp16 kernels convert "
+    "the inputs and run in a slow fallback (a step can "
+    "take minutes). Use bf16 (precision='bf16-mixed': the same 2 bytes per value, with fp32's range), "
+    "or a GPU for fp16. To see what fp16 does to gradients on a CPU, cast tensors to torch.float16 "
+    "(precision.underflow, notebook 04)."
+)
 
 
 def _reset_peak(device: torch.device) -> None:
@@ -166,11 +169,19 @@ def progress_bar():
     return tqdm
 
 
-def train_step(model: nn.Module, batch: Sequence[torch.Tensor | None] | torch.Tensor,
-               optimizer: torch.optim.Optimizer, loss_fn: Callable | None = None,
-               device: torch.device | str | None = None, micro_batches: int = 1, *, precision: str = "fp32",
-               scaler: torch.amp.GradScaler | None = None,
-               before_update: Callable[[nn.Module], None] | None = None, measure: bool = False) -> StepResult:
+def train_step(
+    model: nn.Module,
+    batch: Sequence[torch.Tensor | None] | torch.Tensor,
+    optimizer: torch.optim.Optimizer,
+    loss_fn: Callable | None = None,
+    device: torch.device | str | None = None,
+    micro_batches: int = 1,
+    *,
+    precision: str = "fp32",
+    scaler: torch.amp.GradScaler | None = None,
+    before_update: Callable[[nn.Module], None] | None = None,
+    measure: bool = False,
+) -> StepResult:
     """One update on one batch: forward, loss, backward, optimizer step. Every training in the course.
 
     ``batch`` is ``(inputs..., target)``: the last element is the target (None: the loss is the
@@ -198,7 +209,9 @@ def train_step(model: nn.Module, batch: Sequence[torch.Tensor | None] | torch.Te
     if not isinstance(model, nn.Module):
         raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
     if not isinstance(optimizer, torch.optim.Optimizer):
-        raise TypeError(f"optimizer must be a torch.optim.Optimizer (see make_optimizer), got {type(optimizer).__name__}")
+        raise TypeError(
+            f"optimizer must be a torch.optim.Optimizer (see make_optimizer), got {type(optimizer).__name__}"
+        )
     micro_batches = arguments.positive_int("micro_batches", micro_batches)
     precision = names.precision(precision)
     if before_update is not None:
@@ -217,8 +230,9 @@ def train_step(model: nn.Module, batch: Sequence[torch.Tensor | None] | torch.Te
     if micro_batches > n:
         raise ValueError(f"micro_batches ({micro_batches}) cannot exceed the batch size ({n})")
     optimizer.zero_grad(set_to_none=True)
-    losses, hits = _forward_backward(model, inputs, target, loss_fn or default_loss, micro_batches, precision,
-                                     device, scaler)
+    losses, hits = _forward_backward(
+        model, inputs, target, loss_fn or default_loss, micro_batches, precision, device, scaler
+    )
     skipped, scale = _update(model, optimizer, scaler, before_update)
     graph_cut(device)  # a TPU compiles and runs this step as one graph; values are read after it
     total_loss, correct = sum(float(t) for t in losses), sum(int(t) for t in hits)
@@ -236,9 +250,16 @@ def _step_device(model: nn.Module, device: torch.device | str | None) -> torch.d
     return as_device(device)
 
 
-def _forward_backward(model: nn.Module, inputs: tuple[torch.Tensor, ...], target: torch.Tensor | None,
-                      loss_fn: Callable, micro_batches: int, precision: str, device: torch.device,
-                      scaler: torch.amp.GradScaler | None) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+def _forward_backward(
+    model: nn.Module,
+    inputs: tuple[torch.Tensor, ...],
+    target: torch.Tensor | None,
+    loss_fn: Callable,
+    micro_batches: int,
+    precision: str,
+    device: torch.device,
+    scaler: torch.amp.GradScaler | None,
+) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
     """Forward and backward pass of each micro-batch, its loss scaled by its share of the batch; returns the
     losses and the correct counts as tensors, read after the step's graph cut (reading one earlier splits a
     TPU's graph). A DDP model synchronises gradients on the last micro-batch only."""
@@ -261,8 +282,12 @@ def _forward_backward(model: nn.Module, inputs: tuple[torch.Tensor, ...], target
     return losses, hits
 
 
-def _update(model: nn.Module, optimizer: torch.optim.Optimizer, scaler: torch.amp.GradScaler | None,
-            before_update: Callable[[nn.Module], None] | None) -> tuple[bool, float | None]:
+def _update(
+    model: nn.Module,
+    optimizer: torch.optim.Optimizer,
+    scaler: torch.amp.GradScaler | None,
+    before_update: Callable[[nn.Module], None] | None,
+) -> tuple[bool, float | None]:
     """``before_update`` on real (unscaled) gradients, the optimizer step (through ``scaler``: it may skip), and
     the gradients released; returns ``(skipped, the loss scale used)``."""
     if before_update is not None:
@@ -281,10 +306,19 @@ def _update(model: nn.Module, optimizer: torch.optim.Optimizer, scaler: torch.am
     return skipped, scale
 
 
-def train_epoch(model: nn.Module, loader: DataLoader, optimizer: torch.optim.Optimizer,
-                loss_fn: Callable | None = None, device: torch.device | str | None = None, progress: bool = True,
-                desc: str = "train", *, precision: str = "fp32", micro_batches: int = 1,
-                measure: bool = False) -> dict:
+def train_epoch(
+    model: nn.Module,
+    loader: DataLoader,
+    optimizer: torch.optim.Optimizer,
+    loss_fn: Callable | None = None,
+    device: torch.device | str | None = None,
+    progress: bool = True,
+    desc: str = "train",
+    *,
+    precision: str = "fp32",
+    micro_batches: int = 1,
+    measure: bool = False,
+) -> dict:
     """All batches of one epoch (``train_step`` each); returns mean loss, accuracy, seconds and
     examples per second; with ``measure``, also ``steps``: every step's ``StepResult`` (loss, time,
     throughput, peak memory) and the epoch's ``peak_bytes``."""
@@ -298,16 +332,21 @@ def train_epoch(model: nn.Module, loader: DataLoader, optimizer: torch.optim.Opt
     steps = []
     start = time.perf_counter()
     for batch in tqdm(loader, desc=desc, leave=False, disable=not progress):
-        result = train_step(model, batch, optimizer, loss_fn, device, micro_batches, precision=precision,
-                            scaler=scaler, measure=measure)
+        result = train_step(
+            model, batch, optimizer, loss_fn, device, micro_batches, precision=precision, scaler=scaler, measure=measure
+        )
         total_loss += result.loss * result.examples
         correct += result.correct
         seen += result.examples
         if measure:
             steps.append(result)
     seconds = time.perf_counter() - start
-    row = {"train_loss": total_loss / max(seen, 1), "train_acc": correct / max(seen, 1), "seconds": seconds,
-           "examples_per_s": seen / seconds if seconds > 0 else float("inf")}
+    row = {
+        "train_loss": total_loss / max(seen, 1),
+        "train_acc": correct / max(seen, 1),
+        "seconds": seconds,
+        "examples_per_s": seen / seconds if seconds > 0 else float("inf"),
+    }
     if measure:
         peaks = [r.peak_bytes for r in steps if r.peak_bytes is not None]
         row.update(steps=steps, peak_bytes=max(peaks) if peaks else None)
@@ -315,8 +354,13 @@ def train_epoch(model: nn.Module, loader: DataLoader, optimizer: torch.optim.Opt
 
 
 @torch.no_grad()
-def evaluate(model: nn.Module, data: Dataset | DataLoader, device: torch.device | str = "cpu",
-             loss_fn: Callable | None = None, batch_size: int = 256) -> dict:
+def evaluate(
+    model: nn.Module,
+    data: Dataset | DataLoader,
+    device: torch.device | str = "cpu",
+    loss_fn: Callable | None = None,
+    batch_size: int = 256,
+) -> dict:
     """Mean loss and accuracy on held-out data (model in eval mode). Batches take the forms ``train_step``
     takes, ``(inputs..., target)``, and the loss defaults to the same ``default_loss`` (cross-entropy for
     integer targets, mean squared error for float ones); accuracy counts only where the output has one
@@ -334,8 +378,11 @@ def evaluate(model: nn.Module, data: Dataset | DataLoader, device: torch.device 
         y = y.to(device) if y is not None else None
         out = model(*inputs)
         loss = call_loss(loss_fn, out, y, inputs)
-        hits = ((out.argmax(1) == y).sum() if y is not None and out.dim() == 2 and y.dim() == 1
-                and not y.dtype.is_floating_point else None)
+        hits = (
+            (out.argmax(1) == y).sum()
+            if y is not None and out.dim() == 2 and y.dim() == 1 and not y.dtype.is_floating_point
+            else None
+        )
         graph_cut(device)  # one graph per batch on a TPU, read after the cut
         n = len(inputs[0])
         total_loss += float(loss) * n
@@ -344,11 +391,23 @@ def evaluate(model: nn.Module, data: Dataset | DataLoader, device: torch.device 
     return {"loss": total_loss / max(seen, 1), "acc": correct / max(seen, 1)}
 
 
-def fit(model: nn.Module, train_data: Dataset | DataLoader, *, epochs: int = 5, lr: float = 1e-3,
-        optimizer: str | torch.optim.Optimizer = "adam", batch_size: int = 64,
-        eval_data: Dataset | DataLoader | None = None, loss_fn: Callable | None = None,
-        device: torch.device | str | None = None, progress: bool = True, seed: int = 0,
-        precision: str = "fp32", micro_batches: int = 1, measure: bool = False) -> History:
+def fit(
+    model: nn.Module,
+    train_data: Dataset | DataLoader,
+    *,
+    epochs: int = 5,
+    lr: float = 1e-3,
+    optimizer: str | torch.optim.Optimizer = "adam",
+    batch_size: int = 64,
+    eval_data: Dataset | DataLoader | None = None,
+    loss_fn: Callable | None = None,
+    device: torch.device | str | None = None,
+    progress: bool = True,
+    seed: int = 0,
+    precision: str = "fp32",
+    micro_batches: int = 1,
+    measure: bool = False,
+) -> History:
     """Train ``model`` for ``epochs`` epochs and return per-epoch metrics.
 
     ``optimizer`` is a name from OPTIMIZERS or a ready optimizer. ``loss_fn`` defaults to ``default_loss``
@@ -372,8 +431,20 @@ def fit(model: nn.Module, train_data: Dataset | DataLoader, *, epochs: int = 5, 
     tqdm = progress_bar()
 
     for epoch in tqdm(range(1, epochs + 1), desc="epochs", disable=not progress or epochs == 1):
-        row = {"epoch": epoch, **train_epoch(model, loader, opt, loss_fn, device, progress=False,
-                                             precision=precision, micro_batches=micro_batches, measure=measure)}
+        row = {
+            "epoch": epoch,
+            **train_epoch(
+                model,
+                loader,
+                opt,
+                loss_fn,
+                device,
+                progress=False,
+                precision=precision,
+                micro_batches=micro_batches,
+                measure=measure,
+            ),
+        }
         if eval_data is not None:
             metrics = evaluate(model, eval_data, device, loss_fn)
             row.update(test_loss=metrics["loss"], test_acc=metrics["acc"])
@@ -381,9 +452,16 @@ def fit(model: nn.Module, train_data: Dataset | DataLoader, *, epochs: int = 5, 
     return history
 
 
-def make_step_fn(model: nn.Module, x: torch.Tensor, y: torch.Tensor | None, optimizer: str = "sgd",
-                 lr: float = 1e-3, loss_fn: Callable | None = None, micro_batches: int = 1,
-                 precision: str = "fp32") -> Callable[[], float]:
+def make_step_fn(
+    model: nn.Module,
+    x: torch.Tensor,
+    y: torch.Tensor | None,
+    optimizer: str = "sgd",
+    lr: float = 1e-3,
+    loss_fn: Callable | None = None,
+    micro_batches: int = 1,
+    precision: str = "fp32",
+) -> Callable[[], float]:
     """A no-argument function doing one full ``train_step`` on a fixed batch (for timing it).
 
     Notebook 01 times it on the CPU and on a GPU when one is present; notebook 02 measures its
@@ -406,8 +484,9 @@ def make_step_fn(model: nn.Module, x: torch.Tensor, y: torch.Tensor | None, opti
     return step
 
 
-def measure_input_pipeline(loader: DataLoader, step: Callable[[torch.Tensor, torch.Tensor], object],
-                           max_batches: int | None = None) -> dict:
+def measure_input_pipeline(
+    loader: DataLoader, step: Callable[[torch.Tensor, torch.Tensor], object], max_batches: int | None = None
+) -> dict:
     """Time a training loop split into waiting for data and computing (notebook 03: input pipelines).
 
     Returns seconds spent in ``next(batch)`` (``wait_s``), in ``step(x, y)`` (``compute_s``), the
@@ -432,8 +511,13 @@ def measure_input_pipeline(loader: DataLoader, step: Callable[[torch.Tensor, tor
         t2 = time.perf_counter()
         wait, compute, batches = wait + (t1 - t0), compute + (t2 - t1), batches + 1
     total = time.perf_counter() - start
-    return {"wait_s": wait, "compute_s": compute, "total_s": total, "batches": batches,
-            "idle_fraction": wait / total if total > 0 else 0.0}
+    return {
+        "wait_s": wait,
+        "compute_s": compute,
+        "total_s": total,
+        "batches": batches,
+        "idle_fraction": wait / total if total > 0 else 0.0,
+    }
 
 
 @dataclass
@@ -465,10 +549,20 @@ class ExampleCurve:
         return {"examples": self.examples[i], "acc": self.test_acc[i], "loss": self.test_loss[i]}
 
 
-def progress_by_examples(make_model: Callable[[], nn.Module], train_data: Dataset, eval_data: Dataset, *,
-                         batch_size: int, lr: float, epochs: int = 10, micro_batches: int = 1,
-                         optimizer: str = "sgd", evals_per_epoch: int = 2, seed: int = 0,
-                         device: torch.device | str = "cpu") -> ExampleCurve:
+def progress_by_examples(
+    make_model: Callable[[], nn.Module],
+    train_data: Dataset,
+    eval_data: Dataset,
+    *,
+    batch_size: int,
+    lr: float,
+    epochs: int = 10,
+    micro_batches: int = 1,
+    optimizer: str = "sgd",
+    evals_per_epoch: int = 2,
+    seed: int = 0,
+    device: torch.device | str = "cpu",
+) -> ExampleCurve:
     """Train a fresh ``make_model()`` and record held-out accuracy and loss against examples seen.
     Notebook 04 (small batches): batch sizes compared per example, not per step.
 
@@ -498,8 +592,9 @@ def progress_by_examples(make_model: Callable[[], nn.Module], train_data: Datase
         raise TypeError(f"make_model must return a torch.nn.Module, got {type(model).__name__}")
     model.to(device)
     opt = make_optimizer(optimizer, model.parameters(), lr)
-    loader = DataLoader(train_data, batch_size=batch_size, shuffle=True, drop_last=True,
-                        generator=torch.Generator().manual_seed(seed))
+    loader = DataLoader(
+        train_data, batch_size=batch_size, shuffle=True, drop_last=True, generator=torch.Generator().manual_seed(seed)
+    )
     per_epoch = len(loader)
     marks = {round(per_epoch * (i + 1) / evals_per_epoch) for i in range(evals_per_epoch)}
     curve = ExampleCurve(batch_size, micro_batches, lr, [], [], [], [], 0)
@@ -522,12 +617,24 @@ def progress_by_examples(make_model: Callable[[], nn.Module], train_data: Datase
 
 
 #: The layers that normalise over the batch: an example's output depends on the others in its batch.
-_BATCH_NORMS = (nn.BatchNorm1d, nn.BatchNorm2d, nn.BatchNorm3d, nn.SyncBatchNorm, nn.LazyBatchNorm1d,
-                nn.LazyBatchNorm2d, nn.LazyBatchNorm3d)
+_BATCH_NORMS = (
+    nn.BatchNorm1d,
+    nn.BatchNorm2d,
+    nn.BatchNorm3d,
+    nn.SyncBatchNorm,
+    nn.LazyBatchNorm1d,
+    nn.LazyBatchNorm2d,
+    nn.LazyBatchNorm3d,
+)
 
 
-def gradient_noise_scale(model: nn.Module, data: Dataset | Sequence[torch.Tensor], loss_fn: Callable | None = None,
-                         *, max_examples: int = 4096) -> dict:
+def gradient_noise_scale(
+    model: nn.Module,
+    data: Dataset | Sequence[torch.Tensor],
+    loss_fn: Callable | None = None,
+    *,
+    max_examples: int = 4096,
+) -> dict:
     """The "simple" gradient noise scale ``B_simple = tr(Sigma) / |G|^2`` of McCandlish et al. (2018),
     from per-example gradients. Notebook 04 (small batches): the batch size above which larger batches
     stop saving steps and start wasting examples (the critical batch size is of this order).
@@ -576,6 +683,8 @@ def gradient_noise_scale(model: nn.Module, data: Dataset | Sequence[torch.Tensor
     trace = float((flat - mean).pow(2).sum(1).sum() / (n - 1))
     g2 = float(mean.pow(2).sum()) - trace / n
     if g2 <= 0:
-        raise ValueError("the mean gradient is indistinguishable from noise here (|G|^2 <= 0 after the correction): "
-                         "use more examples, or a model that is not at a minimum")
+        raise ValueError(
+            "the mean gradient is indistinguishable from noise here (|G|^2 <= 0 after the correction): "
+            "use more examples, or a model that is not at a minimum"
+        )
     return {"b_simple": trace / g2, "trace_sigma": trace, "grad_norm_sq": g2, "examples": n}

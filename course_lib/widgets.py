@@ -13,6 +13,7 @@ ipywidgets is imported only when a widget is built, and is not a dependency of t
 notebook runtime brings its own (7.x on Colab, 8.x locally via the ``lab`` extra); both work. Without it a
 ``*_widget`` call says so and returns None: each notebook prints the text twin just before it.
 """
+
 from __future__ import annotations
 
 import sys
@@ -30,9 +31,11 @@ def _ipywidgets(text_twin: str):
     try:
         import ipywidgets
     except ImportError:
-        print(f"ipywidgets is not installed here, so the sliders are left out; the line above, from "
-              f"course_lib.widgets.{text_twin}(...), gives the same numbers (call it with your own values). For the "
-              "sliders, run `%pip install ipywidgets` and restart the kernel.")
+        print(
+            f"ipywidgets is not installed here, so the sliders are left out; the line above, from "
+            f"course_lib.widgets.{text_twin}(...), gives the same numbers (call it with your own values). For the "
+            "sliders, run `%pip install ipywidgets` and restart the kernel."
+        )
         return None
     return ipywidgets
 
@@ -77,92 +80,174 @@ def _log_slider(w, value: float, low: int, high: int, description: str):
     return w.FloatLogSlider(value=value, base=10, min=low, max=high, step=step, description=description)
 
 
-def time_to_train_text(n_params: float, n_tokens: float, accelerator: str, dtype: str, utilization: float,
-                       n_devices: int) -> str:
+def time_to_train_text(
+    n_params: float, n_tokens: float, accelerator: str, dtype: str, utilization: float, n_devices: int
+) -> str:
     """The sentence the widget shows (a pure function, tested without widgets)."""
     from .catalog import get_accelerator
 
     chip = get_accelerator(accelerator)
     seconds = time_to_train(n_params, n_tokens, chip.peak_flops(dtype), utilization, n_devices)
-    return (f"{n_params:.3g} parameters x {n_tokens:.3g} tokens = {6 * n_params * n_tokens:.3g} FLOPs; "
-            f"on {n_devices} x {chip.name} at {chip.peak_tflops[dtype]:g} TFLOP/s ({dtype}) and "
-            f"{utilization:.0%} utilisation: {format_duration(seconds)}")
+    return (
+        f"{n_params:.3g} parameters x {n_tokens:.3g} tokens = {6 * n_params * n_tokens:.3g} FLOPs; "
+        f"on {n_devices} x {chip.name} at {chip.peak_tflops[dtype]:g} TFLOP/s ({dtype}) and "
+        f"{utilization:.0%} utilisation: {format_duration(seconds)}"
+    )
 
 
-def time_to_train_widget(n_params: float = 124e6, n_tokens: float = 2.5e9, accelerator: str = "t4",
-                         dtype: str = "fp16", utilization: float = 0.4, n_devices: int = 1):
+def time_to_train_widget(
+    n_params: float = 124e6,
+    n_tokens: float = 2.5e9,
+    accelerator: str = "t4",
+    dtype: str = "fp16",
+    utilization: float = 0.4,
+    n_devices: int = 1,
+):
     """Sliders for parameters, tokens, accelerator, dtype, utilisation and device count."""
     w = _ipywidgets("time_to_train_text")
     if w is None:
         return None
     chips, dtypes = [a.key for a in accelerators()], [d for d in names.DTYPES if d != "fp64"]
-    return _calculator(w, time_to_train_text, {
-        "n_params": _log_slider(w, n_params, 6, 12, "parameters"),
-        "n_tokens": _log_slider(w, n_tokens, 6, 13, "tokens"),
-        "accelerator": w.Dropdown(options=chips, value=accelerator, description="accelerator"),
-        "dtype": w.Dropdown(options=dtypes, value=names.dtype(dtype), description="dtype"),
-        "utilization": w.FloatSlider(value=utilization, min=0.05, max=1.0, step=0.05, description="utilisation"),
-        "n_devices": w.IntSlider(value=n_devices, min=1, max=1024, description="devices"),
-    })
+    return _calculator(
+        w,
+        time_to_train_text,
+        {
+            "n_params": _log_slider(w, n_params, 6, 12, "parameters"),
+            "n_tokens": _log_slider(w, n_tokens, 6, 13, "tokens"),
+            "accelerator": w.Dropdown(options=chips, value=accelerator, description="accelerator"),
+            "dtype": w.Dropdown(options=dtypes, value=names.dtype(dtype), description="dtype"),
+            "utilization": w.FloatSlider(value=utilization, min=0.05, max=1.0, step=0.05, description="utilisation"),
+            "n_devices": w.IntSlider(value=n_devices, min=1, max=1024, description="devices"),
+        },
+    )
 
 
-def memory_calculator_text(n_params: float, precision: str, optimizer: str, zero_stage: int, data_parallel: int,
-                           seq_len: int, batch: int, d_model: int, n_layers: int, n_heads: int) -> str:
+def memory_calculator_text(
+    n_params: float,
+    precision: str,
+    optimizer: str,
+    zero_stage: int,
+    data_parallel: int,
+    seq_len: int,
+    batch: int,
+    d_model: int,
+    n_layers: int,
+    n_heads: int,
+) -> str:
     """The lines the memory calculator shows (a pure function, tested without widgets)."""
     gb = 1e9
-    m = large_model_memory(n_params, precision, optimizer, zero_stage, data_parallel, seq_len, batch, d_model,
-                           n_layers, n_heads)
+    m = large_model_memory(
+        n_params, precision, optimizer, zero_stage, data_parallel, seq_len, batch, d_model, n_layers, n_heads
+    )
     fits = [a.key for a in accelerators() if m["total"] <= 0.9 * a.memory_gb * gb]
-    return (f"model states {m['model_states'] / gb:.1f} GB + activations {m['activations'] / gb:.1f} GB "
-            f"= {m['total'] / gb:.1f} GB per device; fits (with 10% to spare) on: {', '.join(fits) or 'none'}")
+    return (
+        f"model states {m['model_states'] / gb:.1f} GB + activations {m['activations'] / gb:.1f} GB "
+        f"= {m['total'] / gb:.1f} GB per device; fits (with 10% to spare) on: {', '.join(fits) or 'none'}"
+    )
 
 
-def memory_calculator_widget(n_params: float = 7e9, precision: str = "bf16-mixed", optimizer: str = "adam",
-                             zero_stage: int = 0, data_parallel: int = 1, seq_len: int = 2048, batch: int = 1,
-                             d_model: int = 4096, n_layers: int = 32, n_heads: int = 32):
+def memory_calculator_widget(
+    n_params: float = 7e9,
+    precision: str = "bf16-mixed",
+    optimizer: str = "adam",
+    zero_stage: int = 0,
+    data_parallel: int = 1,
+    seq_len: int = 2048,
+    batch: int = 1,
+    d_model: int = 4096,
+    n_layers: int = 32,
+    n_heads: int = 32,
+):
     """Sliders for a transformer's size, precision, optimizer, ZeRO stage and batch (notebook 02)."""
     w = _ipywidgets("memory_calculator_text")
     if w is None:
         return None
-    return _calculator(w, memory_calculator_text, {
-        "n_params": _log_slider(w, n_params, 6, 12, "parameters"),
-        "precision": w.Dropdown(options=list(names.PRECISIONS), value=names.precision(precision), description="precision"),
-        "optimizer": w.Dropdown(options=list(names.OPTIMIZERS), value=names.optimizer(optimizer), description="optimizer"),
-        "zero_stage": w.IntSlider(value=zero_stage, min=0, max=3, description="ZeRO stage"),
-        "data_parallel": w.IntSlider(value=data_parallel, min=1, max=512, description="GPUs"),
-        "seq_len": w.IntSlider(value=seq_len, min=128, max=32768, step=128, description="sequence"),
-        "batch": w.IntSlider(value=batch, min=1, max=64, description="micro-batch"),
-        "d_model": w.IntSlider(value=d_model, min=256, max=16384, step=256, description="d_model"),
-        "n_layers": w.IntSlider(value=n_layers, min=1, max=128, description="layers"),
-        "n_heads": w.IntSlider(value=n_heads, min=1, max=128, description="heads"),
-    })
+    return _calculator(
+        w,
+        memory_calculator_text,
+        {
+            "n_params": _log_slider(w, n_params, 6, 12, "parameters"),
+            "precision": w.Dropdown(
+                options=list(names.PRECISIONS), value=names.precision(precision), description="precision"
+            ),
+            "optimizer": w.Dropdown(
+                options=list(names.OPTIMIZERS), value=names.optimizer(optimizer), description="optimizer"
+            ),
+            "zero_stage": w.IntSlider(value=zero_stage, min=0, max=3, description="ZeRO stage"),
+            "data_parallel": w.IntSlider(value=data_parallel, min=1, max=512, description="GPUs"),
+            "seq_len": w.IntSlider(value=seq_len, min=128, max=32768, step=128, description="sequence"),
+            "batch": w.IntSlider(value=batch, min=1, max=64, description="micro-batch"),
+            "d_model": w.IntSlider(value=d_model, min=256, max=16384, step=256, description="d_model"),
+            "n_layers": w.IntSlider(value=n_layers, min=1, max=128, description="layers"),
+            "n_heads": w.IntSlider(value=n_heads, min=1, max=128, description="heads"),
+        },
+    )
 
 
-def decision_guide_text(n_params: float, n_samples: float, tokens_per_sample: float, epochs: int, framework: str,
-                        budget_usd: float | None, deadline_hours: float | None, privacy: str, energy: str,
-                        precision: str, optimizer: str, finetune: bool = False, xla_ready: bool = False,
-                        utilization: float = 0.4, purchase_share: float = 1.0, spot: bool = False) -> str:
+def decision_guide_text(
+    n_params: float,
+    n_samples: float,
+    tokens_per_sample: float,
+    epochs: int,
+    framework: str,
+    budget_usd: float | None,
+    deadline_hours: float | None,
+    privacy: str,
+    energy: str,
+    precision: str,
+    optimizer: str,
+    finetune: bool = False,
+    xla_ready: bool = False,
+    utilization: float = 0.4,
+    purchase_share: float = 1.0,
+    spot: bool = False,
+) -> str:
     """The recommendation the decision guide shows, with the assumptions it rests on and what flips it when
     each is changed alone (a pure function over ``decision.recommend``; notebook 07.3)."""
     from .decision import recommend
 
-    rec = recommend(n_params, n_samples, tokens_per_sample=tokens_per_sample, epochs=epochs, framework=framework,
-                    budget_usd=budget_usd, deadline_hours=deadline_hours, privacy=privacy, energy=energy,
-                    precision=precision, optimizer=optimizer, finetune=finetune, xla_ready=xla_ready,
-                    utilization=utilization, purchase_share=purchase_share, spot=spot)
+    rec = recommend(
+        n_params,
+        n_samples,
+        tokens_per_sample=tokens_per_sample,
+        epochs=epochs,
+        framework=framework,
+        budget_usd=budget_usd,
+        deadline_hours=deadline_hours,
+        privacy=privacy,
+        energy=energy,
+        precision=precision,
+        optimizer=optimizer,
+        finetune=finetune,
+        xla_ready=xla_ready,
+        utilization=utilization,
+        purchase_share=purchase_share,
+        spot=spot,
+    )
     methods = "; ".join(m.split(":")[0] for m in rec.methods)
     assumed = "; ".join(a.split(":")[0] for a in rec.assumptions)
     flips = "; ".join(rec.flips)
-    return (f"{rec.headline()}. Methods, lightest first: {methods}. Assumed: {assumed}. "
-            f"Each changed alone: {flips}.")
+    return f"{rec.headline()}. Methods, lightest first: {methods}. Assumed: {assumed}. Each changed alone: {flips}."
 
 
-def decision_guide_widget(n_params: float = 124e6, n_samples: float = 2.5e9, tokens_per_sample: float = 1.0,
-                          epochs: int = 1, framework: str = "pytorch", budget_usd: float = 1000.0,
-                          deadline_hours: float = 168.0, privacy: str = "none", energy: str = "any",
-                          precision: str = "bf16-mixed", optimizer: str = "adam", finetune: bool = False,
-                          xla_ready: bool = False, utilization: float = 0.4, purchase_share: float = 1.0,
-                          spot: bool = False):
+def decision_guide_widget(
+    n_params: float = 124e6,
+    n_samples: float = 2.5e9,
+    tokens_per_sample: float = 1.0,
+    epochs: int = 1,
+    framework: str = "pytorch",
+    budget_usd: float = 1000.0,
+    deadline_hours: float = 168.0,
+    privacy: str = "none",
+    energy: str = "any",
+    precision: str = "bf16-mixed",
+    optimizer: str = "adam",
+    finetune: bool = False,
+    xla_ready: bool = False,
+    utilization: float = 0.4,
+    purchase_share: float = 1.0,
+    spot: bool = False,
+):
     """Sliders and menus for a training job and its constraints, over ``decision.recommend`` (notebook 07.3).
 
     Sizes, budget (USD) and deadline (hours) are on log scales; a very large budget or deadline means
@@ -183,15 +268,18 @@ def decision_guide_widget(n_params: float = 124e6, n_samples: float = 2.5e9, tok
         "deadline_hours": _log_slider(w, deadline_hours, -2, 5, "deadline (h)"),
         "privacy": w.Dropdown(options=list(PRIVACY), value=privacy, description="privacy"),
         "energy": w.Dropdown(options=list(ENERGY), value=energy, description="energy"),
-        "precision": w.Dropdown(options=list(names.PRECISIONS), value=names.precision(precision),
-                                description="precision"),
-        "optimizer": w.Dropdown(options=list(names.OPTIMIZERS), value=names.optimizer(optimizer),
-                                description="optimizer"),
+        "precision": w.Dropdown(
+            options=list(names.PRECISIONS), value=names.precision(precision), description="precision"
+        ),
+        "optimizer": w.Dropdown(
+            options=list(names.OPTIMIZERS), value=names.optimizer(optimizer), description="optimizer"
+        ),
         "finetune": w.Checkbox(value=finetune, description="fine-tune (price LoRA, QLoRA)"),
         "xla_ready": w.Checkbox(value=xla_ready, description="PyTorch code already runs on XLA"),
         "utilization": w.FloatSlider(value=utilization, min=0.05, max=1.0, step=0.05, description="utilisation"),
-        "purchase_share": w.FloatSlider(value=purchase_share, min=0.05, max=1.0, step=0.05,
-                                        description="purchase share"),
+        "purchase_share": w.FloatSlider(
+            value=purchase_share, min=0.05, max=1.0, step=0.05, description="purchase share"
+        ),
         "spot": w.Checkbox(value=spot, description="Spot capacity (job checkpoints)"),
     }
     for control in controls.values():

@@ -1,5 +1,6 @@
 """A module that kills the process importing it, except in the test process itself (tests of
 course_lib.procs, memory.limit and comm: a child that crashes while importing its function)."""
+
 import multiprocessing
 import os
 import sys

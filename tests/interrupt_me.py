@@ -7,6 +7,7 @@
 Prints "ready" once imported, then "interrupted <seconds from start> <phase> <port>" when interrupted,
 where phase is "startup" (the ranks had not all joined yet) or "run".
 """
+
 import sys
 import time
 

@@ -1,4 +1,5 @@
 """A module that raises ImportError when a child process imports it (tests of the launchers)."""
+
 import multiprocessing
 
 if multiprocessing.parent_process() is not None:

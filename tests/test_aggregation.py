@@ -4,6 +4,7 @@ The formulas against hand-computed values, the top-k compressor with error feedb
 process, and one 2-rank training run of every method (all in one launch, a few seconds) where the
 bytes counted at the collectives must equal the formulas exactly.
 """
+
 from __future__ import annotations
 
 import math
@@ -22,6 +23,7 @@ PERIOD = 8
 
 # ----------------------------------------------------------------------------------------------
 # formulas (hand-computed)
+
 
 def test_the_model_has_the_parameters_the_formulas_assume():
     model = models.MLP(64, 64, 10)
@@ -64,6 +66,7 @@ def test_wire_factor_and_link_seconds():
 
 # ----------------------------------------------------------------------------------------------
 # top-k with error feedback, one process
+
 
 def test_topk_compressor_conserves_and_eventually_sends_everything():
     """Error feedback: what is not sent waits in the residual, so a coordinate that is small every
@@ -172,35 +175,44 @@ def test_topk_all_gather_grows_with_ranks_while_all_reduce_does_not():
 # ----------------------------------------------------------------------------------------------
 # bad input
 
-@pytest.mark.parametrize("call, match", [
-    (lambda: agg.method_name("gzip"), r"method 'gzip' is not known; accepted values are \('none', 'fp16'"),
-    (lambda: agg.bytes_per_step("topk", N, ratio=0.0), r"ratio.*> 0 and <= 1"),
-    (lambda: agg.bytes_per_step("topk", N, ratio=1.5), r"ratio.*> 0 and <= 1"),
-    (lambda: agg.TopKCompressor(-0.1), r"ratio.*> 0 and <= 1"),
-    (lambda: agg.bytes_per_step("powersgd", N, powersgd_rank=0, shapes=SHAPES), r"powersgd_rank must be an int >= 1"),
-    (lambda: agg.bytes_per_step("powersgd", N), r"needs shapes="),
-    (lambda: agg.bytes_per_step("powersgd", N + 1, shapes=SHAPES), r"n_params=4811"),
-    (lambda: agg.bytes_per_step("local_sgd", N, period=0), r"period.*>= 1"),
-    (lambda: agg.bytes_per_step("none", 0), r"n_params must be an int >= 1"),
-    (lambda: agg.link_seconds("none", 1.0, 2, "carrier-pigeon"), r"carrier-pigeon"),
-    (lambda: agg.compare_methods(["none", "zip"]), r"accepted values"),
-    (lambda: agg.compare_methods(ratio=2), r"ratio"),
-    (lambda: agg.compare_methods(period=0), r"period"),
-    (lambda: agg.compare_methods(powersgd_rank=0), r"powersgd_rank"),
-    (lambda: agg.compare_methods(world_size=1), r"world_size must be an int >= 2"),
-    (lambda: agg.TopKCompressor(0.1, momentum=1.0), r"momentum must be a number >= 0 and < 1"),
-    (lambda: agg.TopKCompressor(0.1, momentum=-0.5), r"momentum"),
-    (lambda: agg.compare_variants({}), r"non-empty dict"),
-    (lambda: agg.compare_variants({"a": {"method": "none", "speed": 3}}), r"unknown option.*speed"),
-    (lambda: agg.compare_variants({"a": {"method": "gzip"}}), r"accepted values"),
-    (lambda: agg.compare_variants({"a": {"method": "dgc", "momentum": 0.9, "optimizer": "adam"}}),
-     r"optimizer='sgd'"),
-    (lambda: agg.compare_variants({"a": {"method": "none", "momentum": 2}}), r"momentum"),
-    (lambda: agg.ddp_bucket_numels([]), r"at least one"),
-    (lambda: agg.ddp_bucket_numels([(0, 3)]), r"every dimension"),
-    (lambda: agg.collective_calls("none", 0), r"buckets"),
-    (lambda: agg.exchange_seconds("none", 1.0, 2, "eth-1g", alpha_s=-1), r"alpha_s"),
-])
+
+@pytest.mark.parametrize(
+    "call, match",
+    [
+        (lambda: agg.method_name("gzip"), r"method 'gzip' is not known; accepted values are \('none', 'fp16'"),
+        (lambda: agg.bytes_per_step("topk", N, ratio=0.0), r"ratio.*> 0 and <= 1"),
+        (lambda: agg.bytes_per_step("topk", N, ratio=1.5), r"ratio.*> 0 and <= 1"),
+        (lambda: agg.TopKCompressor(-0.1), r"ratio.*> 0 and <= 1"),
+        (
+            lambda: agg.bytes_per_step("powersgd", N, powersgd_rank=0, shapes=SHAPES),
+            r"powersgd_rank must be an int >= 1",
+        ),
+        (lambda: agg.bytes_per_step("powersgd", N), r"needs shapes="),
+        (lambda: agg.bytes_per_step("powersgd", N + 1, shapes=SHAPES), r"n_params=4811"),
+        (lambda: agg.bytes_per_step("local_sgd", N, period=0), r"period.*>= 1"),
+        (lambda: agg.bytes_per_step("none", 0), r"n_params must be an int >= 1"),
+        (lambda: agg.link_seconds("none", 1.0, 2, "carrier-pigeon"), r"carrier-pigeon"),
+        (lambda: agg.compare_methods(["none", "zip"]), r"accepted values"),
+        (lambda: agg.compare_methods(ratio=2), r"ratio"),
+        (lambda: agg.compare_methods(period=0), r"period"),
+        (lambda: agg.compare_methods(powersgd_rank=0), r"powersgd_rank"),
+        (lambda: agg.compare_methods(world_size=1), r"world_size must be an int >= 2"),
+        (lambda: agg.TopKCompressor(0.1, momentum=1.0), r"momentum must be a number >= 0 and < 1"),
+        (lambda: agg.TopKCompressor(0.1, momentum=-0.5), r"momentum"),
+        (lambda: agg.compare_variants({}), r"non-empty dict"),
+        (lambda: agg.compare_variants({"a": {"method": "none", "speed": 3}}), r"unknown option.*speed"),
+        (lambda: agg.compare_variants({"a": {"method": "gzip"}}), r"accepted values"),
+        (
+            lambda: agg.compare_variants({"a": {"method": "dgc", "momentum": 0.9, "optimizer": "adam"}}),
+            r"optimizer='sgd'",
+        ),
+        (lambda: agg.compare_variants({"a": {"method": "none", "momentum": 2}}), r"momentum"),
+        (lambda: agg.ddp_bucket_numels([]), r"at least one"),
+        (lambda: agg.ddp_bucket_numels([(0, 3)]), r"every dimension"),
+        (lambda: agg.collective_calls("none", 0), r"buckets"),
+        (lambda: agg.exchange_seconds("none", 1.0, 2, "eth-1g", alpha_s=-1), r"alpha_s"),
+    ],
+)
 def test_bad_input_names_the_argument(call, match):
     with pytest.raises((ValueError, KeyError, TypeError), match=match):
         call()
@@ -216,10 +228,13 @@ def test_method_names_ignore_case_and_accept_common_spellings():
 # ----------------------------------------------------------------------------------------------
 # one real 2-rank run of every method
 
+
 @pytest.fixture(scope="module")
 def rows():
-    return {r["method"]: r for r in agg.compare_methods(agg.METHODS, world_size=2, steps=STEPS, ratio=0.01,
-                                                        powersgd_rank=2, period=PERIOD)}
+    return {
+        r["method"]: r
+        for r in agg.compare_methods(agg.METHODS, world_size=2, steps=STEPS, ratio=0.01, powersgd_rank=2, period=PERIOD)
+    }
 
 
 @pytest.mark.slow
@@ -270,9 +285,13 @@ def test_gpt2_exchange_table_of_notebook_04():
     assert n == 124_318_464
     buckets = agg.ddp_bucket_numels(GPT2)
     assert len(buckets) == 14
-    table = {"none": (497.3, 14, 6.96, 9.8, 1.93, 0.39), "fp16": (248.6, 14, 3.48, 9.8, 0.97, 0.39),
-             "powersgd": (1.6, 42, 0.022, 29.4, 0.01, 1.18), "topk": (9.9, 28, 0.56, 9.8, 0.15, 0.39),
-             "local_sgd": (62.2, 0.125, 0.87, 0.1, 0.24, 0.0)}
+    table = {
+        "none": (497.3, 14, 6.96, 9.8, 1.93, 0.39),
+        "fp16": (248.6, 14, 3.48, 9.8, 0.97, 0.39),
+        "powersgd": (1.6, 42, 0.022, 29.4, 0.01, 1.18),
+        "topk": (9.9, 28, 0.56, 9.8, 0.15, 0.39),
+        "local_sgd": (62.2, 0.125, 0.87, 0.1, 0.24, 0.0),
+    }
     for method, (mb, calls, eth, eth_lat_ms, nvl_ms, nvl_lat_ms) in table.items():
         b = agg.bytes_per_step(method, n, 8, shapes=GPT2, bucket_numels=buckets)
         assert b / 1e6 == pytest.approx(mb, abs=0.051)

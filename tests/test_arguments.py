@@ -1,4 +1,5 @@
 """course_lib.arguments and course_lib.names: one wording for bad input, one vocabulary."""
+
 from __future__ import annotations
 
 import math
@@ -10,24 +11,31 @@ import torch
 from course_lib import arguments, names
 
 
-@pytest.mark.parametrize("call, error, match", [
-    (lambda: arguments.positive("lr", "0.1"), TypeError, r"lr must be a number > 0, got str '0.1'"),
-    (lambda: arguments.positive("lr", 0), ValueError, "lr must be a number > 0, got 0.0"),
-    (lambda: arguments.positive("lr", True), TypeError, "got bool"),
-    (lambda: arguments.positive("lr", math.nan), ValueError, "finite"),
-    (lambda: arguments.positive("lr", math.inf), ValueError, "finite"),
-    (lambda: arguments.positive_int("n", 2.0), TypeError, "n must be an int >= 1, got float"),
-    (lambda: arguments.positive_int("n", 0), ValueError, "n must be an int >= 1, got 0"),
-    (lambda: arguments.integer("stage", 4, minimum=0, maximum=3), ValueError, ">= 0 and <= 3"),
-    (lambda: arguments.fraction("f", 1.0), ValueError, "> 0 and < 1"),
-    (lambda: arguments.choice("kernel", "daxpy", ("copy", "add")), ValueError, r"accepted values are \('copy', 'add'\)"),
-    (lambda: arguments.choice("kernel", 3, ("copy",)), TypeError, "must be a str"),
-    (lambda: arguments.int_list("sizes", "128"), TypeError, "list of ints"),
-    (lambda: arguments.int_list("sizes", []), ValueError, "empty"),
-    (lambda: arguments.int_list("sizes", [4, 0]), ValueError, "every entry of sizes"),
-    (lambda: arguments.boolean("flag", 1), TypeError, "True or False"),
-    (lambda: arguments.function("fn", 3), TypeError, "callable"),
-])
+@pytest.mark.parametrize(
+    "call, error, match",
+    [
+        (lambda: arguments.positive("lr", "0.1"), TypeError, r"lr must be a number > 0, got str '0.1'"),
+        (lambda: arguments.positive("lr", 0), ValueError, "lr must be a number > 0, got 0.0"),
+        (lambda: arguments.positive("lr", True), TypeError, "got bool"),
+        (lambda: arguments.positive("lr", math.nan), ValueError, "finite"),
+        (lambda: arguments.positive("lr", math.inf), ValueError, "finite"),
+        (lambda: arguments.positive_int("n", 2.0), TypeError, "n must be an int >= 1, got float"),
+        (lambda: arguments.positive_int("n", 0), ValueError, "n must be an int >= 1, got 0"),
+        (lambda: arguments.integer("stage", 4, minimum=0, maximum=3), ValueError, ">= 0 and <= 3"),
+        (lambda: arguments.fraction("f", 1.0), ValueError, "> 0 and < 1"),
+        (
+            lambda: arguments.choice("kernel", "daxpy", ("copy", "add")),
+            ValueError,
+            r"accepted values are \('copy', 'add'\)",
+        ),
+        (lambda: arguments.choice("kernel", 3, ("copy",)), TypeError, "must be a str"),
+        (lambda: arguments.int_list("sizes", "128"), TypeError, "list of ints"),
+        (lambda: arguments.int_list("sizes", []), ValueError, "empty"),
+        (lambda: arguments.int_list("sizes", [4, 0]), ValueError, "every entry of sizes"),
+        (lambda: arguments.boolean("flag", 1), TypeError, "True or False"),
+        (lambda: arguments.function("fn", 3), TypeError, "callable"),
+    ],
+)
 def test_bad_values_name_the_argument_and_what_it_accepts(call, error, match):
     with pytest.raises(error, match=match):
         call()
@@ -42,9 +50,19 @@ def test_good_values_come_back_normalised():
     assert arguments.fraction("f", 1.0, allow_one=True) == 1.0
 
 
-@pytest.mark.parametrize("spelling, canonical", [("fp32", "fp32"), ("Float32", "fp32"), (torch.float32, "fp32"),
-                                                 ("BFLOAT16", "bf16"), (torch.bfloat16, "bf16"), ("half", "fp16"),
-                                                 ("e4m3", "fp8"), ("double", "fp64")])
+@pytest.mark.parametrize(
+    "spelling, canonical",
+    [
+        ("fp32", "fp32"),
+        ("Float32", "fp32"),
+        (torch.float32, "fp32"),
+        ("BFLOAT16", "bf16"),
+        (torch.bfloat16, "bf16"),
+        ("half", "fp16"),
+        ("e4m3", "fp8"),
+        ("double", "fp64"),
+    ],
+)
 def test_one_vocabulary_for_dtypes(spelling, canonical):
     assert names.dtype(spelling) == canonical
 

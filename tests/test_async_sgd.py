@@ -1,4 +1,5 @@
 """course_lib.comm.async_sgd: Hogwild! on shared memory beside synchronous DDP (notebook 06.1, section 4)."""
+
 from __future__ import annotations
 
 import pytest
@@ -45,19 +46,22 @@ def test_sync_ddp_equals_sequential_sgd_on_the_same_batches():
     assert sync["wall_s"] > 0 and sync["accuracy"] == pytest.approx(seq["accuracy"], abs=0.5)
 
 
-@pytest.mark.parametrize("call, match", [
-    (lambda: run_hogwild(0), "workers"),
-    (lambda: run_hogwild(1, updates=0), "updates"),
-    (lambda: run_hogwild(1, batch_size=-1), "batch_size"),
-    (lambda: run_hogwild(1, lr=0), "lr"),
-    (lambda: run_hogwild(10_000), "workers"),
-    (lambda: run_hogwild(2, delays=(0.0,)), "delays"),
-    (lambda: run_hogwild(1, delays=(-1.0,)), "delays"),
-    (lambda: run_hogwild(1, timeout=0), "timeout"),
-    (lambda: run_sync(2, batch_size=31), "evenly"),
-    (lambda: async_sgd.sgd_batches(10, 100_000), "batch_size"),
-    (lambda: async_sgd.sgd_batches(10, 8, seed=-1), "seed"),
-])
+@pytest.mark.parametrize(
+    "call, match",
+    [
+        (lambda: run_hogwild(0), "workers"),
+        (lambda: run_hogwild(1, updates=0), "updates"),
+        (lambda: run_hogwild(1, batch_size=-1), "batch_size"),
+        (lambda: run_hogwild(1, lr=0), "lr"),
+        (lambda: run_hogwild(10_000), "workers"),
+        (lambda: run_hogwild(2, delays=(0.0,)), "delays"),
+        (lambda: run_hogwild(1, delays=(-1.0,)), "delays"),
+        (lambda: run_hogwild(1, timeout=0), "timeout"),
+        (lambda: run_sync(2, batch_size=31), "evenly"),
+        (lambda: async_sgd.sgd_batches(10, 100_000), "batch_size"),
+        (lambda: async_sgd.sgd_batches(10, 8, seed=-1), "seed"),
+    ],
+)
 def test_bad_input_raises_value_error_naming_the_argument(call, match):
     with pytest.raises(ValueError, match=match):
         call()

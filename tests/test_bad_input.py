@@ -6,6 +6,7 @@ Every public function of every course_lib module (its ``__all__``, or its names 
 every public class with an ``__init__`` of its own is called with each required argument set to a value of a kind
 no function accepts. ``EXEMPT`` lists what is left out, each with its reason.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -36,7 +37,7 @@ EXEMPT: dict[str, str] = {
     "course_lib.cli.main": "argparse reports bad command lines with exit status 2 (tests/test_presenting.py)",
     "course_lib.lazy.parts_loader": "called once by each package of the library, with its own globals",
     "course_lib.memory.torch_internals.": "the adapter to torch internals: called by the library only, on objects "
-                                         "torch made",
+    "torch made",
     "course_lib.parallel.federated.reachable_tensors": "walks any Python object for the tensors it holds",
     "course_lib.comm.aggregation.topk_hook": "a DDP communication hook: torch calls it with its own bucket",
     "course_lib.parallel.data_parallel.data_parallel_worker": RANK_WORKER,
@@ -62,8 +63,9 @@ def _callables():
             obj = getattr(module, name, None)
             if getattr(obj, "__module__", None) != info.name or id(obj) in seen:
                 continue
-            if inspect.isclass(obj) and (dataclasses.is_dataclass(obj) or "__init__" not in vars(obj)
-                                         or issubclass(obj, BaseException)):
+            if inspect.isclass(obj) and (
+                dataclasses.is_dataclass(obj) or "__init__" not in vars(obj) or issubclass(obj, BaseException)
+            ):
                 continue  # a record of results, or an exception: nothing to check
             if inspect.isfunction(obj) or inspect.isclass(obj):
                 seen.add(id(obj))
@@ -75,12 +77,18 @@ def _required(fn) -> list[inspect.Parameter]:
         params = inspect.signature(fn).parameters.values()
     except (TypeError, ValueError):
         return []
-    return [p for p in params if p.default is p.empty and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD,
-                                                                     p.KEYWORD_ONLY)]
+    return [
+        p
+        for p in params
+        if p.default is p.empty and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
+    ]
 
 
-CASES = [pytest.param(name, obj, id=name.removeprefix("course_lib.")) for name, obj in _callables()
-         if _required(obj) and not _exempt(name)]
+CASES = [
+    pytest.param(name, obj, id=name.removeprefix("course_lib."))
+    for name, obj in _callables()
+    if _required(obj) and not _exempt(name)
+]
 
 
 def test_the_walk_finds_the_public_api():
@@ -113,5 +121,6 @@ def test_a_wrong_argument_is_a_clear_type_or_value_error(name, fn):
         signal.signal(signal.SIGALRM, old)
     message = str(info.value)
     assert any(p.name in message for p in required) or "Wrong" in message, (
-        f"{name}: {type(info.value).__name__}: {message!r} names none of {[p.name for p in required]}")
+        f"{name}: {type(info.value).__name__}: {message!r} names none of {[p.name for p in required]}"
+    )
     assert threading.active_count() <= before, f"{name} left a thread running after refusing its argument"

@@ -21,13 +21,17 @@ def test_the_low_quantile_ignores_interference():
     assert "slower" in timing.representative.__doc__  # the policy, stated where it lives
     with pytest.raises(ValueError):
         timing.representative([])
-    assert timing.relative_spread(times) > timing.NOISY_SPREAD and timing.relative_spread([1.0, 1.1, 1.05]) < timing.NOISY_SPREAD
+    assert (
+        timing.relative_spread(times) > timing.NOISY_SPREAD
+        and timing.relative_spread([1.0, 1.1, 1.05]) < timing.NOISY_SPREAD
+    )
 
 
 def test_time_fn_orders_work():
     small, big = torch.randn(32, 32), torch.randn(384, 384)
-    r = timing.compare_interleaved({"small": lambda: small @ small, "big": lambda: big @ big}, rounds=3,
-                                  min_run_time=0.02)
+    r = timing.compare_interleaved(
+        {"small": lambda: small @ small, "big": lambda: big @ big}, rounds=3, min_run_time=0.02
+    )
     # 384^3 / 32^3 = 1728x more arithmetic; even with call overhead the big one is far slower
     assert r["big"].seconds > 5 * r["small"].seconds, (r["big"], r["small"])
 
@@ -68,7 +72,11 @@ def test_rates_and_dtypes():
     assert timing.bytes_per_element("bf16") == 2 and timing.bytes_per_element(torch.float32) == 4
     with pytest.raises(ValueError, match="accepted values"):
         timing.to_dtype("fp12")
-    for bad in ((timing.achieved_flops, (1, 0)), (timing.achieved_bandwidth, (-1, 1)), (timing.matmul_flops, (0, 1, 1))):
+    for bad in (
+        (timing.achieved_flops, (1, 0)),
+        (timing.achieved_bandwidth, (-1, 1)),
+        (timing.matmul_flops, (0, 1, 1)),
+    ):
         with pytest.raises(ValueError):
             bad[0](*bad[1])
 
@@ -77,6 +85,7 @@ def fixed_timing(seconds):
     def fake(fn, **kwargs):
         fn()  # the operation still runs once
         return timing.Timing("fake", seconds, seconds, seconds, 0.0, 1, 1, "cpu")
+
     return fake
 
 
@@ -171,8 +180,11 @@ def test_roofline_regime_and_memory_bound_split_at_the_ridge():
     assert compute.roofline_regime(1 / 12, 400e9, 20e9) == (pytest.approx(20e9 / 12), "memory")
     assert compute.roofline_regime(20.0, 400e9, 20e9) == (400e9, "compute")  # exactly the ridge: compute
     assert compute.roofline_regime(170.0, 400e9, 20e9) == (400e9, "compute")
-    ops = {"add": 1 / 12, "matmul 256": compute.matmul_intensity(256, 256, 256),
-           "matmul 4096": compute.matmul_intensity(4096, 4096, 4096)}
+    ops = {
+        "add": 1 / 12,
+        "matmul 256": compute.matmul_intensity(256, 256, 256),
+        "matmul 4096": compute.matmul_intensity(4096, 4096, 4096),
+    }
     assert compute.memory_bound(ops, 19.5e12, 2.039e12) == {"add"}  # A100 fp32: ridge ~10 FLOP/byte
     assert compute.memory_bound({}, 1.0, 1.0) == set()
     with pytest.raises(TypeError, match="intensities"):

@@ -4,6 +4,7 @@ command line.
 One quick run (~10 s) through the command line serves every schema test; the other tests build
 results by hand or run small pieces.
 """
+
 from __future__ import annotations
 
 import json
@@ -47,6 +48,7 @@ def _leftovers(path: Path) -> list[str]:
 
 # --- the result --------------------------------------------------------------------------------
 
+
 @pytest.mark.slow
 def test_quick_run_has_the_schema(quick):
     result, path, printed = quick
@@ -75,7 +77,10 @@ def test_quick_run_has_the_schema(quick):
     # the flag judges the machine: time to accuracy by its time per step, which the seed does not change
     per_step = [1e3 * run["seconds"] / run["steps"] for run in d["time_to_accuracy"]["cold_runs"]]
     assert d["time_to_accuracy"]["ms_per_step_per_process"] == pytest.approx(per_step)
-    assert rep["machine_cv"] == {**rep["cv"], "time_to_accuracy_s": pytest.approx(combine.coefficient_of_variation(per_step))}
+    assert rep["machine_cv"] == {
+        **rep["cv"],
+        "time_to_accuracy_s": pytest.approx(combine.coefficient_of_variation(per_step)),
+    }
     assert rep["flagged"] == [k for k, v in rep["machine_cv"].items() if v > settings.CV_FLAG]
     assert rep["seed_spread"]["steps_per_process"] == d["time_to_accuracy"]["steps_per_process"]
     tta = d["time_to_accuracy"]
@@ -130,10 +135,19 @@ def test_the_default_label_names_the_platform_cpu_and_cores(monkeypatch):
 
 
 def _good() -> dict:
-    return {"schema": results.SCHEMA, "course_version": "0.5.0", "created": "2026-01-01T00:00:00Z", "label": "x",
-            "hardware": {}, "device": "cpu", "quick": True, "seconds": 1.0,
-            "headline": {k: 1.0 for k in results.HEADLINES} | {"energy_j": None},
-            "details": {}, "energy": energy.not_available("none here")}
+    return {
+        "schema": results.SCHEMA,
+        "course_version": "0.5.0",
+        "created": "2026-01-01T00:00:00Z",
+        "label": "x",
+        "hardware": {},
+        "device": "cpu",
+        "quick": True,
+        "seconds": 1.0,
+        "headline": {k: 1.0 for k in results.HEADLINES} | {"energy_j": None},
+        "details": {},
+        "energy": energy.not_available("none here"),
+    }
 
 
 def _broken(kind: str) -> str:
@@ -159,13 +173,24 @@ def _broken(kind: str) -> str:
     return bad[kind]
 
 
-WHY = {"empty": "empty", "truncated": "truncated", "cut in a string": "truncated",
-       "nested too deeply": "nested too deeply", "not json": "not valid JSON", "foreign list": "foreign",
-       "foreign object": "foreign", "other schema": "foreign", "newer schema": "newer schema",
-       "missing top key": "missing keys: hardware", "missing headline key": "missing headline keys",
-       "text value": "'matmul_gflops' must be a finite number", "bool value": "'latency_p50_ms' must be",
-       "NaN value": "'latency_p95_ms' must be", "null headline": "'matmul_gflops' must be",
-       "negative": "'matmul_gflops' must be"}
+WHY = {
+    "empty": "empty",
+    "truncated": "truncated",
+    "cut in a string": "truncated",
+    "nested too deeply": "nested too deeply",
+    "not json": "not valid JSON",
+    "foreign list": "foreign",
+    "foreign object": "foreign",
+    "other schema": "foreign",
+    "newer schema": "newer schema",
+    "missing top key": "missing keys: hardware",
+    "missing headline key": "missing headline keys",
+    "text value": "'matmul_gflops' must be a finite number",
+    "bool value": "'latency_p50_ms' must be",
+    "NaN value": "'latency_p95_ms' must be",
+    "null headline": "'matmul_gflops' must be",
+    "negative": "'matmul_gflops' must be",
+}
 
 
 @pytest.mark.parametrize("kind", list(WHY))
@@ -240,6 +265,7 @@ def test_saved_results_are_readable_by_others_as_umask_allows(tmp_path):
 @pytest.mark.parametrize("step", ["dumps", "mkstemp", "fsync"])
 def test_ctrl_c_while_writing_leaves_no_file(tmp_path, monkeypatch, step):
     """Ctrl-C while the JSON is made, the temp file is made or written to disk: no result file, no temp file."""
+
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
 
@@ -252,9 +278,13 @@ def test_ctrl_c_while_writing_leaves_no_file(tmp_path, monkeypatch, step):
 @pytest.mark.slow
 def test_ctrl_c_mid_run_leaves_no_file_and_no_process(tmp_path):
     out = tmp_path / "result.json"
-    proc = subprocess.Popen([sys.executable, "-m", "course_lib.cli", "benchmark", "--quick", "--no-progress",
-                             "--out", str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            cwd=tmp_path)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "course_lib.cli", "benchmark", "--quick", "--no-progress", "--out", str(out)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=tmp_path,
+    )
     try:
         # interrupt once the run is under way: its all-reduce ranks exist, or after at most 20 s
         deadline = time.monotonic() + 20
@@ -324,10 +354,18 @@ def test_energy_is_divided_by_the_windows_the_meter_counted(monkeypatch):
             pass
 
     monkeypatch.setattr(suite, "EnergyMeter", Meter)
-    monkeypatch.setattr(suite, "_allreduce", lambda dev, repeats: {str(mb * 2**20): 1e9 for mb in settings.ALLREDUCE_MB}
-                        | {"world_size": 2, "backend": "gloo"})
-    monkeypatch.setattr(suite, "QUICK", settings.Settings(rounds=3, min_run_time=0.01, latency_calls=20,
-                                                       allreduce_repeats=1, processes=1))
+    monkeypatch.setattr(
+        suite,
+        "_allreduce",
+        lambda dev, repeats: (
+            {str(mb * 2**20): 1e9 for mb in settings.ALLREDUCE_MB} | {"world_size": 2, "backend": "gloo"}
+        ),
+    )
+    monkeypatch.setattr(
+        suite,
+        "QUICK",
+        settings.Settings(rounds=3, min_run_time=0.01, latency_calls=20, allreduce_repeats=1, processes=1),
+    )
     r = suite.run_benchmark(quick=True, progress=False, device="cpu", fresh=False)  # the fake meter lives here
     assert r["headline"]["energy_j"] == pytest.approx(5.0) and r["details"]["energy"]["windows"] == 2
     bw = r["details"]["memory_bandwidth"]
@@ -341,11 +379,18 @@ def _with_spread(steps: list[int], seconds: list[float], **cv) -> dict:
     per_step = [1e3 * t / n for t, n in zip(seconds, steps)]
     cvs = {"time_to_accuracy_s": combine.coefficient_of_variation(seconds), **cv}
     machine = cvs | {"time_to_accuracy_s": combine.coefficient_of_variation(per_step)}
-    r["details"] = {"repeatability": {"per_process": {"time_to_accuracy_s": seconds}, "cv": cvs, "machine_cv": machine,
-                                      "flagged": [k for k, v in machine.items() if v > settings.CV_FLAG],
-                                      "processes": len(steps), "fresh": True,
-                                      "seed_spread": {"steps_per_process": steps, "step_ms_per_process": per_step}},
-                    "time_to_accuracy": {"target_accuracy": 0.95, "steps_per_process": steps}}
+    r["details"] = {
+        "repeatability": {
+            "per_process": {"time_to_accuracy_s": seconds},
+            "cv": cvs,
+            "machine_cv": machine,
+            "flagged": [k for k, v in machine.items() if v > settings.CV_FLAG],
+            "processes": len(steps),
+            "fresh": True,
+            "seed_spread": {"steps_per_process": steps, "step_ms_per_process": per_step},
+        },
+        "time_to_accuracy": {"target_accuracy": 0.95, "steps_per_process": steps},
+    }
     return r
 
 
@@ -366,8 +411,9 @@ def test_the_summary_blames_the_seeds_for_a_time_to_accuracy_spread_and_the_mach
     assert "own seed" not in text and "time to accuracy (per step) varies" in text
     # a result written before the per-step judgement: the plain CV, flagged as it was
     old = _good()
-    old["details"] = {"repeatability": {"cv": {"time_to_accuracy_s": 0.14}, "flagged": ["time_to_accuracy_s"],
-                                        "processes": 5}}
+    old["details"] = {
+        "repeatability": {"cv": {"time_to_accuracy_s": 0.14}, "flagged": ["time_to_accuracy_s"], "processes": 5}
+    }
     assert "14.0%  FLAGGED: not repeatable" in summary.summary_text(old)
 
 
@@ -382,7 +428,7 @@ def test_olympic_mean_and_coefficient_of_variation():
     assert combine.olympic_mean([5.0, 1.0, 3.0, 100.0, 4.0]) == pytest.approx(4.0)  # drops 1 and 100
     assert combine.olympic_mean([2.0, 4.0]) == 3.0 and combine.olympic_mean([7]) == 7.0
     assert combine.coefficient_of_variation([1.0, 1.0, 1.0]) == 0.0
-    assert combine.coefficient_of_variation([9.0, 11.0]) == pytest.approx(2 ** 0.5 / 10)
+    assert combine.coefficient_of_variation([9.0, 11.0]) == pytest.approx(2**0.5 / 10)
     assert combine.coefficient_of_variation([3.0]) is None and combine.coefficient_of_variation([0.0, 0.0]) is None
     with pytest.raises(ValueError, match="at least one"):
         combine.olympic_mean([])
@@ -395,10 +441,18 @@ def test_olympic_mean_and_coefficient_of_variation():
 
 @pytest.mark.slow
 def test_each_process_starts_cold_from_its_own_seed(monkeypatch):
-    monkeypatch.setattr(suite, "_allreduce", lambda dev, repeats: {str(mb * 2**20): 1e9 for mb in settings.ALLREDUCE_MB}
-                        | {"world_size": 2, "backend": "gloo"})
-    monkeypatch.setattr(suite, "QUICK", settings.Settings(rounds=2, min_run_time=0.01, latency_calls=20,
-                                                       allreduce_repeats=1, processes=3))
+    monkeypatch.setattr(
+        suite,
+        "_allreduce",
+        lambda dev, repeats: (
+            {str(mb * 2**20): 1e9 for mb in settings.ALLREDUCE_MB} | {"world_size": 2, "backend": "gloo"}
+        ),
+    )
+    monkeypatch.setattr(
+        suite,
+        "QUICK",
+        settings.Settings(rounds=2, min_run_time=0.01, latency_calls=20, allreduce_repeats=1, processes=3),
+    )
     r = suite.run_benchmark(quick=True, progress=False, device="cpu", fresh=False, seed=7)
     tta, rep = r["details"]["time_to_accuracy"], r["details"]["repeatability"]
     assert tta["seeds"] == [7, 107, 207] and [run["cold"] for run in tta["cold_runs"]] == [True] * 3
@@ -438,6 +492,7 @@ def test_bad_arguments():
 
 # --- energy ------------------------------------------------------------------------------------
 
+
 def test_energy_not_available_says_why(tmp_path, monkeypatch):
     monkeypatch.setattr(energy, "RAPL_ROOT", tmp_path / "powercap")
     meter = energy.EnergyMeter("cpu")
@@ -461,15 +516,18 @@ def _fake_rapl(root: Path, packages: dict[str, tuple[int, int]]) -> None:
 def test_energy_from_a_fake_rapl_directory_with_wrap_around(tmp_path, monkeypatch):
     root = tmp_path / "powercap"
     top = 262_143_328_850
-    _fake_rapl(root, {"intel-rapl:0": (top - 1_000_000, top), "intel-rapl:1": (5_000_000, top),
-                      "intel-rapl:0:0": (7, top)})  # a sub-domain: part of package 0, never added
+    _fake_rapl(
+        root, {"intel-rapl:0": (top - 1_000_000, top), "intel-rapl:1": (5_000_000, top), "intel-rapl:0:0": (7, top)}
+    )  # a sub-domain: part of package 0, never added
     monkeypatch.setattr(energy, "RAPL_ROOT", root)
     assert [p.name for p in energy.rapl_domains()] == ["intel-rapl:0", "intel-rapl:1"]
     meter = energy.EnergyMeter()
     assert meter.available and meter.source == "rapl"
     with meter.window():  # package 0 wraps: 1 J to the top, then 2.5 J; package 1 adds 3 J
-        _fake_rapl(root, {"intel-rapl:0": (2_499_999, top), "intel-rapl:1": (8_000_000, top),
-                          "intel-rapl:0:0": (999_999_999, top)})
+        _fake_rapl(
+            root,
+            {"intel-rapl:0": (2_499_999, top), "intel-rapl:1": (8_000_000, top), "intel-rapl:0:0": (999_999_999, top)},
+        )
     with meter.window():  # nothing changes: 0 J
         pass
     r = meter.result()
@@ -501,10 +559,12 @@ def test_energy_without_permission(tmp_path, monkeypatch):
 @pytest.mark.slow
 def test_nvidia_smi_power_is_sampled_and_integrated(tmp_path, monkeypatch):
     fake = tmp_path / "nvidia-smi"
-    fake.write_text(textwrap.dedent("""\
+    fake.write_text(
+        textwrap.dedent("""\
         #!/bin/sh
         while true; do echo 50.00; sleep 0.02; done
-        """))
+        """)
+    )
     fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
     monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
     sampler = energy.PowerSampler(0, 0.02)
@@ -521,6 +581,7 @@ def test_nvidia_smi_power_is_sampled_and_integrated(tmp_path, monkeypatch):
 
 # --- discipline --------------------------------------------------------------------------------
 
+
 @pytest.mark.slow
 def test_discipline_functions_return_numbers():
     w = discipline.warmup_effect(steps=6, skip=2, width=64, batch=32)
@@ -529,7 +590,7 @@ def test_discipline_functions_return_numbers():
     assert 0 <= s.no_wait_s < s.wait_s and "background thread" in s.how
     r = discipline.repeats_effect(n=32, groups=3, per_group=5)
     assert len(r.singles) == 15 and len(r.medians) == 3 and r.median_ratio <= r.single_ratio
-    sets = sorted(max(r.singles[k:k + 3]) / min(r.singles[k:k + 3]) for k in range(0, 15, 3))
+    sets = sorted(max(r.singles[k : k + 3]) / min(r.singles[k : k + 3]) for k in range(0, 15, 3))
     assert r.set_ratio == pytest.approx(sets[2])  # the median over the 5 sets of 3 singles, one per group
     b = discipline.busy_effect(n=64, rounds=1, window_s=0.02)
     assert b.idle_s > 0 and b.busy_s > 0 and b.rounds == 1 and len(b.busy_rounds) == 1
@@ -541,11 +602,14 @@ def test_discipline_functions_return_numbers():
         discipline.repeats_effect(groups=1)
 
 
-
 def test_sync_effect_sizes_the_work_by_one_timed_product(monkeypatch):
     # matmuls = target / (one product's time), between 1 and max_matmuls, whatever the device's speed
-    for one, target, cap, expected in ((1e-3, 0.05, 256, 50), (1.0, 0.05, 256, 1), (1e-7, 0.05, 256, 256),
-                                       (2e-3, 0.05, 10, 10)):
+    for one, target, cap, expected in (
+        (1e-3, 0.05, 256, 50),
+        (1.0, 0.05, 256, 1),
+        (1e-7, 0.05, 256, 256),
+        (2e-3, 0.05, 10, 10),
+    ):
         monkeypatch.setattr(discipline, "_one_product_s", lambda *a, one=one: one)
         s = discipline.sync_effect(n=16, repeats=1, target_s=target, max_matmuls=cap)
         assert (s.n, s.matmuls) == (16, expected) and f"{expected} matmuls of 16 x 16" in s.how
@@ -597,7 +661,9 @@ def test_busy_cores_run_while_the_block_runs_and_always_stop():
         with discipline.busy_cores(0):
             pass
 
+
 # --- the report card through the command line ----------------------------------------------------
+
 
 @pytest.mark.slow
 def test_report_card_command(quick, tmp_path, capsys):

@@ -1,4 +1,5 @@
 """Tests for course_lib.catalog: the table is complete, cited, and physically sane."""
+
 from __future__ import annotations
 
 import ast
@@ -13,8 +14,16 @@ from course_lib import catalog
 from course_lib.catalog import Accelerator, DTYPES
 
 REQUIRED_KEYS = {
-    "t4", "p100-16gb", "v100-16gb", "a100-40gb", "a100-80gb", "l4", "h100-sxm",
-    "tpu-v4", "tpu-v5e", "tpu-v5p",
+    "t4",
+    "p100-16gb",
+    "v100-16gb",
+    "a100-40gb",
+    "a100-80gb",
+    "l4",
+    "h100-sxm",
+    "tpu-v4",
+    "tpu-v5e",
+    "tpu-v5p",
 }
 # GPUs whose bf16/fp16 runs on tensor cores (the P100 has none).
 TENSOR_CORE_GPUS = {"t4", "v100-16gb", "a100-40gb", "a100-80gb", "l4", "l40s", "h100-sxm", "h200"}
@@ -77,10 +86,19 @@ def test_rows_are_read_only_and_hashable():
 def test_unknown_dtype_in_a_new_row_is_rejected():
     with pytest.raises(ValueError, match="fp4"):
         Accelerator(
-            key="x", name="X", vendor="NVIDIA", kind="gpu", year=2025,
-            peak_tflops={"fp4": 1.0}, memory_gb=1, memory_bandwidth_gbs=1,
-            interconnect="PCIe", interconnect_gbs=1, power_w=1,
-            source="https://example.com", source_date="2025-01",
+            key="x",
+            name="X",
+            vendor="NVIDIA",
+            kind="gpu",
+            year=2025,
+            peak_tflops={"fp4": 1.0},
+            memory_gb=1,
+            memory_bandwidth_gbs=1,
+            interconnect="PCIe",
+            interconnect_gbs=1,
+            power_w=1,
+            source="https://example.com",
+            source_date="2025-01",
         )
 
 
@@ -168,10 +186,20 @@ def test_links_are_per_direction_and_pods_sized():
 def test_bad_pod_size_is_rejected(pod):
     with pytest.raises(ValueError, match="pod_chips"):
         Accelerator(
-            key="x", name="X", vendor="NVIDIA", kind="gpu", year=2025,
-            peak_tflops={"fp32": 1.0}, memory_gb=1, memory_bandwidth_gbs=1,
-            interconnect="NVLink", interconnect_gbs=1, power_w=1,
-            source="https://example.com", source_date="2025-01", pod_chips=pod,
+            key="x",
+            name="X",
+            vendor="NVIDIA",
+            kind="gpu",
+            year=2025,
+            peak_tflops={"fp32": 1.0},
+            memory_gb=1,
+            memory_bandwidth_gbs=1,
+            interconnect="NVLink",
+            interconnect_gbs=1,
+            power_w=1,
+            source="https://example.com",
+            source_date="2025-01",
+            pod_chips=pod,
         )
 
 
@@ -272,8 +300,19 @@ def test_catalog_rows_one_per_accelerator():
     rows = catalog.catalog_rows()
     assert [r["key"] for r in rows] == catalog.accelerator_names()
     expected_columns = {
-        "key", "name", "kind", "year", "dtype", "peak_tflops", "memory_gb",
-        "memory_bandwidth_gbs", "interconnect", "interconnect_gbs", "pod_chips", "power_w", "source",
+        "key",
+        "name",
+        "kind",
+        "year",
+        "dtype",
+        "peak_tflops",
+        "memory_gb",
+        "memory_bandwidth_gbs",
+        "interconnect",
+        "interconnect_gbs",
+        "pod_chips",
+        "power_w",
+        "source",
     }
     for row in rows:
         assert set(row) == expected_columns
@@ -365,9 +404,7 @@ def test_every_storage_number_is_positive(t: StorageTier):
 
 
 def test_storage_sequential_read_ordering():
-    hdd, sata, gen3, gen4 = (
-        tier(k).sequential_read_gbs for k in ("hdd-7200", "sata-ssd", "nvme-pcie3", "nvme-pcie4")
-    )
+    hdd, sata, gen3, gen4 = (tier(k).sequential_read_gbs for k in ("hdd-7200", "sata-ssd", "nvme-pcie3", "nvme-pcie4"))
     assert hdd < sata < gen3 < gen4 < tier("nvme-pcie5").sequential_read_gbs
 
 
@@ -404,8 +441,14 @@ def test_storage_rows_are_read_only_and_kind_is_checked():
         tier("sata-ssd").sequential_read_gbs = 1.0  # type: ignore[misc]
     with pytest.raises(ValueError, match="tape"):
         StorageTier(
-            key="x", name="X", kind="tape", sequential_read_gbs=1, random_read_iops=None,
-            latency_us=None, capacity_note="", source="https://example.com",
+            key="x",
+            name="X",
+            kind="tape",
+            sequential_read_gbs=1,
+            random_read_iops=None,
+            latency_us=None,
+            capacity_note="",
+            source="https://example.com",
             source_date="2025-01",
         )
 

@@ -1,5 +1,6 @@
 """Tests for course_lib.comm: collective cost formulas, nccl-tests bandwidths, alpha-beta
 fits, the data-parallel speedup model and the cited link table (notebook 03)."""
+
 from __future__ import annotations
 
 import ast
@@ -82,9 +83,7 @@ def test_allgather_reduce_scatter_broadcast_hand_values():
 
 @pytest.mark.parametrize("p", [2, 3, 4, 7, 16])
 def test_ring_allreduce_is_reduce_scatter_plus_allgather(p):
-    assert allreduce_time(N, p, A, BW) == pytest.approx(
-        reduce_scatter_time(N, p, A, BW) + allgather_time(N, p, A, BW)
-    )
+    assert allreduce_time(N, p, A, BW) == pytest.approx(reduce_scatter_time(N, p, A, BW) + allgather_time(N, p, A, BW))
 
 
 def test_algorithm_orderings_for_large_and_small_messages():
@@ -129,8 +128,14 @@ def test_busbw_factors_match_nccl_tests(op, p, factor):
 
 def test_every_op_has_a_factor_and_default_is_all_reduce():
     # by hand, for 4 ranks (nccl-tests PERFORMANCE.md): 2(n-1)/n, (n-1)/n, (n-1)/n, 1, 1, (n-1)/n
-    expected = {"all_reduce": 1.5, "all_gather": 0.75, "reduce_scatter": 0.75, "broadcast": 1.0, "reduce": 1.0,
-                "all_to_all": 0.75}
+    expected = {
+        "all_reduce": 1.5,
+        "all_gather": 0.75,
+        "reduce_scatter": 0.75,
+        "broadcast": 1.0,
+        "reduce": 1.0,
+        "all_to_all": 0.75,
+    }
     assert set(expected) == set(OPS)
     assert {op: busbw_factor(4, op) for op in OPS} == pytest.approx(expected)
     assert busbw(1e9, 1.0, 4) == busbw(1e9, 1.0, 4, "all_reduce")
@@ -248,9 +253,7 @@ GRAD = 4 * 25_000_000  # 25 M fp32 parameters
 def test_step_time_formula():
     comm_s = allreduce_time(GRAD, 4, A, BW)
     assert data_parallel_step_time(0.5, GRAD, 4, BW, A) == pytest.approx(0.5 + comm_s)
-    assert data_parallel_step_time(0.5, GRAD, 4, BW, A, overlap=0.25) == pytest.approx(
-        0.5 + 0.75 * comm_s
-    )
+    assert data_parallel_step_time(0.5, GRAD, 4, BW, A, overlap=0.25) == pytest.approx(0.5 + 0.75 * comm_s)
     assert data_parallel_step_time(0.5, GRAD, 4, BW, A, overlap=1.0) == pytest.approx(0.5)
     assert data_parallel_step_time(0.5, GRAD, 1, BW, A) == pytest.approx(0.5)
     tree = allreduce_time(GRAD, 4, A, BW, "tree")
@@ -296,9 +299,13 @@ def test_bandwidth_needed_hand_values_and_bad_input():
     assert comm.bandwidth_needed(1.0, 1e9, 2, 0.5) == pytest.approx(1e9)  # the all-reduce may take C
     assert comm.bandwidth_needed(0.5, 1e9, 2, 0.5) == pytest.approx(2e9)  # half the compute, twice the link
     assert comm.bandwidth_needed(1.0, 1e9, 1, 0.9) == 0.0  # one rank sends nothing
-    for kwargs, match in [({"efficiency": 1.0}, "efficiency"), ({"efficiency": 0}, "efficiency"),
-                          ({"compute_s": 0}, "compute_s"), ({"grad_bytes": -1}, "grad_bytes"),
-                          ({"world_size": 0}, "world_size")]:
+    for kwargs, match in [
+        ({"efficiency": 1.0}, "efficiency"),
+        ({"efficiency": 0}, "efficiency"),
+        ({"compute_s": 0}, "compute_s"),
+        ({"grad_bytes": -1}, "grad_bytes"),
+        ({"world_size": 0}, "world_size"),
+    ]:
         args = {"compute_s": 1.0, "grad_bytes": 1e9, "world_size": 4, "efficiency": 0.9, **kwargs}
         with pytest.raises(ValueError, match=match):
             comm.bandwidth_needed(**args)
@@ -318,9 +325,18 @@ def test_crossover_is_where_latency_and_bandwidth_terms_are_equal(p):
 N_SIZES = [2**k for k in range(10, 27, 2)]
 
 
-@pytest.mark.parametrize("p, ref, cores, factor", [
-    (4, 2, 2, 2.0), (4, 2, 1, 2.0), (4, 2, 4, 1.0), (4, 2, 16, 1.0), (4, 2, 3, 4 / 3), (2, 2, 1, 1.0), (8, 1, 2, 4.0),
-])
+@pytest.mark.parametrize(
+    "p, ref, cores, factor",
+    [
+        (4, 2, 2, 2.0),
+        (4, 2, 1, 2.0),
+        (4, 2, 4, 1.0),
+        (4, 2, 16, 1.0),
+        (4, 2, 3, 4 / 3),
+        (2, 2, 1, 1.0),
+        (8, 1, 2, 4.0),
+    ],
+)
 def test_core_sharing(p, ref, cores, factor):
     assert comm.core_sharing(p, ref, cores) == pytest.approx(factor)
 
@@ -341,9 +357,24 @@ GBS = {link.key: link.bandwidth_gbs for link in ALL_LINKS}
 def test_required_rows_present_and_keys_unique():
     keys = comm.link_names()
     required = {
-        "pcie3-x16", "pcie4-x16", "pcie5-x16", "nvlink2", "nvlink3", "nvlink4", "nvlink5",
-        "ib-edr", "ib-hdr", "ib-ndr", "eth-1g", "eth-10g", "eth-25g", "eth-100g",
-        "eth-400g", "tpu-v4-ici", "tpu-v5e-ici", "tpu-v5p-ici",
+        "pcie3-x16",
+        "pcie4-x16",
+        "pcie5-x16",
+        "nvlink2",
+        "nvlink3",
+        "nvlink4",
+        "nvlink5",
+        "ib-edr",
+        "ib-hdr",
+        "ib-ndr",
+        "eth-1g",
+        "eth-10g",
+        "eth-25g",
+        "eth-100g",
+        "eth-400g",
+        "tpu-v4-ici",
+        "tpu-v5e-ici",
+        "tpu-v5p-ici",
     }
     assert required <= set(keys)
     assert len(keys) == len(set(keys))

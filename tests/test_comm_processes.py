@@ -4,6 +4,7 @@ Ranks fork from a server that has imported torch once, so a launch costs ~0.1 s 
 The interrupt tests run a small script in a fresh interpreter, so a Ctrl-C can arrive while the
 first launch is still starting up.
 """
+
 from __future__ import annotations
 
 import os
@@ -29,6 +30,7 @@ HERE = Path(__file__).resolve().parent
 
 # ----------------------------------------------------------------------------------------------
 # input validation (no processes are started)
+
 
 def test_lambda_is_rejected_with_a_helpful_message():
     with pytest.raises(TypeError, match=r"put the function in a \.py module.*course_lib\.comm"):
@@ -80,8 +82,7 @@ def test_nccl_without_gpus():
         d.launch(d.demo_rank_sum, 2, backend="nccl")
 
 
-@pytest.mark.parametrize("kw", [{"timeout": 0}, {"timeout": -1.0}, {"threads_per_rank": 0},
-                                {"startup_timeout": 0}])
+@pytest.mark.parametrize("kw", [{"timeout": 0}, {"timeout": -1.0}, {"threads_per_rank": 0}, {"startup_timeout": 0}])
 def test_bad_launch_options(kw):
     with pytest.raises(ValueError, match=next(iter(kw))):
         d.launch(d.demo_rank_sum, 1, **kw)
@@ -102,8 +103,15 @@ def test_one_backend_rule(monkeypatch):
     assert launcher.choose_backend("auto", 1, auto=True) == "gloo"
 
 
-@pytest.mark.parametrize("addr, backend, expected", [("127.0.0.1", "gloo", "lo-test"), ("localhost", "gloo", "lo-test"),
-                                                      ("10.0.0.1", "gloo", None), (None, "gloo", None)])
+@pytest.mark.parametrize(
+    "addr, backend, expected",
+    [
+        ("127.0.0.1", "gloo", "lo-test"),
+        ("localhost", "gloo", "lo-test"),
+        ("10.0.0.1", "gloo", None),
+        (None, "gloo", None),
+    ],
+)
 def test_one_interface_rule(monkeypatch, addr, backend, expected):
     """gloo listens on the loopback interface when the master is on this machine's loopback; elsewhere it chooses."""
     joined = []
@@ -111,10 +119,11 @@ def test_one_interface_rule(monkeypatch, addr, backend, expected):
     monkeypatch.delenv("GLOO_SOCKET_IFNAME")
     monkeypatch.setattr(launcher, "loopback_interface", lambda: "lo-test")
     monkeypatch.setattr(launcher.dist, "init_process_group", lambda *a, **k: joined.append((a, k)))
-    device = launcher.init_process_group(backend, "store", rank=1, world_size=2, local_rank=1, timeout=5,
-                                         master_addr=addr)
+    device = launcher.init_process_group(
+        backend, "store", rank=1, world_size=2, local_rank=1, timeout=5, master_addr=addr
+    )
     assert device == torch.device("cpu") and os.environ.get("GLOO_SOCKET_IFNAME") == expected
-    (args, kwargs), = joined
+    ((args, kwargs),) = joined
     assert args == (backend,) and kwargs["rank"] == 1 and kwargs["timeout"].total_seconds() == 5
 
 
@@ -128,11 +137,14 @@ def test_rank_info_outside_a_job():
         d.rank_info()
 
 
-@pytest.mark.parametrize("free, logical, expected", [
-    (2, 2, {1: 2, 2: 1, 4: 1}),   # an idle 2-core machine
-    (1, 2, {1: 1, 2: 1, 4: 1}),   # the same with one core busy
-    (8, 16, {1: 8, 2: 4, 3: 2, 4: 2, 16: 1}),
-])
+@pytest.mark.parametrize(
+    "free, logical, expected",
+    [
+        (2, 2, {1: 2, 2: 1, 4: 1}),  # an idle 2-core machine
+        (1, 2, {1: 1, 2: 1, 4: 1}),  # the same with one core busy
+        (8, 16, {1: 8, 2: 4, 3: 2, 4: 2, 16: 1}),
+    ],
+)
 def test_threads_per_rank_split_the_free_cores(monkeypatch, free, logical, expected):
     monkeypatch.setattr(launcher, "_free_physical_cores", lambda: free)
     monkeypatch.setattr(launcher, "_logical_cores", lambda: logical)
@@ -150,6 +162,7 @@ def test_allreduce_sizes_span_1kb_to_64mb_in_steps_of_4():
 
 # ----------------------------------------------------------------------------------------------
 # launching
+
 
 @pytest.mark.slow
 @pytest.mark.parametrize("world_size", [1, 2, 4])
@@ -277,8 +290,9 @@ def test_ctrl_c_while_running_stops_every_rank():
 def test_ctrl_c_during_startup_in_a_fresh_interpreter(delay):
     """A fresh interpreter's first launch starts the forkserver (imports torch, 2-4 s): interrupt it
     at several moments and check that the script stops and leaves no process behind."""
-    script = subprocess.Popen([sys.executable, str(HERE / "interrupt_me.py"), "launch"], stdout=subprocess.PIPE,
-                              text=True, cwd=HERE)
+    script = subprocess.Popen(
+        [sys.executable, str(HERE / "interrupt_me.py"), "launch"], stdout=subprocess.PIPE, text=True, cwd=HERE
+    )
     try:
         assert script.stdout.readline().strip() == "ready"
         time.sleep(delay)
@@ -371,10 +385,15 @@ def test_data_parallel_benchmark_alone_sends_nothing():
     assert out["comm_s"] == out["wait_s"] == out["copy_s"] == [0.0, 0.0]  # one rank: nothing to send
 
 
-@pytest.mark.parametrize("kwargs, exc, match", [
-    ({"batch_size": 0}, ValueError, "batch_size"), ({"steps": -1}, ValueError, "steps"),
-    ({"hidden": 2.5}, TypeError, "hidden"), ({"bogus": 1}, TypeError, "bogus"),
-])
+@pytest.mark.parametrize(
+    "kwargs, exc, match",
+    [
+        ({"batch_size": 0}, ValueError, "batch_size"),
+        ({"steps": -1}, ValueError, "steps"),
+        ({"hidden": 2.5}, TypeError, "hidden"),
+        ({"bogus": 1}, TypeError, "bogus"),
+    ],
+)
 def test_measure_data_parallel_rejects_bad_input_before_launching(kwargs, exc, match):
     with pytest.raises(exc, match=match):
         d.measure_data_parallel(2, **kwargs)

@@ -1,4 +1,5 @@
 """course_lib.compression.compare: variants measured side by side and the pure recommendation (notebook 05.4)."""
+
 from __future__ import annotations
 
 import math
@@ -13,19 +14,30 @@ from course_lib.compression import compare
 
 def _row(name, file_kib, latency_ms, acc, memory_kib=None, zipped_kib=None, latency1_us=None):
     kib = 2**10
-    return compare.Row(name, 1000, file_kib * kib, (zipped_kib or file_kib) * kib, (memory_kib or file_kib) * kib,
-                       latency_ms / 1e3, acc, latency1_s=(latency1_us or 10 * latency_ms) / 1e6,
-                       latency1_p95_s=2 * (latency1_us or 10 * latency_ms) / 1e6)
+    return compare.Row(
+        name,
+        1000,
+        file_kib * kib,
+        (zipped_kib or file_kib) * kib,
+        (memory_kib or file_kib) * kib,
+        latency_ms / 1e3,
+        acc,
+        latency1_s=(latency1_us or 10 * latency_ms) / 1e6,
+        latency1_p95_s=2 * (latency1_us or 10 * latency_ms) / 1e6,
+    )
 
 
 def _retrained(row):
     return compare.Row(**{**row.__dict__, "retrained": True, "training_s": 1.0})
 
 
-ROWS = [_row("fp32", 400, 2.0, 0.97, latency1_us=50), _row("int8", 100, 3.0, 0.968, zipped_kib=90, latency1_us=90),
-        _retrained(_row("structured", 200, 1.0, 0.962, latency1_us=30)),
-        _retrained(_row("student", 20, 0.2, 0.90, zipped_kib=18, latency1_us=15)),
-        _retrained(_row("pruned 90%", 400, 2.0, 0.969, zipped_kib=60, latency1_us=50))]
+ROWS = [
+    _row("fp32", 400, 2.0, 0.97, latency1_us=50),
+    _row("int8", 100, 3.0, 0.968, zipped_kib=90, latency1_us=90),
+    _retrained(_row("structured", 200, 1.0, 0.962, latency1_us=30)),
+    _retrained(_row("student", 20, 0.2, 0.90, zipped_kib=18, latency1_us=15)),
+    _retrained(_row("pruned 90%", 400, 2.0, 0.969, zipped_kib=60, latency1_us=50)),
+]
 
 
 def test_recommend_picks_the_best_on_the_constraint_within_the_accuracy_budget():
@@ -45,8 +57,11 @@ def test_recommend_picks_the_best_on_the_constraint_within_the_accuracy_budget()
 
 def test_latency_and_throughput_can_pick_different_variants():
     """At batch 1 fixed costs flatten the gains: a variant far faster on a large batch may not be at batch 1."""
-    rows = [_row("fp32", 400, 2.0, 0.97, latency1_us=50), _retrained(_row("wide but shallow", 400, 1.0, 0.97, latency1_us=48)),
-            _retrained(_row("few layers", 400, 1.5, 0.97, latency1_us=30))]
+    rows = [
+        _row("fp32", 400, 2.0, 0.97, latency1_us=50),
+        _retrained(_row("wide but shallow", 400, 1.0, 0.97, latency1_us=48)),
+        _retrained(_row("few layers", 400, 1.5, 0.97, latency1_us=30)),
+    ]
     assert compare.best_variant(rows, "throughput").name == "wide but shallow"
     assert compare.best_variant(rows, "latency").name == "few layers"
     untimed = [compare.Row(**{**r.__dict__, "latency1_s": None}) for r in rows]
@@ -75,8 +90,9 @@ def test_measure_times_and_sizes_every_variant():
     split = data.load_digits()
     torch.manual_seed(0)
     wide, narrow = models.MLP(hidden=[256, 256]), models.MLP(hidden=[32])
-    rows = compare.measure({"narrow": narrow, "wide": wide}, split.test, batch_size=64, rounds=1, single_calls=30,
-                           baseline="wide")
+    rows = compare.measure(
+        {"narrow": narrow, "wide": wide}, split.test, batch_size=64, rounds=1, single_calls=30, baseline="wide"
+    )
     assert [r.name for r in rows] == ["wide", "narrow"]
     w, n = rows
     assert w.parameters == sum(p.numel() for p in wide.parameters()) and w.memory_bytes == 4 * w.parameters
@@ -84,7 +100,12 @@ def test_measure_times_and_sizes_every_variant():
     assert 0 < n.latency1_s <= n.latency1_p95_s and 0 < w.latency1_s <= w.latency1_p95_s
     assert w.accuracy == pytest.approx(train.evaluate(wide, split.test)["acc"])
     table = compare.format_rows(rows)
-    assert table.count("\n") == 3 and "(1.00×)" in table and "batch 1" in table and table.splitlines()[2].startswith("| 1 |")
+    assert (
+        table.count("\n") == 3
+        and "(1.00×)" in table
+        and "batch 1" in table
+        and table.splitlines()[2].startswith("| 1 |")
+    )
     untimed = compare.measure({"narrow": narrow}, split.test, batch_size=8, rounds=1, single_calls=0)
     assert untimed[0].latency1_s is None and "batch 1" not in compare.format_rows(untimed)
     with pytest.raises(TypeError, match="torch.nn.Module"):
@@ -114,6 +135,7 @@ def test_time_calls_times_single_calls_interleaved():
         def run():
             order.append(name)
             time.sleep(seconds)
+
         return run
 
     t = compare.time_calls({"slow": fn("slow", 0.002), "fast": fn("fast", 0.0)}, calls=20, warmup=2)
@@ -180,9 +202,18 @@ def test_build_variants_applies_every_technique_and_leaves_the_baseline_alone():
     assert all(torch.equal(before[k], base.state_dict()[k]) for k in before)
     names = list(v)
     assert names[0] == "fp32 baseline" and not v[names[0]].retrained
-    assert {"90% pruned, fine-tuned", "50% units removed, fine-tuned", "rank 8, fine-tuned",
-            "student, 8 units, distilled", "student, 8 units, alone"} <= set(names)
-    assert ("int8 dynamic (torchao)" in v) == ("90% pruned + int8 weights" in v) == (quantization.torchao_problem() is None)
+    assert {
+        "90% pruned, fine-tuned",
+        "50% units removed, fine-tuned",
+        "rank 8, fine-tuned",
+        "student, 8 units, distilled",
+        "student, 8 units, alone",
+    } <= set(names)
+    assert (
+        ("int8 dynamic (torchao)" in v)
+        == ("90% pruned + int8 weights" in v)
+        == (quantization.torchao_problem() is None)
+    )
     assert all(v[n].retrained and v[n].training_s > 0 for n in names if "torchao" not in n and n != names[0])
     from course_lib.compression import size
 
@@ -202,7 +233,8 @@ def test_build_variants_applies_every_technique_and_leaves_the_baseline_alone():
         pruned = [m.weight for m in v["90% pruned, fine-tuned"].model.modules() if isinstance(m, torch.nn.Linear)]
         assert all(torch.equal(q == 0, p == 0) for q, p in zip(combo, pruned)), "int8 keeps the pruned zeros exact"
         assert size.compressed_bytes(v["90% pruned + int8 weights"].model) < 0.5 * size.compressed_bytes(
-            v["int8 weights (torchao)"].model)
+            v["int8 weights (torchao)"].model
+        )
     with pytest.raises(TypeError, match="baseline"):
         compare.build_variants("model", split)
     with pytest.raises(ValueError, match="temperature"):
@@ -222,6 +254,8 @@ def test_predicted_bytes_and_flops_match_what_is_measured_and_counted():
     pred = compare.predict(variants, batch_size=32)
     for name, model in variants.items():
         assert pred[name].memory_bytes == size.memory_bytes(model), name
-    assert pred["fp32"].flops == timing.count_flops(base, x) and pred["half"].flops == timing.count_flops(variants["half"], x)
+    assert pred["fp32"].flops == timing.count_flops(base, x) and pred["half"].flops == timing.count_flops(
+        variants["half"], x
+    )
     with pytest.raises(ValueError, match="batch_size"):
         compare.predict(variants, batch_size=0)

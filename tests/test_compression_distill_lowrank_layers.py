@@ -1,4 +1,5 @@
 """course_lib.compression.distillation, .lowrank and .layers (notebook 05.3)."""
+
 from __future__ import annotations
 
 import math
@@ -47,10 +48,16 @@ def test_soft_targets_flatten_with_temperature():
     assert (p4.max(-1).values < p1.max(-1).values).all()
 
 
-@pytest.mark.parametrize("kwargs, error", [
-    ({"temperature": 0.0}, ValueError), ({"temperature": -1.0}, ValueError), ({"alpha": 1.5}, ValueError),
-    ({"alpha": -0.1}, ValueError), ({"temperature": "4"}, TypeError),
-])
+@pytest.mark.parametrize(
+    "kwargs, error",
+    [
+        ({"temperature": 0.0}, ValueError),
+        ({"temperature": -1.0}, ValueError),
+        ({"alpha": 1.5}, ValueError),
+        ({"alpha": -0.1}, ValueError),
+        ({"temperature": "4"}, TypeError),
+    ],
+)
 def test_distillation_bad_arguments(kwargs, error):
     s = _logits(0)
     with pytest.raises(error, match="temperature|alpha"):
@@ -90,14 +97,16 @@ def test_the_loss_object_runs_its_teacher_inside_the_shared_training_step():
     assert all(torch.equal(a, b) for a, b in zip(before, teacher.parameters())), "the teacher is never updated"
     assert math.isfinite(result.loss) and result.loss != pytest.approx(expected.item(), rel=1e-9)
     # the step's loss is the documented one, computed before the update
-    assert result.loss == pytest.approx(distillation.distillation_loss(start(x), teacher(x), y, 2.0, 0.7).item(),
-                                        rel=1e-5)
+    assert result.loss == pytest.approx(
+        distillation.distillation_loss(start(x), teacher(x), y, 2.0, 0.7).item(), rel=1e-5
+    )
 
 
 def test_compare_students_reports_every_seed():
     full = data.load_digits(fraction=0.2)
-    runs = distillation.compare_students(full, seeds=[0, 1], teacher_hidden=32, student_hidden=4, epochs=2,
-                                         teacher_epochs=3)
+    runs = distillation.compare_students(
+        full, seeds=[0, 1], teacher_hidden=32, student_hidden=4, epochs=2, teacher_epochs=3
+    )
     assert [r.seed for r in runs] == [0, 1]
     for r in runs:
         assert 0 <= r.alone_acc <= 1 and 0 <= r.distilled_acc <= 1 and r.gain == r.distilled_acc - r.alone_acc
@@ -183,8 +192,9 @@ def test_break_even_rank():
     assert lowrank.break_even_rank(1, 5) == 0
 
 
-@pytest.mark.parametrize("kwargs", [{"rank": 0}, {"rank": 25}, {"energy": 0.0}, {"energy": 1.2}, {},
-                                    {"rank": 2, "energy": 0.5}])
+@pytest.mark.parametrize(
+    "kwargs", [{"rank": 0}, {"rank": 25}, {"energy": 0.0}, {"energy": 1.2}, {}, {"rank": 2, "energy": 0.5}]
+)
 def test_lowrank_bad_ranks_and_energies(kwargs):
     with pytest.raises(ValueError, match="rank|energy"):
         lowrank.factorize_linear(_layer(), **kwargs)
@@ -272,7 +282,8 @@ def test_crossovers():
     assert flops("linear", n) < flops("softmax", n) and flops("linear", n - 1) >= flops("softmax", n - 1)
     assert n == 65  # 4 n^2 d vs 4 n d^2 + 2 n d: equal at n = d + 1/2
     assert layers.measured_crossover([16, 32, 64], [2.0, 1.5, 0.5]) == pytest.approx(
-        math.exp(math.log(32) + math.log(1.5) / (math.log(1.5) - math.log(0.5)) * math.log(2)))
+        math.exp(math.log(32) + math.log(1.5) / (math.log(1.5) - math.log(0.5)) * math.log(2))
+    )
     assert layers.measured_crossover([16, 32], [0.9, 0.5]) == 16.0
     assert layers.measured_crossover([16, 32], [1.9, 1.5]) is None
     with pytest.raises(ValueError, match="not cheaper"):
@@ -311,10 +322,15 @@ def test_notebook_05_3_counts():
     assert timing.count_flops(sep, x) == layers.separable_flops(128, 256, 3, 16, 16, 8, padding=1)
     assert layers.crossover_length(lambda k, n: layers.attention_flops(k, n, 64)) == 65
     for kind in layers.ATTENTION_KINDS:
-        assert timing.count_flops(layers.make_attention(kind, 64), torch.randn(1, 256, 64)) == layers.attention_flops(kind, 256, 64)
+        assert timing.count_flops(layers.make_attention(kind, 64), torch.randn(1, 256, 64)) == layers.attention_flops(
+            kind, 256, 64
+        )
     torch.manual_seed(0)
     wide = models.MLP(64, [256, 256, 256], 10)
-    assert lowrank.lowrank_parameters(256, 256, 16) * 2 + models.count_parameters(wide) - 2 * 65_792 < models.count_parameters(wide) / 3
+    assert (
+        lowrank.lowrank_parameters(256, 256, 16) * 2 + models.count_parameters(wide) - 2 * 65_792
+        < models.count_parameters(wide) / 3
+    )
 
 
 def test_fused_attention_equals_the_explicit_one_and_stores_no_scores():

@@ -1,5 +1,6 @@
 """int8 on a CPU (notebook 05.2, sections 2, 4 and 5): FBGEMM's instruction level, PyTorch's int8 path, batch-1
 bytes, and SmoothQuant's rescaling."""
+
 import pytest
 import torch
 from torch import nn
@@ -10,18 +11,21 @@ AVX2 = {"avx2", "fma"}
 AVX512 = AVX2 | {"avx512f", "avx512bw", "avx512dq", "avx512vl"}
 
 
-@pytest.mark.parametrize("flags, env, expected", [
-    (AVX512 | {"avx512_vnni"}, "", "AVX-512 VNNI"),
-    (AVX512 | {"avx512_vnni", "amx_int8"}, "", "AVX-512 VNNI"),  # FBGEMM has no AMX kernels
-    (AVX512, "", "AVX-512"),
-    (AVX2 | {"avx_vnni"}, "", "AVX2"),
-    (AVX2, "", "AVX2"),
-    ({"sse4_2"}, "", "none"),
-    (AVX512 | {"avx512_vnni"}, "AVX2", "AVX2"),  # held lower by FBGEMM_ENABLE_INSTRUCTIONS
-    (AVX512 | {"avx512_vnni"}, "avx512", "AVX-512"),
-    (AVX2, "AVX512_E1", "AVX2"),  # never raised above the CPU
-    (AVX512 | {"avx512_vnni"}, "bogus", "AVX-512 VNNI"),
-])
+@pytest.mark.parametrize(
+    "flags, env, expected",
+    [
+        (AVX512 | {"avx512_vnni"}, "", "AVX-512 VNNI"),
+        (AVX512 | {"avx512_vnni", "amx_int8"}, "", "AVX-512 VNNI"),  # FBGEMM has no AMX kernels
+        (AVX512, "", "AVX-512"),
+        (AVX2 | {"avx_vnni"}, "", "AVX2"),
+        (AVX2, "", "AVX2"),
+        ({"sse4_2"}, "", "none"),
+        (AVX512 | {"avx512_vnni"}, "AVX2", "AVX2"),  # held lower by FBGEMM_ENABLE_INSTRUCTIONS
+        (AVX512 | {"avx512_vnni"}, "avx512", "AVX-512"),
+        (AVX2, "AVX512_E1", "AVX2"),  # never raised above the CPU
+        (AVX512 | {"avx512_vnni"}, "bogus", "AVX-512 VNNI"),
+    ],
+)
 def test_fbgemm_isa(flags, env, expected):
     assert int8_cpu.fbgemm_isa(frozenset(flags), "x86_64", env=env) == expected
 
@@ -149,4 +153,6 @@ def test_one_table_of_int8_instructions_serves_both_paths():
     """INT8_UNITS is the one table of int8 instructions: macOS's spelling of VNNI counts for FBGEMM as for torchao."""
     assert int8_cpu.fbgemm_isa(frozenset(AVX512 | {"avx512vnni"}), "x86_64", env="") == "AVX-512 VNNI"
     assert int8_cpu.int8_units({"avx512f", "avx512vnni"}, "x86_64") in ("AVX-512 VNNI", "held")
-    assert set(int8_cpu.INT8_UNITS.values()) == {"AMX INT8", "AVX-512 VNNI", "AVX-VNNI"} <= set(int8_cpu.INT8_EXPECTATIONS)
+    assert (
+        set(int8_cpu.INT8_UNITS.values()) == {"AMX INT8", "AVX-512 VNNI", "AVX-VNNI"} <= set(int8_cpu.INT8_EXPECTATIONS)
+    )

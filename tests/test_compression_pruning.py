@@ -1,4 +1,5 @@
 """course_lib.compression.pruning: masks, reports, removing units, the sparse format (notebook 05.1)."""
+
 from __future__ import annotations
 
 import copy
@@ -18,6 +19,7 @@ def _mlp(seed: int = 0, hidden=(32, 16)) -> models.MLP:
 
 
 # --- magnitude_mask: the reference rule ------------------------------------------------------------
+
 
 def test_magnitude_mask_by_hand_with_ties():
     w = torch.tensor([[1.0, -1.0, 2.0], [0.5, 1.0, -0.5]])
@@ -66,6 +68,7 @@ def test_magnitude_mask_bad_input():
 
 
 # --- masks through torch.nn.utils.prune ------------------------------------------------------------
+
 
 def test_unstructured_prunes_each_layer_to_the_sparsity():
     model = pruning.prune_unstructured(_mlp(), 0.5)
@@ -134,7 +137,9 @@ def test_sparsity_report_counts_dead_weights_of_torch_row_masks():
     report = pruning.sparsity_report(model)
     assert (report.zeros, report.dead, report.removed) == (115 * 64, 115 * 10, 115 * 74)
     assert report.fraction == pytest.approx(7360 / 9472) and report.removed_fraction == pytest.approx(8510 / 9472)
-    assert [r.dead for r in report.layers] == [0, 1150] and report.layers[1].removed_fraction == pytest.approx(0.898, abs=1e-3)
+    assert [r.dead for r in report.layers] == [0, 1150] and report.layers[1].removed_fraction == pytest.approx(
+        0.898, abs=1e-3
+    )
     text = str(report)
     assert "dead" in text and "89.8%" in text and "77.7%" in text and "1,150" in text
     # a unit whose inputs are all zero and whose bias is negative is dead under ReLU, not under Sigmoid
@@ -153,7 +158,10 @@ def test_channels_on_conv_layers():
     cnn = pruning.prune_channels(models.SmallCNN(), 0.5, inputs=False)
     report = pruning.sparsity_report(cnn)
     assert [(r.name, r.kind, r.fraction) for r in report.layers] == [
-        ("features.0", "Conv2d", 0.5), ("features.4", "Conv2d", 0.5), ("head", "Linear", 0.0)]
+        ("features.0", "Conv2d", 0.5),
+        ("features.4", "Conv2d", 0.5),
+        ("head", "Linear", 0.0),
+    ]
     assert not report.traced and "not counted" in str(report)
     filters = cnn.features[0].weight.flatten(1).abs().sum(1)
     assert int((filters == 0).sum()) == 8
@@ -165,8 +173,15 @@ def test_channels_follow_a_conv_chain_through_batchnorm():
     """In a Conv2d chain the removed filter's BatchNorm scale and shift are masked (else it outputs a constant) and
     the next convolution's kernels that read it too; remove_units then computes exactly the same."""
     torch.manual_seed(0)
-    net = nn.Sequential(nn.Conv2d(1, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(), nn.MaxPool2d(2),
-                        nn.Conv2d(8, 6, 3, padding=1), nn.ReLU(), nn.Conv2d(6, 4, 1))
+    net = nn.Sequential(
+        nn.Conv2d(1, 8, 3, padding=1),
+        nn.BatchNorm2d(8),
+        nn.ReLU(),
+        nn.MaxPool2d(2),
+        nn.Conv2d(8, 6, 3, padding=1),
+        nn.ReLU(),
+        nn.Conv2d(6, 4, 1),
+    )
     with torch.no_grad():
         net[1].bias.uniform_(-1, 1)
         net[1].running_mean.uniform_(-1, 1)
@@ -181,7 +196,8 @@ def test_channels_follow_a_conv_chain_through_batchnorm():
     x = torch.randn(2, 1, 8, 8)
     assert torch.allclose(small(x), masked(x), atol=1e-6)
     assert models.count_parameters(net) - models.count_parameters(small) == (
-        report.removed + 4 + 2 * 4 + 3)  # weights + conv biases + BatchNorm scale and shift + the second conv's biases
+        report.removed + 4 + 2 * 4 + 3
+    )  # weights + conv biases + BatchNorm scale and shift + the second conv's biases
 
 
 def test_channels_refuse_what_they_cannot_follow():
@@ -240,8 +256,12 @@ def test_copy_model_works_on_pruned_models():
 
 
 def test_pruning_bad_input():
-    for fn, arg in ((pruning.prune_unstructured, "sparsity"), (pruning.prune_global, "sparsity"),
-                    (pruning.prune_channels, "fraction"), (pruning.remove_units, "fraction")):
+    for fn, arg in (
+        (pruning.prune_unstructured, "sparsity"),
+        (pruning.prune_global, "sparsity"),
+        (pruning.prune_channels, "fraction"),
+        (pruning.remove_units, "fraction"),
+    ):
         for bad in (-0.5, 1.0, 2):
             with pytest.raises(ValueError, match=arg):
                 fn(_mlp(), bad)
@@ -258,6 +278,7 @@ def test_pruning_bad_input():
 
 
 # --- remove_units: really smaller --------------------------------------------------------------------
+
 
 def test_remove_units_shapes_and_parameter_count():
     small = pruning.remove_units(_mlp(hidden=(100, 50)), 0.5)
@@ -295,8 +316,15 @@ def test_remove_units_leaves_the_input_model_alone_and_keeps_one_unit():
 
 def test_remove_units_conv_chain_with_batchnorm():
     torch.manual_seed(0)
-    net = nn.Sequential(nn.Conv2d(1, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(), nn.MaxPool2d(2),
-                        nn.Conv2d(8, 6, 3, padding=1), nn.ReLU(), nn.Conv2d(6, 4, 1)).eval()
+    net = nn.Sequential(
+        nn.Conv2d(1, 8, 3, padding=1),
+        nn.BatchNorm2d(8),
+        nn.ReLU(),
+        nn.MaxPool2d(2),
+        nn.Conv2d(8, 6, 3, padding=1),
+        nn.ReLU(),
+        nn.Conv2d(6, 4, 1),
+    ).eval()
     small = pruning.remove_units(net, 0.5)
     assert [m.out_channels for m in small if isinstance(m, nn.Conv2d)] == [4, 3, 4]
     assert small[1].num_features == 4 and small[1].running_mean.shape == (4,)
@@ -317,6 +345,7 @@ def test_remove_units_refuses_other_shapes():
 
 
 # --- the sparse format ---------------------------------------------------------------------------------
+
 
 def test_sparse_linear_computes_the_same():
     model = pruning.prune_global(_mlp(), 0.9)
@@ -354,13 +383,17 @@ def test_sizes_zeros_masks_shrunk_and_csr():
     assert size.state_dict_bytes(masked) > 1.9 * base, "weight_orig and the mask: twice the file"
     assert size.compressed_bytes(zeros) < 0.75 * size.compressed_bytes(dense), "zeros compress"
     csr = pruning.to_sparse(zeros)
-    formula = sum(pruning.csr_bytes(m.out_features, m.weight.values().numel()) + 4 * m.out_features
-                  for m in csr if isinstance(m, pruning.SparseLinear))
+    formula = sum(
+        pruning.csr_bytes(m.out_features, m.weight.values().numel()) + 4 * m.out_features
+        for m in csr
+        if isinstance(m, pruning.SparseLinear)
+    )
     assert abs(size.state_dict_bytes(csr) - formula) < 0.02 * formula
     assert size.state_dict_bytes(csr) > 1.4 * base, "int64 indices: CSR at 50 % is larger than dense"
 
 
 # --- the notebook's experiments ------------------------------------------------------------------------
+
 
 def test_norm_removed_orders_the_methods():
     model = _mlp()

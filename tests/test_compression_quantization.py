@@ -1,5 +1,6 @@
 """course_lib.compression.fake_quant (fake quantization by hand, QAT) and course_lib.compression.quantization
 (torchao int8, compiled and timed): notebook 05.2."""
+
 from __future__ import annotations
 
 import math
@@ -18,6 +19,7 @@ from course_lib.compression import size
 
 # ---------------------------------------------------------------------------------------------- by hand
 
+
 def test_symmetric_int8_by_hand():
     x = torch.tensor([-1.0, 0.5, 0.25, 1.0, 0.0])
     q, scale, zp = F.quantize(x, 8, "symmetric")
@@ -31,7 +33,7 @@ def test_ranges_and_dtypes_for_every_bit_width():
     for bits in range(2, 17):
         lo, hi = F.qrange(bits, "symmetric")
         assert (lo, hi) == (-(2 ** (bits - 1) - 1), 2 ** (bits - 1) - 1)
-        assert F.qrange(bits, "affine") == (0, 2 ** bits - 1)
+        assert F.qrange(bits, "affine") == (0, 2**bits - 1)
         x = torch.randn(50, 7, generator=torch.Generator().manual_seed(bits))
         for scheme in F.SCHEMES:
             q, _, _ = F.quantize(x, bits, scheme)
@@ -154,6 +156,7 @@ def test_relu_activations_are_one_sided_and_affine_halves_their_error():
 
 # ---------------------------------------------------------------------------------------------- QAT / PTQ
 
+
 def test_straight_through_estimator_passes_the_gradient_unchanged():
     x = torch.randn(10, requires_grad=True)
     y = F.ste_fake_quantize(x, 3)
@@ -262,8 +265,11 @@ def test_int8_copies_are_quarter_size_and_close_to_fp32():
         assert size.memory_bytes(q) == Q.predicted_int8_bytes(m)
         with torch.no_grad():
             assert ((q(x) - m(x)).norm() / m(x).norm()).item() < 0.05
-        hand = [F.fake_quantize(layer.weight.detach(), 8, granularity="per_channel")
-                for layer in m if isinstance(layer, nn.Linear)]
+        hand = [
+            F.fake_quantize(layer.weight.detach(), 8, granularity="per_channel")
+            for layer in m
+            if isinstance(layer, nn.Linear)
+        ]
         for w, h, ref in zip(Q.dequantized_weights(q), hand, Q.dequantized_weights(m)):
             ratio = (w - ref).pow(2).mean().sqrt() / (h - ref).pow(2).mean().sqrt()
             assert 0.9 < ratio < 1.1  # torchao's rounding error is the hand-written one's
@@ -299,8 +305,9 @@ def test_per_channel_protects_rows_rescaled_100x_apart():
     x = torch.randn(100, 64)
     with torch.no_grad():
         assert torch.allclose(twin(x), m(x), rtol=1e-4, atol=1e-4)
-    (pt, pt_pred), (pc, pc_pred) = (F.row_errors(twin[0].weight.detach(), 8, granularity=g)
-                                    for g in ("per_tensor", "per_channel"))
+    (pt, pt_pred), (pc, pc_pred) = (
+        F.row_errors(twin[0].weight.detach(), 8, granularity=g) for g in ("per_tensor", "per_channel")
+    )
     assert pc.max() < 0.2 * pt.max()
     for measured, predicted in ((pt, pt_pred), (pc, pc_pred)):
         assert 0.9 < (measured / predicted).median().item() < 1.1

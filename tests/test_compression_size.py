@@ -1,4 +1,5 @@
 """course_lib.compression.size: bytes on disk and in memory, zeros, parameters (notebooks 05.1-05.4)."""
+
 from __future__ import annotations
 
 import io

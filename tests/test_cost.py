@@ -1,4 +1,5 @@
 """Tests for course_lib.cost and the price table it reads (notebooks 06.5 and 07.3)."""
+
 from __future__ import annotations
 
 import inspect
@@ -89,26 +90,42 @@ def test_energy_and_carbon_rows():
     assert catalog.get_price("world").key == "grid-world" and "Ember" in catalog.get_price("world").notes
     assert catalog.get_price("US").unit.startswith("g CO2")
     assert 1.0 < catalog.get_price("pue-google").value < catalog.get_price("pue-industry-average").value < 2
-    assert catalog.get_price("grid-france").value < catalog.get_price("grid-us").value < catalog.get_price(
-        "grid-world").value < catalog.get_price("grid-india").value
+    assert (
+        catalog.get_price("grid-france").value
+        < catalog.get_price("grid-us").value
+        < catalog.get_price("grid-world").value
+        < catalog.get_price("grid-india").value
+    )
 
 
 def test_the_old_cloud_price_rows_kept_their_keys_and_values():
     """Notebook 06.5 prints these: the same keys, in the same order, with the same numbers."""
-    old = {"gcp-t4": 0.54, "gcp-a100-40gb": 3.67, "gcp-a100-80gb": 5.07, "gcp-h100": 11.06, "gcp-tpu-v5e": 1.2,
-           "gcp-tpu-v5p": 4.2, "gcp-tpu-v6e": 2.7, "pue-google": 1.1, "electricity-us-industrial": 0.08}
+    old = {
+        "gcp-t4": 0.54,
+        "gcp-a100-40gb": 3.67,
+        "gcp-a100-80gb": 5.07,
+        "gcp-h100": 11.06,
+        "gcp-tpu-v5e": 1.2,
+        "gcp-tpu-v5p": 4.2,
+        "gcp-tpu-v6e": 2.7,
+        "pue-google": 1.1,
+        "electricity-us-industrial": 0.08,
+    }
     table = cost.price_table()
     assert list(table) == list(old) and {k: p.value for k, p in table.items()} == old
     assert all(p.source_date == "2025-06" for p in table.values())
 
 
-@pytest.mark.parametrize("change, match", [
-    (lambda r: r.update(ecc="yes"), "ecc must be"),
-    (lambda r: r.update(tier="gaming"), "tier='gaming'"),
-    (lambda r: r.update(value=0), "value must be > 0"),
-    (lambda r: r.update(kind="rental"), "kind 'rental'"),
-    (lambda r: r.update(accelerator=None), "must name its accelerator"),
-])
+@pytest.mark.parametrize(
+    "change, match",
+    [
+        (lambda r: r.update(ecc="yes"), "ecc must be"),
+        (lambda r: r.update(tier="gaming"), "tier='gaming'"),
+        (lambda r: r.update(value=0), "value must be > 0"),
+        (lambda r: r.update(kind="rental"), "kind 'rental'"),
+        (lambda r: r.update(accelerator=None), "must name its accelerator"),
+    ],
+)
 def test_a_broken_price_row_is_refused(change, match):
     data = json.loads(json.dumps(RAW))
     change(data["rows"][0])
@@ -213,35 +230,60 @@ def test_owned_vs_cloud_lifetime_resale_and_never():
     r = cost.owned_vs_cloud("rtx-4090", hours_per_month=10, months=24, cloud="l4", resale_fraction=0)
     assert r["break_even_months"] is None and r["cheaper"] == "cloud"
     # Two lifetimes of 12 months: two cards bought, each sold for half its price.
-    r = cost.owned_vs_cloud("a100-80gb", hours_per_month=100, months=24, lifetime_months=12, resale_fraction=0.5,
-                            host_usd=5000, host_w=200, electricity=0.10, pue="pue-industry-average")
+    r = cost.owned_vs_cloud(
+        "a100-80gb",
+        hours_per_month=100,
+        months=24,
+        lifetime_months=12,
+        resale_fraction=0.5,
+        host_usd=5000,
+        host_w=200,
+        electricity=0.10,
+        pue="pue-industry-average",
+    )
     assert r["cloud"] == "a100-80gb" and r["cards_bought"] == 2
     kwh = (400 + 200) * 1.56 / 1000 * 100 * 24
     assert r["energy_kwh"] == pytest.approx(kwh)
     assert r["owned_usd"] == pytest.approx(2 * 20000 * 0.5 + kwh * 0.10)
     assert r["break_even_months"] is None  # 20.1 months: longer than one 12-month lifetime
-    r = cost.owned_vs_cloud("a100-80gb", hours_per_month=100, months=24, lifetime_months=24, resale_fraction=0.5,
-                            host_usd=5000, host_w=200, electricity=0.10, pue="pue-industry-average")
+    r = cost.owned_vs_cloud(
+        "a100-80gb",
+        hours_per_month=100,
+        months=24,
+        lifetime_months=24,
+        resale_fraction=0.5,
+        host_usd=5000,
+        host_w=200,
+        electricity=0.10,
+        pue="pue-industry-average",
+    )
     assert r["break_even_months"] == pytest.approx(20000 * 0.5 / (5.07 * 100 - 0.6 * 1.56 * 100 * 0.10))  # 20.1
     assert r["cards_bought"] == 1 and r["sources"] == ["a100-80gb", "given", "pue-industry-average"]
     spot = cost.owned_vs_cloud("a100-80gb", hours_per_month=100, months=24, spot=True)
     assert spot["cloud_usd_per_hour"] == cost.cloud_hourly("a100-80gb", spot=True)
 
 
-@pytest.mark.parametrize("kwargs, exc, match", [
-    ({"hours_per_month": 0, "months": 12}, ValueError, "hours_per_month"),
-    ({"hours_per_month": 800, "months": 12}, ValueError, "hours_per_month"),
-    ({"hours_per_month": 100, "months": -1}, ValueError, "months"),
-    ({"hours_per_month": 100, "months": 12, "resale_fraction": 1}, ValueError, "resale_fraction"),
-    ({"hours_per_month": 100, "months": 12, "lifetime_months": 0}, ValueError, "lifetime_months"),
-    ({"hours_per_month": 100, "months": 12, "host_usd": -5}, ValueError, "host_usd"),
-    ({"hours_per_month": 100, "months": 12, "electricity": "solar"}, ValueError, "electricity='solar'"),
-    ({"hours_per_month": 100, "months": 12, "pue": 0}, ValueError, "pue"),
-    ({"hours_per_month": 100, "months": 12, "pue": 0.5}, ValueError, "pue must be a number >= 1"),
-    ({"hours_per_month": 100, "months": 12, "pue": "electricity-us-industrial"}, ValueError, "pue='electricity"),
-    ({"hours_per_month": 100, "months": 12, "electricity": "pue-google"}, ValueError, "accepted values .*'commercial'"),
-    ({"hours_per_month": "100", "months": 12}, TypeError, "hours_per_month"),
-])
+@pytest.mark.parametrize(
+    "kwargs, exc, match",
+    [
+        ({"hours_per_month": 0, "months": 12}, ValueError, "hours_per_month"),
+        ({"hours_per_month": 800, "months": 12}, ValueError, "hours_per_month"),
+        ({"hours_per_month": 100, "months": -1}, ValueError, "months"),
+        ({"hours_per_month": 100, "months": 12, "resale_fraction": 1}, ValueError, "resale_fraction"),
+        ({"hours_per_month": 100, "months": 12, "lifetime_months": 0}, ValueError, "lifetime_months"),
+        ({"hours_per_month": 100, "months": 12, "host_usd": -5}, ValueError, "host_usd"),
+        ({"hours_per_month": 100, "months": 12, "electricity": "solar"}, ValueError, "electricity='solar'"),
+        ({"hours_per_month": 100, "months": 12, "pue": 0}, ValueError, "pue"),
+        ({"hours_per_month": 100, "months": 12, "pue": 0.5}, ValueError, "pue must be a number >= 1"),
+        ({"hours_per_month": 100, "months": 12, "pue": "electricity-us-industrial"}, ValueError, "pue='electricity"),
+        (
+            {"hours_per_month": 100, "months": 12, "electricity": "pue-google"},
+            ValueError,
+            "accepted values .*'commercial'",
+        ),
+        ({"hours_per_month": "100", "months": 12}, TypeError, "hours_per_month"),
+    ],
+)
 def test_owned_vs_cloud_bad_numbers(kwargs, exc, match):
     with pytest.raises(exc, match=match):
         cost.owned_vs_cloud("a100-80gb", **kwargs)
@@ -316,15 +358,18 @@ def test_raid_by_hand():
     assert cost.raid("raid6", 12, 20)["efficiency"] == pytest.approx(10 / 12)
 
 
-@pytest.mark.parametrize("args, kwargs, exc, match", [
-    (("raid10", 5, 10), {}, ValueError, "even number of disks"),
-    (("raid6", 3, 10), {}, ValueError, "at least 4 disks"),
-    (("raid6", 0, 10), {}, ValueError, "disks"),
-    (("raid6", 6, -1), {}, ValueError, "disk_tb"),
-    (("raid6", 6, 0), {}, ValueError, "disk_tb"),
-    (("raid6", 6, 10), {"usd_per_tb": 0}, ValueError, "usd_per_tb"),
-    (("raid6", 6.5, 10), {}, TypeError, "disks"),
-])
+@pytest.mark.parametrize(
+    "args, kwargs, exc, match",
+    [
+        (("raid10", 5, 10), {}, ValueError, "even number of disks"),
+        (("raid6", 3, 10), {}, ValueError, "at least 4 disks"),
+        (("raid6", 0, 10), {}, ValueError, "disks"),
+        (("raid6", 6, -1), {}, ValueError, "disk_tb"),
+        (("raid6", 6, 0), {}, ValueError, "disk_tb"),
+        (("raid6", 6, 10), {"usd_per_tb": 0}, ValueError, "usd_per_tb"),
+        (("raid6", 6.5, 10), {}, TypeError, "disks"),
+    ],
+)
 def test_raid_bad_input(args, kwargs, exc, match):
     with pytest.raises(exc, match=match):
         cost.raid(*args, **kwargs)

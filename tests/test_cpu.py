@@ -4,6 +4,7 @@ The decisions (threads, bf16 handling, what the learner is told) are pure functi
 flags, the load and the calibration, so every kind of machine a learner brings can be tested here:
 an AVX2-only laptop, AVX-512 without bf16, AMX, Arm, one core, a busy machine.
 """
+
 from __future__ import annotations
 
 import torch
@@ -24,36 +25,49 @@ FLAGS = {
 def fake_cpu(kind: str, physical: int = 2, logical: int | None = None) -> hardware.CPUInfo:
     flags = FLAGS[kind]
     arch = "aarch64" if "asimd" in flags else "x86_64"
-    return hardware.CPUInfo(model=kind, architecture=arch, physical_cores=physical, logical_cores=logical or physical,
-                            simd=hardware.simd_features(flags), torch_capability="X", usable_cores=logical or physical,
-                            **hardware.cpu_capabilities(flags, arch))
+    return hardware.CPUInfo(
+        model=kind,
+        architecture=arch,
+        physical_cores=physical,
+        logical_cores=logical or physical,
+        simd=hardware.simd_features(flags),
+        torch_capability="X",
+        usable_cores=logical or physical,
+        **hardware.cpu_capabilities(flags, arch),
+    )
 
 
 def calib(ratio: float) -> cpu.Calibration:
     return cpu.Calibration(fp32_flops=100e9, bf16_flops=ratio * 100e9, size=128, threads=2, seconds=0.1)
 
 
-@pytest.mark.parametrize("kind, isa, bf16, fp16", [
-    ("zen3 (AVX2 only)", "AVX2", False, False),
-    ("skylake-x (AVX-512, no bf16)", "AVX-512", False, False),
-    ("zen4 (AVX-512 + bf16)", "AVX-512", True, False),
-    ("sapphire rapids (AMX)", "AVX-512", True, True),
-    ("graviton3 (Arm, bf16)", "SVE", True, True),
-    ("raspberry pi (Arm)", "NEON", False, False),
-])
+@pytest.mark.parametrize(
+    "kind, isa, bf16, fp16",
+    [
+        ("zen3 (AVX2 only)", "AVX2", False, False),
+        ("skylake-x (AVX-512, no bf16)", "AVX-512", False, False),
+        ("zen4 (AVX-512 + bf16)", "AVX-512", True, False),
+        ("sapphire rapids (AMX)", "AVX-512", True, True),
+        ("graviton3 (Arm, bf16)", "SVE", True, True),
+        ("raspberry pi (Arm)", "NEON", False, False),
+    ],
+)
 def test_capabilities_from_flags(kind, isa, bf16, fp16):
     c = fake_cpu(kind)
     assert (c.vector_isa, c.native_bf16, c.native_fp16) == (isa, bf16, fp16)
     assert c.architecture in c.kind
 
 
-@pytest.mark.parametrize("kind, ratio, mode", [
-    ("zen3 (AVX2 only)", 0.03, "emulated"),          # measured here: 0.03 at 128x128, 0.003 at 2048
-    ("skylake-x (AVX-512, no bf16)", 0.4, "slow"),    # converted to fp32 inside oneDNN's kernels
-    ("zen4 (AVX-512 + bf16)", 2.2, "native"),
-    ("sapphire rapids (AMX)", 6.0, "native"),
-    ("graviton3 (Arm, bf16)", 1.5, "native"),
-])
+@pytest.mark.parametrize(
+    "kind, ratio, mode",
+    [
+        ("zen3 (AVX2 only)", 0.03, "emulated"),  # measured here: 0.03 at 128x128, 0.003 at 2048
+        ("skylake-x (AVX-512, no bf16)", 0.4, "slow"),  # converted to fp32 inside oneDNN's kernels
+        ("zen4 (AVX-512 + bf16)", 2.2, "native"),
+        ("sapphire rapids (AMX)", 6.0, "native"),
+        ("graviton3 (Arm, bf16)", 1.5, "native"),
+    ],
+)
 def test_bf16_decision_follows_the_measurement(kind, ratio, mode):
     p = cpu.thread_plan(fake_cpu(kind), calibration=calib(ratio))
     assert p.bf16 == mode and p.bf16_ratio == pytest.approx(ratio)
@@ -74,8 +88,10 @@ def test_measurement_beats_the_flags():
     assert cpu.thread_plan(fake_cpu("zen3 (AVX2 only)")).bf16 == "unknown"
 
 
-@pytest.mark.parametrize("busy, physical, threads", [(0.0, 2, 2), (0.3, 2, 2), (1.0, 2, 1), (1.9, 2, 1),
-                                                     (3.0, 8, 5), (0.0, 1, 1), (1.0, 1, 1)])
+@pytest.mark.parametrize(
+    "busy, physical, threads",
+    [(0.0, 2, 2), (0.3, 2, 2), (1.0, 2, 1), (1.9, 2, 1), (3.0, 8, 5), (0.0, 1, 1), (1.0, 1, 1)],
+)
 def test_threads_are_the_free_physical_cores(busy, physical, threads):
     load = cpu.Load(busy_cores=busy, usable_cores=physical, interval_s=0.25)
     p = cpu.thread_plan(fake_cpu("zen3 (AVX2 only)", physical=physical), load=load)
@@ -90,7 +106,10 @@ def test_the_learner_is_told_what_the_course_does():
     busy = cpu.Load(busy_cores=1.0, usable_cores=2, interval_s=0.25)
     c = fake_cpu("zen3 (AVX2 only)")
     rows = dict(doctor.adaptations(info, cpu.thread_plan(c, busy, calib(0.03))))
-    assert "emulated" in rows["Mixed precision on the CPU"] and "busy" in rows["CPU demos (matmul, roofline, threads, classical ML)"]
+    assert (
+        "emulated" in rows["Mixed precision on the CPU"]
+        and "busy" in rows["CPU demos (matmul, roofline, threads, classical ML)"]
+    )
     rows = dict(doctor.adaptations(info, cpu.thread_plan(fake_cpu("sapphire rapids (AMX)"), None, calib(6.0))))
     assert "speed-up" in rows["Mixed precision on the CPU"]
     with pytest.raises(TypeError, match="CPUInfo"):
@@ -122,6 +141,7 @@ def test_set_threads_limits_other_blas_pools_and_restores():
     from threadpoolctl import threadpool_info
 
     import numpy  # noqa: F401 - loads numpy's OpenBLAS
+
     before = torch.get_num_threads()
     try:
         cpu.set_threads(1)

@@ -24,11 +24,17 @@ def test_synthetic_sets():
     assert t.x_train.shape[1] == 12 and t.x_train.max() < 10
 
 
-@pytest.mark.parametrize("call", [
-    lambda: data.load_digits(test_fraction=1.5), lambda: data.load_digits(fraction=0),
-    lambda: data.make_blobs(n_samples=-5), lambda: data.make_blobs(n_classes=1),
-    lambda: data.make_token_task(vocab_size=2), lambda: data.make_regression(noise=-1),
-])
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda: data.load_digits(test_fraction=1.5),
+        lambda: data.load_digits(fraction=0),
+        lambda: data.make_blobs(n_samples=-5),
+        lambda: data.make_blobs(n_classes=1),
+        lambda: data.make_token_task(vocab_size=2),
+        lambda: data.make_regression(noise=-1),
+    ],
+)
 def test_data_bad_input(call):
     with pytest.raises(ValueError):
         call()
@@ -42,10 +48,16 @@ def test_models_forward_and_params():
     assert models.MLP(8, [16, 16], 2)(torch.randn(5, 8)).shape == (5, 2)
 
 
-@pytest.mark.parametrize("call", [
-    lambda: models.build_model("resnet"), lambda: models.MLP(hidden=0), lambda: models.MLP(dropout=1.0),
-    lambda: models.TinyTransformer(d_model=10, n_heads=3), lambda: models.SmallCNN(image_size=2),
-])
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda: models.build_model("resnet"),
+        lambda: models.MLP(hidden=0),
+        lambda: models.MLP(dropout=1.0),
+        lambda: models.TinyTransformer(d_model=10, n_heads=3),
+        lambda: models.SmallCNN(image_size=2),
+    ],
+)
 def test_models_bad_input(call):
     with pytest.raises(ValueError):
         call()
@@ -89,8 +101,14 @@ def test_gradient_accumulation_matches_the_full_batch():
         m = models.MLP(8, 16, 3)
         opt = train.make_optimizer("sgd", m.parameters(), lr=0.1)
         seen = []
-        loss, _, n = train.train_step(m, (x, y), opt, torch.nn.CrossEntropyLoss(), micro_batches=micro,
-                                      before_update=lambda model: seen.append([p.grad.clone() for p in model.parameters()]))
+        loss, _, n = train.train_step(
+            m,
+            (x, y),
+            opt,
+            torch.nn.CrossEntropyLoss(),
+            micro_batches=micro,
+            before_update=lambda model: seen.append([p.grad.clone() for p in model.parameters()]),
+        )
         grads.append((loss, seen[0]))
         assert all(p.grad is None for p in m.parameters()), "gradients are released after the update"
     for loss, g in grads[1:]:
@@ -110,8 +128,12 @@ def test_costly_dataset_and_pipeline_measurement():
     r = train.measure_input_pipeline(torch.utils.data.DataLoader(ds, batch_size=4), lambda x, y: seen.append(len(x)))
     assert r["batches"] == 4 and seen == [4, 4, 4, 4] and 0 <= r["idle_fraction"] <= 1
     assert r["total_s"] >= r["wait_s"] + r["compute_s"] - 1e-6
-    assert train.measure_input_pipeline(torch.utils.data.DataLoader(ds, batch_size=4), lambda x, y: None,
-                                        max_batches=2)["batches"] == 2
+    assert (
+        train.measure_input_pipeline(torch.utils.data.DataLoader(ds, batch_size=4), lambda x, y: None, max_batches=2)[
+            "batches"
+        ]
+        == 2
+    )
     with pytest.raises(ValueError):
         data.CostlyTransformDataset(passes=0)
     with pytest.raises(TypeError):
@@ -140,8 +162,13 @@ def test_train_step_mixed_precision_runs_and_keeps_fp32_weights():
     m = models.MLP(8, 16, 3)
     x, y = torch.randn(16, 8), torch.randint(0, 3, (16,))
     dtypes = []
-    r = train.train_step(m, (x, y), train.make_optimizer("adam", m.parameters()), precision="bf16-mixed",
-                         before_update=lambda model: dtypes.extend(p.grad.dtype for p in model.parameters()))
+    r = train.train_step(
+        m,
+        (x, y),
+        train.make_optimizer("adam", m.parameters()),
+        precision="bf16-mixed",
+        before_update=lambda model: dtypes.extend(p.grad.dtype for p in model.parameters()),
+    )
     assert r.examples == 16 and set(dtypes) == {torch.float32}
     assert all(p.dtype == torch.float32 for p in m.parameters())
     with train.autocast("bf16-mixed"):
@@ -153,8 +180,12 @@ def test_before_update_sees_gradients_and_can_change_them():
     m = models.MLP(4, 8, 2)
     before = [p.detach().clone() for p in m.parameters()]
     zero = lambda model: [p.grad.zero_() for p in model.parameters()]  # noqa: E731 - a "compression" to nothing
-    train.train_step(m, (torch.randn(8, 4), torch.randint(0, 2, (8,))), train.make_optimizer("sgd", m.parameters()),
-                     before_update=zero)
+    train.train_step(
+        m,
+        (torch.randn(8, 4), torch.randint(0, 2, (8,))),
+        train.make_optimizer("sgd", m.parameters()),
+        before_update=zero,
+    )
     assert all(torch.equal(a, b) for a, b in zip(before, m.parameters())), "zeroed gradients: no SGD update"
 
 
@@ -188,16 +219,22 @@ def test_make_optimizer_respects_an_explicit_weight_decay():
         train.make_optimizer("sgd", params, weight_decay=-1)
 
 
-@pytest.mark.parametrize("call, error, match", [
-    (lambda: data.make_blobs(spread="1"), TypeError, "spread"),
-    (lambda: data.make_blobs(n_samples=10.0), TypeError, "n_samples"),
-    (lambda: data.load_digits(fraction="0.1"), TypeError, "fraction"),
-    (lambda: data.make_regression(noise=float("nan")), ValueError, "noise"),
-    (lambda: models.MLP(hidden="128"), TypeError, "hidden"),
-    (lambda: models.build_model("MLP", hidden=8)(torch.randn(2, 64)), None, None),
-    (lambda: train.fit(models.MLP(), data.load_digits().train, epochs=1, device="gpu", progress=False),
-     ValueError, "'gpu' is not known"),
-])
+@pytest.mark.parametrize(
+    "call, error, match",
+    [
+        (lambda: data.make_blobs(spread="1"), TypeError, "spread"),
+        (lambda: data.make_blobs(n_samples=10.0), TypeError, "n_samples"),
+        (lambda: data.load_digits(fraction="0.1"), TypeError, "fraction"),
+        (lambda: data.make_regression(noise=float("nan")), ValueError, "noise"),
+        (lambda: models.MLP(hidden="128"), TypeError, "hidden"),
+        (lambda: models.build_model("MLP", hidden=8)(torch.randn(2, 64)), None, None),
+        (
+            lambda: train.fit(models.MLP(), data.load_digits().train, epochs=1, device="gpu", progress=False),
+            ValueError,
+            "'gpu' is not known",
+        ),
+    ],
+)
 def test_wrong_kinds_of_input(call, error, match):
     if error is None:
         call()  # names are case-insensitive everywhere
@@ -218,8 +255,13 @@ def test_train_step_measures_time_throughput_and_peak_memory():
     assert train.train_step(m, batch, opt).peak_bytes is None, "no memory reading unless asked"
     loss, correct, n = r  # still unpacks as before
     assert (loss, correct, n) == (r.loss, r.correct, r.examples)
-    row = train.train_epoch(m, torch.utils.data.DataLoader(torch.utils.data.TensorDataset(*batch), batch_size=8),
-                            opt, progress=False, measure=True)
+    row = train.train_epoch(
+        m,
+        torch.utils.data.DataLoader(torch.utils.data.TensorDataset(*batch), batch_size=8),
+        opt,
+        progress=False,
+        measure=True,
+    )
     assert len(row["steps"]) == 4 and row["examples_per_s"] > 0
     assert row["peak_bytes"] == max((s.peak_bytes for s in row["steps"]), default=None)
 
@@ -227,20 +269,24 @@ def test_train_step_measures_time_throughput_and_peak_memory():
 def test_fp16_compute_on_a_cpu_is_refused_with_the_reason_and_bf16_offered():
     m = models.MLP(4, 8, 2)
     with pytest.raises(ValueError, match="hundreds of times slower.*bf16-mixed"):
-        train.train_step(m, (torch.randn(8, 4), torch.randint(0, 2, (8,))), train.make_optimizer("sgd", m.parameters()),
-                         precision="fp16-mixed")
+        train.train_step(
+            m,
+            (torch.randn(8, 4), torch.randint(0, 2, (8,))),
+            train.make_optimizer("sgd", m.parameters()),
+            precision="fp16-mixed",
+        )
 
 
 def test_loss_scaling_skips_the_update_on_an_overflow_and_lowers_the_scale():
     torch.manual_seed(0)
     m = models.MLP(4, 8, 2)
     opt = train.make_optimizer("sgd", m.parameters(), lr=0.1)
-    scaler = torch.amp.GradScaler("cpu", init_scale=2.0 ** 16)
+    scaler = torch.amp.GradScaler("cpu", init_scale=2.0**16)
     batch = (torch.randn(8, 4), torch.randint(0, 2, (8,)))
     before = [p.detach().clone() for p in m.parameters()]
     huge = lambda out, y: out.float().sum() * 1e35  # noqa: E731 - times the scale 2**16: inf gradients
     r = train.train_step(m, batch, opt, huge, scaler=scaler)
-    assert r.skipped and r.scale == 2.0 ** 16 and scaler.get_scale() == 2.0 ** 15
+    assert r.skipped and r.scale == 2.0**16 and scaler.get_scale() == 2.0**15
     assert all(torch.equal(a, b) for a, b in zip(before, m.parameters())), "a skipped step changes nothing"
     r = train.train_step(m, batch, opt, scaler=scaler)
     assert not r.skipped and not all(torch.equal(a, b) for a, b in zip(before, m.parameters()))
@@ -292,8 +338,14 @@ def test_accumulation_changes_a_batchnorm_models_gradient():
         layers = [torch.nn.Linear(64, 128)] + ([torch.nn.BatchNorm1d(128)] if with_bn else [])
         m = torch.nn.Sequential(*layers, torch.nn.ReLU(), torch.nn.Linear(128, 10))
         opt, seen = torch.optim.SGD(m.parameters(), lr=0.1), []
-        train.train_step(m, (x, y), opt, torch.nn.CrossEntropyLoss(), micro_batches=micro_batches,
-                         before_update=lambda mm: seen.append(torch.cat([p.grad.flatten() for p in mm.parameters()])))
+        train.train_step(
+            m,
+            (x, y),
+            opt,
+            torch.nn.CrossEntropyLoss(),
+            micro_batches=micro_batches,
+            before_update=lambda mm: seen.append(torch.cat([p.grad.flatten() for p in mm.parameters()])),
+        )
         return seen[0]
 
     gap = {bn: ((gradient(bn, 1) - gradient(bn, 8)).norm() / gradient(bn, 1).norm()).item() for bn in (False, True)}
@@ -302,8 +354,9 @@ def test_accumulation_changes_a_batchnorm_models_gradient():
 
 def test_progress_by_examples_records_held_out_metrics_against_examples_seen():
     split = data.load_digits()
-    curve = train.progress_by_examples(models.MLP, split.train, split.test, batch_size=64, lr=0.5, epochs=2,
-                                       evals_per_epoch=2, seed=0)
+    curve = train.progress_by_examples(
+        models.MLP, split.train, split.test, batch_size=64, lr=0.5, epochs=2, evals_per_epoch=2, seed=0
+    )
     per_epoch = len(split.train) // 64  # the last partial batch is dropped
     assert curve.steps == 2 * per_epoch == len(curve.step_losses)
     assert curve.examples[0] == 0 and curve.examples[-1] == 2 * per_epoch * 64 and len(curve.examples) == 5
@@ -317,20 +370,24 @@ def test_progress_by_examples_records_held_out_metrics_against_examples_seen():
 def test_progress_by_examples_with_accumulation_equals_the_large_batch():
     split = data.load_digits()
     whole = train.progress_by_examples(models.MLP, split.train, split.test, batch_size=128, lr=0.5, epochs=1)
-    pieces = train.progress_by_examples(models.MLP, split.train, split.test, batch_size=128, micro_batches=8,
-                                        lr=0.5, epochs=1)
+    pieces = train.progress_by_examples(
+        models.MLP, split.train, split.test, batch_size=128, micro_batches=8, lr=0.5, epochs=1
+    )
     assert whole.steps == pieces.steps and pieces.micro_batches == 8
     assert max(abs(a - b) for a, b in zip(whole.test_loss, pieces.test_loss)) < 1e-4
 
 
-@pytest.mark.parametrize("kwargs, error, match", [
-    ({"batch_size": 0, "lr": 0.1}, ValueError, "batch_size"),
-    ({"batch_size": 10_000, "lr": 0.1}, ValueError, "larger than the training set"),
-    ({"batch_size": 8, "lr": -1}, ValueError, "lr"),
-    ({"batch_size": 8, "lr": 0.1, "micro_batches": 16}, ValueError, "micro_batches"),
-    ({"batch_size": 8, "lr": 0.1, "optimizer": "lbfgs"}, ValueError, "optimizer"),
-    ({"batch_size": 8, "lr": 0.1, "evals_per_epoch": 0}, ValueError, "evals_per_epoch"),
-])
+@pytest.mark.parametrize(
+    "kwargs, error, match",
+    [
+        ({"batch_size": 0, "lr": 0.1}, ValueError, "batch_size"),
+        ({"batch_size": 10_000, "lr": 0.1}, ValueError, "larger than the training set"),
+        ({"batch_size": 8, "lr": -1}, ValueError, "lr"),
+        ({"batch_size": 8, "lr": 0.1, "micro_batches": 16}, ValueError, "micro_batches"),
+        ({"batch_size": 8, "lr": 0.1, "optimizer": "lbfgs"}, ValueError, "optimizer"),
+        ({"batch_size": 8, "lr": 0.1, "evals_per_epoch": 0}, ValueError, "evals_per_epoch"),
+    ],
+)
 def test_progress_by_examples_bad_input(kwargs, error, match):
     split = data.load_digits()
     with pytest.raises(error, match=match):

@@ -1,5 +1,6 @@
 """The decision guide (course_lib.decision, notebook 07.3): its memory, time and cost numbers are the earlier
 modules' numbers, its choice is the cheapest feasible one, and it says what to relax when nothing is feasible."""
+
 from __future__ import annotations
 
 import math
@@ -11,8 +12,10 @@ from course_lib.decision import recommend
 
 
 @pytest.mark.parametrize("n_params", [3e6, 124e6, 1.3e9, 7e9, 70e9])
-@pytest.mark.parametrize("precision, optimizer", [("bf16-mixed", "adam"), ("fp32", "adam"), ("fp32", "sgd"),
-                                                  ("fp16-mixed", "momentum"), ("bf16-mixed", "adamw")])
+@pytest.mark.parametrize(
+    "precision, optimizer",
+    [("bf16-mixed", "adam"), ("fp32", "adam"), ("fp32", "sgd"), ("fp16-mixed", "momentum"), ("bf16-mixed", "adamw")],
+)
 def test_memory_equals_the_memory_module(n_params, precision, optimizer):
     """Every candidate's bytes per device are memory.model_states_bytes at its ZeRO stage and device count."""
     rec = recommend(n_params, 1e9, precision=precision, optimizer=optimizer)
@@ -20,15 +23,18 @@ def test_memory_equals_the_memory_module(n_params, precision, optimizer):
         assert o.memory_bytes == memory.model_states_bytes(int(n_params), precision, optimizer, o.zero_stage, o.devices)
         if o.devices == 1:  # one device: the fit rule is memory.largest_model_that_fits
             assert o.fits == (int(n_params) <= memory.largest_model_that_fits(o.device_bytes, precision, optimizer))
-    assert rec.memory_bytes == memory.model_states_bytes(int(n_params), precision, optimizer, rec.zero_stage,
-                                                         rec.devices)
+    assert rec.memory_bytes == memory.model_states_bytes(
+        int(n_params), precision, optimizer, rec.zero_stage, rec.devices
+    )
 
 
 def test_fit_boundary_is_the_largest_model_that_fits():
     a100 = catalog.get_accelerator("a100-80gb")
     largest = memory.largest_model_that_fits(a100.memory_gb * 1e9, "bf16-mixed", "adam")
     for n, fits in ((largest, True), (largest + 1, False)):
-        row = next(o for o in recommend(n, 1e6).options if (o.hardware, o.where, o.devices) == ("a100-80gb", "cloud", 1))
+        row = next(
+            o for o in recommend(n, 1e6).options if (o.hardware, o.where, o.devices) == ("a100-80gb", "cloud", 1)
+        )
         assert row.fits is fits and row.memory_bytes == 16 * n
 
 
@@ -53,8 +59,9 @@ def test_activations_equal_the_calculator_and_accumulation_splits_them():
     for o in rec.options:
         if o.fits:
             assert 16 % o.accumulation == 0
-            want = memory.large_model_memory(124e6, zero_stage=o.zero_stage, data_parallel=o.devices,
-                                             batch=16 // o.accumulation, **shape)["total"]
+            want = memory.large_model_memory(
+                124e6, zero_stage=o.zero_stage, data_parallel=o.devices, batch=16 // o.accumulation, **shape
+            )["total"]
             assert o.memory_bytes == want
     l4 = next(o for o in rec.options if (o.hardware, o.where, o.devices) == ("l4", "cloud", 1))
     assert l4.accumulation == 4 and l4.fits  # 58.6 GB of activations; 19.6 GB left on a 24 GB L4
@@ -76,8 +83,9 @@ def test_accumulation_never_splits_a_batch_below_one_sample():
     for o in rec.options:
         assert 1 <= o.accumulation <= 8 and 8 % o.accumulation == 0
         if o.fits:  # the guide's bytes are notebook 02's calculator at the micro-batch it chose
-            want = memory.large_model_memory(1.3e9, zero_stage=o.zero_stage, data_parallel=o.devices,
-                                             batch=8 // o.accumulation, **GPT_1_3B)["total"]
+            want = memory.large_model_memory(
+                1.3e9, zero_stage=o.zero_stage, data_parallel=o.devices, batch=8 // o.accumulation, **GPT_1_3B
+            )["total"]
             assert o.memory_bytes == want
             assert o.memory_bytes <= decision.TOTAL_FRACTION * o.device_bytes
     assert rec.feasible and (rec.devices > 1 or rec.accumulation > 1 or rec.memory_bytes < 32e9)
@@ -86,8 +94,9 @@ def test_accumulation_never_splits_a_batch_below_one_sample():
 
 
 def test_a_small_batch_uses_only_its_divisors():
-    acts = memory.transformer_activation_bytes(batch=6, bytes_per_value=2, seq_len=2048, d_model=768, n_layers=12,
-                                               n_heads=12)
+    acts = memory.transformer_activation_bytes(
+        batch=6, bytes_per_value=2, seq_len=2048, d_model=768, n_layers=12, n_heads=12
+    )
     rec = recommend(124e6, 2.5e9, activation_bytes=acts, batch_size=6)
     assert {o.accumulation for o in rec.options} <= {1, 2, 3, 6}
     l4 = next(o for o in rec.options if (o.hardware, o.where, o.devices) == ("l4", "cloud", 1))
@@ -96,13 +105,16 @@ def test_a_small_batch_uses_only_its_divisors():
 
 def test_notebook_cases_memory_is_the_memory_module():
     """Notebook 07.3's three worked cases: the guide's bytes per device are memory.model_states_bytes."""
-    cases = (dict(n_params=301_066, n_samples=1348, epochs=20),
-             dict(n_params=7e9, n_samples=1e6, tokens_per_sample=512, budget_usd=2000, deadline_hours=72),
-             dict(n_params=1e9, n_samples=2e7, tokens_per_sample=1000, deadline_hours=168))
+    cases = (
+        dict(n_params=301_066, n_samples=1348, epochs=20),
+        dict(n_params=7e9, n_samples=1e6, tokens_per_sample=512, budget_usd=2000, deadline_hours=72),
+        dict(n_params=1e9, n_samples=2e7, tokens_per_sample=1000, deadline_hours=168),
+    )
     for kw in cases:
         rec = recommend(**kw)
-        assert rec.memory_bytes == memory.model_states_bytes(int(kw["n_params"]), "bf16-mixed", "adam",
-                                                             rec.zero_stage, rec.devices)
+        assert rec.memory_bytes == memory.model_states_bytes(
+            int(kw["n_params"]), "bf16-mixed", "adam", rec.zero_stage, rec.devices
+        )
 
 
 def test_regulated_clinic_never_rents():
@@ -112,8 +124,11 @@ def test_regulated_clinic_never_rents():
         rec = recommend(**{**clinic, "budget_usd": budget}, privacy="regulated")
         assert rec.where in ("owned", "cpu")
         assert all(not o.feasible for o in rec.options if o.where == "cloud")
-        assert all(o.why_not == "regulated data may not leave the premises" for o in rec.options
-                   if o.where == "cloud" and o.fits and o.usd is not None)
+        assert all(
+            o.why_not == "regulated data may not leave the premises"
+            for o in rec.options
+            if o.where == "cloud" and o.fits and o.usd is not None
+        )
     assert recommend(**clinic, privacy="none").where == "cloud"
 
 
@@ -161,8 +176,9 @@ def test_the_choice_is_the_cheapest_feasible_and_one_device_without_a_deadline()
     feasible = [o for o in rec.options if o.feasible]
     assert rec.feasible and rec.devices == 1 and rec.strategy == "single"
     assert rec.usd <= 1.02 * min(o.usd for o in feasible)
-    assert any(ch.isdigit() for r in rec.reasons[:5] for ch in r) and all(any(c.isdigit() for c in r)
-                                                                           for r in rec.reasons[:5])
+    assert any(ch.isdigit() for r in rec.reasons[:5] for ch in r) and all(
+        any(c.isdigit() for c in r) for r in rec.reasons[:5]
+    )
     assert "Spot" in " ".join(rec.reasons)
     assert recommend(1e4, 1e6).hardware == "cpu", "a tiny job stays on the machine you have"
 
@@ -216,16 +232,31 @@ def test_nothing_feasible_says_the_smallest_change():
     assert big.hardware == "none" and not big.feasible and "LoRA" in big.relax and big.hours is None
 
 
-@pytest.mark.parametrize("kwargs, arg", [
-    (dict(n_params=-1), "n_params"), (dict(n_samples=0), "n_samples"), (dict(tokens_per_sample=0), "tokens_per_sample"),
-    (dict(epochs=-1), "epochs"), (dict(framework="caffe"), "framework"), (dict(privacy="secret"), "privacy"),
-    (dict(energy="green"), "energy"), (dict(precision="fp8"), "precision"), (dict(optimizer="lion"), "optimizer"),
-    (dict(budget_usd=-5), "budget_usd"), (dict(deadline_hours=0), "deadline_hours"), (dict(grid="mars"), "grid"),
-    (dict(flops_per_sample=-1), "flops_per_sample"), (dict(utilization=1.5), "utilization"),
-    (dict(activation_bytes=-1, batch_size=4), "activation_bytes"), (dict(cpu_gflops=0), "cpu_gflops"),
-    (dict(n_params=0.5), "n_params"), (dict(activation_bytes=1e9), "batch_size"),
-    (dict(batch_size=8), "activation_bytes"), (dict(activation_bytes=1e9, batch_size=0), "batch_size"),
-])
+@pytest.mark.parametrize(
+    "kwargs, arg",
+    [
+        (dict(n_params=-1), "n_params"),
+        (dict(n_samples=0), "n_samples"),
+        (dict(tokens_per_sample=0), "tokens_per_sample"),
+        (dict(epochs=-1), "epochs"),
+        (dict(framework="caffe"), "framework"),
+        (dict(privacy="secret"), "privacy"),
+        (dict(energy="green"), "energy"),
+        (dict(precision="fp8"), "precision"),
+        (dict(optimizer="lion"), "optimizer"),
+        (dict(budget_usd=-5), "budget_usd"),
+        (dict(deadline_hours=0), "deadline_hours"),
+        (dict(grid="mars"), "grid"),
+        (dict(flops_per_sample=-1), "flops_per_sample"),
+        (dict(utilization=1.5), "utilization"),
+        (dict(activation_bytes=-1, batch_size=4), "activation_bytes"),
+        (dict(cpu_gflops=0), "cpu_gflops"),
+        (dict(n_params=0.5), "n_params"),
+        (dict(activation_bytes=1e9), "batch_size"),
+        (dict(batch_size=8), "activation_bytes"),
+        (dict(activation_bytes=1e9, batch_size=0), "batch_size"),
+    ],
+)
 def test_bad_input_names_the_argument(kwargs, arg):
     args = {"n_params": 124e6, "n_samples": 1e9, **kwargs}
     with pytest.raises(ValueError, match=arg) as info:
@@ -257,6 +288,7 @@ def test_table_has_one_row_per_hardware_and_place():
 # ----------------------------------------------------------------------------- weighing: framework, fine-tune,
 # owned cards, printed assumptions and what flips them (notebook 07.3, exercise 07)
 
+
 def test_pytorch_pays_to_port_to_tpus_unless_the_code_runs_on_xla():
     """A CUDA code base is not given a TPU headline for free; JAX, and PyTorch code already on XLA, pay nothing."""
     torch_rec = recommend(124e6, 2.5e9, budget_usd=1000, deadline_hours=168)
@@ -264,8 +296,9 @@ def test_pytorch_pays_to_port_to_tpus_unless_the_code_runs_on_xla():
     xla = recommend(124e6, 2.5e9, budget_usd=1000, deadline_hours=168, xla_ready=True)
     jax = recommend(124e6, 2.5e9, budget_usd=1000, deadline_hours=168, framework="jax")
     assert catalog.get_accelerator(xla.hardware).kind == "tpu" and (jax.hardware, jax.usd) == (xla.hardware, xla.usd)
-    tpu = [o for o in torch_rec.options if o.hardware == xla.hardware and o.devices == xla.devices
-           and o.where == "cloud"][0]
+    tpu = [
+        o for o in torch_rec.options if o.hardware == xla.hardware and o.devices == xla.devices and o.where == "cloud"
+    ][0]
     assert tpu.extra_usd == decision.PORTING_USD and tpu.usd == pytest.approx(xla.usd + decision.PORTING_USD)
     assert any("xla_ready=True" in f and "TPU" in f for f in torch_rec.flips)
     assert recommend(124e6, 2.5e9, porting_usd=0).hardware == xla.hardware  # no porting cost: the TPU again
@@ -275,8 +308,14 @@ def test_finetune_prices_full_lora_and_qlora_side_by_side():
     rec = recommend(7e9, 1e6, tokens_per_sample=512, budget_usd=2000, deadline_hours=72, finetune=True)
     assert {o.method for o in rec.options} == set(decision.METHODS)
     assert rec.method in ("lora", "qlora") and any("Fine-tune priced three ways" in r for r in rec.reasons)
-    one = {m: next(o for o in rec.options if o.method == m and o.hardware == "h100-sxm" and o.devices == 1
-                   and o.where == "cloud") for m in decision.METHODS}
+    one = {
+        m: next(
+            o
+            for o in rec.options
+            if o.method == m and o.hardware == "h100-sxm" and o.devices == 1 and o.where == "cloud"
+        )
+        for m in decision.METHODS
+    }
     n = int(7e9)
     assert one["full"].memory_bytes == memory.model_states_bytes(n, "bf16-mixed", "adam")
     assert one["lora"].memory_bytes == 2 * n + memory.model_states_bytes(int(n * 0.01), "bf16-mixed", "adam")
@@ -293,27 +332,45 @@ def test_training_from_scratch_lists_no_lora():
 
 
 def test_every_purchasable_card_with_a_peak_is_considered_and_the_clinic_is_feasible():
-    rec = recommend(350e6, 2e6, tokens_per_sample=256, epochs=3, budget_usd=20000, deadline_hours=240,
-                    privacy="regulated")
+    rec = recommend(
+        350e6, 2e6, tokens_per_sample=256, epochs=3, budget_usd=20000, deadline_hours=240, privacy="regulated"
+    )
     owned = {o.hardware for o in rec.options if o.where == "owned"}
     assert {p.accelerator for p in catalog.prices("purchase") if p.accelerator} == owned
     assert {"rtx-4090", "rtx-6000-ada"} <= owned
     assert rec.feasible and rec.where == "owned" and rec.usd <= 20000
     desk = next(o for o in rec.options if o.hardware == "rtx-6000-ada" and o.where == "owned" and o.devices == 1)
-    assert desk.usd == pytest.approx(6800 + decision.DESK_HOST_USD + desk.kwh * decision.catalog.get_price(
-        decision.ELECTRICITY_ROW).value)
-    half = recommend(350e6, 2e6, tokens_per_sample=256, epochs=3, budget_usd=20000, deadline_hours=240,
-                     privacy="regulated", purchase_share=0.5)
+    assert desk.usd == pytest.approx(
+        6800 + decision.DESK_HOST_USD + desk.kwh * decision.catalog.get_price(decision.ELECTRICITY_ROW).value
+    )
+    half = recommend(
+        350e6,
+        2e6,
+        tokens_per_sample=256,
+        epochs=3,
+        budget_usd=20000,
+        deadline_hours=240,
+        privacy="regulated",
+        purchase_share=0.5,
+    )
     desk2 = next(o for o in half.options if o.hardware == "rtx-6000-ada" and o.where == "owned" and o.devices == 1)
-    assert desk2.usd == pytest.approx(0.5 * (6800 + decision.DESK_HOST_USD) + desk2.kwh * decision.catalog.get_price(
-        decision.ELECTRICITY_ROW).value)
+    assert desk2.usd == pytest.approx(
+        0.5 * (6800 + decision.DESK_HOST_USD) + desk2.kwh * decision.catalog.get_price(decision.ELECTRICITY_ROW).value
+    )
 
 
 def test_assumptions_are_printed_and_flips_say_what_changes():
     rec = recommend(124e6, 2.5e9, budget_usd=1000, deadline_hours=168)
     text = str(rec)
-    for key in ("utilization = 0.4", "purchase_share = 1", "spot = False", "host_power_ratio = 1", "xla_ready = False",
-                "finetune = False", "desk_host_usd"):
+    for key in (
+        "utilization = 0.4",
+        "purchase_share = 1",
+        "spot = False",
+        "host_power_ratio = 1",
+        "xla_ready = False",
+        "finetune = False",
+        "desk_host_usd",
+    ):
         assert key in text, key
     assert "What flips the choice" in text and len(rec.flips) >= 4
     flipped = recommend(124e6, 2.5e9, budget_usd=1000, deadline_hours=168, flips=False)
@@ -340,8 +397,9 @@ def test_utilization_by_kind_and_sensitive_markup_and_one_host_power_rule():
     bare = recommend(124e6, 2.5e9, host_power_ratio=0, flips=False)
     d = next(o for o in bare.options if o.hardware == "l4" and o.devices == 1 and o.where == "cloud")
     l4_w = catalog.get_accelerator("l4").power_w
-    assert a.kwh == pytest.approx(d.kwh + a.hours * decision.HOST_POWER_RATIO * l4_w
-                                  * catalog.get_price("pue-google").value / 1e3)
+    assert a.kwh == pytest.approx(
+        d.kwh + a.hours * decision.HOST_POWER_RATIO * l4_w * catalog.get_price("pue-google").value / 1e3
+    )
     assert a.kwh == pytest.approx(d.kwh * (1 + decision.HOST_POWER_RATIO))  # the host doubles the chip's energy
     # a bought data-centre card by the same rule, a bought desk card its workstation's watts
     reg = recommend(124e6, 2.5e9, privacy="regulated", flips=False)
@@ -353,19 +411,22 @@ def test_utilization_by_kind_and_sensitive_markup_and_one_host_power_rule():
     assert rtx.kwh == pytest.approx(rtx.hours * (450 + decision.DESK_HOST_W) / 1e3)
 
 
-@pytest.mark.parametrize("kwargs, error, words", [
-    (dict(finetune="yes"), TypeError, "finetune"),
-    (dict(xla_ready=1), TypeError, "xla_ready"),
-    (dict(porting_usd=-1), ValueError, "porting_usd"),
-    (dict(purchase_share=1.5), ValueError, "purchase_share"),
-    (dict(purchase_share=0), ValueError, "purchase_share"),
-    (dict(host_power_ratio=-5), ValueError, "host_power_ratio"),
-    (dict(sensitive_markup=-0.1), ValueError, "sensitive_markup"),
-    (dict(qlora_slowdown=0.5), ValueError, "qlora_slowdown"),
-    (dict(desk_host_usd=-1), ValueError, "desk_host_usd"),
-    (dict(utilization={"fpga": 0.3}), ValueError, "utilization"),
-    (dict(utilization={"gpu": 1.5}), ValueError, "utilization"),
-])
+@pytest.mark.parametrize(
+    "kwargs, error, words",
+    [
+        (dict(finetune="yes"), TypeError, "finetune"),
+        (dict(xla_ready=1), TypeError, "xla_ready"),
+        (dict(porting_usd=-1), ValueError, "porting_usd"),
+        (dict(purchase_share=1.5), ValueError, "purchase_share"),
+        (dict(purchase_share=0), ValueError, "purchase_share"),
+        (dict(host_power_ratio=-5), ValueError, "host_power_ratio"),
+        (dict(sensitive_markup=-0.1), ValueError, "sensitive_markup"),
+        (dict(qlora_slowdown=0.5), ValueError, "qlora_slowdown"),
+        (dict(desk_host_usd=-1), ValueError, "desk_host_usd"),
+        (dict(utilization={"fpga": 0.3}), ValueError, "utilization"),
+        (dict(utilization={"gpu": 1.5}), ValueError, "utilization"),
+    ],
+)
 def test_new_assumptions_reject_bad_input(kwargs, error, words):
     with pytest.raises(error, match=words):
         recommend(124e6, 2.5e9, **kwargs)

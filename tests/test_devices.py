@@ -4,6 +4,7 @@ Each platform a learner may bring is a ``DeviceFacts``; the decisions (device, d
 skipped demos, hints) are checked for a T4, an L4, an H100, 2 and 4 GPUs, an M1 and an M3, a TPU
 v5e, a TPU runtime without torch_xla, an NVIDIA GPU with a CPU-only torch, and Windows.
 """
+
 from __future__ import annotations
 
 import os
@@ -42,7 +43,13 @@ def test_every_example_is_covered():
 def test_decisions_per_platform(name):
     device, half, scaler, ranks, skipped = EXPECTED[name]
     p = devices.device_plan(EX[name])
-    assert (p.device, p.half, p.mixed_precision, p.grad_scaler, p.gpu_ranks) == (device, half, f"{half}-mixed", scaler, ranks)
+    assert (p.device, p.half, p.mixed_precision, p.grad_scaler, p.gpu_ranks) == (
+        device,
+        half,
+        f"{half}-mixed",
+        scaler,
+        ranks,
+    )
     assert set(p.skipped) == skipped
     assert p.backend == ("nccl" if ranks else "gloo")
     assert all(len(why) > 20 for why in p.skipped.values()), "every skip says why"
@@ -70,8 +77,14 @@ def test_hints_name_the_fix():
 
 
 def test_bf16_follows_the_compute_capability():
-    assert [GPU("x", cc, 1).native_bf16 for cc in ((6, 0), (7, 0), (7, 5), (8, 0), (8, 9), (9, 0))] == \
-        [False, False, False, True, True, True]
+    assert [GPU("x", cc, 1).native_bf16 for cc in ((6, 0), (7, 0), (7, 5), (8, 0), (8, 9), (9, 0))] == [
+        False,
+        False,
+        False,
+        True,
+        True,
+        True,
+    ]
     p = devices.device_plan(DeviceFacts(gpus=(GPU("Tesla V100", (7, 0), 16 * 2**30),) * 2, nccl=False))
     assert p.half == "fp16" and p.gpu_ranks == 0 and "no NCCL" in p.skipped["nccl_allreduce"]
     assert "fp16 tensor cores" in p.hints[0]
@@ -103,8 +116,9 @@ def test_bad_input():
 
 
 def test_tpu_found_on_the_pci_bus(tmp_path):
-    for i, (vendor, device) in enumerate([("0x1ae0", "0x0063"), ("0x1ae0", "0x0063"), ("0x10de", "0x20b0"),
-                                          ("0x1ae0", "0x1234")]):
+    for i, (vendor, device) in enumerate(
+        [("0x1ae0", "0x0063"), ("0x1ae0", "0x0063"), ("0x10de", "0x20b0"), ("0x1ae0", "0x1234")]
+    ):
         d = tmp_path / f"0000:00:0{i}.0"
         d.mkdir()
         (d / "vendor").write_text(vendor + "\n")

@@ -1,4 +1,5 @@
 """The guides in docs/: their Python examples run, and what they say they print is what they print."""
+
 from __future__ import annotations
 
 import contextlib
@@ -10,8 +11,11 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 BLOCK = re.compile(r"```python\n(.*?)```", re.S)
-EXAMPLES = [pytest.param(doc, i, code, id=f"{doc.stem}-{i}") for doc in sorted((ROOT / "docs").glob("*.md"))
-            for i, code in enumerate(BLOCK.findall(doc.read_text()))]
+EXAMPLES = [
+    pytest.param(doc, i, code, id=f"{doc.stem}-{i}")
+    for doc in sorted((ROOT / "docs").glob("*.md"))
+    for i, code in enumerate(BLOCK.findall(doc.read_text()))
+]
 
 
 def test_the_guides_have_examples():
@@ -53,14 +57,20 @@ def test_the_library_map_sees_every_form_of_use(tmp_path):
     sys.path.insert(0, str(ROOT / "tools"))
     import library_map
 
-    code = ("import course_lib\nfrom course_lib import timing, memory\nfrom course_lib.comm import aggregation as agg\n"
-            "%time timing.time_fn(f)\nmemory.StreamingDataset\nagg.bytes_per_step(1)\ncourse_lib.pick_device()\n")
+    code = (
+        "import course_lib\nfrom course_lib import timing, memory\nfrom course_lib.comm import aggregation as agg\n"
+        "%time timing.time_fn(f)\nmemory.StreamingDataset\nagg.bytes_per_step(1)\ncourse_lib.pick_device()\n"
+    )
     nb = tmp_path / "nb.ipynb"
     nb.write_text(json.dumps({"cells": [{"cell_type": "code", "source": code}]}))
     found = library_map.uses(nb)
     assert ("course_lib.timing", "time_fn") not in found  # a magic line is not Python
-    assert {("course_lib.memory.streaming", "StreamingDataset"), ("course_lib.comm.aggregation_cost", "bytes_per_step"),
-            ("course_lib.hardware", "pick_device"), ("course_lib.comm.aggregation", "")} <= found
+    assert {
+        ("course_lib.memory.streaming", "StreamingDataset"),
+        ("course_lib.comm.aggregation_cost", "bytes_per_step"),
+        ("course_lib.hardware", "pick_device"),
+        ("course_lib.comm.aggregation", ""),
+    } <= found
 
 
 def test_a_docstring_that_names_a_notebook_names_one_that_uses_it():
@@ -80,9 +90,13 @@ def test_a_docstring_that_names_a_notebook_names_one_that_uses_it():
         key = number.replace(".", "_")
         books = [nb for nb in uses if nb.stem.startswith(key + "_")]
         package = ".".join(module.split(".")[:2])
-        return any(u[0] == module and (u[1] == name or u[1].startswith(name + "."))
-                   if name else (u[0] == package or u[0].startswith(package + "."))
-                   for nb in books for u in uses[nb])
+        return any(
+            u[0] == module and (u[1] == name or u[1].startswith(name + "."))
+            if name
+            else (u[0] == package or u[0].startswith(package + "."))
+            for nb in books
+            for u in uses[nb]
+        )
 
     false, checked = [], 0
     for path in sorted((ROOT / "course_lib").rglob("*.py")):
@@ -95,7 +109,9 @@ def test_a_docstring_that_names_a_notebook_names_one_that_uses_it():
                 for number in re.findall(num, found):
                     checked += 1
                     if not used(module, getattr(node, "name", ""), number):
-                        false.append(f"{path.relative_to(ROOT)}:{getattr(node, 'lineno', 1)} "
-                                     f"{getattr(node, 'name', '<module>')} says notebook {number}")
+                        false.append(
+                            f"{path.relative_to(ROOT)}:{getattr(node, 'lineno', 1)} "
+                            f"{getattr(node, 'name', '<module>')} says notebook {number}"
+                        )
     assert checked > 100
     assert not false, "\n".join(false)

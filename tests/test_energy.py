@@ -1,12 +1,16 @@
 """RAPL domains: a laptop's psys domain (the whole platform) is not added on top of the packages."""
+
 from __future__ import annotations
 
 from course_lib.benchmark import energy
 
 
 def test_psys_is_not_counted_twice(tmp_path):
-    for domain, name, uj in (("intel-rapl:0", "package-0", 3_000_000), ("intel-rapl:1", "psys", 9_000_000),
-                             ("intel-rapl:0:0", "core", 1_000_000)):
+    for domain, name, uj in (
+        ("intel-rapl:0", "package-0", 3_000_000),
+        ("intel-rapl:1", "psys", 9_000_000),
+        ("intel-rapl:0:0", "core", 1_000_000),
+    ):
         d = tmp_path / domain
         d.mkdir()
         (d / "name").write_text(name + "\n")

@@ -5,6 +5,7 @@ redefined the wrong way and its check cell is run again. Every such check must r
 (not pass, not ExerciseNotDone, not a traceback from the check itself), and where the check has an
 explanation for that mistake, the message must carry it.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -15,14 +16,14 @@ from wrong_answers import function_name, wrong_answer_tests
 ROOT = Path(__file__).resolve().parents[1]
 SOLUTION = ROOT / "solutions" / "04_training_tricks.ipynb"
 
-ACCUMULATE = '''
+ACCUMULATE = """
 def accumulate_gradients(model, x, y, micro_batches):
     model.zero_grad(set_to_none=True)
     for xs, ys in zip(x.tensor_split(micro_batches), y.tensor_split(micro_batches)):
         ({loss}).backward()
     return precision.gradient_values(model)
-'''
-SCALE = '''
+"""
+SCALE = """
 def loss_scale_step(grads, scale, good_steps, growth_interval):
     if {bad}:
         return {on_overflow}
@@ -30,9 +31,9 @@ def loss_scale_step(grads, scale, good_steps, growth_interval):
     if good_steps {grow} growth_interval:
         return [g / scale for g in grads], scale * 2.0, 0
     return [g / scale for g in grads], scale, good_steps
-'''
+"""
 FINITE = "not all(bool(torch.isfinite(g).all()) for g in grads)"
-TOPK = '''
+TOPK = """
 def topk_with_feedback(grad, residual, ratio):
     acc = grad + residual
     k = {k}
@@ -40,8 +41,8 @@ def topk_with_feedback(grad, residual, ratio):
     sent = torch.zeros_like(acc)
     sent[keep] = acc[keep]
     return sent, {left}
-'''
-PAYLOAD = '''
+"""
+PAYLOAD = """
 def payload_bytes(method, shapes, ratio, rank):
     numel = sum(math.prod(s) for s in shapes)
     if method in ("none", "fp16"):
@@ -54,48 +55,95 @@ def payload_bytes(method, shapes, ratio, rank):
         r = min(n, m, rank)
         total += (n + m) * r if {compress} else n * m
     return 4 * total
-'''
+"""
 TOPK_RIGHT = dict(k="max(1, math.ceil(ratio * acc.numel()))", chosen="acc.abs()", left="acc - sent")
 PAYLOAD_RIGHT = dict(topk_bytes="8", compress="2 * (n + m) * r < n * m")
 
 # (what the mistake is, the wrong code, a piece of the message the learner must see or None)
 WRONG = [
-    ("accumulate: every slice's mean loss, unweighted", ACCUMULATE.format(
-        loss="torch.nn.functional.cross_entropy(model(xs), ys)"), "3 times too large"),
-    ("accumulate: divided by the number of slices", ACCUMULATE.format(
-        loss="torch.nn.functional.cross_entropy(model(xs), ys) / micro_batches"), "dividing by the number of slices"),
-    ("accumulate: summed losses", ACCUMULATE.format(
-        loss="torch.nn.functional.cross_entropy(model(xs), ys, reduction='sum')"), None),
-    ("scale: updates despite an inf", SCALE.format(
-        bad=FINITE, on_overflow="[g / scale for g in grads], scale * 0.5, 0", grow="=="), "One inf anywhere"),
-    ("scale: skips but keeps the scale", SCALE.format(
-        bad=FINITE, on_overflow="None, scale, 0", grow="=="), "halve the scale"),
-    ("scale: skips but keeps counting", SCALE.format(
-        bad=FINITE, on_overflow="None, scale * 0.5, good_steps", grow="=="), "restart the count"),
-    ("scale: looks for inf only, misses NaN", SCALE.format(
-        bad="any(bool(torch.isinf(g).any()) for g in grads)", on_overflow="None, scale * 0.5, 0", grow="=="), "NaN"),
-    ("scale: grows one step late", SCALE.format(
-        bad=FINITE, on_overflow="None, scale * 0.5, 0", grow=">"), "doubles the scale"),
-    ("scale: keeps counting after growing", SCALE.format(
-        bad=FINITE, on_overflow="None, scale * 0.5, 0", grow="==").replace("scale * 2.0, 0", "scale * 2.0, good_steps"),
-     "count starts again at 0"),
-    ("top-k: no error feedback (residual ignored)", TOPK.format(**{**TOPK_RIGHT, "chosen": "grad.abs()",
-                                                                   "left": "grad - sent"}), None),
-    ("top-k: residual added, but dropped afterwards", TOPK.format(**{**TOPK_RIGHT, "left": "torch.zeros_like(acc)"}),
-     None),
+    (
+        "accumulate: every slice's mean loss, unweighted",
+        ACCUMULATE.format(loss="torch.nn.functional.cross_entropy(model(xs), ys)"),
+        "3 times too large",
+    ),
+    (
+        "accumulate: divided by the number of slices",
+        ACCUMULATE.format(loss="torch.nn.functional.cross_entropy(model(xs), ys) / micro_batches"),
+        "dividing by the number of slices",
+    ),
+    (
+        "accumulate: summed losses",
+        ACCUMULATE.format(loss="torch.nn.functional.cross_entropy(model(xs), ys, reduction='sum')"),
+        None,
+    ),
+    (
+        "scale: updates despite an inf",
+        SCALE.format(bad=FINITE, on_overflow="[g / scale for g in grads], scale * 0.5, 0", grow="=="),
+        "One inf anywhere",
+    ),
+    (
+        "scale: skips but keeps the scale",
+        SCALE.format(bad=FINITE, on_overflow="None, scale, 0", grow="=="),
+        "halve the scale",
+    ),
+    (
+        "scale: skips but keeps counting",
+        SCALE.format(bad=FINITE, on_overflow="None, scale * 0.5, good_steps", grow="=="),
+        "restart the count",
+    ),
+    (
+        "scale: looks for inf only, misses NaN",
+        SCALE.format(
+            bad="any(bool(torch.isinf(g).any()) for g in grads)", on_overflow="None, scale * 0.5, 0", grow="=="
+        ),
+        "NaN",
+    ),
+    (
+        "scale: grows one step late",
+        SCALE.format(bad=FINITE, on_overflow="None, scale * 0.5, 0", grow=">"),
+        "doubles the scale",
+    ),
+    (
+        "scale: keeps counting after growing",
+        SCALE.format(bad=FINITE, on_overflow="None, scale * 0.5, 0", grow="==").replace(
+            "scale * 2.0, 0", "scale * 2.0, good_steps"
+        ),
+        "count starts again at 0",
+    ),
+    (
+        "top-k: no error feedback (residual ignored)",
+        TOPK.format(**{**TOPK_RIGHT, "chosen": "grad.abs()", "left": "grad - sent"}),
+        None,
+    ),
+    (
+        "top-k: residual added, but dropped afterwards",
+        TOPK.format(**{**TOPK_RIGHT, "left": "torch.zeros_like(acc)"}),
+        None,
+    ),
     ("top-k: k rounded down", TOPK.format(**{**TOPK_RIGHT, "k": "max(1, int(ratio * acc.numel()))"}), "round up"),
     ("top-k: largest values, not magnitudes", TOPK.format(**{**TOPK_RIGHT, "chosen": "acc"}), "by magnitude"),
-    ("scale: multiplied by the scale instead of divided", SCALE.format(
-        bad=FINITE, on_overflow="None, scale * 0.5, 0", grow="==").replace("g / scale", "g * scale"), None),
+    (
+        "scale: multiplied by the scale instead of divided",
+        SCALE.format(bad=FINITE, on_overflow="None, scale * 0.5, 0", grow="==").replace("g / scale", "g * scale"),
+        None,
+    ),
     ("bytes: top-k counts values only", PAYLOAD.format(**{**PAYLOAD_RIGHT, "topk_bytes": "4"}), "int32 index"),
     ("bytes: top-k with int64 indices", PAYLOAD.format(**{**PAYLOAD_RIGHT, "topk_bytes": "12"}), None),
-    ("bytes: PowerSGD compresses every tensor", PAYLOAD.format(**{**PAYLOAD_RIGHT, "compress": "True"}),
-     "would not shrink it"),
-    ("bytes: PowerSGD compresses at exactly twofold", PAYLOAD.format(**{**PAYLOAD_RIGHT,
-                                                                       "compress": "2 * (n + m) * r <= n * m"}),
-     "not more than twofold"),
-    ("bytes: a convolution viewed from its last dimension", PAYLOAD.format(**{**PAYLOAD_RIGHT}).replace(
-        "n, m = s[0], math.prod(s[1:])", "n, m = s[-1], math.prod(s[:-1])"), "16 x 72"),
+    (
+        "bytes: PowerSGD compresses every tensor",
+        PAYLOAD.format(**{**PAYLOAD_RIGHT, "compress": "True"}),
+        "would not shrink it",
+    ),
+    (
+        "bytes: PowerSGD compresses at exactly twofold",
+        PAYLOAD.format(**{**PAYLOAD_RIGHT, "compress": "2 * (n + m) * r <= n * m"}),
+        "not more than twofold",
+    ),
+    (
+        "bytes: a convolution viewed from its last dimension",
+        PAYLOAD.format(**{**PAYLOAD_RIGHT}).replace("n, m = s[0], math.prod(s[1:])", "n, m = s[-1], math.prod(s[:-1])"),
+        "16 x 72",
+    ),
 ]
 
 
@@ -105,7 +153,6 @@ wrong_runs, test_plausible_wrong_answer_fails_its_check = wrong_answer_tests(SOL
 def test_every_wrong_answer_has_a_check():
     names = {function_name(code) for _, code, _ in WRONG}
     assert names == {"accumulate_gradients", "loss_scale_step", "topk_with_feedback", "payload_bytes"}
-
 
 
 def test_checks_compare_tensors_and_show_them_briefly():

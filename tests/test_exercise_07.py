@@ -1,5 +1,6 @@
 """Exercise 07 (choosing hardware): each plausible wrong answer below must fail its check cell with a
 CheckFailed that carries the fitting explanation (the runner is tests/wrong_answers.py)."""
+
 from __future__ import annotations
 
 import re
@@ -37,37 +38,78 @@ WRONG = [
     ("option: fp32 peak", _edit(OPTION, "dtype=checks.pick_dtype(acc.key)", 'dtype="fp32"'), None),
     ("option: bf16 on a T4", _edit(OPTION, "dtype=checks.pick_dtype(acc.key)", 'dtype="bf16"'), None),
     ("option: renting regulated data", _edit(OPTION, 's["privacy"] == "regulated"', "False"), "buys its cards"),
-    ("option: highest stage that fits", _edit(OPTION, "next((z for z in stages", "next((z for z in reversed(stages)"),
-     None),
-    ("option: memory fully used", _edit(OPTION, "checks.PICK_STATES_FRACTION * acc.memory_gb", "acc.memory_gb"),
-     None),
-    ("option: 80 % exactly does not fit", _edit(OPTION, "states[z] <= capacity", "states[z] < capacity"),
-     "exactly 80 %"),
-    ("pick: the fastest", _edit(PICK, 'min(feasible, key=lambda o: o["usd"]', 'min(feasible, key=lambda o: o["hours"]'),
-     "also meets every constraint"),
+    (
+        "option: highest stage that fits",
+        _edit(OPTION, "next((z for z in stages", "next((z for z in reversed(stages)"),
+        None,
+    ),
+    ("option: memory fully used", _edit(OPTION, "checks.PICK_STATES_FRACTION * acc.memory_gb", "acc.memory_gb"), None),
+    (
+        "option: 80 % exactly does not fit",
+        _edit(OPTION, "states[z] <= capacity", "states[z] < capacity"),
+        "exactly 80 %",
+    ),
+    (
+        "pick: the fastest",
+        _edit(PICK, 'min(feasible, key=lambda o: o["usd"]', 'min(feasible, key=lambda o: o["hours"]'),
+        "also meets every constraint",
+    ),
     ("pick: deadline ignored", _edit(PICK, 'o["hours"] <= scenario["deadline_hours"]', "True"), "deadline"),
     ("pick: memory ignored", _edit(PICK, 'o["zero_stage"] is not None', "True"), "ZeRO stage fits"),
     ("pick: TPU for a CUDA code base", _edit(PICK, 'a.kind in scenario["kinds"]', "True"), "framework runs on"),
     ("pick: rents regulated data", _edit(PICK, "buyable if buying else ", ""), None),
-    ("pick: buys only data-centre cards", _edit(PICK, "buyable if buying", '{"a100-80gb", "h100-sxm"} if buying'),
-     "also meets every constraint"),
-    ("pick: a budget met exactly is missed", _edit(PICK, 'o["usd"] <= scenario["budget_usd"]',
-                                                   'o["usd"] < scenario["budget_usd"]'), "met exactly"),
-    ("pick: a deadline met exactly is missed", _edit(PICK, 'o["hours"] <= scenario["deadline_hours"]',
-                                                     'o["hours"] < scenario["deadline_hours"]'), "met exactly"),
-    ("option: the checks' own reference", "def option_numbers(scenario, hardware, devices):\n"
-     "    return checks._hardware_option(scenario, hardware, devices)", "calls _hardware_option"),
-    ("pick: the reference through a helper", "def pick(scenario):\n    return best(scenario)\n\n\ndef best(s):\n"
-     "    return min(checks._hardware_options(s), key=lambda o: o['usd'])\n\n\n" + OPTION,
-     "calls _hardware_options"),
-    ("option: the reference reached through vars()", "def option_numbers(scenario, hardware, devices):\n"
-     "    return vars(checks)['_hardware_' + 'option'](scenario, hardware, devices)", "called the reference"),
-    ("pick: nothing feasible crashes", _edit(PICK, ', default=None)', ')'), "raised ValueError"),
-    ("pick: the cheapest even when it is not feasible", _edit(PICK, 'min(feasible, key=lambda o: o["usd"], default=None)',
-                                                               'min(feasible or options, key=lambda o: o["usd"])'),
-     "return None"),
-    ("pick: a bare name", _edit(PICK, 'return min(feasible, key=lambda o: o["usd"], default=None)',
-                                'return min(feasible, key=lambda o: o["usd"])["hardware"]'), "must return a dict"),
+    (
+        "pick: buys only data-centre cards",
+        _edit(PICK, "buyable if buying", '{"a100-80gb", "h100-sxm"} if buying'),
+        "also meets every constraint",
+    ),
+    (
+        "pick: a budget met exactly is missed",
+        _edit(PICK, 'o["usd"] <= scenario["budget_usd"]', 'o["usd"] < scenario["budget_usd"]'),
+        "met exactly",
+    ),
+    (
+        "pick: a deadline met exactly is missed",
+        _edit(PICK, 'o["hours"] <= scenario["deadline_hours"]', 'o["hours"] < scenario["deadline_hours"]'),
+        "met exactly",
+    ),
+    (
+        "option: the checks' own reference",
+        "def option_numbers(scenario, hardware, devices):\n"
+        "    return checks._hardware_option(scenario, hardware, devices)",
+        "calls _hardware_option",
+    ),
+    (
+        "pick: the reference through a helper",
+        "def pick(scenario):\n    return best(scenario)\n\n\ndef best(s):\n"
+        "    return min(checks._hardware_options(s), key=lambda o: o['usd'])\n\n\n" + OPTION,
+        "calls _hardware_options",
+    ),
+    (
+        "option: the reference reached through vars()",
+        "def option_numbers(scenario, hardware, devices):\n"
+        "    return vars(checks)['_hardware_' + 'option'](scenario, hardware, devices)",
+        "called the reference",
+    ),
+    ("pick: nothing feasible crashes", _edit(PICK, ", default=None)", ")"), "raised ValueError"),
+    (
+        "pick: the cheapest even when it is not feasible",
+        _edit(
+            PICK,
+            'min(feasible, key=lambda o: o["usd"], default=None)',
+            'min(feasible or options, key=lambda o: o["usd"])',
+        ),
+        "return None",
+    ),
+    (
+        "pick: a bare name",
+        _edit(
+            PICK,
+            'return min(feasible, key=lambda o: o["usd"], default=None)',
+            'return min(feasible, key=lambda o: o["usd"])["hardware"]',
+        ),
+        "must return a dict",
+    ),
 ]
 
 wrong_runs, test_plausible_wrong_answer_fails_its_check = wrong_answer_tests(SOLUTION, WRONG)

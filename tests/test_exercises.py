@@ -1,4 +1,5 @@
 """Exercises are generated from solutions; every untouched stub fails its check politely."""
+
 from __future__ import annotations
 
 import re
@@ -61,9 +62,15 @@ def solution_lines(nb: nbformat.NotebookNode, shortest: int = 12) -> list[str]:
 
 
 def test_solution_lines_are_the_code_of_the_blocks():
-    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(
-        "def f(rows, m):\n    # BEGIN SOLUTION\n    # HINT: a nudge\n    r = min(rows, m)  # a comment\n    return m\n"
-        "    # END SOLUTION\n\nprint('outside the block')")])
+    nb = nbformat.v4.new_notebook(
+        cells=[
+            nbformat.v4.new_code_cell(
+                "def f(rows, m):\n    # BEGIN SOLUTION\n    # HINT: a nudge\n"
+                "    r = min(rows, m)  # a comment\n    return m\n"
+                "    # END SOLUTION\n\nprint('outside the block')"
+            )
+        ]
+    )
     assert solution_lines(nb) == ["r = min(rows, m)"]
 
 
@@ -73,8 +80,9 @@ def test_no_solution_line_appears_in_the_exercise(path):
     stub, not in a problem statement (exercise 04 once defined PowerSGD's rank with the solution's own line)."""
     exercise = nbformat.read(path, as_version=4)
     text = "\n".join(c.source for c in exercise.cells)
-    leaked = [line for line in solution_lines(nbformat.read(ROOT / "solutions" / path.name, as_version=4))
-              if line in text]
+    leaked = [
+        line for line in solution_lines(nbformat.read(ROOT / "solutions" / path.name, as_version=4)) if line in text
+    ]
     assert not leaked, f"{path.name} shows lines of its solution: {leaked}"
 
 
@@ -82,14 +90,17 @@ def test_no_solution_line_appears_in_the_exercise(path):
 @pytest.mark.parametrize("path", EXERCISES, ids=lambda p: p.name)
 def test_untouched_exercise_fails_every_check_with_a_helpful_message(path):
     nb = nbformat.read(path, as_version=4)
-    NotebookClient(nb, timeout=300, kernel_name="python3", allow_errors=True,
-                   resources={"metadata": {"path": str(path.parent)}}).execute()
+    NotebookClient(
+        nb, timeout=300, kernel_name="python3", allow_errors=True, resources={"metadata": {"path": str(path.parent)}}
+    ).execute()
     checks = [c for c in nb.cells if "check" in c.metadata.get("tags", [])]
     assert checks, "each exercise has check cells tagged 'check'"
     for cell in checks:
         errors = [o for o in cell.outputs if o.output_type == "error"]
         assert errors, f"an untouched stub passed its check:\n{cell.source[:200]}"
-        assert errors[0].ename == "ExerciseNotDone", f"expected ExerciseNotDone, got {errors[0].ename}: {errors[0].evalue}"
+        assert errors[0].ename == "ExerciseNotDone", (
+            f"expected ExerciseNotDone, got {errors[0].ename}: {errors[0].evalue}"
+        )
         assert "not written yet" in errors[0].evalue and "Hint:" in errors[0].evalue
     defining = [c for c in nb.cells if c.cell_type == "code" and "check" not in c.metadata.get("tags", [])]
     for cell in defining:

@@ -1,4 +1,5 @@
 """files.write_atomic: the one atomic writer."""
+
 import os
 
 import pytest

@@ -130,7 +130,9 @@ def test_cpu_peak_flops_is_cores_clock_and_lanes():
 def test_cpu_flags_are_the_raw_names_behind_the_simd_list():
     flags = hardware.cpu_flags()
     assert isinstance(flags, frozenset)
-    assert hardware.simd_features(set(flags)) == tuple(n for f, n in hardware.processor._SIMD_FLAGS.items() if f in flags)
+    assert hardware.simd_features(set(flags)) == tuple(
+        n for f, n in hardware.processor._SIMD_FLAGS.items() if f in flags
+    )
     assert hardware.simd_features({"avx2", "avx_vnni"}) == ("AVX2", "AVX-VNNI")
 
 
@@ -158,7 +160,9 @@ def test_bf16_counts_as_absent_where_onednn_is_held_below_it(monkeypatch):
     flags = {"avx2", "avx512f", "avx512_bf16"}
     monkeypatch.delenv("ONEDNN_MAX_CPU_ISA", raising=False)
     monkeypatch.delenv("DNNL_MAX_CPU_ISA", raising=False)
-    assert hardware.processor._usable_capabilities(flags)["native_bf16"] is (platform.machine().lower() in ("x86_64", "amd64"))
+    assert hardware.processor._usable_capabilities(flags)["native_bf16"] is (
+        platform.machine().lower() in ("x86_64", "amd64")
+    )
     for held in ("avx2", "AVX512_CORE", "AVX512_CORE_VNNI"):
         monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", held)
         assert hardware.processor._usable_capabilities(flags)["native_bf16"] is False

@@ -4,6 +4,7 @@ install says what happened and what to do.
 The fast tests run the cell with pip faked; test_setup_cell_explains_real_failures runs pip and git for real in a
 bare environment, and tools/check_hosted_install.py installs the course for real in a stand-in hosted runtime.
 """
+
 import ast
 import http.server
 import importlib.metadata
@@ -84,13 +85,17 @@ def test_the_address_is_written_from_one_place():
 
 
 def test_rewrite_moves_every_place_to_a_new_address():
-    old = ("[badge](https://colab.research.google.com/github/a/b/blob/main/notebooks/x.ipynb) "
-           'pip install "course-lib @ git+https://github.com/a/b@v0.1.0" the git tag `v0.1.0`; '
-           "git clone https://github.com/a/b.git; FROM x; docker build -t r/course/train:0.1.0 .")
+    old = (
+        "[badge](https://colab.research.google.com/github/a/b/blob/main/notebooks/x.ipynb) "
+        'pip install "course-lib @ git+https://github.com/a/b@v0.1.0" the git tag `v0.1.0`; '
+        "git clone https://github.com/a/b.git; FROM x; docker build -t r/course/train:0.1.0 ."
+    )
     new = course_address.rewrite_text(old, "https://github.com/c/d", "1.2.3")
-    assert new == ("[badge](https://colab.research.google.com/github/c/d/blob/v1.2.3/notebooks/x.ipynb) "
-                   'pip install "course-lib @ git+https://github.com/c/d@v1.2.3" the git tag `v1.2.3`; '
-                   "git clone --branch v1.2.3 https://github.com/c/d.git; FROM x; docker build -t r/course/train:1.2.3 .")
+    assert new == (
+        "[badge](https://colab.research.google.com/github/c/d/blob/v1.2.3/notebooks/x.ipynb) "
+        'pip install "course-lib @ git+https://github.com/c/d@v1.2.3" the git tag `v1.2.3`; '
+        "git clone --branch v1.2.3 https://github.com/c/d.git; FROM x; docker build -t r/course/train:1.2.3 ."
+    )
     with pytest.raises(ValueError, match="not a GitHub repository"):
         course_address.rewrite_text(old, "https://gitlab.com/c", "1.2.3")
 
@@ -112,8 +117,13 @@ def test_runtime_dependencies_leave_the_jupyter_stack_alone():
 
 
 # imported only where present, each behind a check that says what is missing (tests name each case)
-OPTIONAL_IMPORTS = {"torch_xla": "TPU runtimes bring it", "ipywidgets": "the sliders fall back to their text",
-                    "IPython": "only inside a notebook", "google": "only on Colab", "torchao": "imported by name, checked"}
+OPTIONAL_IMPORTS = {
+    "torch_xla": "TPU runtimes bring it",
+    "ipywidgets": "the sliders fall back to their text",
+    "IPython": "only inside a notebook",
+    "google": "only on Colab",
+    "torchao": "imported by name, checked",
+}
 DISTRIBUTION = {"sklearn": "scikit-learn", "yaml": "pyyaml"}
 
 
@@ -126,8 +136,9 @@ def test_every_import_is_declared_or_optional():
                 found |= {alias.name.split(".")[0] for alias in node.names}
             elif isinstance(node, ast.ImportFrom) and node.level == 0:
                 found.add(node.module.split(".")[0])
-    third_party = {name for name in found if name not in sys.stdlib_module_names and name not in ("course_lib",
-                                                                                                    "__future__")}
+    third_party = {
+        name for name in found if name not in sys.stdlib_module_names and name not in ("course_lib", "__future__")
+    }
     declared = {re.match(r"[A-Za-z0-9_.-]+", d).group(0).lower() for d in pyproject()[1]}
     missing = sorted(n for n in third_party - set(OPTIONAL_IMPORTS) if DISTRIBUTION.get(n, n).lower() not in declared)
     assert not missing, f"course_lib imports {missing}, which pyproject.toml does not declare"
@@ -216,12 +227,19 @@ def test_setup_cell_refuses_a_torch_older_than_the_course_supports(monkeypatch, 
 
 # What pip printed in each case, taken from real runs (test_setup_cell_explains_real_failures repeats them).
 PIP_SAID = {
-    "no network": ("fatal: unable to access 'https://github.com/x/y/': Could not resolve host: github.com", "no network"),
+    "no network": (
+        "fatal: unable to access 'https://github.com/x/y/': Could not resolve host: github.com",
+        "no network",
+    ),
     "missing tag": ("error: pathspec 'v9.9.9' did not match any file(s) known to git", "no release v"),
-    "password": ("fatal: could not read Username for 'https://github.com': terminal prompts disabled",
-                 "asked for a password"),
-    "missing wheel": ("ERROR: Could not install packages due to an OSError: [Errno 2] No such file or directory",
-                      "wheel file is not there"),
+    "password": (
+        "fatal: could not read Username for 'https://github.com': terminal prompts disabled",
+        "asked for a password",
+    ),
+    "missing wheel": (
+        "ERROR: Could not install packages due to an OSError: [Errno 2] No such file or directory",
+        "wheel file is not there",
+    ),
     "anything else": ("ERROR: something new", "read pip's message below"),
 }
 
@@ -231,8 +249,12 @@ def test_a_wheel_without_network_is_told_that_pypi_is_missing(monkeypatch, tmp_p
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("COURSE_SOURCE", str(tmp_path / "course_lib-0.5.0-py3-none-any.whl"))
     with pytest.raises(RuntimeError, match="the wheel is here, but .* PyPI, which cannot be reached"):
-        run_setup_cell(setup_cell(ROOT / "notebooks" / "00_setup.ipynb"), monkeypatch, returncode=1,
-                       said="NewConnectionError: Failed to establish a new connection")
+        run_setup_cell(
+            setup_cell(ROOT / "notebooks" / "00_setup.ipynb"),
+            monkeypatch,
+            returncode=1,
+            said="NewConnectionError: Failed to establish a new connection",
+        )
 
 
 @pytest.mark.parametrize("case", PIP_SAID)
@@ -243,7 +265,6 @@ def test_setup_cell_says_what_went_wrong(case, monkeypatch, tmp_path):
     with pytest.raises(RuntimeError, match="Installing the course helpers failed") as failed:
         run_setup_cell(setup_cell(ROOT / "notebooks" / "00_setup.ipynb"), monkeypatch, returncode=1, said=said)
     assert reason in str(failed.value) and said in str(failed.value)
-
 
 
 class _AsksForPassword(http.server.BaseHTTPRequestHandler):
@@ -278,21 +299,26 @@ def test_setup_cell_explains_real_failures(tmp_path):
     def run(source: str | None) -> str:
         env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV", "COURSE_SOURCE")}
         env.update({"PYTHONNOUSERSITE": "1"} | ({"COURSE_SOURCE": source} if source else {}))
-        done = subprocess.run([str(python), "-c", cell], cwd=run_dir, env=env, capture_output=True, text=True,
-                              timeout=300)
+        done = subprocess.run(
+            [str(python), "-c", cell], cwd=run_dir, env=env, capture_output=True, text=True, timeout=300
+        )
         assert done.returncode != 0, f"the cell installed something from {source}:\n{done.stdout}"
         return done.stderr
 
     try:
-        cases = {"no network": ("git+https://course.invalid/no/repo", "no network"),
-                 "missing tag": (f"git+file://localhost{repo}", "no release v"),
-                 "password": (f"git+http://127.0.0.1:{server.server_port}/private/repo.git", "asked for a password"),
-                 "missing wheel": (str(tmp_path / "gone" / "course_lib-0.5.0-py3-none-any.whl"), "wheel file is not there")}
+        cases = {
+            "no network": ("git+https://course.invalid/no/repo", "no network"),
+            "missing tag": (f"git+file://localhost{repo}", "no release v"),
+            "password": (f"git+http://127.0.0.1:{server.server_port}/private/repo.git", "asked for a password"),
+            "missing wheel": (str(tmp_path / "gone" / "course_lib-0.5.0-py3-none-any.whl"), "wheel file is not there"),
+        }
         for case, (source, reason) in cases.items():
             said = run(source)
             error = next((line for line in said.splitlines() if line.startswith("RuntimeError: ")), said[-3000:])
             assert error.startswith("RuntimeError: Installing the course helpers failed: ") and reason in error, (
-                case, said[-3000:])
+                case,
+                said[-3000:],
+            )
     finally:
         server.shutdown()
     site = next((bare / "lib").glob("python*/site-packages")) if os.name != "nt" else bare / "Lib" / "site-packages"

@@ -1,4 +1,5 @@
 """Tests of course_lib.memory: the estimate must match measured training steps within 10%."""
+
 from __future__ import annotations
 
 import sys
@@ -22,14 +23,24 @@ def _cnn():
 
 
 def _transformer():
-    return (TinyTransformer(vocab_size=32, seq_len=64, d_model=128, n_heads=4, n_layers=2),
-            torch.randint(0, 32, (32, 64)), torch.randint(0, 2, (32,)))
+    return (
+        TinyTransformer(vocab_size=32, seq_len=64, d_model=128, n_heads=4, n_layers=2),
+        torch.randint(0, 32, (32, 64)),
+        torch.randint(0, 2, (32,)),
+    )
 
 
 def _unseen():  # a model the estimator was not developed on: Conv1d, GELU, LayerNorm, residual-free
-    model = nn.Sequential(nn.Conv1d(8, 64, 5, padding=2), nn.GELU(), nn.Conv1d(64, 64, 3, padding=1),
-                          nn.Flatten(1), nn.LayerNorm(64 * 48), nn.Linear(64 * 48, 300), nn.Tanh(),
-                          nn.Linear(300, 7))
+    model = nn.Sequential(
+        nn.Conv1d(8, 64, 5, padding=2),
+        nn.GELU(),
+        nn.Conv1d(64, 64, 3, padding=1),
+        nn.Flatten(1),
+        nn.LayerNorm(64 * 48),
+        nn.Linear(64 * 48, 300),
+        nn.Tanh(),
+        nn.Linear(300, 7),
+    )
     return model, torch.randn(96, 8, 48), torch.randint(0, 7, (96,))
 
 
@@ -55,8 +66,10 @@ def _compare(key, build, optimizer, precision, checkpointing):
     ratio = est.total / meas.live_bytes
     RATIOS[key] = ratio
     assert sum(b for _, b in est.peak_parts) == est.total, f"{key}: the peak's parts do not add up\n{est.table()}"
-    assert 0.9 <= ratio <= 1.1, (f"{key}: estimated {est.total / 2**20:.2f} MiB, measured "
-                                 f"{meas.live_bytes / 2**20:.2f} MiB (ratio {ratio:.3f})\n{est.table()}")
+    assert 0.9 <= ratio <= 1.1, (
+        f"{key}: estimated {est.total / 2**20:.2f} MiB, measured "
+        f"{meas.live_bytes / 2**20:.2f} MiB (ratio {ratio:.3f})\n{est.table()}"
+    )
     return est, meas
 
 
@@ -66,8 +79,13 @@ def _compare(key, build, optimizer, precision, checkpointing):
 @pytest.mark.parametrize("optimizer", ["sgd", "adam"])
 @pytest.mark.parametrize("name", list(MODELS))
 def test_estimate_matches_measured_steps(name, optimizer, precision, checkpointing):
-    _compare(f"{name} {optimizer} {precision} {'ckpt' if checkpointing else 'plain'}",
-             MODELS[name], optimizer, precision, checkpointing)
+    _compare(
+        f"{name} {optimizer} {precision} {'ckpt' if checkpointing else 'plain'}",
+        MODELS[name],
+        optimizer,
+        precision,
+        checkpointing,
+    )
 
 
 @pytest.mark.parametrize("optimizer", ["momentum", "adamw"])
@@ -168,39 +186,47 @@ def test_formulas():
     assert rows["a100-80gb"] == 4_000_000_000 and rows["t4"] == 800_000_000 and rows["h200"] == 7_050_000_000
 
 
-@pytest.mark.parametrize("call, match", [
-    (lambda: M.estimate_training_memory(MLP(), torch.randn(2, 64), optimizer="lamb"), "optimizer"),
-    (lambda: M.estimate_training_memory(MLP(), torch.randn(2, 64), precision="fp8"), "precision"),
-    (lambda: M.estimate_training_memory(nn.ReLU(), torch.randn(2, 64)), "no trainable parameters"),
-    (lambda: M.measure_training_memory(MLP(), torch.randn(2, 64), optimizer="rmsprop"), "optimizer"),
-    (lambda: M.measure_training_memory(MLP(), torch.randn(2, 64), steps=0), "steps"),
-    (lambda: M.model_states_bytes(-1), "n_params"),
-    (lambda: M.model_states_bytes(10, optimizer="lion"), "optimizer"),
-    (lambda: M.model_states_bytes(10, precision="int8"), "precision"),
-    (lambda: M.model_states_bytes(10, zero_stage=4), "zero_stage"),
-    (lambda: M.model_states_bytes(10, zero_stage=-1), "zero_stage"),
-    (lambda: M.model_states_bytes(10, data_parallel=0), "data_parallel"),
-    (lambda: M.transformer_activation_bytes(-1, 1, 8, 1, 1), "seq_len"),
-    (lambda: M.transformer_activation_bytes(8, 1, 8, 0, 1), "n_layers"),
-    (lambda: M.largest_model_that_fits(-5), "memory_bytes"),
-    (lambda: M.largest_model_that_fits(1e9, overhead_fraction=1.0), "overhead_fraction"),
-    (lambda: M.largest_model_that_fits(1e9, precision="fp64"), "precision"),
-    (lambda: M.largest_model_per_accelerator(kind="fpga"), "kind"),
-    (lambda: M.apply_activation_checkpointing(nn.Sequential(nn.ReLU())), "no trainable parameters"),
-])
+@pytest.mark.parametrize(
+    "call, match",
+    [
+        (lambda: M.estimate_training_memory(MLP(), torch.randn(2, 64), optimizer="lamb"), "optimizer"),
+        (lambda: M.estimate_training_memory(MLP(), torch.randn(2, 64), precision="fp8"), "precision"),
+        (lambda: M.estimate_training_memory(nn.ReLU(), torch.randn(2, 64)), "no trainable parameters"),
+        (lambda: M.measure_training_memory(MLP(), torch.randn(2, 64), optimizer="rmsprop"), "optimizer"),
+        (lambda: M.measure_training_memory(MLP(), torch.randn(2, 64), steps=0), "steps"),
+        (lambda: M.model_states_bytes(-1), "n_params"),
+        (lambda: M.model_states_bytes(10, optimizer="lion"), "optimizer"),
+        (lambda: M.model_states_bytes(10, precision="int8"), "precision"),
+        (lambda: M.model_states_bytes(10, zero_stage=4), "zero_stage"),
+        (lambda: M.model_states_bytes(10, zero_stage=-1), "zero_stage"),
+        (lambda: M.model_states_bytes(10, data_parallel=0), "data_parallel"),
+        (lambda: M.transformer_activation_bytes(-1, 1, 8, 1, 1), "seq_len"),
+        (lambda: M.transformer_activation_bytes(8, 1, 8, 0, 1), "n_layers"),
+        (lambda: M.largest_model_that_fits(-5), "memory_bytes"),
+        (lambda: M.largest_model_that_fits(1e9, overhead_fraction=1.0), "overhead_fraction"),
+        (lambda: M.largest_model_that_fits(1e9, precision="fp64"), "precision"),
+        (lambda: M.largest_model_per_accelerator(kind="fpga"), "kind"),
+        (lambda: M.apply_activation_checkpointing(nn.Sequential(nn.ReLU())), "no trainable parameters"),
+    ],
+)
 def test_bad_input_value_errors(call, match):
     with pytest.raises(ValueError, match=match):
         call()
 
 
-@pytest.mark.parametrize("call, match", [
-    (lambda: M.estimate_training_memory("mlp", torch.randn(2, 64)), "model"),
-    (lambda: M.estimate_training_memory(MLP(), [1, 2]), "example_input"),
-    (lambda: M.estimate_training_memory(MLP(), torch.randn(2, 64), activation_checkpointing="yes"),
-     "activation_checkpointing"),
-    (lambda: M.model_states_bytes(1.5), "n_params"),
-    (lambda: M.measure_peak_memory(lambda: None, include=["x"]), "include"),
-])
+@pytest.mark.parametrize(
+    "call, match",
+    [
+        (lambda: M.estimate_training_memory("mlp", torch.randn(2, 64)), "model"),
+        (lambda: M.estimate_training_memory(MLP(), [1, 2]), "example_input"),
+        (
+            lambda: M.estimate_training_memory(MLP(), torch.randn(2, 64), activation_checkpointing="yes"),
+            "activation_checkpointing",
+        ),
+        (lambda: M.model_states_bytes(1.5), "n_params"),
+        (lambda: M.measure_peak_memory(lambda: None, include=["x"]), "include"),
+    ],
+)
 def test_bad_input_type_errors(call, match):
     with pytest.raises(TypeError, match=match):
         call()
@@ -225,8 +251,10 @@ def test_memtracker_agrees_with_our_meter():
 def test_torch_internals_are_all_there():
     """The estimator's private PyTorch APIs: this fails, naming them, on a torch release that moved one."""
     missing = M.torch_internals.missing()
-    assert missing == [], (f"torch {torch.__version__} lacks {missing}; the course supports torch "
-                           f"{M.torch_internals.SUPPORTED_TORCH}: update course_lib/memory/torch_internals.py")
+    assert missing == [], (
+        f"torch {torch.__version__} lacks {missing}; the course supports torch "
+        f"{M.torch_internals.SUPPORTED_TORCH}: update course_lib/memory/torch_internals.py"
+    )
     M.torch_internals.require()
 
 
@@ -234,8 +262,9 @@ def test_grad_scalers_clean_step_count_goes_through_the_adapter(monkeypatch):
     """GradScaler has no public getter or setter for its count of clean steps: torch_internals reads and sets it,
     and names the internal where a torch release moved it."""
     scaler = torch.amp.GradScaler("cpu")
-    M.torch_internals.load_scaler_state(scaler, scale=8.0, growth_factor=2.0, backoff_factor=0.5, growth_interval=3,
-                                        growth_tracker=2)
+    M.torch_internals.load_scaler_state(
+        scaler, scale=8.0, growth_factor=2.0, backoff_factor=0.5, growth_interval=3, growth_tracker=2
+    )
     assert M.torch_internals.growth_tracker(scaler) == 2 and scaler.get_scale() == 8.0
     monkeypatch.setattr(M.torch_internals, "_GROWTH_TRACKER", "_renamed")
     with pytest.raises(RuntimeError, match="_renamed.*torch_internals"):
@@ -268,11 +297,14 @@ def test_mlp_formulas_match_the_model_and_the_estimator(sizes, batch):
 def test_bf16_autocast_keeps_two_thirds_of_fp32_activations():
     """Notebook 04 prints this count: three 1024-wide ReLU outputs per example in fp32 (12 KiB); under bf16 autocast
     the same three in bf16 plus the bf16 copy of the input (8 KiB)."""
+
     def make(n):
         return torch.randn(n, 1024), torch.randint(0, 10, (n,))
 
-    act = {p: M.measure_activation_bytes_per_example(MLP(1024, [1024] * 3, 10), make, precision=p)
-           for p in ("fp32", "bf16-mixed")}
+    act = {
+        p: M.measure_activation_bytes_per_example(MLP(1024, [1024] * 3, 10), make, precision=p)
+        for p in ("fp32", "bf16-mixed")
+    }
     assert act["fp32"] == pytest.approx(3 * 1024 * 4, rel=0.02)
     assert act["bf16-mixed"] == pytest.approx(4 * 1024 * 2, rel=0.02)
 

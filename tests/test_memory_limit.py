@@ -4,6 +4,7 @@ Each run_with_memory_limit call starts a child process (~0.05 s once the forkser
 torch). Helper functions live at module level: the child imports them. Tests that need an enforced
 address-space cap skip where there is none (macOS, Windows); the others run everywhere.
 """
+
 from __future__ import annotations
 
 import os
@@ -14,14 +15,21 @@ import psutil
 import pytest
 
 from course_lib.memory import limit
-from course_lib.memory.limit import (LimitedRun, allocate_bytes, find_max_batch_size, is_oom_error,
-                                 mlp_training_step, run_with_memory_limit)
+from course_lib.memory.limit import (
+    LimitedRun,
+    allocate_bytes,
+    find_max_batch_size,
+    is_oom_error,
+    mlp_training_step,
+    run_with_memory_limit,
+)
 
 from course_lib.procs import leftover_processes as leftover_children
 
 MiB = 2**20
-needs_cap = pytest.mark.skipif(not limit.memory_limit_supported(),
-                               reason="an enforced RLIMIT_AS needs Linux; this platform cannot cap memory")
+needs_cap = pytest.mark.skipif(
+    not limit.memory_limit_supported(), reason="an enforced RLIMIT_AS needs Linux; this platform cannot cap memory"
+)
 
 
 def raise_value_error(x: int) -> None:
@@ -121,11 +129,13 @@ def test_non_importable_functions_are_rejected_up_front():
 
     def local():
         return 1
+
     with pytest.raises(TypeError, match="module"):
         run_with_memory_limit(local, 64 * MiB)
 
     def in_notebook():
         return 1
+
     in_notebook.__module__ = "__main__"
     in_notebook.__qualname__ = "in_notebook"
     with pytest.raises(TypeError, match="notebook"):

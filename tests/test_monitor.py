@@ -1,4 +1,5 @@
 """course_lib.benchmark.monitor (notebook 07.2): resource sampling, the profiler's bottleneck, TensorBoard."""
+
 import json
 import time
 
@@ -9,13 +10,28 @@ from course_lib import models
 from course_lib.benchmark import monitor
 
 
-@pytest.mark.parametrize("name, category", [
-    ("aten::mm", "compute"), ("aten::addmm", "compute"), ("aten::bmm", "compute"), ("aten::mkldnn_convolution", "compute"),
-    ("aten::convolution_backward", "compute"), ("aten::copy_", "memory"), ("aten::cat", "memory"),
-    ("aten::add_", "memory"), ("aten::empty", "memory"), ("aten::threshold_backward", "memory"),
-    ("c10d::allreduce_", "communication"), ("gloo:all_reduce", "communication"), ("nccl:all_reduce", "communication"),
-    ("record_param_comms", "communication"), ("Optimizer.step#SGD.step", "overhead"),
-    ("autograd::engine::evaluate_function: AddmmBackward0", "overhead"), ("forward", "overhead")])
+@pytest.mark.parametrize(
+    "name, category",
+    [
+        ("aten::mm", "compute"),
+        ("aten::addmm", "compute"),
+        ("aten::bmm", "compute"),
+        ("aten::mkldnn_convolution", "compute"),
+        ("aten::convolution_backward", "compute"),
+        ("aten::copy_", "memory"),
+        ("aten::cat", "memory"),
+        ("aten::add_", "memory"),
+        ("aten::empty", "memory"),
+        ("aten::threshold_backward", "memory"),
+        ("c10d::allreduce_", "communication"),
+        ("gloo:all_reduce", "communication"),
+        ("nccl:all_reduce", "communication"),
+        ("record_param_comms", "communication"),
+        ("Optimizer.step#SGD.step", "overhead"),
+        ("autograd::engine::evaluate_function: AddmmBackward0", "overhead"),
+        ("forward", "overhead"),
+    ],
+)
 def test_op_category(name, category):
     assert monitor.op_category(name) == category
 
@@ -31,12 +47,12 @@ def test_sampler_sees_busy_cpu_and_memory_growth():
         end = time.perf_counter() + 0.3
         while time.perf_counter() < end:  # one busy thread
             pass
-        block = torch.ones(64 * 2 ** 20 // 4)  # 64 MiB, written, so resident
+        block = torch.ones(64 * 2**20 // 4)  # 64 MiB, written, so resident
         time.sleep(0.12)
     s = rs.summary()
     assert s["samples"] >= 4 and len(rs.series("rss_bytes")) == s["samples"]
     assert s["process_cpu_mean_percent"] > 20, s  # a busy Python thread, even on a loaded machine
-    assert s["rss_growth_bytes"] >= 40 * 2 ** 20, s
+    assert s["rss_growth_bytes"] >= 40 * 2**20, s
     assert "not CUDA" in s["gpu"] and rs.samples[-1].gpu_allocated_bytes is None
     assert all(0 <= c <= 100.0001 for x in rs.samples for c in x.core_percent)
     del block
@@ -85,8 +101,9 @@ def test_profile_labels_every_phase_and_writes_a_trace(tmp_path):
         for p in m.parameters():
             p.grad.mul_(1.0)
 
-    prof = monitor.profile_training_step(model, _batches(3), opt, steps=2, warmup=1, communicate=communicate,
-                                         trace_dir=tmp_path, trace_name="t")
+    prof = monitor.profile_training_step(
+        model, _batches(3), opt, steps=2, warmup=1, communicate=communicate, trace_dir=tmp_path, trace_name="t"
+    )
     assert len(calls) == 3 and prof.steps == 2
     names = {e.get("name") for e in json.loads((tmp_path / "t.json").read_text())["traceEvents"]}
     assert {"input", "step", "forward", "communication"} <= names
@@ -180,8 +197,11 @@ def test_run_scenario_bad_name():
 def test_tensorboard_round_trip(tmp_path):
     run = monitor.tensorboard_log(tmp_path, epochs=2)
     back = monitor.read_scalars(run.run_dir)
-    assert set(back) == set(run.scalars) >= {"train/loss", "test/accuracy", "speed/examples_per_s",
-                                              "resources/cpu_percent", "resources/rss_mib"}
+    assert (
+        set(back)
+        == set(run.scalars)
+        >= {"train/loss", "test/accuracy", "speed/examples_per_s", "resources/cpu_percent", "resources/rss_mib"}
+    )
     for tag, points in run.scalars.items():
         assert [s for s, _ in back[tag]] == [s for s, _ in points]
         assert [v for _, v in back[tag]] == pytest.approx([v for _, v in points], rel=1e-6)  # stored as float32
@@ -258,12 +278,15 @@ def test_gpu_utilization_reader_prefers_torch_then_nvidia_smi_by_uuid(monkeypatc
 
     def no_nvml(d=None):
         raise ModuleNotFoundError("nvidia-ml-py does not seem to be installed")
+
     monkeypatch.setattr(torch.cuda, "utilization", no_nvml)
     monkeypatch.setattr(resources.shutil, "which", lambda name: None)
     assert resources.gpu_utilization_reader(dev) is None
     calls = []
     monkeypatch.setattr(resources.shutil, "which", lambda name: "/usr/bin/nvidia-smi")
     monkeypatch.setattr(torch.cuda, "get_device_properties", lambda d: SimpleNamespace(uuid="1234-abcd"))
-    monkeypatch.setattr(resources.subprocess, "run", lambda args, **kw: calls.append(args) or SimpleNamespace(stdout="37\n"))
+    monkeypatch.setattr(
+        resources.subprocess, "run", lambda args, **kw: calls.append(args) or SimpleNamespace(stdout="37\n")
+    )
     assert resources.gpu_utilization_reader(dev)() == 37.0
     assert "--id=GPU-1234-abcd" in calls[0]

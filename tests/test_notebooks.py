@@ -3,6 +3,7 @@
 The test run executes them cell by cell (conftest.py, tools/nbrun.py); tests/test_claims.py reads what that
 run printed. These tests check what a learner who opens a notebook sees before running anything.
 """
+
 from __future__ import annotations
 
 import json
@@ -60,15 +61,19 @@ def test_stored_without_outputs(path):
     """A learner who opens a notebook (on a code host, in Colab, in a fresh clone) sees no answer before guessing:
     notebooks are stored clean, and the website is built from executed copies (build/executed/)."""
     nb = _read(path)
-    assert not has_outputs(nb), (f"{path.parent.name}/{path.name} is stored with outputs, execution counts or timestamps: "
-                                 "clear them (`jupyter nbconvert --clear-output --inplace` or the lab's Edit menu)")
+    assert not has_outputs(nb), (
+        f"{path.parent.name}/{path.name} is stored with outputs, execution counts or timestamps: "
+        "clear them (`jupyter nbconvert --clear-output --inplace` or the lab's Edit menu)"
+    )
     assert "widgets" not in nb.metadata, "saved widget state belongs in the executed copy, not the source"
     for c in nb.cells:
         if c.cell_type != "code" or c.source == course_address.setup_cell():  # the one cell course_lib cannot hold
             continue
         assert "NBVAL_" not in c.source, "output comparisons are gone: a deterministic result is a unit test"
         src_lines = [line for line in c.source.splitlines() if line.strip()]
-        assert len(src_lines) <= 16, f"cell too long ({len(src_lines)} lines); move code to course_lib:\n{c.source[:200]}"
+        assert len(src_lines) <= 16, (
+            f"cell too long ({len(src_lines)} lines); move code to course_lib:\n{c.source[:200]}"
+        )
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
@@ -80,8 +85,9 @@ def test_every_check_is_a_claim_with_its_no_effect_case(path):
     assert not bare, f"{path.name}: bare asserts {bare[:3]}: make each a claim(...) with no_effect=, or a unit test"
     calls = sum(len(re.findall(r"\bclaim\(", src)) for src in code)
     assert calls >= 3, f"{path.name}: {calls} claim(...) calls; a lesson keeps at least three"
-    assert all("no_effect=" in m for src in code for m in re.findall(r"\bclaim\([^#]*?(?=\n\S|\Z)", src, re.S)), \
+    assert all("no_effect=" in m for src in code for m in re.findall(r"\bclaim\([^#]*?(?=\n\S|\Z)", src, re.S)), (
         f"{path.name}: a claim without no_effect="
+    )
 
 
 def test_recorded_run_times_are_fresh_and_within_budget():
@@ -104,8 +110,13 @@ def _guesses(nb) -> list[tuple[str, int, int]]:
         if c.cell_type != "code":
             continue
         for name in GUESS.findall(c.source):
-            scored = [j for j, d in enumerate(nb.cells) if d.cell_type == "code"
-                      and re.search(rf"score_guess\(\s*{name}\b", d.source) and f'name="{name}"' in d.source]
+            scored = [
+                j
+                for j, d in enumerate(nb.cells)
+                if d.cell_type == "code"
+                and re.search(rf"score_guess\(\s*{name}\b", d.source)
+                and f'name="{name}"' in d.source
+            ]
             out.append((name, i, scored[0] if scored else -1))
     return out
 
@@ -136,12 +147,19 @@ def test_stated_run_times_agree_with_the_recorded_one(path):
     lo, hi = int(m.group(1)), int(m.group(2) or m.group(1))
     assert lo <= recorded <= hi, f"{rel}: states {lo}-{hi} s, recorded {recorded} s: update the line"
     for doc in ("README.md", "docs/instructor-guide.md"):
-        row = next((line for line in (ROOT / doc).read_text().splitlines() if f"notebooks/{path.name}" in line
-                    and line.startswith("|")), None)
+        row = next(
+            (
+                line
+                for line in (ROOT / doc).read_text().splitlines()
+                if f"notebooks/{path.name}" in line and line.startswith("|")
+            ),
+            None,
+        )
         assert row, f"{doc} has no table row for {path.name}"
         cell = re.search(r"\|\s*~?(\d+)(?:\s*[-–]\s*(\d+))?\s*s\s*\|", row)
         assert cell and (int(cell.group(1)), int(cell.group(2) or cell.group(1))) == (lo, hi), (
-            f"{doc} states {cell.group(0) if cell else 'no time'} for {path.name}, the notebook {lo}-{hi} s")
+            f"{doc} states {cell.group(0) if cell else 'no time'} for {path.name}, the notebook {lo}-{hi} s"
+        )
 
 
 GUARD = re.compile(r"""^if device_plan\.check\("(\w+)"\):""")
@@ -158,13 +176,21 @@ def _guarded_names(nb) -> tuple[set[str], list[tuple[int, str, set[str]]]]:
             continue
         tree = ast.parse("\n".join(line for line in c.source.splitlines() if not line.lstrip().startswith(("%", "!"))))
         for node in tree.body:
-            guarded = (isinstance(node, ast.If) and isinstance(node.test, ast.Call)
-                       and ast.unparse(node.test.func) == "device_plan.check")
+            guarded = (
+                isinstance(node, ast.If)
+                and isinstance(node.test, ast.Call)
+                and ast.unparse(node.test.func) == "device_plan.check"
+            )
             if guarded:
                 assigned |= {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
             else:
-                unguarded.append((i, ast.unparse(node), {n.id for n in ast.walk(node)
-                                                        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}))
+                unguarded.append(
+                    (
+                        i,
+                        ast.unparse(node),
+                        {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)},
+                    )
+                )
     return assigned, unguarded
 
 
@@ -178,14 +204,19 @@ def test_a_skipped_demo_leaves_every_other_cell_runnable(path):
     assigned_outside = set()
     for _, stmt, _ in unguarded:
         import ast
-        assigned_outside |= {n.id for n in ast.walk(ast.parse(stmt)) if isinstance(n, ast.Name)
-                             and isinstance(n.ctx, ast.Store)}
+
+        assigned_outside |= {
+            n.id for n in ast.walk(ast.parse(stmt)) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)
+        }
     only_guarded = assigned - assigned_outside
     for i, stmt, reads in unguarded:
-        assert not reads & only_guarded, (f"{path.name}, cell {i}: `{stmt[:80]}` reads {sorted(reads & only_guarded)}, "
-                                          "set only where a demo runs: guard it too")
+        assert not reads & only_guarded, (
+            f"{path.name}, cell {i}: `{stmt[:80]}` reads {sorted(reads & only_guarded)}, "
+            "set only where a demo runs: guard it too"
+        )
         assert "limit.run_with_memory_limit" not in stmt and "limit.find_max_batch_size" not in stmt, (
-            f"{path.name}, cell {i}: a capped child process outside `if device_plan.check(\"memory_cap\"):`")
+            f'{path.name}, cell {i}: a capped child process outside `if device_plan.check("memory_cap"):`'
+        )
 
 
 def test_the_guard_prints_why_a_demo_is_skipped(capsys):

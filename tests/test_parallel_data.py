@@ -1,4 +1,5 @@
 """course_lib.parallel.data_parallel: DDP and fully_shard equal one process; the models; bad input."""
+
 from __future__ import annotations
 
 import pytest
@@ -64,22 +65,25 @@ def test_model_states_formula_matches_zero_stages():
     assert dp.model_states_formula(n, 1, "FULLY_SHARD") == 12 * n
 
 
-@pytest.mark.parametrize("call, match", [
-    (lambda: dp.run_data_parallel(max_world_size() + 1), "world_size"),
-    (lambda: dp.run_data_parallel(0), "world_size"),
-    (lambda: dp.run_data_parallel(2, steps=0), "steps"),
-    (lambda: dp.run_data_parallel(2, steps=-3), "steps"),
-    (lambda: dp.run_data_parallel(4, global_batch=66), "evenly"),
-    (lambda: dp.run_data_parallel(2, lr=0), "lr"),
-    (lambda: dp.run_data_parallel(2, bench={"steps": 0}), "steps"),
-    (lambda: dp.run_data_parallel(2, bench={"threads": 2}), "unknown"),
-    (lambda: dp.global_batches(0, 64), "steps"),
-    (lambda: dp.global_batches(3, 5000), "exceeds"),
-    (lambda: dp.train_single(global_batch=0), "global_batch"),
-    (lambda: dp.speedup_model(0.1, 1e6, max_world_size() + 1, 1e9, free_cores=2), "world_size"),
-    (lambda: dp.speedup_model(0.1, 1e6, 2, 1e9, free_cores=0), "free_cores"),
-    (lambda: dp.model_states_formula(100, 2, "zero"), "strategy"),
-])
+@pytest.mark.parametrize(
+    "call, match",
+    [
+        (lambda: dp.run_data_parallel(max_world_size() + 1), "world_size"),
+        (lambda: dp.run_data_parallel(0), "world_size"),
+        (lambda: dp.run_data_parallel(2, steps=0), "steps"),
+        (lambda: dp.run_data_parallel(2, steps=-3), "steps"),
+        (lambda: dp.run_data_parallel(4, global_batch=66), "evenly"),
+        (lambda: dp.run_data_parallel(2, lr=0), "lr"),
+        (lambda: dp.run_data_parallel(2, bench={"steps": 0}), "steps"),
+        (lambda: dp.run_data_parallel(2, bench={"threads": 2}), "unknown"),
+        (lambda: dp.global_batches(0, 64), "steps"),
+        (lambda: dp.global_batches(3, 5000), "exceeds"),
+        (lambda: dp.train_single(global_batch=0), "global_batch"),
+        (lambda: dp.speedup_model(0.1, 1e6, max_world_size() + 1, 1e9, free_cores=2), "world_size"),
+        (lambda: dp.speedup_model(0.1, 1e6, 2, 1e9, free_cores=0), "free_cores"),
+        (lambda: dp.model_states_formula(100, 2, "zero"), "strategy"),
+    ],
+)
 def test_bad_input_raises_value_error_naming_the_argument(call, match):
     with pytest.raises(ValueError, match=match):
         call()
@@ -96,8 +100,12 @@ def test_bad_types_raise_type_error():
 def test_ddp_and_fully_shard_on_two_ranks_equal_one_process():
     """The one thing a single process cannot show: 2 real ranks, gradients averaged, the same training."""
     ref = dp.train_single(steps=4, global_batch=32)
-    run = dp.run_data_parallel(2, steps=4, global_batch=32, bench={"steps": 1, "warmup": 0, "batch_size": 4,
-                                                                    "hidden": 16, "in_features": 16, "layers": 1})
+    run = dp.run_data_parallel(
+        2,
+        steps=4,
+        global_batch=32,
+        bench={"steps": 1, "warmup": 0, "batch_size": 4, "hidden": 16, "in_features": 16, "layers": 1},
+    )
     for strategy in dp.STRATEGIES:
         assert max(abs(a - b) for a, b in zip(run[strategy]["losses"], ref["losses"])) < 1e-5
         assert dp.max_abs_difference(run[strategy]["params"], ref["params"]) < 1e-5

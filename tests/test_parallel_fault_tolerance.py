@@ -1,4 +1,5 @@
 """course_lib.parallel.fault_tolerance: checkpoints, resuming, retries, redundancy, the cost model (notebook 06.3)."""
+
 from __future__ import annotations
 
 import math
@@ -245,11 +246,14 @@ def test_restarts_follow_daly_and_daly_refines_young():
         tau = ft.daly_interval(write, mtbf)
         assert tau < ft.young_daly_interval(write, mtbf)
         exact = ft.daly_lost_fraction(tau, write, mtbf, restart)
-        assert ft.simulate_lost_fraction(tau, write, mtbf, failures=50_000, seed=2, restart_s=restart) == \
-            pytest.approx(exact, rel=0.03)
+        assert ft.simulate_lost_fraction(tau, write, mtbf, failures=50_000, seed=2, restart_s=restart) == pytest.approx(
+            exact, rel=0.03
+        )
         assert restart == 0 or exact > ft.daly_lost_fraction(tau, write, mtbf)
         # first order, the restart adds R / MTBF whatever the interval
-        assert ft.lost_fraction(tau, write, mtbf, restart) - ft.lost_fraction(tau, write, mtbf) == pytest.approx(restart / mtbf)
+        assert ft.lost_fraction(tau, write, mtbf, restart) - ft.lost_fraction(tau, write, mtbf) == pytest.approx(
+            restart / mtbf
+        )
     assert ft.daly_interval(10.0, 4.0) == 4.0  # a write longer than twice the MTBF: checkpoint every MTBF
     with pytest.raises(ValueError, match="restart_s"):
         ft.daly_lost_fraction(10.0, 1.0, 100.0, restart_s=-1)
@@ -284,7 +288,7 @@ def test_many_clients_retry_in_lockstep_unless_jittered():
 @pytest.mark.slow
 def test_a_job_fails_when_any_worker_dies_and_big_jobs_fail_more():
     jobs = ft.job_survival([1, 4], trials=6, steps=10, hazard=0.02, step_s=0.0)
-    assert jobs[1]["predicted"] == pytest.approx(0.98 ** 10) and jobs[4]["predicted"] == pytest.approx(0.98 ** 40)
+    assert jobs[1]["predicted"] == pytest.approx(0.98**10) and jobs[4]["predicted"] == pytest.approx(0.98**40)
     assert jobs[4]["finished"] < jobs[1]["finished"], jobs
     assert ft.job_survival([2], trials=2, steps=3, hazard=0.0, step_s=0.0)[2]["finished"] == 2
     assert ft.job_survival([2], trials=2, steps=3, hazard=1.0, step_s=0.0)[2]["finished"] == 0
@@ -311,8 +315,9 @@ def test_notebook_06_3_checkpoint_is_its_tensors_plus_a_little(tmp_path):
 
 def test_notebook_06_3_loader_skips_a_truncated_and_a_flipped_file(tmp_path):
     for step in range(1, 6):
-        ft.save_checkpoint(ft.checkpoint_path(tmp_path, step), {"w": torch.arange(10_000.0),
-                                                               "position": {"step": step}}, keep=3)
+        ft.save_checkpoint(
+            ft.checkpoint_path(tmp_path, step), {"w": torch.arange(10_000.0), "position": {"step": step}}, keep=3
+        )
     p5, p4 = ft.checkpoint_path(tmp_path, 5), ft.checkpoint_path(tmp_path, 4)
     p5.write_bytes(p5.read_bytes()[: p5.stat().st_size // 2])
     raw = bytearray(p4.read_bytes())

@@ -1,4 +1,5 @@
 """FedAvg by hand, client splits, the simulated federation and the cost model (course_lib.parallel.federated)."""
+
 from __future__ import annotations
 
 import json
@@ -41,15 +42,18 @@ def test_fedavg_of_random_models_matches_a_direct_formula_and_aliases_nothing():
         assert all(out[k].data_ptr() != s[k].data_ptr() for s in states)
 
 
-@pytest.mark.parametrize("states, weights, match", [
-    ([], [], "empty"),
-    ([_state(1.0)], [1, 2], "one entry per state"),
-    ([_state(1.0), _state(2.0)], [1, -1], "weights"),
-    ([_state(1.0), _state(2.0)], [0, 0], "all zero"),
-    ([_state(1.0), {"w": torch.zeros(2, 3), "b": torch.zeros(3)}], [1, 1], "keys"),
-    ([_state(1.0), _state(2.0, shape=(3, 2))], [1, 1], "same model"),
-    ([_state(1.0), _state(2.0)], [1, float("nan")], "weights"),
-])
+@pytest.mark.parametrize(
+    "states, weights, match",
+    [
+        ([], [], "empty"),
+        ([_state(1.0)], [1, 2], "one entry per state"),
+        ([_state(1.0), _state(2.0)], [1, -1], "weights"),
+        ([_state(1.0), _state(2.0)], [0, 0], "all zero"),
+        ([_state(1.0), {"w": torch.zeros(2, 3), "b": torch.zeros(3)}], [1, 1], "keys"),
+        ([_state(1.0), _state(2.0, shape=(3, 2))], [1, 1], "same model"),
+        ([_state(1.0), _state(2.0)], [1, float("nan")], "weights"),
+    ],
+)
 def test_fedavg_bad_input(states, weights, match):
     with pytest.raises(ValueError, match=match):
         fed.fedavg(states, weights)
@@ -150,12 +154,18 @@ def test_uniform_weighting_is_the_plain_mean_of_the_updates(small):
     n = len(split.y_train)
     parts = [torch.arange(0, n - 20), torch.arange(n - 20, n)]  # very unequal clients
     test = (split.x_test, split.y_test)
-    runs = {w: fed.run_fedavg(mf, fed.make_clients(split.x_train, split.y_train, parts, mf), test, rounds=1,
-                              weighting=w) for w in fed.WEIGHTINGS}
+    runs = {
+        w: fed.run_fedavg(mf, fed.make_clients(split.x_train, split.y_train, parts, mf), test, rounds=1, weighting=w)
+        for w in fed.WEIGHTINGS
+    }
     torch.manual_seed(0)
     start = mf().state_dict()
-    updates = [fed.make_clients(split.x_train, split.y_train, [p], mf)[0].local_update(
-        start, epochs=1, lr=0.1, batch_size=16, seed=cid)[0] for cid, p in enumerate(parts)]
+    updates = [
+        fed.make_clients(split.x_train, split.y_train, [p], mf)[0].local_update(
+            start, epochs=1, lr=0.1, batch_size=16, seed=cid
+        )[0]
+        for cid, p in enumerate(parts)
+    ]
     for w, counts in (("samples", [n - 20, 20]), ("uniform", [1, 1])):
         expected = fed.fedavg(updates, counts)
         for k, v in runs[w].server.state.items():
@@ -170,7 +180,7 @@ def test_stop_at_ends_the_run_at_the_first_round_that_reaches_it(small):
     full = fed.run_fedavg(mf, clients, test, rounds=6, lr=0.5)
     target = full.acc[2]
     stopped = fed.run_fedavg(mf, clients, test, rounds=6, lr=0.5, stop_at=target)
-    assert len(stopped.acc) == full.rounds_to(target) and stopped.acc == full.acc[:len(stopped.acc)]
+    assert len(stopped.acc) == full.rounds_to(target) and stopped.acc == full.acc[: len(stopped.acc)]
     for bad in (dict(weighting="median"), dict(stop_at=0), dict(stop_at=1.5)):
         with pytest.raises(ValueError, match=next(iter(bad))):
             fed.run_fedavg(mf, clients, test, rounds=1, **bad)
@@ -190,8 +200,7 @@ def test_allreduce_round_equals_the_simulated_round(small):
     torch.manual_seed(0)
     state = mf().state_dict()
     sim = fed.run_fedavg(mf, clients, (split.x_test, split.y_test), rounds=1, seed=0)
-    real = comm.launch(fed.fedavg_allreduce_round, 2, state, split.x_train, split.y_train, parts,
-                              threads_per_rank=1)
+    real = comm.launch(fed.fedavg_allreduce_round, 2, state, split.x_train, split.y_train, parts, threads_per_rank=1)
     for k, v in sim.server.state.items():
         assert torch.allclose(real[0][k], v, atol=1e-6) and torch.allclose(real[1][k], v, atol=1e-6), k
 
@@ -201,8 +210,10 @@ def test_allreduce_round_equals_the_simulated_round(small):
 
 def test_price_table_is_cited_and_names_catalog_chips():
     rows = fed.price_table()  # notebook 06.5's rows of tables/prices.json, in the order it prints them
-    raw = {r["key"]: r for r in json.loads(
-        resources.files("course_lib").joinpath("tables", "prices.json").read_text("utf-8"))["rows"]}
+    raw = {
+        r["key"]: r
+        for r in json.loads(resources.files("course_lib").joinpath("tables", "prices.json").read_text("utf-8"))["rows"]
+    }
     assert list(rows) == list(cost.COST_MODEL_KEYS) and len(rows) >= 5
     for p in rows.values():
         assert p.source.startswith("https://") and len(p.source_date) == 7 and p.notes

@@ -4,6 +4,7 @@ Most tests are single-process: the bubble formula, the schedules, the simulation
 launches prove what one process cannot: model parallelism by hand and a library 1F1B step equal one process
 (one launch runs both checks through a small test worker), and DTensor tensor parallelism halves the weights.
 """
+
 from __future__ import annotations
 
 import pytest
@@ -18,6 +19,7 @@ WIDTHS = [16, 32, 32, 8]
 
 # ----------------------------------------------------------------------------------------------
 # the cost model
+
 
 @pytest.mark.parametrize("p, m, expected", [(1, 1, 0.0), (2, 1, 0.5), (2, 2, 1 / 3), (4, 4, 3 / 7), (8, 56, 7 / 63)])
 def test_bubble_fraction(p, m, expected):
@@ -88,6 +90,7 @@ def test_timeline_measures_idle_and_pass_times():
 # ----------------------------------------------------------------------------------------------
 # splitting
 
+
 def test_partition_is_optimal_and_contiguous():
     assert pipeline.partition([1, 1, 1, 1], 2) == [(0, 2), (2, 4)]
     assert pipeline.partition([5, 1, 1, 1, 1, 1], 2) == [(0, 1), (1, 6)]
@@ -95,8 +98,7 @@ def test_partition_is_optimal_and_contiguous():
     costs = [3, 1, 4, 1, 5, 9, 2, 6]
     bounds = pipeline.partition(costs, 3)
     worst = max(sum(costs[a:b]) for a, b in bounds)
-    brute = min(max(sum(costs[:i]), sum(costs[i:j]), sum(costs[j:]))
-                for i in range(1, 7) for j in range(i + 1, 8))
+    brute = min(max(sum(costs[:i]), sum(costs[i:j]), sum(costs[j:])) for i in range(1, 7) for j in range(i + 1, 8))
     assert worst == brute and bounds[0][0] == 0 and bounds[-1][1] == len(costs)
 
 
@@ -136,6 +138,7 @@ def test_mlp_stack_is_seeded_and_leaves_the_global_rng_alone():
 # ----------------------------------------------------------------------------------------------
 # tensor parallel (pure parts)
 
+
 def test_tensor_parallel_bytes_and_link_table():
     assert tensor_parallel.predicted_param_bytes(256, 1024, 2) == 4 * ((256 * 1024 * 2 + 1024) // 2 + 256)
     with pytest.raises(ValueError, match="divisible"):
@@ -150,10 +153,13 @@ def test_tensor_parallel_bytes_and_link_table():
 # ----------------------------------------------------------------------------------------------
 # real processes (one launch each)
 
+
 def both_checks(x: torch.Tensor, y: torch.Tensor) -> dict:
     """Test worker: model parallelism by hand, then a library 1F1B step, in one launch."""
-    return {"by_hand": pipeline.model_parallel_step(WIDTHS, x, y),
-            "1f1b": pipeline.library_pipeline_step(WIDTHS, x, y, 4, "1f1b")}
+    return {
+        "by_hand": pipeline.model_parallel_step(WIDTHS, x, y),
+        "1f1b": pipeline.library_pipeline_step(WIDTHS, x, y, 4, "1f1b"),
+    }
 
 
 @pytest.mark.slow
@@ -188,8 +194,9 @@ def test_tensor_parallel_equals_one_process_with_half_the_weights():
 @pytest.mark.slow
 def test_measure_schedules_small():
     settings = [dict(kind="gpipe", micro_batches=2), dict(kind="1f1b", micro_batches=2, layers=[1, 1])]
-    ranks = comm.launch(pipeline.measure_schedules, 2, settings, repeats=1, micro_batch=8, width=32,
-                               warmup=0, threads_per_rank=1)
+    ranks = comm.launch(
+        pipeline.measure_schedules, 2, settings, repeats=1, micro_batch=8, width=32, warmup=0, threads_per_rank=1
+    )
     measured = pipeline.timelines(ranks, settings)
     assert [len(reps) for reps in measured] == [1, 1]
     t = measured[0][0]
@@ -201,19 +208,32 @@ def test_measure_schedules_small():
     one = 8 * 32 * 4
     assert act["gpipe, m=2", 0]["after_pass"] == [4 * one, 8 * one, 4 * one, 0]  # F0 F1 B0 B1, 4 layers
     assert act["gpipe, m=2", 0]["model_after_pass"] == act["gpipe, m=2", 0]["after_pass"]
-    assert act["1f1b, m=2, layers (1, 1)", 1]["after_pass"] == [one + 4, 0, one + 4, 0]  # last stage, F B F B: + the loss
+    assert act["1f1b, m=2, layers (1, 1)", 1]["after_pass"] == [
+        one + 4,
+        0,
+        one + 4,
+        0,
+    ]  # last stage, F B F B: + the loss
     assert act["gpipe, m=2", 1]["after_pass"][-1] == 0  # no received activation's gradient left behind
     assert all(a["peak_bytes"] >= a["measured_bytes"] for a in act.values())
     with pytest.raises(comm.RankError, match="layers"):
-        comm.launch(pipeline.measure_schedules, 2, [dict(kind="gpipe", micro_batches=1, layers=[1])],
-                           repeats=1, width=8, micro_batch=2)
+        comm.launch(
+            pipeline.measure_schedules,
+            2,
+            [dict(kind="gpipe", micro_batches=1, layers=[1])],
+            repeats=1,
+            width=8,
+            micro_batch=2,
+        )
 
 
 # ----------------------------------------------------------------------------------------------
 # the plot
 
+
 def test_timeline_chart():
     import matplotlib
+
     matplotlib.use("Agg")
     from course_lib import plots
 
@@ -227,6 +247,7 @@ def test_timeline_chart():
     with pytest.raises(ValueError, match="pass"):
         plots.timeline_chart({"a": [[("X", 0, 0.0, 1.0)]]}, title="x")
     import matplotlib.pyplot as plt
+
     plt.close("all")
 
 

@@ -3,6 +3,7 @@
 One multi-process test (a worker killed under torchrun, the job restarted and finished on the same curve):
 what no single process can show. Everything else runs in this process.
 """
+
 from __future__ import annotations
 
 import json
@@ -36,6 +37,7 @@ def _args(data_file, run_dir, steps, *extra):
 
 # ----------------------------------------------------------------------------------------------
 # the script
+
 
 def test_batches_depend_on_the_step_only_and_cover_an_epoch():
     a = [ts.batch_indices(s, 100, 20, seed=3) for s in range(5)]
@@ -83,14 +85,20 @@ def test_a_checkpoint_without_momentum_resumes_off_the_trajectory(data_file, tmp
     assert gap > 1e-3
     with pytest.raises(ValueError, match="no checkpoint"):
         ts.drop_optimizer_state(tmp_path / "nothing")
-    ts.main(["--run-dir", str(tmp_path / "notebook"), "--data", str(data_file), "--steps", "5", "--checkpoint-every", "5"])
+    ts.main(
+        ["--run-dir", str(tmp_path / "notebook"), "--data", str(data_file), "--steps", "5", "--checkpoint-every", "5"]
+    )
     ckpt = ft.list_checkpoints(tmp_path / "notebook" / ts.CHECKPOINT_DIR)[-1]  # the notebook's 64 -> 256 -> 10 MLP
     assert 1.0 <= ckpt.stat().st_size / (models.count_parameters(ts.make_model()) * 8) <= 1.3
 
 
 def test_loss_curve_keeps_the_latest_value_of_a_redone_step(tmp_path):
-    lines = [{"step": 0, "loss": 3.0, "attempt": 0}, {"step": 1, "loss": 2.0, "attempt": 0},
-             {"step": 1, "loss": 2.5, "attempt": 1}, {"step": 2, "loss": 1.0, "attempt": 1}]
+    lines = [
+        {"step": 0, "loss": 3.0, "attempt": 0},
+        {"step": 1, "loss": 2.0, "attempt": 0},
+        {"step": 1, "loss": 2.5, "attempt": 1},
+        {"step": 2, "loss": 1.0, "attempt": 1},
+    ]
     (tmp_path / "rank0.jsonl").write_text("\n".join(json.dumps(x) for x in lines) + '\n{"step": 3, "lo')
     assert ts.loss_curve(tmp_path) == [3.0, 2.5, 1.0]  # the line cut short by a kill is skipped
     assert ts.redone_steps(tmp_path) == [1]
@@ -124,8 +132,15 @@ def test_help_documents_the_multi_machine_commands(capsys):
 def test_a_killed_worker_is_restarted_and_the_curve_is_unchanged(data_file, tmp_path):
     """torchrun --standalone --nproc-per-node=2 --max-restarts=2; rank 1 gets SIGKILL after step 7."""
     ts.main(_args(data_file, tmp_path / "one", 16))
-    result = ts.run_torchrun(_script(data_file, 16, "--step-delay", "0.05"), tmp_path / "killed", nproc_per_node=2, max_restarts=2, kill_rank=1, kill_after_step=7,
-                             timeout=240)
+    result = ts.run_torchrun(
+        _script(data_file, 16, "--step-delay", "0.05"),
+        tmp_path / "killed",
+        nproc_per_node=2,
+        max_restarts=2,
+        kill_rank=1,
+        kill_after_step=7,
+        timeout=240,
+    )
     summary = ts.restart_summary(result)
     assert result.attempts == 2 and result.kill["step"] >= 7, result.kill
     assert summary["resumed_from"] in (5, 10) and 1 <= summary["redone"] <= 6, summary
@@ -163,18 +178,22 @@ def test_rank_seeds_differ_and_check_their_input():
 # ----------------------------------------------------------------------------------------------
 # the pipeline
 
+
 def _writer(name):
     def write(workdir):
         (workdir / name).write_text(name)
+
     write.__name__ = f"write_{name}"
     return write
 
 
 def _steps(**over):
-    steps = {"a": orch.Step("a", _writer("a.txt"), ("a.txt",)),
-             "b": orch.Step("b", _writer("b.txt"), ("b.txt",), deps=("a",)),
-             "c": orch.Step("c", _writer("c.txt"), ("c.txt",), deps=("a",)),
-             "d": orch.Step("d", _writer("d.txt"), ("d.txt",), deps=("b", "c"))}
+    steps = {
+        "a": orch.Step("a", _writer("a.txt"), ("a.txt",)),
+        "b": orch.Step("b", _writer("b.txt"), ("b.txt",), deps=("a",)),
+        "c": orch.Step("c", _writer("c.txt"), ("c.txt",), deps=("a",)),
+        "d": orch.Step("d", _writer("d.txt"), ("d.txt",), deps=("b", "c")),
+    }
     steps.update(over)
     return list(steps.values())
 
@@ -215,14 +234,19 @@ def test_a_step_that_keeps_failing_blocks_its_dependents(tmp_path):
     assert record["c"]["status"] == "failed" and record["c"]["attempts"] == 2 and len(record["c"]["errors"]) == 2
     assert record["d"]["status"] == "blocked" and record["b"]["status"] == "ran"
     missing = orch.Step("a", lambda workdir: None, ("never.txt",))
-    assert orch.run_pipeline([missing], tmp_path)[0]["errors"][0].endswith("without writing ['" +
-                                                                           str(tmp_path / "never.txt") + "']")
+    assert orch.run_pipeline([missing], tmp_path)[0]["errors"][0].endswith(
+        "without writing ['" + str(tmp_path / "never.txt") + "']"
+    )
 
 
 def test_the_digits_job_runs_in_this_process(tmp_path):
     record = orch.run_pipeline(orch.digits_job(5, hidden=16, export_failures=1), tmp_path)
-    assert [(e["step"], e["status"]) for e in record] == [("prepare", "ran"), ("train", "ran"), ("evaluate", "ran"),
-                                                          ("export", "ran")]
+    assert [(e["step"], e["status"]) for e in record] == [
+        ("prepare", "ran"),
+        ("train", "ran"),
+        ("evaluate", "ran"),
+        ("export", "ran"),
+    ]
     assert record[-1]["attempts"] == 2
     metrics = json.loads((tmp_path / "metrics.json").read_text())
     assert metrics["steps"] == 5 and 0.0 < metrics["acc"] <= 1.0
@@ -232,10 +256,17 @@ def test_the_digits_job_runs_in_this_process(tmp_path):
 # ----------------------------------------------------------------------------------------------
 # the managed versions, as text
 
+
 def test_vertex_job_is_built_and_checked():
-    job = orch.vertex_custom_job("j", image_uri="img", script_args=["--run-dir", "/gcs/b/r"],
-                                 machine_type="a2-highgpu-4g", accelerator_type="NVIDIA_TESLA_A100",
-                                 accelerator_count=4, replica_count=3)
+    job = orch.vertex_custom_job(
+        "j",
+        image_uri="img",
+        script_args=["--run-dir", "/gcs/b/r"],
+        machine_type="a2-highgpu-4g",
+        accelerator_type="NVIDIA_TESLA_A100",
+        accelerator_count=4,
+        replica_count=3,
+    )
     pools = job["jobSpec"]["workerPoolSpecs"]
     assert [p["replicaCount"] for p in pools] == [1, 2]
     assert "--nproc-per-node=4" in pools[0]["containerSpec"]["command"][-1]
@@ -243,22 +274,43 @@ def test_vertex_job_is_built_and_checked():
     assert len(cpu_only["jobSpec"]["workerPoolSpecs"]) == 1
 
 
-@pytest.mark.parametrize("change, message", [
-    (lambda j: j.pop("displayName"), "displayName"),
-    (lambda j: j["jobSpec"]["workerPoolSpecs"][0].update(replicaCount=2), "primary replica"),
-    (lambda j: j["jobSpec"]["workerPoolSpecs"][0]["machineSpec"].update(machineType="n9-huge"), "valid: n1-standard-4"),
-    (lambda j: j["jobSpec"]["workerPoolSpecs"][0]["machineSpec"].update(acceleratorType="NVIDIA_GTX_1080"),
-     "is unknown; valid: NVIDIA_A100_80GB"),
-    (lambda j: j["jobSpec"]["workerPoolSpecs"][0]["machineSpec"].update(acceleratorCount=3), "one of \\(1, 2, 4, 8\\)"),
-    (lambda j: j["jobSpec"]["workerPoolSpecs"][0].pop("containerSpec"), "exactly one of containerSpec"),
-    (lambda j: j["jobSpec"]["workerPoolSpecs"][0].update(
-        pythonPackageSpec={"executorImageUri": "x"}) or j["jobSpec"]["workerPoolSpecs"][0].pop("containerSpec"),
-     "pythonPackageSpec.packageUris is missing"),
-    (lambda j: j["jobSpec"].update(workerPoolSpecs=[]), "non-empty list"),
-])
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        (lambda j: j.pop("displayName"), "displayName"),
+        (lambda j: j["jobSpec"]["workerPoolSpecs"][0].update(replicaCount=2), "primary replica"),
+        (
+            lambda j: j["jobSpec"]["workerPoolSpecs"][0]["machineSpec"].update(machineType="n9-huge"),
+            "valid: n1-standard-4",
+        ),
+        (
+            lambda j: j["jobSpec"]["workerPoolSpecs"][0]["machineSpec"].update(acceleratorType="NVIDIA_GTX_1080"),
+            "is unknown; valid: NVIDIA_A100_80GB",
+        ),
+        (
+            lambda j: j["jobSpec"]["workerPoolSpecs"][0]["machineSpec"].update(acceleratorCount=3),
+            "one of \\(1, 2, 4, 8\\)",
+        ),
+        (lambda j: j["jobSpec"]["workerPoolSpecs"][0].pop("containerSpec"), "exactly one of containerSpec"),
+        (
+            lambda j: (
+                j["jobSpec"]["workerPoolSpecs"][0].update(pythonPackageSpec={"executorImageUri": "x"})
+                or j["jobSpec"]["workerPoolSpecs"][0].pop("containerSpec")
+            ),
+            "pythonPackageSpec.packageUris is missing",
+        ),
+        (lambda j: j["jobSpec"].update(workerPoolSpecs=[]), "non-empty list"),
+    ],
+)
 def test_vertex_job_problems_are_named(change, message):
-    job = orch.vertex_custom_job("j", image_uri="img", script_args=[], machine_type="n1-standard-8",
-                                 accelerator_type="NVIDIA_TESLA_T4", accelerator_count=1)
+    job = orch.vertex_custom_job(
+        "j",
+        image_uri="img",
+        script_args=[],
+        machine_type="n1-standard-8",
+        accelerator_type="NVIDIA_TESLA_T4",
+        accelerator_count=1,
+    )
     change(job)
     with pytest.raises(ValueError, match=message):
         orch.validate_vertex_job(job)
@@ -275,8 +327,10 @@ def test_the_machine_table_gives_the_machine_types_the_course_always_had():
         **{f"a2-ultragpu-{g}g": ("NVIDIA_A100_80GB", (g,)) for g in (1, 2, 4, 8)},
         "a3-highgpu-8g": ("NVIDIA_H100_80GB", (8,)),
         "a3-megagpu-8g": ("NVIDIA_H100_MEGA_80GB", (8,)),
-        **{f"g2-standard-{n}": ("NVIDIA_L4", (g,)) for n, g in ((4, 1), (8, 1), (12, 1), (16, 1), (24, 2), (32, 1),
-                                                                 (48, 4), (96, 8))},
+        **{
+            f"g2-standard-{n}": ("NVIDIA_L4", (g,))
+            for n, g in ((4, 1), (8, 1), (12, 1), (16, 1), (24, 2), (32, 1), (48, 4), (96, 8))
+        },
     }
     assert orch.MACHINE_TYPES == before and list(orch.MACHINE_TYPES) == list(before)
     n1 = ("NVIDIA_TESLA_T4", "NVIDIA_TESLA_V100", "NVIDIA_TESLA_P100", "NVIDIA_TESLA_P4")
@@ -286,10 +340,16 @@ def test_the_machine_table_gives_the_machine_types_the_course_always_had():
 
 
 def test_cluster_spec_gives_torchrun_its_place():
-    spec = {"cluster": {"workerpool0": ["m:2222"], "workerpool1": ["w0:2222", "w1:2222"]},
-            "task": {"type": "workerpool0", "index": 0}}
-    assert orch.torchrun_env_from_cluster_spec(spec) == {"MASTER_ADDR": "m", "MASTER_PORT": "2222", "WORLD_SIZE": "3",
-                                                         "RANK": "0"}
+    spec = {
+        "cluster": {"workerpool0": ["m:2222"], "workerpool1": ["w0:2222", "w1:2222"]},
+        "task": {"type": "workerpool0", "index": 0},
+    }
+    assert orch.torchrun_env_from_cluster_spec(spec) == {
+        "MASTER_ADDR": "m",
+        "MASTER_PORT": "2222",
+        "WORLD_SIZE": "3",
+        "RANK": "0",
+    }
     spec["task"] = {"type": "workerpool1", "index": 0}
     assert orch.torchrun_env_from_cluster_spec(json.dumps(spec))["RANK"] == "1"
     with pytest.raises(ValueError, match="workerpool0"):
@@ -311,15 +371,21 @@ def test_kubeflow_spec_round_trips_and_problems_are_named():
     assert args["exec-train"][-2:] == ["--steps", "5"]
     with pytest.raises(ValueError, match="root"):
         orch.kubeflow_pipeline(orch.digits_job(5), name="p", image="img", root="relative/dir")
-    cases = [(lambda s: s.pop("deploymentSpec"), "missing 'deploymentSpec'"),
-             (lambda s: s["components"].pop("comp-train"), "component 'comp-train'"),
-             (lambda s: s["root"]["dag"]["tasks"]["train"].update(dependentTasks=["nope"]), "not tasks"),
-             (lambda s: s["root"]["dag"]["tasks"]["prepare"].update(dependentTasks=["export"]), "cycle"),
-             (lambda s: s["deploymentSpec"]["executors"]["exec-train"]["container"]["resources"]["accelerator"]
-              .update(type="TPU_V9"), "valid: NVIDIA"),
-             (lambda s: s["deploymentSpec"]["executors"]["exec-export"]["container"].pop("image"), "no container image"),
-             # a cached step whose inputs are files in a shared folder would be skipped after they change
-             (lambda s: s["root"]["dag"]["tasks"]["train"]["cachingOptions"].update(enableCache=True), "declares no inputs")]
+    cases = [
+        (lambda s: s.pop("deploymentSpec"), "missing 'deploymentSpec'"),
+        (lambda s: s["components"].pop("comp-train"), "component 'comp-train'"),
+        (lambda s: s["root"]["dag"]["tasks"]["train"].update(dependentTasks=["nope"]), "not tasks"),
+        (lambda s: s["root"]["dag"]["tasks"]["prepare"].update(dependentTasks=["export"]), "cycle"),
+        (
+            lambda s: s["deploymentSpec"]["executors"]["exec-train"]["container"]["resources"]["accelerator"].update(
+                type="TPU_V9"
+            ),
+            "valid: NVIDIA",
+        ),
+        (lambda s: s["deploymentSpec"]["executors"]["exec-export"]["container"].pop("image"), "no container image"),
+        # a cached step whose inputs are files in a shared folder would be skipped after they change
+        (lambda s: s["root"]["dag"]["tasks"]["train"]["cachingOptions"].update(enableCache=True), "declares no inputs"),
+    ]
     for change, message in cases:
         broken = yaml.safe_load(text)
         change(broken)
@@ -330,10 +396,18 @@ def test_kubeflow_spec_round_trips_and_problems_are_named():
 
 
 def test_cluster_env_takes_the_environment_then_cluster_spec_and_never_guesses():
-    spec = json.dumps({"cluster": {"workerpool0": ["m:2222"], "workerpool1": ["w1:2222", "w2:2222"]},
-                       "task": {"type": "workerpool1", "index": 1}})
-    assert orch.cluster_env({"CLUSTER_SPEC": spec}, 3) == {"MASTER_ADDR": "m", "MASTER_PORT": "2222",
-                                                           "WORLD_SIZE": "3", "RANK": "2"}
+    spec = json.dumps(
+        {
+            "cluster": {"workerpool0": ["m:2222"], "workerpool1": ["w1:2222", "w2:2222"]},
+            "task": {"type": "workerpool1", "index": 1},
+        }
+    )
+    assert orch.cluster_env({"CLUSTER_SPEC": spec}, 3) == {
+        "MASTER_ADDR": "m",
+        "MASTER_PORT": "2222",
+        "WORLD_SIZE": "3",
+        "RANK": "2",
+    }
     prebuilt = {"MASTER_ADDR": "a", "MASTER_PORT": "1", "WORLD_SIZE": "3", "RANK": "0", "CLUSTER_SPEC": spec}
     assert orch.cluster_env(prebuilt, 3)["MASTER_ADDR"] == "a"  # a PyTorch container's own variables first
     assert orch.cluster_env({}, 1)["WORLD_SIZE"] == "1"  # one machine needs no cluster
@@ -351,19 +425,21 @@ def test_vertex_command_runs_torchrun_with_the_cluster_or_stops(tmp_path):
     assert command[:2] == ["sh", "-c"]
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
-    (bin_dir / "torchrun").write_text("#!/bin/sh\necho torchrun \"$@\"\n")
+    (bin_dir / "torchrun").write_text('#!/bin/sh\necho torchrun "$@"\n')
     (bin_dir / "torchrun").chmod(0o755)
     (bin_dir / "python").write_text(f'#!/bin/sh\nexec "{sys.executable}" "$@"\n')  # this environment's Python
     (bin_dir / "python").chmod(0o755)
     root = Path(orch.__file__).resolve().parents[2]
     base = {"PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}", "PYTHONPATH": str(root)}
-    spec = json.dumps({"cluster": {"workerpool0": ["m:2222"], "workerpool1": ["w:2222"]},
-                       "task": {"type": "workerpool1", "index": 0}})
+    spec = json.dumps(
+        {"cluster": {"workerpool0": ["m:2222"], "workerpool1": ["w:2222"]}, "task": {"type": "workerpool1", "index": 0}}
+    )
     ran = subprocess.run(command, env={**base, "CLUSTER_SPEC": spec}, capture_output=True, text=True, timeout=120)
     assert ran.returncode == 0, ran.stderr
     assert "--nnodes=2 --node-rank=1 " in ran.stdout and "--master-addr=m --master-port=2222 " in ran.stdout
     alone = subprocess.run(command, env=base, capture_output=True, text=True, timeout=120)
     assert alone.returncode != 0 and "torchrun" not in alone.stdout and "cannot find the others" in alone.stderr
+
 
 def test_a_container_step_skips_what_its_folder_already_holds(tmp_path, capsys):
     """The Kubeflow container's entry point: a retried step whose outputs exist does not run again."""

@@ -3,6 +3,7 @@
 Each test fakes only what the platform decides (a graph cut that counts, the operating system's name, a device
 without float64, the cluster variables) and runs the course's real code around it.
 """
+
 from __future__ import annotations
 
 import torch
@@ -44,8 +45,9 @@ def test_fit_and_evaluate_cut_once_per_step_and_per_batch(monkeypatch):
     x, y = _data(32)
     data = torch.utils.data.TensorDataset(x, y)
     events = _events(monkeypatch)
-    history = train.fit(nn.Linear(4, 3), data, epochs=2, batch_size=8, eval_data=data, progress=False,
-                        optimizer="sgd", lr=0.1)
+    history = train.fit(
+        nn.Linear(4, 3), data, epochs=2, batch_size=8, eval_data=data, progress=False, optimizer="sgd", lr=0.1
+    )
     steps, eval_batches = 2 * (32 // 8), 2 * 1  # evaluation runs 256 per batch: one batch per epoch
     assert events.count("cut") == steps + eval_batches and len(history.epochs) == 2
     events.clear()
@@ -55,6 +57,7 @@ def test_fit_and_evaluate_cut_once_per_step_and_per_batch(monkeypatch):
 
 
 # --- Windows -------------------------------------------------------------------------------------------------
+
 
 def test_windows_gets_a_store_without_libuv_and_no_loopback_name(monkeypatch):
     """Windows wheels build TCPStore without libuv, the default everywhere else: asking for it stopped every
@@ -103,6 +106,7 @@ def test_compiled_timings_are_skipped_with_a_reason_without_a_cxx_compiler(monke
 
 # --- Apple's GPU (MPS): no float64 -----------------------------------------------------------------------------
 
+
 class OnMPS(torch.Tensor):
     """A tensor that behaves as one on Apple's GPU in the way that matters here: float64 is refused until it is
     moved to the CPU (MPS has no float64)."""
@@ -112,8 +116,9 @@ class OnMPS(torch.Tensor):
         kwargs = kwargs or {}
         if func is torch.Tensor.cpu:
             return args[0].as_subclass(torch.Tensor).clone()
-        to_double = func is torch.Tensor.double or (func is torch.Tensor.to and (
-            torch.float64 in args[1:] or kwargs.get("dtype") == torch.float64))
+        to_double = func is torch.Tensor.double or (
+            func is torch.Tensor.to and (torch.float64 in args[1:] or kwargs.get("dtype") == torch.float64)
+        )
         if to_double:
             raise TypeError("Cannot convert a MPS Tensor to float64 dtype as the MPS framework doesn't support float64")
         return super().__torch_function__(func, types, args, kwargs)
@@ -143,6 +148,7 @@ def test_svd_and_fedavg_move_to_the_cpu_before_float64():
 
 # --- CUDA: a torch without kernels for the GPU, a driver too old ------------------------------------------------
 
+
 def test_a_gpu_this_torch_has_no_kernels_for_falls_back_to_the_cpu_with_the_reason():
     """A P100 (6.0) with a current CUDA wheel fails at the first kernel ('no kernel image is available'): the plan
     says so and runs on the CPU."""
@@ -153,20 +159,27 @@ def test_a_gpu_this_torch_has_no_kernels_for_falls_back_to_the_cpu_with_the_reas
     assert not devices.runs_on((6, 0), built) and not devices.runs_on((7, 0), built)
     assert devices.runs_on((6, 1), ("sm_60",)) and not devices.runs_on((6, 0), ("sm_61",))
     p100 = devices.GPU("Tesla P100-PCIE-16GB", (6, 0), 16 * 2**30)
-    plan = devices.device_plan(devices.DeviceFacts(gpus=(p100,), nccl=True, nvidia_driver=True, torch_cuda=True,
-                                            torch_arch=built))
+    plan = devices.device_plan(
+        devices.DeviceFacts(gpus=(p100,), nccl=True, nvidia_driver=True, torch_cuda=True, torch_arch=built)
+    )
     assert plan.device == "cpu" and "no kernel image is available" in " ".join(plan.hints)
     assert "device_memory" in plan.skipped
     t4 = devices.GPU("Tesla T4", (7, 5), 15 * 2**30)
-    assert devices.device_plan(devices.DeviceFacts(gpus=(t4,), nccl=True, nvidia_driver=True, torch_cuda=True,
-                                            torch_arch=built)).device == "cuda:0"
+    assert (
+        devices.device_plan(
+            devices.DeviceFacts(gpus=(t4,), nccl=True, nvidia_driver=True, torch_cuda=True, torch_arch=built)
+        ).device
+        == "cuda:0"
+    )
 
 
 def test_a_driver_too_old_is_told_apart_from_a_cpu_only_torch():
     from course_lib import devices
 
     old = "The NVIDIA driver on your system is too old (found version 11040)."
-    hints = " ".join(devices.device_plan(devices.DeviceFacts(nvidia_driver=True, torch_cuda=True, cuda_problem=old)).hints)
+    hints = " ".join(
+        devices.device_plan(devices.DeviceFacts(nvidia_driver=True, torch_cuda=True, cuda_problem=old)).hints
+    )
     assert old in hints and "Update the NVIDIA driver" in hints
     cpu_only = " ".join(devices.device_plan(devices.DeviceFacts(nvidia_driver=True)).hints)
     assert "CPU-only build" in cpu_only
@@ -187,10 +200,14 @@ def test_full_fp32_switches_tf32_off_and_leaves_torch_able_to_read_its_flags():
 def test_the_blas_is_read_from_its_own_line_of_the_build_config():
     from course_lib import hardware
 
-    mac = ("  - LAPACK is enabled (usually provided by MKL)\n  - Build settings: BLAS_INFO=accelerate, "
-           "BUILD_TYPE=Release, LAPACK_INFO=accelerate, USE_MKL=OFF, USE_MKLDNN=OFF")
+    mac = (
+        "  - LAPACK is enabled (usually provided by MKL)\n  - Build settings: BLAS_INFO=accelerate, "
+        "BUILD_TYPE=Release, LAPACK_INFO=accelerate, USE_MKL=OFF, USE_MKLDNN=OFF"
+    )
     assert hardware.blas_library(mac) == "Accelerate"
-    assert hardware.blas_library("BLAS_INFO=open, LAPACK_INFO=open, USE_MKL=OFF (usually provided by MKL)") == "OpenBLAS"
+    assert (
+        hardware.blas_library("BLAS_INFO=open, LAPACK_INFO=open, USE_MKL=OFF (usually provided by MKL)") == "OpenBLAS"
+    )
     assert hardware.blas_library("BLAS_INFO=mkl, LAPACK_INFO=mkl") == "MKL"
     assert hardware.blas_library("no such line") == "unknown"
     assert hardware.windows_vendor_family("AMD64 Family 25 Model 97 Stepping 2, AuthenticAMD") == ("AuthenticAMD", 25)

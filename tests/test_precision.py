@@ -9,8 +9,17 @@ from course_lib.hardware import CPUInfo
 
 AVX2 = CPUInfo("AMD EPYC (Zen 3)", "x86_64", 2, 2, ("AVX2", "FMA"), "AVX2", "AVX2", native_bf16=False)
 ZEN4 = CPUInfo("AMD EPYC (Zen 4)", "x86_64", 2, 2, ("AVX-512", "AVX-512 BF16"), "AVX512", "AVX-512", native_bf16=True)
-SAPPHIRE = CPUInfo("Xeon", "x86_64", 2, 2, ("AVX-512", "AMX BF16", "AVX-512 FP16"), "AVX512", "AVX-512",
-                   native_bf16=True, native_fp16=True)
+SAPPHIRE = CPUInfo(
+    "Xeon",
+    "x86_64",
+    2,
+    2,
+    ("AVX-512", "AMX BF16", "AVX-512 FP16"),
+    "AVX512",
+    "AVX-512",
+    native_bf16=True,
+    native_fp16=True,
+)
 T4 = devices.GPU("Tesla T4", (7, 5), 15 * 2**30)
 A100 = devices.GPU("A100", (8, 0), 40 * 2**30)
 
@@ -19,8 +28,13 @@ A100 = devices.GPU("A100", (8, 0), 40 * 2**30)
 # formats
 
 # (exponent bits, mantissa bits, has_inf) of each format PyTorch has: the layouts on their data sheets
-LAYOUTS = {"fp32": (8, 23, True), "bf16": (8, 7, True), "fp16": (5, 10, True),
-           "fp8-e4m3": (4, 3, False), "fp8-e5m2": (5, 2, True)}
+LAYOUTS = {
+    "fp32": (8, 23, True),
+    "bf16": (8, 7, True),
+    "fp16": (5, 10, True),
+    "fp8-e4m3": (4, 3, False),
+    "fp8-e5m2": (5, 2, True),
+}
 
 
 @pytest.mark.parametrize("name", sorted(LAYOUTS))
@@ -31,7 +45,9 @@ def test_format_from_bits_reproduces_torch_finfo(name):
     assert built.numbers() == read.numbers(), (built, read)
     assert built.decimal_digits == pytest.approx(read.decimal_digits)
     # finfo.resolution is 10 ** -(whole decimal digits)
-    assert 10.0 ** -math.floor(read.decimal_digits) == pytest.approx(torch.finfo(precision.formats._TORCH[name]).resolution)
+    assert 10.0 ** -math.floor(read.decimal_digits) == pytest.approx(
+        torch.finfo(precision.formats._TORCH[name]).resolution
+    )
 
 
 def test_format_from_bits_reproduces_fp64_too():
@@ -40,14 +56,17 @@ def test_format_from_bits_reproduces_fp64_too():
     assert f.smallest_subnormal == 5e-324
 
 
-@pytest.mark.parametrize("name, bits, e, m, largest, normal, subnormal, eps, inf", [
-    ("fp32", 32, 8, 23, (2 - 2**-23) * 2.0**127, 2.0**-126, 2.0**-149, 2.0**-23, True),
-    ("tf32", 19, 8, 10, (2 - 2**-10) * 2.0**127, 2.0**-126, 2.0**-136, 2.0**-10, True),
-    ("bf16", 16, 8, 7, (2 - 2**-7) * 2.0**127, 2.0**-126, 2.0**-133, 2.0**-7, True),
-    ("fp16", 16, 5, 10, 65504.0, 2.0**-14, 2.0**-24, 2.0**-10, True),
-    ("fp8-e4m3", 8, 4, 3, 448.0, 2.0**-6, 2.0**-9, 0.125, False),
-    ("fp8-e5m2", 8, 5, 2, 57344.0, 2.0**-14, 2.0**-16, 0.25, True),
-])
+@pytest.mark.parametrize(
+    "name, bits, e, m, largest, normal, subnormal, eps, inf",
+    [
+        ("fp32", 32, 8, 23, (2 - 2**-23) * 2.0**127, 2.0**-126, 2.0**-149, 2.0**-23, True),
+        ("tf32", 19, 8, 10, (2 - 2**-10) * 2.0**127, 2.0**-126, 2.0**-136, 2.0**-10, True),
+        ("bf16", 16, 8, 7, (2 - 2**-7) * 2.0**127, 2.0**-126, 2.0**-133, 2.0**-7, True),
+        ("fp16", 16, 5, 10, 65504.0, 2.0**-14, 2.0**-24, 2.0**-10, True),
+        ("fp8-e4m3", 8, 4, 3, 448.0, 2.0**-6, 2.0**-9, 0.125, False),
+        ("fp8-e5m2", 8, 5, 2, 57344.0, 2.0**-14, 2.0**-16, 0.25, True),
+    ],
+)
 def test_number_formats_against_hand_values(name, bits, e, m, largest, normal, subnormal, eps, inf):
     f = precision.number_format(name)
     assert (f.bits, f.sign_bits, f.exponent_bits, f.mantissa_bits) == (bits, 1, e, m)
@@ -96,18 +115,21 @@ def test_format_table_is_markdown_with_one_row_per_format():
     assert "| 448 |" in next(line for line in lines if line.startswith("| fp8-e4m3 "))
 
 
-@pytest.mark.parametrize("call, error, match", [
-    (lambda: precision.format_name("fp8"), ValueError, "fp8-e4m3"),
-    (lambda: precision.format_name("int8"), ValueError, "accepted values"),
-    (lambda: precision.format_name(torch.float64), ValueError, "accepted values"),
-    (lambda: precision.format_name(16), TypeError, "str"),
-    (lambda: precision.format_name("tf32", accepted=precision.STORAGE_FORMATS), ValueError, "matmul mode"),
-    (lambda: precision.format_from_bits(1, 10), ValueError, "exponent_bits"),
-    (lambda: precision.format_from_bits(8, 0), ValueError, "mantissa_bits"),
-    (lambda: precision.format_from_bits(8.0, 10), TypeError, "exponent_bits"),
-    (lambda: precision.format_from_bits(8, 10, has_inf="no"), TypeError, "has_inf"),
-    (lambda: precision.format_from_bits(8, 10, name=3), TypeError, "name"),
-])
+@pytest.mark.parametrize(
+    "call, error, match",
+    [
+        (lambda: precision.format_name("fp8"), ValueError, "fp8-e4m3"),
+        (lambda: precision.format_name("int8"), ValueError, "accepted values"),
+        (lambda: precision.format_name(torch.float64), ValueError, "accepted values"),
+        (lambda: precision.format_name(16), TypeError, "str"),
+        (lambda: precision.format_name("tf32", accepted=precision.STORAGE_FORMATS), ValueError, "matmul mode"),
+        (lambda: precision.format_from_bits(1, 10), ValueError, "exponent_bits"),
+        (lambda: precision.format_from_bits(8, 0), ValueError, "mantissa_bits"),
+        (lambda: precision.format_from_bits(8.0, 10), TypeError, "exponent_bits"),
+        (lambda: precision.format_from_bits(8, 10, has_inf="no"), TypeError, "has_inf"),
+        (lambda: precision.format_from_bits(8, 10, name=3), TypeError, "name"),
+    ],
+)
 def test_format_bad_input(call, error, match):
     with pytest.raises(error, match=match):
         call()
@@ -115,6 +137,7 @@ def test_format_bad_input(call, error, match):
 
 # ----------------------------------------------------------------------------------------------
 # casting values
+
 
 def test_underflow_subnormal_and_overflow_of_known_values():
     v = torch.tensor([0.0, 0.0, 1e-8, 1.0])  # zeros are not counted
@@ -147,15 +170,18 @@ def test_loss_scaling_rescues_small_values_and_can_overflow_large_ones():
     assert precision.loss_scale_rescue(v, "fp16", 1.0) == precision.underflow(v, "fp16")
 
 
-@pytest.mark.parametrize("values, dtype, kwargs, expected", [
-    ([1.0], "fp16", {}, 2.0**15),  # 2**16 = 65536 rounds past 65504
-    ([3.0, -1e-9], "fp16", {}, 2.0**14),  # 3 * 2**15 = 98304 overflows
-    ([65504.0], "fp16", {}, 1.0),
-    ([70000.0], "fp16", {}, 0.5),
-    ([1.0], "fp8-e4m3", {}, 256.0),  # 512 > 448 (it would clip)
-    ([1.0], "bf16", {}, 2.0**127),  # the scale itself must stay a finite fp32
-    ([1.0], "fp16", {"max_scale": 1000}, 512.0),
-])
+@pytest.mark.parametrize(
+    "values, dtype, kwargs, expected",
+    [
+        ([1.0], "fp16", {}, 2.0**15),  # 2**16 = 65536 rounds past 65504
+        ([3.0, -1e-9], "fp16", {}, 2.0**14),  # 3 * 2**15 = 98304 overflows
+        ([65504.0], "fp16", {}, 1.0),
+        ([70000.0], "fp16", {}, 0.5),
+        ([1.0], "fp8-e4m3", {}, 256.0),  # 512 > 448 (it would clip)
+        ([1.0], "bf16", {}, 2.0**127),  # the scale itself must stay a finite fp32
+        ([1.0], "fp16", {"max_scale": 1000}, 512.0),
+    ],
+)
 def test_largest_safe_scale(values, dtype, kwargs, expected):
     v = torch.tensor(values)
     scale = precision.largest_safe_scale(v, dtype, **kwargs)
@@ -210,30 +236,44 @@ def test_loss_scaling_rescues_the_real_gradients(digits_gradients):
     assert at_init.underflow < plain.underflow / 10 and at_init.subnormal < plain.subnormal / 10, (plain, at_init)
 
 
-@pytest.mark.parametrize("call, error, match", [
-    (lambda: precision.underflow([1e-8], "fp16"), TypeError, "torch.Tensor"),
-    (lambda: precision.underflow(torch.tensor([1, 2]), "fp16"), TypeError, "floating-point"),
-    (lambda: precision.underflow(torch.tensor([1.0, float("inf")]), "fp16"), ValueError, "inf or NaN"),
-    (lambda: precision.underflow(torch.tensor([float("nan")]), "fp16"), ValueError, "inf or NaN"),
-    (lambda: precision.underflow(torch.zeros(3), "fp16"), ValueError, "non-zero"),
-    (lambda: precision.underflow(torch.tensor([]), "fp16"), ValueError, "non-zero"),
-    (lambda: precision.underflow(torch.ones(2), "tf32"), ValueError, "matmul mode"),
-    (lambda: precision.underflow(torch.ones(2), "fp64"), ValueError, "accepted values"),
-    (lambda: precision.underflow(torch.ones(2), "fp8"), ValueError, "fp8-e5m2"),
-    (lambda: precision.loss_scale_rescue(torch.ones(2), "fp16", 0), ValueError, "scale"),
-    (lambda: precision.loss_scale_rescue(torch.ones(2), "fp16", -2.0), ValueError, "scale"),
-    (lambda: precision.loss_scale_rescue(torch.ones(2), "fp16", "1024"), TypeError, "scale"),
-    (lambda: precision.largest_safe_scale(torch.ones(2), "fp16", max_scale=0), ValueError, "max_scale"),
-    (lambda: precision.largest_safe_scale(torch.zeros(2), "fp16"), ValueError, "non-zero"),
-    (lambda: precision.gradient_values("model"), TypeError, "nn.Module"),
-    (lambda: precision.gradients_while_training("model", (torch.ones(2, 2),), [0]), TypeError, "nn.Module"),
-    (lambda: precision.gradients_while_training(torch.nn.Linear(2, 2), (torch.ones(2, 2), None), []),
-     ValueError, "at_steps"),
-    (lambda: precision.gradients_while_training(torch.nn.Linear(2, 2), (torch.ones(2, 2), None), [-1]),
-     ValueError, "at_steps"),
-    (lambda: precision.gradients_while_training(torch.nn.Linear(2, 2), (torch.ones(2, 2), None), [0],
-                                                optimizer="rmsprop"), ValueError, "optimizer"),
-])
+@pytest.mark.parametrize(
+    "call, error, match",
+    [
+        (lambda: precision.underflow([1e-8], "fp16"), TypeError, "torch.Tensor"),
+        (lambda: precision.underflow(torch.tensor([1, 2]), "fp16"), TypeError, "floating-point"),
+        (lambda: precision.underflow(torch.tensor([1.0, float("inf")]), "fp16"), ValueError, "inf or NaN"),
+        (lambda: precision.underflow(torch.tensor([float("nan")]), "fp16"), ValueError, "inf or NaN"),
+        (lambda: precision.underflow(torch.zeros(3), "fp16"), ValueError, "non-zero"),
+        (lambda: precision.underflow(torch.tensor([]), "fp16"), ValueError, "non-zero"),
+        (lambda: precision.underflow(torch.ones(2), "tf32"), ValueError, "matmul mode"),
+        (lambda: precision.underflow(torch.ones(2), "fp64"), ValueError, "accepted values"),
+        (lambda: precision.underflow(torch.ones(2), "fp8"), ValueError, "fp8-e5m2"),
+        (lambda: precision.loss_scale_rescue(torch.ones(2), "fp16", 0), ValueError, "scale"),
+        (lambda: precision.loss_scale_rescue(torch.ones(2), "fp16", -2.0), ValueError, "scale"),
+        (lambda: precision.loss_scale_rescue(torch.ones(2), "fp16", "1024"), TypeError, "scale"),
+        (lambda: precision.largest_safe_scale(torch.ones(2), "fp16", max_scale=0), ValueError, "max_scale"),
+        (lambda: precision.largest_safe_scale(torch.zeros(2), "fp16"), ValueError, "non-zero"),
+        (lambda: precision.gradient_values("model"), TypeError, "nn.Module"),
+        (lambda: precision.gradients_while_training("model", (torch.ones(2, 2),), [0]), TypeError, "nn.Module"),
+        (
+            lambda: precision.gradients_while_training(torch.nn.Linear(2, 2), (torch.ones(2, 2), None), []),
+            ValueError,
+            "at_steps",
+        ),
+        (
+            lambda: precision.gradients_while_training(torch.nn.Linear(2, 2), (torch.ones(2, 2), None), [-1]),
+            ValueError,
+            "at_steps",
+        ),
+        (
+            lambda: precision.gradients_while_training(
+                torch.nn.Linear(2, 2), (torch.ones(2, 2), None), [0], optimizer="rmsprop"
+            ),
+            ValueError,
+            "optimizer",
+        ),
+    ],
+)
 def test_casting_bad_input(call, error, match):
     with pytest.raises(error, match=match):
         call()
@@ -250,6 +290,7 @@ def test_gradients_while_training_on_a_tiny_model():
 
 # ----------------------------------------------------------------------------------------------
 # compute dtype guard
+
 
 def test_fp16_on_a_cpu_without_fp16_units_is_refused_with_the_reason_and_bf16_offered():
     with pytest.raises(ValueError, match="no fp16 arithmetic units") as err:
@@ -282,19 +323,22 @@ def test_check_compute_dtype_reads_this_machine_by_default():
     assert bool(note) == (not here.native_bf16)
 
 
-@pytest.mark.parametrize("call, error, match", [
-    (lambda: precision.check_compute_dtype("fp13"), ValueError, "accepted values"),
-    (lambda: precision.check_compute_dtype("int8"), ValueError, "accepted values"),
-    (lambda: precision.check_compute_dtype(torch.float64), ValueError, "accepted values"),
-    (lambda: precision.check_compute_dtype(torch.float8_e5m2), ValueError, "accepted values"),
-    (lambda: precision.check_compute_dtype(None), TypeError, "dtype"),
-    (lambda: precision.check_compute_dtype("bf16", "gpu"), ValueError, "cuda"),
-    (lambda: precision.check_compute_dtype("bf16", 0), TypeError, "device"),
-    (lambda: precision.check_compute_dtype("bf16", "cuda:x"), ValueError, "index"),
-    (lambda: precision.check_compute_dtype("bf16", cpu="avx2"), TypeError, "cpu"),
-    (lambda: precision.check_compute_dtype("bf16", "cuda", gpu="T4"), TypeError, "gpu"),
-    (lambda: precision.check_compute_dtype("bf16", warn="no"), TypeError, "warn"),
-])
+@pytest.mark.parametrize(
+    "call, error, match",
+    [
+        (lambda: precision.check_compute_dtype("fp13"), ValueError, "accepted values"),
+        (lambda: precision.check_compute_dtype("int8"), ValueError, "accepted values"),
+        (lambda: precision.check_compute_dtype(torch.float64), ValueError, "accepted values"),
+        (lambda: precision.check_compute_dtype(torch.float8_e5m2), ValueError, "accepted values"),
+        (lambda: precision.check_compute_dtype(None), TypeError, "dtype"),
+        (lambda: precision.check_compute_dtype("bf16", "gpu"), ValueError, "cuda"),
+        (lambda: precision.check_compute_dtype("bf16", 0), TypeError, "device"),
+        (lambda: precision.check_compute_dtype("bf16", "cuda:x"), ValueError, "index"),
+        (lambda: precision.check_compute_dtype("bf16", cpu="avx2"), TypeError, "cpu"),
+        (lambda: precision.check_compute_dtype("bf16", "cuda", gpu="T4"), TypeError, "gpu"),
+        (lambda: precision.check_compute_dtype("bf16", warn="no"), TypeError, "warn"),
+    ],
+)
 def test_check_compute_dtype_bad_input(call, error, match):
     with pytest.raises(error, match=match):
         call()
@@ -309,6 +353,7 @@ def test_bf16_flushes_no_normal_fp32_value():
 
 # ----------------------------------------------------------------------------------------------
 # fp16 inside the backward pass
+
 
 def _trained_digits_mlp():
     with cpu.limit_threads(1):
@@ -326,7 +371,7 @@ def test_the_fp16_backward_flushes_activation_gradients_and_loss_scaling_saves_t
     before = [p.detach().clone() for p in model.parameters()]
     with cpu.limit_threads(1):
         plain = precision.backward_underflow(model, batch, "fp16")
-        scaled = precision.backward_underflow(model, batch, "fp16", scale=2.0 ** 16)
+        scaled = precision.backward_underflow(model, batch, "fp16", scale=2.0**16)
         bf16 = precision.backward_underflow(model, batch, "bf16")
     assert all(torch.equal(p, b) for p, b in zip(model.parameters(), before)), "the passes must not train the model"
     assert [name for name, _, _ in plain.layers] == ["0", "2"]  # both Linear layers, input side first
@@ -335,7 +380,7 @@ def test_the_fp16_backward_flushes_activation_gradients_and_loss_scaling_saves_t
     assert scaled.param_lost < plain.param_lost / 10 and scaled.activation_lost < plain.activation_lost / 5, scaled
     # bf16 has fp32's exponent range: what it "loses" is a ReLU that its rounded forward pass switched off
     assert bf16.param_lost < 1e-3 and bf16.activation_lost < 1e-3, bf16
-    assert "weight gradients lost" in str(plain) and plain.dtype == "fp16" and scaled.scale == 2.0 ** 16
+    assert "weight gradients lost" in str(plain) and plain.dtype == "fp16" and scaled.scale == 2.0**16
 
 
 def test_backward_underflow_bad_input():
@@ -357,6 +402,7 @@ def test_backward_underflow_bad_input():
 # ----------------------------------------------------------------------------------------------
 # master weights
 
+
 def test_bf16_weights_ignore_small_updates_that_fp32_master_weights_keep():
     """Adam moves each weight by about lr per step; at lr 1e-4 that is below 2^-8 of most weights of the
     digits MLP (|w| up to 1/8), so a bf16 weight rounds it away. Measured: 84 % ignored, the loss barely moves."""
@@ -373,9 +419,9 @@ def test_one_bf16_addition_loses_updates_below_half_a_gap():
     """The rule weights_run measures, in one addition: 1 + u in bf16 stays 1 for u <= 2^-8 (half of bf16's
     gap 2^-7 above 1; a tie rounds to even) and moves for u a little above it."""
     one = torch.ones((), dtype=torch.bfloat16)
-    assert one + torch.tensor(2.0 ** -8, dtype=torch.bfloat16) == one
-    assert one + torch.tensor(2.0 ** -8 * 1.01, dtype=torch.bfloat16) != one
-    assert torch.tensor(1.0) + 2.0 ** -20 != torch.tensor(1.0)  # fp32 keeps it
+    assert one + torch.tensor(2.0**-8, dtype=torch.bfloat16) == one
+    assert one + torch.tensor(2.0**-8 * 1.01, dtype=torch.bfloat16) != one
+    assert torch.tensor(1.0) + 2.0**-20 != torch.tensor(1.0)  # fp32 keeps it
 
 
 def test_weights_run_bad_input():
@@ -394,6 +440,7 @@ def test_weights_run_bad_input():
 
 # ----------------------------------------------------------------------------------------------
 # where the step's time goes
+
 
 def test_record_matmuls_lists_a_linear_stacks_forward_and_backward_products():
     from course_lib import train

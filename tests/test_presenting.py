@@ -1,4 +1,5 @@
 """Layer 4: checks, plots, widgets, report, cli; and the layering rule itself."""
+
 import ast
 import inspect
 import subprocess
@@ -24,8 +25,12 @@ def stub(m, n, k):
 
 
 def test_check_function_passes_good_code(capsys):
-    n = checks.check_function(good, [((1, 2, 3), 12)], reference=lambda m, n, k: 2 * m * n * k,
-                              random_inputs=lambda rng: (rng.randint(1, 9), rng.randint(1, 9), rng.randint(1, 9)))
+    n = checks.check_function(
+        good,
+        [((1, 2, 3), 12)],
+        reference=lambda m, n, k: 2 * m * n * k,
+        random_inputs=lambda rng: (rng.randint(1, 9), rng.randint(1, 9), rng.randint(1, 9)),
+    )
     assert n == 26 and "all 26 checks passed" in capsys.readouterr().out
 
 
@@ -71,8 +76,9 @@ def test_plots_have_labels():
     import matplotlib
 
     matplotlib.use("Agg")
-    fig, ax = plots.measured_vs_predicted([1, 2], {"a": [1, 2]}, {"a": [1, 2.1]}, title="t", xlabel="x (s)",
-                                          ylabel="y (B)")
+    fig, ax = plots.measured_vs_predicted(
+        [1, 2], {"a": [1, 2]}, {"a": [1, 2.1]}, title="t", xlabel="x (s)", ylabel="y (B)"
+    )
     assert ax.get_xlabel() == "x (s)" and ax.get_title() == "t"
     fig, ax = plots.roofline_plot(1e11, 1e10, {"add": (1 / 12, 1e9)})
     assert "FLOP / byte" in ax.get_xlabel()
@@ -165,10 +171,14 @@ def _modules() -> dict[str, Path]:
 @pytest.mark.slow
 def test_import_stays_light():
     """`import course_lib` and every module below layer 4 never pull in matplotlib or ipywidgets."""
-    light = sorted(f"course_lib.{name}" for name in _modules() if layout.layer_of(name.split(".")[0]) < layout.PRESENTING)
+    light = sorted(
+        f"course_lib.{name}" for name in _modules() if layout.layer_of(name.split(".")[0]) < layout.PRESENTING
+    )
     assert len(light) >= 20
-    code = (f"import sys, course_lib, {', '.join(light)};"
-            "bad=[m for m in ('matplotlib', 'ipywidgets') if m in sys.modules]; print(bad); sys.exit(bool(bad))")
+    code = (
+        f"import sys, course_lib, {', '.join(light)};"
+        "bad=[m for m in ('matplotlib', 'ipywidgets') if m in sys.modules]; print(bad); sys.exit(bool(bad))"
+    )
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert r.returncode == 0, r.stdout + r.stderr
 
@@ -202,8 +212,13 @@ def _imports_of_drawing_packages(path: Path) -> set[str]:
     """matplotlib or ipywidgets imported anywhere in a file, inside a function too."""
     found = set()
     for node in ast.walk(ast.parse(path.read_text())):
-        names = ([a.name for a in node.names] if isinstance(node, ast.Import)
-                 else [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else [])
+        names = (
+            [a.name for a in node.names]
+            if isinstance(node, ast.Import)
+            else [node.module or ""]
+            if isinstance(node, ast.ImportFrom) and not node.level
+            else []
+        )
         found |= {n.split(".")[0] for n in names} & {"matplotlib", "ipywidgets"}
     return found
 
@@ -220,7 +235,8 @@ def test_imports_go_down_the_layout_list_only():
                 continue
             assert target in ORDER, f"{module} imports unknown course_lib.{target}"
             assert ORDER.index(target) < ORDER.index(top), (
-                f"{module} imports {target}, listed after it in course_lib/layout.py: move one of them")
+                f"{module} imports {target}, listed after it in course_lib/layout.py: move one of them"
+            )
             checked += 1
         if layout.layer_of(top) < layout.PRESENTING:
             assert not _imports_of_drawing_packages(path), f"{module} draws below the presenting layer: use plots"
@@ -257,14 +273,18 @@ def test_no_library_file_grows_past_600_lines():
     root = Path(layout.__file__).parent
     lengths = {str(p.relative_to(root)): len(p.read_text().splitlines()) for p in root.rglob("*.py")}
     over = {f: n for f, n in lengths.items() if n > max(600, LONG_FILES.get(f, 0))}
-    assert not over, (f"over 600 lines (or longer than before): {over}: split the file along its seams, or move code "
-                      "into a module of its own")
+    assert not over, (
+        f"over 600 lines (or longer than before): {over}: split the file along its seams, or move code "
+        "into a module of its own"
+    )
     assert set(LONG_FILES) <= set(lengths), "a listed file is gone: remove it from LONG_FILES"
 
 
 def test_the_layer_check_sees_every_import_form(tmp_path):
-    src = ("from . import plots\nfrom ..widgets import x\nimport course_lib.cli\nfrom course_lib import report\n"
-           "from course_lib.checks import y\nfrom .meters import z\n")
+    src = (
+        "from . import plots\nfrom ..widgets import x\nimport course_lib.cli\nfrom course_lib import report\n"
+        "from course_lib.checks import y\nfrom .meters import z\n"
+    )
     f = tmp_path / "mod.py"
     f.write_text(src)
     # inside the memory package, `from . import plots` and `.meters` are memory's own modules
@@ -290,8 +310,9 @@ def test_memory_calculator_text_matches_the_estimator():
 
 
 def test_score_guess_with_a_guess():
-    s = checks.score_guess(10, 20, model=25, unit="GB/s", what="Copy bandwidth", model_name="STREAM model",
-                           name="guess_bw")
+    s = checks.score_guess(
+        10, 20, model=25, unit="GB/s", what="Copy bandwidth", model_name="STREAM model", name="guess_bw"
+    )
     assert s.factor == pytest.approx(2.0) and s.direction == "low" and s.verdict == "close (within 2x)"
     assert s.model_factor == pytest.approx(1.25)
     text = repr(s)
@@ -329,8 +350,9 @@ def test_check_function_explains_plausible_wrong_answers():
         return a * b
 
     with pytest.raises(checks.CheckFailed, match=r"expected 9, got 6\nthe biases are missing\nHint: count"):
-        checks.check_function(weights_only, [((2, 3), 9, {6: "the biases are missing", 5: "a sum, not a product"})],
-                              hint="count")
+        checks.check_function(
+            weights_only, [((2, 3), 9, {6: "the biases are missing", 5: "a sum, not a product"})], hint="count"
+        )
     with pytest.raises(checks.CheckFailed, match=r"got 6\nalways shown"):
         checks.check_function(weights_only, [((2, 3), 9, "always shown")])
     with pytest.raises(checks.CheckFailed, match=r"expected 9, got 6$"):  # no matching wrong answer: no text
@@ -358,7 +380,12 @@ def test_check_largest():
 
 
 def _checkpoint(model, optimizer, step):
-    return {"model": model.state_dict(), "optimizer": optimizer.state_dict(), "rng": torch.get_rng_state(), "step": step}
+    return {
+        "model": model.state_dict(),
+        "optimizer": optimizer.state_dict(),
+        "rng": torch.get_rng_state(),
+        "step": step,
+    }
 
 
 def _resume(checkpoint, model, optimizer):
@@ -397,24 +424,51 @@ def test_check_function_refuses_code_that_calls_its_reference():
         return compute.training_flops(n_params, n_tokens)
 
     with pytest.raises(checks.CheckFailed, match="calls training_flops"):
-        checks.check_function(lazy, [((1, 2), 12)], reference=compute.training_flops,
-                              random_inputs=lambda rng: (rng.randint(1, 9), 2))
+        checks.check_function(
+            lazy, [((1, 2), 12)], reference=compute.training_flops, random_inputs=lambda rng: (rng.randint(1, 9), 2)
+        )
     with pytest.raises(checks.CheckFailed, match="calls training_flops"):  # `my_flops = compute.training_flops`
-        checks.check_function(compute.training_flops, [((1, 2), 12)], reference=compute.training_flops,
-                              random_inputs=lambda rng: (rng.randint(1, 9), 2))
+        checks.check_function(
+            compute.training_flops,
+            [((1, 2), 12)],
+            reference=compute.training_flops,
+            random_inputs=lambda rng: (rng.randint(1, 9), 2),
+        )
     namespace = {"flops": compute.training_flops}  # the reference under another name, as in `flops = compute...`
     exec("def renamed(n_params, n_tokens):\n    return flops(n_params, n_tokens)", namespace)
     with pytest.raises(checks.CheckFailed, match="calls training_flops"):
-        checks.check_function(namespace["renamed"], [((1, 2), 12)], reference=compute.training_flops,
-                              random_inputs=lambda rng: (rng.randint(1, 9), 2))
+        checks.check_function(
+            namespace["renamed"],
+            [((1, 2), 12)],
+            reference=compute.training_flops,
+            random_inputs=lambda rng: (rng.randint(1, 9), 2),
+        )
 
 
 def test_the_checks_package_shows_every_name_the_notebooks_use():
     """course_lib.checks is a package of parts; a notebook still reaches every check through ``checks.``."""
-    for name in ("check_function", "check_value", "check_largest", "score_guess", "GuessScore", "CheckFailed",
-                 "ExerciseNotDone", "Checked", "gradscaler_step", "topk_step", "check_resume", "check_option_numbers",
-                 "check_hardware_choice", "pick_dtype", "PICK_DEVICE_COUNTS", "PICK_STATES_FRACTION",
-                 "PICK_UTILIZATION", "_fewest_micro_batches", "_hardware_option", "_hardware_options"):
+    for name in (
+        "check_function",
+        "check_value",
+        "check_largest",
+        "score_guess",
+        "GuessScore",
+        "CheckFailed",
+        "ExerciseNotDone",
+        "Checked",
+        "gradscaler_step",
+        "topk_step",
+        "check_resume",
+        "check_option_numbers",
+        "check_hardware_choice",
+        "pick_dtype",
+        "PICK_DEVICE_COUNTS",
+        "PICK_STATES_FRACTION",
+        "PICK_UTILIZATION",
+        "_fewest_micro_batches",
+        "_hardware_option",
+        "_hardware_options",
+    ):
         assert hasattr(checks, name), name
     assert checks._fewest_micro_batches(4, 0.2) == 12 and issubclass(checks.ExerciseNotDone, checks.CheckFailed)
 

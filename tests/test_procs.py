@@ -1,4 +1,5 @@
 """course_lib.procs: child processes in sessions of their own that never outlive their caller."""
+
 from __future__ import annotations
 
 import os
@@ -192,6 +193,7 @@ def test_two_hung_starts_give_a_clear_error(monkeypatch):
 # ----------------------------------------------------------------------------------------------
 # the one supervision loop
 
+
 def say_twice_then_wait(channel, seconds):
     channel.send(1)
     channel.send(2)
@@ -215,8 +217,9 @@ def test_supervise_gives_grace_after_done_and_collects_exit_codes():
         for i in range(2):
             kids.start(say, i)
         seen = []
-        run = kids.supervise(lambda e: seen.append(e) or len([x for x in seen if x.kind == "message"]) == 2,
-                             timeout=60, grace=10)
+        run = kids.supervise(
+            lambda e: seen.append(e) or len([x for x in seen if x.kind == "message"]) == 2, timeout=60, grace=10
+        )
         assert run.done and sorted(run.messages) == [0, 1]
         assert [kids.exitcode(i) for i in range(2)] == [0, 0]  # the grace let both exit
 

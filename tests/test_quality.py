@@ -1,5 +1,6 @@
 """course_lib.benchmark.quality: metrics against hand-computed values and scikit-learn, cross-validation,
 the outlier stress test, and bad input (notebook 07.1, section 3)."""
+
 from __future__ import annotations
 
 import math
@@ -58,17 +59,20 @@ def test_regression_metrics_by_hand():
     assert m["r2"] == pytest.approx(skm.r2_score(t, p))
 
 
-@pytest.mark.parametrize("fn, args, error, words", [
-    (q.classification_metrics, ([0, 1], [0]), ValueError, "same length"),
-    (q.classification_metrics, ([], []), ValueError, "empty"),
-    (q.classification_metrics, ([0, 1], [[0.2, 0.8], [0.9, 0.1]]), ValueError, "argmax"),
-    (q.classification_metrics, ([0, 1], [0.5, 1.0]), TypeError, "argmax"),
-    (q.classification_metrics, ("01", [0, 1]), TypeError, "y_true"),
-    (q.classification_metrics, ([0, 1], ["a", "b"]), TypeError, "numbers"),
-    (q.regression_metrics, ([1.0, float("nan")], [1.0, 2.0]), ValueError, "finite"),
-    (q.regression_metrics, ([1.0], [1.0]), ValueError, "at least 2"),
-    (q.regression_metrics, (None, [1.0]), TypeError, "y_true"),
-])
+@pytest.mark.parametrize(
+    "fn, args, error, words",
+    [
+        (q.classification_metrics, ([0, 1], [0]), ValueError, "same length"),
+        (q.classification_metrics, ([], []), ValueError, "empty"),
+        (q.classification_metrics, ([0, 1], [[0.2, 0.8], [0.9, 0.1]]), ValueError, "argmax"),
+        (q.classification_metrics, ([0, 1], [0.5, 1.0]), TypeError, "argmax"),
+        (q.classification_metrics, ("01", [0, 1]), TypeError, "y_true"),
+        (q.classification_metrics, ([0, 1], ["a", "b"]), TypeError, "numbers"),
+        (q.regression_metrics, ([1.0, float("nan")], [1.0, 2.0]), ValueError, "finite"),
+        (q.regression_metrics, ([1.0], [1.0]), ValueError, "at least 2"),
+        (q.regression_metrics, (None, [1.0]), TypeError, "y_true"),
+    ],
+)
 def test_metric_bad_input(fn, args, error, words):
     with pytest.raises(error, match=words):
         fn(*args)
@@ -102,16 +106,19 @@ def test_cross_validate_small():
     assert [f["accuracy"] for f in again.folds] == accs  # seeded
 
 
-@pytest.mark.parametrize("kwargs, error, words", [
-    (dict(x=torch.zeros(10, 2)), ValueError, "both x and y"),
-    (dict(x=torch.zeros(10, 2), y=torch.zeros(10)), TypeError, "integer class labels"),
-    (dict(x=torch.zeros(10, 2), y=torch.zeros(9, dtype=torch.long)), ValueError, "one row per label"),
-    (dict(x=torch.zeros(10, 2), y=torch.zeros(10, dtype=torch.long)), ValueError, "2 classes"),
-    (dict(x=torch.zeros(6, 2), y=torch.tensor([0, 0, 0, 1, 1, 1])), ValueError, "smallest class"),
-    (dict(n_splits=1), ValueError, "n_splits"),
-    (dict(epochs=0), ValueError, "epochs"),
-    (dict(x=[[0.0]], y=[0]), TypeError, "torch tensor"),
-])
+@pytest.mark.parametrize(
+    "kwargs, error, words",
+    [
+        (dict(x=torch.zeros(10, 2)), ValueError, "both x and y"),
+        (dict(x=torch.zeros(10, 2), y=torch.zeros(10)), TypeError, "integer class labels"),
+        (dict(x=torch.zeros(10, 2), y=torch.zeros(9, dtype=torch.long)), ValueError, "one row per label"),
+        (dict(x=torch.zeros(10, 2), y=torch.zeros(10, dtype=torch.long)), ValueError, "2 classes"),
+        (dict(x=torch.zeros(6, 2), y=torch.tensor([0, 0, 0, 1, 1, 1])), ValueError, "smallest class"),
+        (dict(n_splits=1), ValueError, "n_splits"),
+        (dict(epochs=0), ValueError, "epochs"),
+        (dict(x=[[0.0]], y=[0]), TypeError, "torch tensor"),
+    ],
+)
 def test_cross_validate_bad_input(kwargs, error, words):
     with pytest.raises(error, match=words):
         q.cross_validate(progress=False, **kwargs)
@@ -152,13 +159,16 @@ def test_outlier_stress_robust_loss_wins():
     assert 0.3 < ratio < 3, ratio
 
 
-@pytest.mark.parametrize("kwargs, error, words", [
-    (dict(fractions=()), TypeError, "fractions"),
-    (dict(fractions=(0.1, 2.0)), ValueError, "fractions"),
-    (dict(losses=("mse", "hinge")), ValueError, "huber"),
-    (dict(losses="mse"), TypeError, "losses"),
-    (dict(steps=0), ValueError, "steps"),
-])
+@pytest.mark.parametrize(
+    "kwargs, error, words",
+    [
+        (dict(fractions=()), TypeError, "fractions"),
+        (dict(fractions=(0.1, 2.0)), ValueError, "fractions"),
+        (dict(losses=("mse", "hinge")), ValueError, "huber"),
+        (dict(losses="mse"), TypeError, "losses"),
+        (dict(steps=0), ValueError, "steps"),
+    ],
+)
 def test_outlier_stress_bad_input(kwargs, error, words):
     with pytest.raises(error, match=words):
         q.outlier_stress(**kwargs)

@@ -1,6 +1,7 @@
 """The report card (course_lib.report_card, notebook 07.1 "Compare machines"): saved benchmark results side by
 side, bad files skipped with a reason, catalog reference lines, a self-contained HTML page that escapes what
 it reads."""
+
 import base64
 import copy
 import json
@@ -17,25 +18,49 @@ from course_lib import catalog, hardware, plots, report_card  # noqa: E402
 from course_lib.benchmark import combine, results, suite  # noqa: E402
 
 HW = hardware.detect().to_dict()
-HEADLINE = {"time_to_accuracy_s": 2.5, "train_samples_per_s": 4000.0, "latency_p50_ms": 0.8, "latency_p95_ms": 1.4,
-            "matmul_gflops": 120.0, "memory_bandwidth_gbs": 12.0, "allreduce_gbs": 1.5, "energy_j": None}
+HEADLINE = {
+    "time_to_accuracy_s": 2.5,
+    "train_samples_per_s": 4000.0,
+    "latency_p50_ms": 0.8,
+    "latency_p95_ms": 1.4,
+    "matmul_gflops": 120.0,
+    "memory_bandwidth_gbs": 12.0,
+    "allreduce_gbs": 1.5,
+    "energy_j": None,
+}
 
 
 def fake(label, scale=1.0, jitter=0.05, **changes):
     """A result in the saved schema: every 'higher is better' figure times ``scale``, every 'lower' one divided;
     its 5 processes scatter by +-``jitter`` (relative) around each figure (``jitter=None``: no per-process
     figures, as a result from an older course version)."""
-    headline = {k: None if v is None else (v * scale if results.HEADLINES[k][2] else v / scale)
-                for k, v in HEADLINE.items()}
+    headline = {
+        k: None if v is None else (v * scale if results.HEADLINES[k][2] else v / scale) for k, v in HEADLINE.items()
+    }
     headline.update(changes)
-    per = (None if jitter is None else
-           {k: [v * (1 + jitter * j) for j in (-1, -0.5, 0, 0.5, 1)] for k, v in headline.items()
-            if isinstance(v, float) and not isinstance(v, bool)})
+    per = (
+        None
+        if jitter is None
+        else {
+            k: [v * (1 + jitter * j) for j in (-1, -0.5, 0, 0.5, 1)]
+            for k, v in headline.items()
+            if isinstance(v, float) and not isinstance(v, bool)
+        }
+    )
     details = {} if per is None else {"repeatability": {"per_process": per, "processes": 5}}
-    return {"schema": results.SCHEMA, "course_version": "0.5.0", "created": "2026-11-20T10:00:00+00:00",
-            "label": label, "hardware": copy.deepcopy(HW), "device": "cpu", "quick": True, "seconds": 40.0,
-            "headline": headline, "details": details,
-            "energy": {"available": False, "source": None, "joules": None, "why": "no RAPL counters here"}}
+    return {
+        "schema": results.SCHEMA,
+        "course_version": "0.5.0",
+        "created": "2026-11-20T10:00:00+00:00",
+        "label": label,
+        "hardware": copy.deepcopy(HW),
+        "device": "cpu",
+        "quick": True,
+        "seconds": 40.0,
+        "headline": headline,
+        "details": details,
+        "energy": {"available": False, "source": None, "joules": None, "why": "no RAPL counters here"},
+    }
 
 
 def save(folder, name, result):
@@ -50,10 +75,14 @@ def good(tmp_path):
     folder.mkdir()
     gpu = fake("Colab T4", 20.0, energy_j=900.0)
     gpu["device"], gpu["quick"] = "cuda:0", False
-    gpu["hardware"]["accelerators"] = [{"kind": "cuda", "index": 0, "name": "Tesla T4", "memory_bytes": 15 * 2**30,
-                                        "capability": "7.5"}]
-    return [save(folder, "laptop.json", fake("laptop")), save(folder, "colab-cpu.json", fake("Colab CPU", 0.5)),
-            save(folder, "colab-t4.json", gpu)]
+    gpu["hardware"]["accelerators"] = [
+        {"kind": "cuda", "index": 0, "name": "Tesla T4", "memory_bytes": 15 * 2**30, "capability": "7.5"}
+    ]
+    return [
+        save(folder, "laptop.json", fake("laptop")),
+        save(folder, "colab-cpu.json", fake("Colab CPU", 0.5)),
+        save(folder, "colab-t4.json", gpu),
+    ]
 
 
 def test_compare_table_picks_the_best_per_figure():
@@ -118,8 +147,14 @@ def _seeded(label, step_ms, steps=(172, 129, 129, 172, 172), jitter=0.01):
 def test_time_to_accuracy_is_judged_per_step_where_the_seed_sets_the_steps():
     # 20 % faster per step: the seeds' 129-172 steps make the raw times overlap, the times per step do not
     a, b = _seeded("a", 1.5), _seeded("b", 1.2)
-    assert report_card.step_times(a) == pytest.approx([1e3 * t / n for t, n in zip(
-        a["details"]["repeatability"]["per_process"]["time_to_accuracy_s"], (172, 129, 129, 172, 172))])
+    assert report_card.step_times(a) == pytest.approx(
+        [
+            1e3 * t / n
+            for t, n in zip(
+                a["details"]["repeatability"]["per_process"]["time_to_accuracy_s"], (172, 129, 129, 172, 172)
+            )
+        ]
+    )
     raw = report_card.process_values(a, "time_to_accuracy_s"), report_card.process_values(b, "time_to_accuracy_s")
     assert max(raw[1]) > min(raw[0]), "the raw times overlap"
     row = report_card.compare_table([a, b])[0]
@@ -147,8 +182,14 @@ def test_the_title_names_no_winner_for_two_runs_of_one_machine(tmp_path):
 
 def test_labels_are_made_unique():
     results = [fake("laptop"), fake("laptop"), fake("laptop (2)"), fake(""), fake("  two   spaces "), fake(" \n")]
-    assert list(report_card.compare_table(results)[0]["values"]) == ["laptop", "laptop (3)", "laptop (2)", "machine 4",
-                                                                     "two spaces", "machine 6"]
+    assert list(report_card.compare_table(results)[0]["values"]) == [
+        "laptop",
+        "laptop (3)",
+        "laptop (2)",
+        "machine 4",
+        "two spaces",
+        "machine 6",
+    ]
 
 
 @pytest.mark.slow
@@ -162,8 +203,20 @@ def test_card_from_files_and_folder(good, tmp_path):
     assert page.count("<img") == 1 and "data:image/png;base64," in page and "http://" not in page.split("<h2>")[0]
     embedded = re.search(r'src="data:image/png;base64,([^"]+)"', page).group(1)
     assert base64.b64decode(embedded) == card.png.read_bytes()  # self-contained: the PNG travels inside
-    for text in ("Tesla T4", "cuda:0", HW["cpu"]["model"], HW["torch_version"], "0.5.0", "2026-11-20", "quick",
-                 "full", "GFLOP/s", "samples/s", catalog.get_accelerator("t4").source, "NVIDIA A100 80GB SXM"):
+    for text in (
+        "Tesla T4",
+        "cuda:0",
+        HW["cpu"]["model"],
+        HW["torch_version"],
+        "0.5.0",
+        "2026-11-20",
+        "quick",
+        "full",
+        "GFLOP/s",
+        "samples/s",
+        catalog.get_accelerator("t4").source,
+        "NVIDIA A100 80GB SXM",
+    ):
         assert text in page, text
     # the best machine per row is marked: the T4 result is 20x the laptop on every figure
     assert re.search(r'<td class="num best">2,400</td>', page)
@@ -184,10 +237,11 @@ def test_the_title_counts_results_and_hardware_truthfully(good, tmp_path):
     busy["hardware"]["available_ram_bytes"] = 1
     busy["hardware"]["cpu"]["usable_cores"] = 1
     assert report_card.hardware_count([fake("laptop"), busy]) == 1
-    for files, claim in (([save(tmp_path, "a.json", fake("laptop")), save(tmp_path, "b.json", busy)],
-                          "2 results on the same hardware"),
-                         (good, "3 results from 2 kinds of hardware"),  # laptop and Colab CPU share the fake CPU
-                         ([good[0], good[2]], "2 machines")):
+    for files, claim in (
+        ([save(tmp_path, "a.json", fake("laptop")), save(tmp_path, "b.json", busy)], "2 results on the same hardware"),
+        (good, "3 results from 2 kinds of hardware"),  # laptop and Colab CPU share the fake CPU
+        ([good[0], good[2]], "2 machines"),
+    ):
         card = report_card.write_report_card(files, tmp_path / claim.replace(" ", "-"), references=())
         fig, _ = report_card.card_figure(card)
         title = fig.get_suptitle()
@@ -198,17 +252,26 @@ def test_the_title_counts_results_and_hardware_truthfully(good, tmp_path):
     one = report_card.write_report_card(good[0], tmp_path / "one", references=())
     assert report_card.summary_text(one).startswith("1 result: [1] ")
 
+
 @pytest.mark.slow
 def test_reference_lines_are_in_the_figure(good, tmp_path):
     card = report_card.write_report_card(good, tmp_path, references=("t4", "A100 80GB", "tpu-v5e"))
     fig, axes = report_card.card_figure(card)
     by = dict(zip(results.HEADLINES, axes))
-    lines = {key: {round(line.get_ydata()[0], 2): line.get_label() for line in ax.get_lines()}
-             for key, ax in by.items()}
-    assert lines["matmul_gflops"] == {8100.0: "T4 fp32 peak", 19500.0: "A100 80GB SXM fp32 peak",
-                                      312000.0: "A100 80GB SXM bf16 peak", 197000.0: "TPU v5e bf16 peak"}
-    assert lines["memory_bandwidth_gbs"] == {320.0: "T4 memory bandwidth", 2039.0: "A100 80GB SXM memory bandwidth",
-                                             819.0: "TPU v5e memory bandwidth"}
+    lines = {
+        key: {round(line.get_ydata()[0], 2): line.get_label() for line in ax.get_lines()} for key, ax in by.items()
+    }
+    assert lines["matmul_gflops"] == {
+        8100.0: "T4 fp32 peak",
+        19500.0: "A100 80GB SXM fp32 peak",
+        312000.0: "A100 80GB SXM bf16 peak",
+        197000.0: "TPU v5e bf16 peak",
+    }
+    assert lines["memory_bandwidth_gbs"] == {
+        320.0: "T4 memory bandwidth",
+        2039.0: "A100 80GB SXM memory bandwidth",
+        819.0: "TPU v5e memory bandwidth",
+    }
     assert set(lines["allreduce_gbs"]) == {15.75, 300.0, 200.0}
     for key in ("time_to_accuracy_s", "train_samples_per_s", "latency_p50_ms", "energy_j"):
         assert lines[key] == {}, f"{key} has no catalog counterpart"
@@ -269,13 +332,15 @@ def test_bad_files_are_skipped_and_the_rest_compared(good, tmp_path, monkeypatch
                 if self.name == "locked.json":
                     raise PermissionError(13, "Permission denied", str(self))
                 return real[name](self, *args, **kwargs)
+
             return method
 
         for name in real:
             monkeypatch.setattr(pathlib.Path, name, refuse(name))
     lines = []
-    card = report_card.write_report_card([*good, bad, locked, tmp_path / "gone.json"], tmp_path / "card",
-                                         echo=lines.append)
+    card = report_card.write_report_card(
+        [*good, bad, locked, tmp_path / "gone.json"], tmp_path / "card", echo=lines.append
+    )
     assert card.labels == ["laptop", "Colab CPU", "Colab T4"]
     skipped = dict(card.skipped)
     expected = sorted([str(bad / n) for n in [*files, "binary.json"]] + [str(locked), str(tmp_path / "gone.json")])
@@ -307,7 +372,7 @@ def test_html_escapes_what_it_reads(tmp_path):
     nasty["hardware"]["cpu"]["model"] = "<b>bold</b> CPU"
     nasty["device"] = "<img src=x onerror=alert(1)>"
     nasty["created"] = "2026-11-20 <i>today</i>"
-    other = fake("<script>alert(\"x\")</script> $5 & co", 2.0)
+    other = fake('<script>alert("x")</script> $5 & co', 2.0)
     folder = tmp_path / "a&b <folder>"
     folder.mkdir()
     paths = [save(folder, "nasty.json", nasty), save(folder, "other.json", other)]
@@ -366,8 +431,19 @@ def test_reference_bars_refuses_bad_panels():
         plots.reference_bars([("t", "s")], title="t")
     with pytest.raises(TypeError, match="ncols must be an int"):
         plots.reference_bars([{"title": "t", "ylabel": "s", "labels": ["a"], "values": [1]}], title="t", ncols=1.5)
-    fig, (ax,) = plots.reference_bars([{"title": "$x$ cost", "ylabel": "s", "labels": ["a"], "values": [2.0],
-                                        "references": [("ceiling", 3.0)], "log": True}], title="one panel")
+    fig, (ax,) = plots.reference_bars(
+        [
+            {
+                "title": "$x$ cost",
+                "ylabel": "s",
+                "labels": ["a"],
+                "values": [2.0],
+                "references": [("ceiling", 3.0)],
+                "log": True,
+            }
+        ],
+        title="one panel",
+    )
     assert ax.get_yscale() == "log" and ax.get_title() == r"\$x\$ cost"  # shown literally, not as math
     matplotlib.pyplot.close(fig)
 
@@ -377,8 +453,9 @@ def test_card_from_a_real_quick_benchmark(tmp_path):
     """The card reads what `course benchmark --quick` writes (about 10 s on 2 cores)."""
     result = suite.run_benchmark(quick=True, progress=False, seed=0)
     path = results.save_result(result, tmp_path / "here.json")
-    card = report_card.write_report_card([path, save(tmp_path, "laptop.json", fake("laptop"))], tmp_path / "card",
-                                         echo=None)
+    card = report_card.write_report_card(
+        [path, save(tmp_path, "laptop.json", fake("laptop"))], tmp_path / "card", echo=None
+    )
     assert card.skipped == [] and card.labels[0] == " ".join(result["label"].split())
     for row in card.rows:
         assert row["values"][card.labels[0]] == result["headline"][row["key"]]

@@ -1,6 +1,7 @@
 """The course website: built from the stored notebooks (tools/build_site.py) and checked page by page in a
 headless Chromium (tools/check_site.py). The unit tests need neither npm nor a browser; the build and the
 browser check skip, with the install command, where those are missing."""
+
 from __future__ import annotations
 
 import json
@@ -84,18 +85,29 @@ def test_without_a_browser_the_checks_skip_with_the_install_command(monkeypatch,
 
 
 def test_a_page_says_where_it_ran_and_a_widget_cell_that_the_controls_need_a_kernel(tmp_path):
-    view = nbformat.v4.new_output("display_data", data={build_site.WIDGET_VIEW: {"model_id": "ab12"},
-                                                         "text/plain": "VBox()"})
+    view = nbformat.v4.new_output(
+        "display_data", data={build_site.WIDGET_VIEW: {"model_id": "ab12"}, "text/plain": "VBox()"}
+    )
     path = _notebook(tmp_path / "01_processing_units.ipynb", [_ran("widget", [view]), _ran("x = 1")])
     nb = nbformat.read(path, as_version=4)
-    nb.metadata["course_run"] = {"cpu": "AMD EPYC", "cores": 2, "accelerator": "none", "torch": "2.13.0+cpu",
-                                 "date": "2026-12-01", "seconds": 26.1, "claims": 5, "claims_held": 5}
+    nb.metadata["course_run"] = {
+        "cpu": "AMD EPYC",
+        "cores": 2,
+        "accelerator": "none",
+        "torch": "2.13.0+cpu",
+        "date": "2026-12-01",
+        "seconds": 26.1,
+        "claims": 5,
+        "claims_held": 5,
+    }
     nbformat.write(nb, path)
     assert build_site.stage_notebook(path, tmp_path / "staged.ipynb") == 1
     staged = nbformat.read(tmp_path / "staged.ipynb", as_version=4)
-    assert staged.cells[1].source.startswith(":::{note}\nThe outputs on this page were made on AMD EPYC, 2 cores, "
-                                             "torch 2.13.0+cpu (accelerator: none), on 2026-12-01, in 26 s; "
-                                             "5 of its 5 claims held there.")
+    assert staged.cells[1].source.startswith(
+        ":::{note}\nThe outputs on this page were made on AMD EPYC, 2 cores, "
+        "torch 2.13.0+cpu (accelerator: none), on 2026-12-01, in 26 s; "
+        "5 of its 5 claims held there."
+    )
     notes = [c for c in staged.cells if c.source == build_site.WIDGET_NOTE]
     assert len(notes) == 1 and "running Python kernel" in notes[0].source
 
@@ -135,19 +147,26 @@ def test_a_link_resolves_only_to_an_existing_page_and_anchor(tmp_path):
 
 # --- the real site: built once, then checked in Chromium (after the notebook tests; see conftest.py) ---
 
+
 @pytest.fixture(scope="module")
 def site() -> dict:
     why = build_site.npm_missing()
     cached = (build_site.OUT / "npm").is_dir() and all(
-        any((build_site.OUT / "npm").glob(f"*{v}.tgz")) for v in build_site.NPM_PACKAGES.values())
+        any((build_site.OUT / "npm").glob(f"*{v}.tgz")) for v in build_site.NPM_PACKAGES.values()
+    )
     if why and not cached:
         pytest.skip(f"The site build fetches the widget front end with npm, and {why}")
     return build_site.build()
 
 
 def _stored(mime: str) -> int:
-    return sum(mime in o.get("data", {}) for path in _copies() for c in json.loads(path.read_text())["cells"]
-               if c["cell_type"] == "code" for o in c.get("outputs", []))
+    return sum(
+        mime in o.get("data", {})
+        for path in _copies()
+        for c in json.loads(path.read_text())["cells"]
+        if c["cell_type"] == "code"
+        for o in c.get("outputs", [])
+    )
 
 
 @pytest.mark.browser
@@ -189,11 +208,14 @@ def test_the_site_check_catches_a_broken_page(site, tmp_path):
     copy = tmp_path / "html"
     shutil.copytree(site["html"], copy)
     page = copy / "notebooks" / "02_memory.html"
-    text = page.read_text().replace("</body>", '<a href="05_compression.html">next</a>'
-                                    '<script src="https://cdn.example.org/x.js"></script>'
-                                    "<script>undefinedFunction()</script></body>")
+    text = page.read_text().replace(
+        "</body>",
+        '<a href="05_compression.html">next</a>'
+        '<script src="https://cdn.example.org/x.js"></script>'
+        "<script>undefinedFunction()</script></body>",
+    )
     page.write_text(text)
-    shown = re.search(r'_images/([0-9a-f]+\.png)', text).group(1)  # a plot of the page checked below
+    shown = re.search(r"_images/([0-9a-f]+\.png)", text).group(1)  # a plot of the page checked below
     image = copy / "_images" / shown
     image.unlink()
     plotted = [f"notebooks/{p.stem}.html" for p in _copies()[:4] if "image/png" in p.read_text()]

@@ -4,6 +4,7 @@ The headline test writes a 400 MB file and streams it with a 100 MB budget (4x) 
 capped subprocess: the resident peak stays under the budget, while np.load of the whole file
 needs more than the budget (and runs out of memory under the same cap).
 """
+
 from __future__ import annotations
 
 import tempfile
@@ -15,8 +16,15 @@ import torch
 from torch.utils.data import DataLoader
 
 from course_lib.memory import limit
-from course_lib.memory.streaming import (MemmapDataset, StreamingDataset, cached_fraction, dataset_info,
-                                  disk_read_throughput, stream_once, write_synthetic_dataset)
+from course_lib.memory.streaming import (
+    MemmapDataset,
+    StreamingDataset,
+    cached_fraction,
+    dataset_info,
+    disk_read_throughput,
+    stream_once,
+    write_synthetic_dataset,
+)
 
 MiB = 2**20
 
@@ -105,7 +113,9 @@ def _check_streaming_4x(tmp_path: Path) -> None:
     assert stream.ok, stream.summary()
     s = stream.value
     assert s.peak_is_exact
-    assert s.peak_increase_bytes < budget, f"streaming peak +{s.peak_increase_bytes / MiB:.0f} MiB, budget {budget / MiB:.0f} MiB"
+    assert s.peak_increase_bytes < budget, (
+        f"streaming peak +{s.peak_increase_bytes / MiB:.0f} MiB, budget {budget / MiB:.0f} MiB"
+    )
     # the naive way: the whole file in RAM. With room for it, its peak exceeds the budget ...
     naive = limit.run_with_memory_limit(stream_once, 2 * info.nbytes, path, budget, "load", timeout=120)
     assert naive.ok, naive.summary()
@@ -114,8 +124,10 @@ def _check_streaming_4x(tmp_path: Path) -> None:
     # ... and under the same cap as the streaming run it runs out of memory
     capped = limit.run_with_memory_limit(stream_once, budget, path, budget, "load", timeout=120)
     assert not capped.ok and capped.oom, capped.summary()
-    print(f"stream peak +{s.peak_increase_bytes / MiB:.0f} MiB, load +{naive.value.peak_increase_bytes / MiB:.0f} MiB, "
-          f"budget {budget / MiB:.0f} MiB")
+    print(
+        f"stream peak +{s.peak_increase_bytes / MiB:.0f} MiB, load +{naive.value.peak_increase_bytes / MiB:.0f} MiB, "
+        f"budget {budget / MiB:.0f} MiB"
+    )
 
 
 def test_cold_and_cached_reads(tmp_path):

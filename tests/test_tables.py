@@ -1,4 +1,5 @@
 """The data tables (course_lib/tables/*.json): one loader, one schema per table, tables that agree."""
+
 from __future__ import annotations
 
 import copy
@@ -31,32 +32,35 @@ def broken(table: str, change) -> str:
     return json.dumps(data)
 
 
-@pytest.mark.parametrize("table, change, match", [
-    ("accelerators", lambda d: d["rows"][0].pop("source"), "missing fields.*source"),
-    ("accelerators", lambda d: d["rows"][0].update(memory_gb="80"), "memory_gb must be"),
-    ("accelerators", lambda d: d["rows"][0].update(memory_gb=-1), "memory_gb must be >= 0"),
-    ("accelerators", lambda d: d["rows"][0].update(kind="fpga"), "kind 'fpga'"),
-    ("accelerators", lambda d: d["rows"][0].update(source_date="Nov 2026"), "YYYY-MM"),
-    ("accelerators", lambda d: d["rows"][0].update(source="see the datasheet"), "https"),
-    ("accelerators", lambda d: d["rows"][0].update(colour="green"), "unknown fields.*colour"),
-    ("accelerators", lambda d: d["rows"][0]["peak_tflops"].update(fp4=9), "fp4"),
-    ("accelerators", lambda d: d["rows"][0].update(pod_chips="8"), "pod_chips must be"),
-    ("accelerators", lambda d: d["rows"][0].update(pod_chips=0), "pod_chips must be"),
-    ("accelerators", lambda d: d["rows"][0].pop("pod_chips"), "missing fields.*pod_chips"),
-    ("accelerators", lambda d: d["rows"][0].update(year=True), "year must be"),  # a bool is not a number
-    ("prices", lambda d: d["rows"][0].update(ecc="yes"), "ecc must be"),
-    ("prices", lambda d: d["rows"][0].update(value=-1), "value must be >= 0"),
-    ("storage", lambda d: d["rows"].append(d["rows"][0]), "unique"),
-    ("storage", lambda d: d["aliases"].update(floppy="floppy-3.5"), "alias 'floppy'"),
-    ("links", lambda d: d.update(rows=[]), "at least one row"),
-    ("links", lambda d: d.update(kinds=["pcie"]), "kinds"),
-    ("vertex_machines", lambda d: d["rows"][0].update(accelerator_counts="1, 2"), "accelerator_counts must be"),
-    ("vertex_machines", lambda d: d["rows"][0].update(accelerator_counts=[0]), "whole numbers >= 1"),
-    ("vertex_machines", lambda d: d["rows"][0].update(accelerators=[""]), "non-empty strings"),
-    ("vertex_machines", lambda d: d["rows"][0].update(accelerator_counts=[]), "lists the counts"),
-    ("vertex_machines", lambda d: d["rows"][0].update(kind="tpu"), "kind 'tpu'"),
-    ("vertex_machines", lambda d: d["rows"][0].pop("source_date"), "missing fields.*source_date"),
-])
+@pytest.mark.parametrize(
+    "table, change, match",
+    [
+        ("accelerators", lambda d: d["rows"][0].pop("source"), "missing fields.*source"),
+        ("accelerators", lambda d: d["rows"][0].update(memory_gb="80"), "memory_gb must be"),
+        ("accelerators", lambda d: d["rows"][0].update(memory_gb=-1), "memory_gb must be >= 0"),
+        ("accelerators", lambda d: d["rows"][0].update(kind="fpga"), "kind 'fpga'"),
+        ("accelerators", lambda d: d["rows"][0].update(source_date="Nov 2026"), "YYYY-MM"),
+        ("accelerators", lambda d: d["rows"][0].update(source="see the datasheet"), "https"),
+        ("accelerators", lambda d: d["rows"][0].update(colour="green"), "unknown fields.*colour"),
+        ("accelerators", lambda d: d["rows"][0]["peak_tflops"].update(fp4=9), "fp4"),
+        ("accelerators", lambda d: d["rows"][0].update(pod_chips="8"), "pod_chips must be"),
+        ("accelerators", lambda d: d["rows"][0].update(pod_chips=0), "pod_chips must be"),
+        ("accelerators", lambda d: d["rows"][0].pop("pod_chips"), "missing fields.*pod_chips"),
+        ("accelerators", lambda d: d["rows"][0].update(year=True), "year must be"),  # a bool is not a number
+        ("prices", lambda d: d["rows"][0].update(ecc="yes"), "ecc must be"),
+        ("prices", lambda d: d["rows"][0].update(value=-1), "value must be >= 0"),
+        ("storage", lambda d: d["rows"].append(d["rows"][0]), "unique"),
+        ("storage", lambda d: d["aliases"].update(floppy="floppy-3.5"), "alias 'floppy'"),
+        ("links", lambda d: d.update(rows=[]), "at least one row"),
+        ("links", lambda d: d.update(kinds=["pcie"]), "kinds"),
+        ("vertex_machines", lambda d: d["rows"][0].update(accelerator_counts="1, 2"), "accelerator_counts must be"),
+        ("vertex_machines", lambda d: d["rows"][0].update(accelerator_counts=[0]), "whole numbers >= 1"),
+        ("vertex_machines", lambda d: d["rows"][0].update(accelerators=[""]), "non-empty strings"),
+        ("vertex_machines", lambda d: d["rows"][0].update(accelerator_counts=[]), "lists the counts"),
+        ("vertex_machines", lambda d: d["rows"][0].update(kind="tpu"), "kind 'tpu'"),
+        ("vertex_machines", lambda d: d["rows"][0].pop("source_date"), "missing fields.*source_date"),
+    ],
+)
 def test_a_broken_table_is_refused_with_a_clear_message(table, change, match):
     with pytest.raises(ValueError, match=match):
         catalog.parse_table(table, broken(table, change))

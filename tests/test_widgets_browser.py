@@ -10,6 +10,7 @@ the values all controls now display. Controls and the result line are found by t
 Run it alone with ``python -m pytest tests/test_widgets_browser.py -s`` (``-s`` prints where the
 screenshots are). It needs Playwright and a Chromium (tools/browser.py says how to get them).
 """
+
 from __future__ import annotations
 
 import ast
@@ -53,6 +54,7 @@ SETTINGS = {  # user settings of the JupyterLab under test
 
 # ---- finding the widgets ------------------------------------------------------------------------
 
+
 @dataclass
 class Case:
     notebook: Path
@@ -78,14 +80,24 @@ def _nodes(tree: ast.Module | None):
 
 
 def _widget_calls(tree: ast.Module | None) -> list[ast.Call]:
-    return [node for node in _nodes(tree) if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
-            and isinstance(node.func.value, ast.Name) and node.func.value.id == "widgets"
-            and node.func.attr.endswith("_widget")]
+    return [
+        node
+        for node in _nodes(tree)
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and isinstance(node.func.value, ast.Name)
+        and node.func.value.id == "widgets"
+        and node.func.attr.endswith("_widget")
+    ]
 
 
 def _imports_widgets(tree: ast.Module | None) -> bool:
-    return any(isinstance(node, ast.ImportFrom) and node.module == "course_lib"
-               and any(alias.name == "widgets" for alias in node.names) for node in _nodes(tree))
+    return any(
+        isinstance(node, ast.ImportFrom)
+        and node.module == "course_lib"
+        and any(alias.name == "widgets" for alias in node.names)
+        for node in _nodes(tree)
+    )
 
 
 def find_cases() -> list[Case]:
@@ -98,8 +110,11 @@ def find_cases() -> list[Case]:
         setup = [i for i in trees if importing is not None and i <= importing]
         for i, tree in trees.items():
             for call in _widget_calls(tree):
-                problem = None if importing is not None and importing < i else \
-                    "no code cell before the widget cell runs `from course_lib import ..., widgets`"
+                problem = (
+                    None
+                    if importing is not None and importing < i
+                    else "no code cell before the widget cell runs `from course_lib import ..., widgets`"
+                )
                 cases.append(Case(path, setup + [i], call.func.attr.removesuffix("_widget"), call, problem))
     return cases
 
@@ -114,8 +129,9 @@ def test_every_widget_shown_in_a_notebook_is_found():
     for path in sorted((ROOT / "notebooks").glob("*.ipynb")) + sorted((ROOT / "solutions").glob("*.ipynb")):
         for i, cell in enumerate(nbformat.read(path, as_version=4).cells):
             shows = any(WIDGET_MIME in out.get("data", {}) for out in cell.get("outputs", []))
-            assert not shows or (path, i) in found, \
+            assert not shows or (path, i) in found, (
                 f"{path.name} cell {i} shows a widget but does not call widgets.<name>_widget(...)"
+            )
 
 
 def call_values(case: Case) -> dict:
@@ -142,6 +158,7 @@ def expected_text(name: str, values: dict) -> str:
 
 # ---- JupyterLab and Chromium --------------------------------------------------------------------
 
+
 class Lab:
     """A JupyterLab server started for this module, serving a copy of the notebooks."""
 
@@ -155,23 +172,40 @@ class Lab:
             package, name = plugin.rsplit("/", 1)
             (settings / package).mkdir(parents=True, exist_ok=True)
             (settings / package / f"{name}.jupyterlab-settings").write_text(json.dumps(values))
-        env = {**os.environ, "JUPYTER_CONFIG_DIR": str(tmp / "config"), "JUPYTER_DATA_DIR": str(tmp / "data"),
-               "JUPYTER_RUNTIME_DIR": str(tmp / "runtime"), "IPYTHONDIR": str(tmp / "ipython")}
+        env = {
+            **os.environ,
+            "JUPYTER_CONFIG_DIR": str(tmp / "config"),
+            "JUPYTER_DATA_DIR": str(tmp / "data"),
+            "JUPYTER_RUNTIME_DIR": str(tmp / "runtime"),
+            "IPYTHONDIR": str(tmp / "ipython"),
+        }
         self.token, port = secrets.token_hex(16), browser.free_port()
         self.url = f"http://127.0.0.1:{port}"
-        command = [sys.executable, "-m", "jupyterlab", "--no-browser", "--ip=127.0.0.1", f"--port={port}",
-                   "--ServerApp.port_retries=0", f"--IdentityProvider.token={self.token}",
-                   f"--ServerApp.root_dir={self.root}", f"--LabApp.user_settings_dir={settings}",
-                   f"--LabApp.workspaces_dir={tmp / 'workspaces'}", "--LabApp.expose_app_in_browser=True"]
+        command = [
+            sys.executable,
+            "-m",
+            "jupyterlab",
+            "--no-browser",
+            "--ip=127.0.0.1",
+            f"--port={port}",
+            "--ServerApp.port_retries=0",
+            f"--IdentityProvider.token={self.token}",
+            f"--ServerApp.root_dir={self.root}",
+            f"--LabApp.user_settings_dir={settings}",
+            f"--LabApp.workspaces_dir={tmp / 'workspaces'}",
+            "--LabApp.expose_app_in_browser=True",
+        ]
         if os.geteuid() == 0:
             command.append("--allow-root")
         self.log = open(self.log_path, "w")
-        self.process = subprocess.Popen(command, env=env, stdout=self.log, stderr=subprocess.STDOUT,
-                                        start_new_session=True)
+        self.process = subprocess.Popen(
+            command, env=env, stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True
+        )
 
     def api(self, path: str, method: str = "GET"):
-        request = urllib.request.Request(f"{self.url}/api/{path}", method=method,
-                                         headers={"Authorization": f"token {self.token}"})
+        request = urllib.request.Request(
+            f"{self.url}/api/{path}", method=method, headers={"Authorization": f"token {self.token}"}
+        )
         with urllib.request.urlopen(request, timeout=10) as response:
             body = response.read()
         return json.loads(body) if body else None
@@ -254,6 +288,7 @@ def chromium(lab):
 
 # ---- what a learner does ------------------------------------------------------------------------
 
+
 def poll(read, done, timeout_ms: int, what: str):
     """read() until done(value) holds; on timeout an AssertionError says what was awaited and what was seen."""
     deadline, value = time.monotonic() + timeout_ms / 1000, None
@@ -267,10 +302,13 @@ def poll(read, done, timeout_ms: int, what: str):
 
 def run_cell(page, index: int, count: int) -> None:
     """Select cell `index`, press Shift+Enter, wait for its prompt to say [count] and check it shows no error."""
-    page.evaluate("""async (i) => {
+    page.evaluate(
+        """async (i) => {
         const notebook = window.jupyterapp.shell.currentWidget.content;
         notebook.activeCellIndex = i; notebook.mode = 'command';
-        await notebook.scrollToItem(i); notebook.node.focus(); }""", index)
+        await notebook.scrollToItem(i); notebook.node.focus(); }""",
+        index,
+    )
     page.keyboard.press("Shift+Enter")
     cell = page.locator(".jp-Notebook .jp-Cell").nth(index)
     prompt = cell.locator(".jp-InputPrompt")
@@ -307,6 +345,7 @@ def shown_values(controls: dict[str, dict], like: dict) -> dict:
     (ipywidgets 8 still sends the kernel 10**log10(value), which may differ in the 16th digit). A check box
     shows "true" or "false" (``bool("false")`` would be True).
     """
+
     def typed(c: dict, value):
         if isinstance(value, bool):
             assert c["kind"] == "checkbox", f"a {c['kind']} holds the flag {value!r}"
@@ -374,8 +413,12 @@ def change(page, box, param: str, control: dict, values: dict, name: str) -> Non
 
 def check_result(box, name: str, values: dict, when: str) -> None:
     expected = " ".join(expected_text(name, values).split())
-    poll(lambda: result_text(box), lambda text: text == expected, UPDATE_MS,
-         f"the result {when} to equal widgets.{name}_text(**{values}) = {expected!r}")
+    poll(
+        lambda: result_text(box),
+        lambda text: text == expected,
+        UPDATE_MS,
+        f"the result {when} to equal widgets.{name}_text(**{values}) = {expected!r}",
+    )
 
 
 def exercise(page, lab: Lab, case: Case) -> int:
@@ -392,8 +435,9 @@ def exercise(page, lab: Lab, case: Case) -> int:
     box.wait_for(timeout=UPDATE_MS)
 
     controls = read_controls(box)
-    assert set(controls) == set(values), \
+    assert set(controls) == set(values), (
         f"controls for {sorted(controls)}, but {case.name}_widget takes {sorted(values)}"
+    )
     assert shown_values(controls, values) == values, f"the controls show {shown_values(controls, values)}, not {values}"
     check_result(box, case.name, values, "at first")
     for param in controls:
@@ -426,5 +470,7 @@ def test_widget_in_jupyterlab(lab, chromium, case):
     finally:
         page.close()
         lab.shut_down_kernels()
-    print(f"\n{case.name}_widget in {case.notebook.relative_to(ROOT)}: {exercised} controls changed, each checked "
-          f"against {case.name}_text ({time.monotonic() - started:.0f} s); screenshot {SHOTS / (case.id + '.png')}")
+    print(
+        f"\n{case.name}_widget in {case.notebook.relative_to(ROOT)}: {exercised} controls changed, each checked "
+        f"against {case.name}_text ({time.monotonic() - started:.0f} s); screenshot {SHOTS / (case.id + '.png')}"
+    )

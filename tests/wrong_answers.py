@@ -6,6 +6,7 @@ cells alone, is written to build/executed/ for the website.
 A check cell is a code cell tagged "check" that calls ``checks.check_function(<function>, ...)`` (or
 ``checks.check_resume(<function>, ...)``).
 """
+
 from __future__ import annotations
 
 import re
@@ -26,15 +27,19 @@ def function_name(source: str) -> str:
     return re.search(r"^def (\w+)\(", source, re.M).group(1)
 
 
-def run_wrong_answers(solution: Path, wrong: Sequence[tuple[str, str, str | None]],
-                      checked_through: Mapping[str, str] | None = None) -> dict:
+def run_wrong_answers(
+    solution: Path, wrong: Sequence[tuple[str, str, str | None]], checked_through: Mapping[str, str] | None = None
+) -> dict:
     """{mistake: the outputs of its check cell} for each (mistake, wrong code, message) in ``wrong``.
     ``checked_through`` maps a function the learner writes to the function its check cell calls,
     where the check goes through a wrapper."""
     nb = nbrun.clean(nbformat.read(solution, as_version=4))
     cells = [c for c in nb.cells if c.cell_type == "code"]
-    checks = {re.search(r"check_(?:function|resume|hardware_choice|option_numbers)\(\s*(\w+)", c.source).group(1): c.source
-              for c in cells if "check" in c.metadata.get("tags", [])}
+    checks = {
+        re.search(r"check_(?:function|resume|hardware_choice|option_numbers)\(\s*(\w+)", c.source).group(1): c.source
+        for c in cells
+        if "check" in c.metadata.get("tags", [])
+    }
     for written, wrapper in (checked_through or {}).items():
         checks[written] = checks.pop(wrapper)
     run = list(nb.cells)
@@ -46,8 +51,13 @@ def run_wrong_answers(solution: Path, wrong: Sequence[tuple[str, str, str | None
         run.append(new_code_cell(checks[function_name(code)]))
     nb.cells = run
     start = time.perf_counter()
-    NotebookClient(nb, timeout=300, kernel_name="python3", allow_errors=True,
-                   resources={"metadata": {"path": str(solution.parent)}}).execute(env=nbrun.kernel_env())
+    NotebookClient(
+        nb,
+        timeout=300,
+        kernel_name="python3",
+        allow_errors=True,
+        resources={"metadata": {"path": str(solution.parent)}},
+    ).execute(env=nbrun.kernel_env())
     outputs = {mistake: nb.cells[i].outputs for mistake, i in positions.items()}
     nb.cells = nb.cells[:n_solution]
     nbrun.finish(nb, solution, time.perf_counter() - start)
@@ -66,8 +76,9 @@ def assert_check_failed(outputs, mistake: str, message: str | None) -> None:
         assert message in errors[0].evalue, errors[0].evalue
 
 
-def wrong_answer_tests(solution: Path, wrong: Sequence[tuple[str, str, str | None]],
-                       checked_through: Mapping[str, str] | None = None):
+def wrong_answer_tests(
+    solution: Path, wrong: Sequence[tuple[str, str, str | None]], checked_through: Mapping[str, str] | None = None
+):
     """The module fixture and the parametrized test an exercise test file needs:
     ``wrong_runs, test_plausible_wrong_answer_fails_its_check = wrong_answer_tests(SOLUTION, WRONG)``."""
     import pytest

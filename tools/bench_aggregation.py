@@ -14,6 +14,7 @@ NVLink 4 (bandwidth term of the ring model, ``aggregation.link_seconds``). Ends 
 notebook 04 states: top-k within 2 points of uncompressed accuracy while sending under 5% of
 the bytes.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -36,17 +37,31 @@ def main(argv: list[str] | None = None) -> int:
     runs: dict[str, list[dict]] = {}
     for seed in args.seeds:
         start = time.perf_counter()
-        rows = agg.compare_methods(agg.METHODS, world_size=args.world_size, steps=args.steps, ratio=args.ratio,
-                                   powersgd_rank=args.powersgd_rank, period=args.period, seed=seed)
-        print(f"seed {seed}: " + ", ".join(f"{r['method']} {100 * r['accuracy']:.1f}%" for r in rows)
-              + f"  ({time.perf_counter() - start:.1f} s)")
+        rows = agg.compare_methods(
+            agg.METHODS,
+            world_size=args.world_size,
+            steps=args.steps,
+            ratio=args.ratio,
+            powersgd_rank=args.powersgd_rank,
+            period=args.period,
+            seed=seed,
+        )
+        print(
+            f"seed {seed}: "
+            + ", ".join(f"{r['method']} {100 * r['accuracy']:.1f}%" for r in rows)
+            + f"  ({time.perf_counter() - start:.1f} s)"
+        )
         for r in rows:
             runs.setdefault(r["method"], []).append(r)
     base = [r["accuracy"] for r in runs["none"]]
-    print(f"\n{args.world_size} ranks, {args.steps} steps, batch 32 per rank, seeds {args.seeds}; bytes = payload "
-          "per rank per step handed to the collectives")
-    head = (f"{'method':<10} {'setting':<10} {'bytes/step':>10} {'formula':>9} {'of fp32':>8} {'accuracy %':>12} "
-            f"{'gap pts':>8} {'1 GbE':>9} {'NVLink4':>9} {'train s':>8}")
+    print(
+        f"\n{args.world_size} ranks, {args.steps} steps, batch 32 per rank, seeds {args.seeds}; bytes = payload "
+        "per rank per step handed to the collectives"
+    )
+    head = (
+        f"{'method':<10} {'setting':<10} {'bytes/step':>10} {'formula':>9} {'of fp32':>8} {'accuracy %':>12} "
+        f"{'gap pts':>8} {'1 GbE':>9} {'NVLink4':>9} {'train s':>8}"
+    )
     print(head)
     print("-" * len(head))
     summary = {}
@@ -57,18 +72,24 @@ def main(argv: list[str] | None = None) -> int:
         frac = statistics.mean(r["fraction_of_uncompressed"] for r in rows)
         summary[method] = (gap, frac)
         formula = rows[0]["predicted_bytes_total"] / rows[0]["steps"]
-        print(f"{method:<10} {rows[0]['setting']:<10} {per_step:>10.0f} {formula:>9.0f} "
-              f"{100 * frac:>7.1f}% {100 * statistics.mean(acc):>6.1f} +- {50 * (max(acc) - min(acc)):<3.1f} "
-              f"{100 * gap:>+8.1f} {1e6 * agg.link_seconds(method, per_step, args.world_size, 'eth-1g'):>7.1f}us "
-              f"{1e9 * agg.link_seconds(method, per_step, args.world_size, 'nvlink4'):>7.1f}ns "
-              f"{statistics.mean(r['seconds'] for r in rows):>8.2f}")
+        print(
+            f"{method:<10} {rows[0]['setting']:<10} {per_step:>10.0f} {formula:>9.0f} "
+            f"{100 * frac:>7.1f}% {100 * statistics.mean(acc):>6.1f} +- {50 * (max(acc) - min(acc)):<3.1f} "
+            f"{100 * gap:>+8.1f} {1e6 * agg.link_seconds(method, per_step, args.world_size, 'eth-1g'):>7.1f}us "
+            f"{1e9 * agg.link_seconds(method, per_step, args.world_size, 'nvlink4'):>7.1f}ns "
+            f"{statistics.mean(r['seconds'] for r in rows):>8.2f}"
+        )
     gap, frac = summary["topk"]
     ok = gap > -0.02 and frac < 0.05
-    print(f"\ntop-k ({args.ratio:g}) with error feedback: {100 * gap:+.1f} points vs uncompressed (target > -2), "
-          f"{100 * frac:.1f}% of the bytes (target < 5%): {'met' if ok else 'MISSED'}")
+    print(
+        f"\ntop-k ({args.ratio:g}) with error feedback: {100 * gap:+.1f} points vs uncompressed (target > -2), "
+        f"{100 * frac:.1f}% of the bytes (target < 5%): {'met' if ok else 'MISSED'}"
+    )
     gap, frac = summary["powersgd"]
-    print(f"PowerSGD rank {args.powersgd_rank}: {100 * gap:+.1f} points, {100 * frac:.1f}% of the bytes "
-          f"(first {agg.POWERSGD_START_ITER} steps uncompressed)")
+    print(
+        f"PowerSGD rank {args.powersgd_rank}: {100 * gap:+.1f} points, {100 * frac:.1f}% of the bytes "
+        f"(first {agg.POWERSGD_START_ITER} steps uncompressed)"
+    )
     return 0 if ok else 1
 
 

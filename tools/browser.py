@@ -4,6 +4,7 @@ Used by tools/check_site.py (the website) and tests/test_widgets_browser.py (wid
 Playwright drives the system's Chromium (Debian's ``chromium`` package): it cannot download its own
 browser on machines without general internet access, and a learner may not want it to.
 """
+
 from __future__ import annotations
 
 import os
@@ -11,11 +12,19 @@ import shutil
 import socket
 from pathlib import Path
 
-CANDIDATES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable", "chrome",
-              "/Applications/Google Chrome.app/Contents/MacOS/Google Chrome",
-              "/Applications/Chromium.app/Contents/MacOS/Chromium")
-INSTALL_HINT = ("install Chromium and Playwright: `sudo apt-get install -y chromium` (Debian/Ubuntu; other systems: "
-                "any Chrome or Chromium, then set COURSE_CHROMIUM=/path/to/it) and `pip install playwright`")
+CANDIDATES = (
+    "chromium",
+    "chromium-browser",
+    "google-chrome",
+    "google-chrome-stable",
+    "chrome",
+    "/Applications/Google Chrome.app/Contents/MacOS/Google Chrome",
+    "/Applications/Chromium.app/Contents/MacOS/Chromium",
+)
+INSTALL_HINT = (
+    "install Chromium and Playwright: `sudo apt-get install -y chromium` (Debian/Ubuntu; other systems: "
+    "any Chrome or Chromium, then set COURSE_CHROMIUM=/path/to/it) and `pip install playwright`"
+)
 LAUNCH_TIMEOUT_MS = 60_000
 
 
@@ -47,8 +56,12 @@ def missing() -> str | None:
 
 def launch(playwright):
     """Start the system Chromium headless through Playwright (works as root, no sandbox needed)."""
-    return playwright.chromium.launch(executable_path=find_chromium(), headless=True, timeout=LAUNCH_TIMEOUT_MS,
-                                      args=["--no-sandbox", "--disable-dev-shm-usage"])
+    return playwright.chromium.launch(
+        executable_path=find_chromium(),
+        headless=True,
+        timeout=LAUNCH_TIMEOUT_MS,
+        args=["--no-sandbox", "--disable-dev-shm-usage"],
+    )
 
 
 def free_port() -> int:

@@ -19,6 +19,7 @@ page loads nothing from another server except the "Open in Colab" badge.
 Output: build/site/html (open index.html, or serve it: python3 -m http.server -d build/site/html).
 An executed copy with an error output (or a cell never run) stops the build with its name and cell.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -44,14 +45,17 @@ NPM_PACKAGES = {"requirejs": "2.3.8", "@jupyter-widgets/html-manager": "1.0.15"}
 NPM_INSTALL_HINT = "install Node.js with npm: `sudo apt-get install -y npm` (Debian/Ubuntu) or https://nodejs.org"
 NPM_TIMEOUT_S = 180
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
-WIDGET_NOTE = (":::{note}\nThe calculator above is drawn from the state saved when this notebook ran, with the "
-               "default values. Moving its controls recomputes nothing here: that needs a running Python kernel. "
-               "Open the notebook in JupyterLab (`python3 bootstrap.py lab`) or with the *Open in Colab* badge "
-               "at the top, run the cells, and the result follows the controls.\n:::")
+WIDGET_NOTE = (
+    ":::{note}\nThe calculator above is drawn from the state saved when this notebook ran, with the "
+    "default values. Moving its controls recomputes nothing here: that needs a running Python kernel. "
+    "Open the notebook in JupyterLab (`python3 bootstrap.py lab`) or with the *Open in Colab* badge "
+    "at the top, run the cells, and the result follows the controls.\n:::"
+)
 
 
 # The widget manager finds its fonts next to its own module, which require.js would look for next to the page.
-WIDGETS_PATH_JS = """// Tell require.js that the widget manager's files are in _static/html-manager/, next to this script.
+WIDGETS_PATH_JS = """// Tell require.js that the widget manager's files are in _static/html-manager/,
+// next to this script.
 (function () {
   var here = document.currentScript.src.replace(/[^/]*$/, "");
   require.config({paths: {"@jupyter-widgets/html-manager/dist": here + "html-manager"}});
@@ -62,10 +66,16 @@ WIDGETS_PATH_JS = """// Tell require.js that the widget manager's files are in _
 def _fonts_next_to_pages(html: Path) -> None:
     """Some widget controls' style sheets ask for the manager's fonts at ``@jupyter-widgets/<file>`` next to the
     page, whatever the manager's own path: put a copy of them there for every folder of pages with widgets."""
-    fonts = [f for f in (html / "_static" / "html-manager").iterdir() if f.suffix in (".woff", ".woff2", ".ttf",
-                                                                                      ".eot", ".svg")]
-    for folder in {p.parent for p in html.rglob("*.html") if "_static" not in p.relative_to(html).parts
-                   and "jupyter-widgets" in p.read_text(errors="ignore")}:
+    fonts = [
+        f
+        for f in (html / "_static" / "html-manager").iterdir()
+        if f.suffix in (".woff", ".woff2", ".ttf", ".eot", ".svg")
+    ]
+    for folder in {
+        p.parent
+        for p in html.rglob("*.html")
+        if "_static" not in p.relative_to(html).parts and "jupyter-widgets" in p.read_text(errors="ignore")
+    }:
         target = folder / "@jupyter-widgets"
         target.mkdir(exist_ok=True)
         for f in fonts:
@@ -86,8 +96,10 @@ def stored_problems(path: Path) -> list[str]:
         first = cell.source.strip().splitlines()[0][:60]
         errors = [o for o in cell.get("outputs", []) if o.get("output_type") == "error"]
         if errors:
-            problems.append(f"{name}, cell {i} ({first!r}) has an error output: "
-                            f"{errors[0].get('ename', '?')}: {errors[0].get('evalue', '')}")
+            problems.append(
+                f"{name}, cell {i} ({first!r}) has an error output: "
+                f"{errors[0].get('ename', '?')}: {errors[0].get('evalue', '')}"
+            )
         elif cell.get("execution_count") is None:
             problems.append(f"{name}, cell {i} ({first!r}) was never run: it has no stored outputs")
     return problems
@@ -97,9 +109,11 @@ def check_stored(paths: list[Path]) -> None:
     """Raise SiteError naming every executed copy and cell that was not run or failed."""
     problems = [p for path in paths for p in stored_problems(path)]
     if problems:
-        raise SiteError("The site is built from executed copies of the notebooks, and these are missing or "
-                        "failed:\n  " + "\n  ".join(problems) + "\nRun the notebooks again "
-                        "(`python3 bootstrap.py timings <notebook>`), fix any error, then build again.")
+        raise SiteError(
+            "The site is built from executed copies of the notebooks, and these are missing or "
+            "failed:\n  " + "\n  ".join(problems) + "\nRun the notebooks again "
+            "(`python3 bootstrap.py timings <notebook>`), fix any error, then build again."
+        )
 
 
 def executed_copies(sources: list[Path], execute: bool = True, out_root: Path | None = None) -> list[Path]:
@@ -108,11 +122,15 @@ def executed_copies(sources: list[Path], execute: bool = True, out_root: Path | 
     out_root = out_root or nbrun.EXECUTED
     stale = [s for s in sources if nbrun.load_executed(s, out_root) is None]
     if stale and not execute:
-        raise SiteError("no executed copy made from the current code of: " + ", ".join(_rel(s) for s in stale)
-                        + ". Run `python3 bootstrap.py timings` (or the tests), or build without --no-execute.")
+        raise SiteError(
+            "no executed copy made from the current code of: "
+            + ", ".join(_rel(s) for s in stale)
+            + ". Run `python3 bootstrap.py timings` (or the tests), or build without --no-execute."
+        )
     for i, source in enumerate(stale, 1):
-        print(f"executing {_rel(source)} ({i} of {len(stale)}): it has no executed copy from its current code",
-              flush=True)
+        print(
+            f"executing {_rel(source)} ({i} of {len(stale)}): it has no executed copy from its current code", flush=True
+        )
         nbrun.execute(source, out_root, allow_errors=True)
     return [nbrun.executed_path(s, out_root) for s in sources]
 
@@ -122,11 +140,16 @@ def provenance_note(nb: nbformat.NotebookNode) -> str:
     run = nb.metadata.get("course_run")
     if not run:
         return ""
-    held = (f"{run['claims_held']} of its {run['claims']} claims held there" if run["claims"]
-            else "every check in it passed there")
-    return (f":::{{note}}\nThe outputs on this page were made on {nbrun.describe(run)} (accelerator: "
-            f"{run['accelerator']}), on {run['date']}, in {run['seconds']:.0f} s; {held}. Run it yourself: "
-            "your machine's numbers will differ, and its claims are judged again there.\n:::")
+    held = (
+        f"{run['claims_held']} of its {run['claims']} claims held there"
+        if run["claims"]
+        else "every check in it passed there"
+    )
+    return (
+        f":::{{note}}\nThe outputs on this page were made on {nbrun.describe(run)} (accelerator: "
+        f"{run['accelerator']}), on {run['date']}, in {run['seconds']:.0f} s; {held}. Run it yourself: "
+        "your machine's numbers will differ, and its claims are judged again there.\n:::"
+    )
 
 
 def _rel(path: Path) -> str:
@@ -152,11 +175,18 @@ def fetch_frontend(cache: Path) -> dict[str, Path]:
             if why:
                 raise SiteError(f"The widget front end is fetched from the npm registry, but {why}")
             try:
-                subprocess.run(["npm", "pack", f"{name}@{version}", "--pack-destination", str(cache)], check=True,
-                               capture_output=True, text=True, timeout=NPM_TIMEOUT_S)
+                subprocess.run(
+                    ["npm", "pack", f"{name}@{version}", "--pack-destination", str(cache)],
+                    check=True,
+                    capture_output=True,
+                    text=True,
+                    timeout=NPM_TIMEOUT_S,
+                )
             except subprocess.TimeoutExpired as exc:
-                raise SiteError(f"`npm pack {name}@{version}` did not finish in {NPM_TIMEOUT_S} s: is the npm "
-                                "registry reachable from here?") from exc
+                raise SiteError(
+                    f"`npm pack {name}@{version}` did not finish in {NPM_TIMEOUT_S} s: is the npm "
+                    "registry reachable from here?"
+                ) from exc
             except subprocess.CalledProcessError as exc:
                 raise SiteError(f"`npm pack {name}@{version}` failed:\n{exc.stderr.strip()}") from exc
         target = cache / tarball.stem
@@ -201,12 +231,25 @@ def _title(path: Path) -> str:
 
 def toc(notebooks: list[Path], solutions: list[Path], guides: list[Path]) -> str:
     """Jupyter Book's table of contents: the README, then modules, solutions and guides."""
+
     def part(caption: str, paths: list[Path]) -> list[str]:
         return [f"  - caption: {caption}", "    chapters:"] + [
-            f"      - file: {_rel(p).rsplit('.', 1)[0]}" for p in paths]
+            f"      - file: {_rel(p).rsplit('.', 1)[0]}" for p in paths
+        ]
 
-    return "\n".join(["format: jb-book", "root: index", "parts:", *part("Modules", notebooks),
-                      *part("Exercise solutions", solutions), *part("Guides", guides)]) + "\n"
+    return (
+        "\n".join(
+            [
+                "format: jb-book",
+                "root: index",
+                "parts:",
+                *part("Modules", notebooks),
+                *part("Exercise solutions", solutions),
+                *part("Guides", guides),
+            ]
+        )
+        + "\n"
+    )
 
 
 def config(widget_files: dict[str, dict[str, str]]) -> str:
@@ -221,9 +264,14 @@ def config(widget_files: dict[str, dict[str, str]]) -> str:
         "repository": {"url": REPOSITORY, "branch": "main", "path_to_book": ""},
         "launch_buttons": {"colab_url": "https://colab.research.google.com", "notebook_interface": "jupyterlab"},
         "html": {"use_repository_button": True, "home_page_in_navbar": True},
-        "sphinx": {"config": {"html_static_path": ["_site_static"], "nb_ipywidgets_js": widget_files,
-                              "html_show_copyright": False,
-                              "html_context": {"default_mode": "light"}}},  # plots are drawn on white
+        "sphinx": {
+            "config": {
+                "html_static_path": ["_site_static"],
+                "nb_ipywidgets_js": widget_files,
+                "html_show_copyright": False,
+                "html_context": {"default_mode": "light"},
+            }
+        },  # plots are drawn on white
     }
     return json.dumps(cfg, indent=1)  # YAML is a superset of JSON
 
@@ -237,12 +285,18 @@ def _run(step: str, cmd: list[str]) -> None:
 def _render(src: Path, html: Path, quiet: bool) -> None:
     """Jupyter Book's Sphinx configuration, less thebe (live code from a public server, unused here), then Sphinx
     with warnings as errors, so a broken cross-reference fails the build."""
-    _run("jupyter-book config", [sys.executable, "-c", "from jupyter_book.cli.main import main; main()",
-                                 "config", "sphinx", str(src)])
+    _run(
+        "jupyter-book config",
+        [sys.executable, "-c", "from jupyter_book.cli.main import main; main()", "config", "sphinx", str(src)],
+    )
     with (src / "conf.py").open("a") as conf:
         conf.write("\nextensions = [e for e in extensions if e not in ('sphinx_thebe', 'sphinx_comments')]\n")
-    _run("sphinx-build", [sys.executable, "-m", "sphinx", "-b", "html", "-W", "-n", "--keep-going"]
-         + (["-q"] if quiet else []) + [str(src), str(html)])
+    _run(
+        "sphinx-build",
+        [sys.executable, "-m", "sphinx", "-b", "html", "-W", "-n", "--keep-going"]
+        + (["-q"] if quiet else [])
+        + [str(src), str(html)],
+    )
 
 
 def build(out: Path = OUT, quiet: bool = True, execute: bool = True) -> dict:
@@ -260,9 +314,11 @@ def build(out: Path = OUT, quiet: bool = True, execute: bool = True) -> dict:
     static = src / "_site_static"
     static.mkdir(parents=True)
     shutil.copy(packages["requirejs"] / "require.js", static / "require.js")
-    shutil.copytree(packages["@jupyter-widgets/html-manager"] / "dist", static / "html-manager",
-                    ignore=shutil.ignore_patterns("*.map", "embed.js", "libembed-amd.js", "*.LICENSE.txt",
-                                                  "*.eot", "*.svg"))  # old browsers' font formats
+    shutil.copytree(
+        packages["@jupyter-widgets/html-manager"] / "dist",
+        static / "html-manager",
+        ignore=shutil.ignore_patterns("*.map", "embed.js", "libembed-amd.js", "*.LICENSE.txt", "*.eot", "*.svg"),
+    )  # old browsers' font formats
     (static / "widgets-path.js").write_text(WIDGETS_PATH_JS)
     widget_files = {"require.js": {}, "widgets-path.js": {}, "html-manager/embed-amd.js": {}}
     widgets = sum(stage_notebook(copy, src / _rel(p)) for p, copy in copies.items())
@@ -276,26 +332,36 @@ def build(out: Path = OUT, quiet: bool = True, execute: bool = True) -> dict:
     _fonts_next_to_pages(html)
     pages = [p for p in html.rglob("*.html") if "_static" not in p.relative_to(html).parts]
     size = sum(f.stat().st_size for f in html.rglob("*") if f.is_file())
-    return {"html": html, "pages": len(pages), "modules": len(notebooks), "solutions": len(solutions),
-            "widgets": widgets, "images": len(list((html / "_images").glob("*"))), "bytes": size,
-            "seconds": time.perf_counter() - start}
+    return {
+        "html": html,
+        "pages": len(pages),
+        "modules": len(notebooks),
+        "solutions": len(solutions),
+        "widgets": widgets,
+        "images": len(list((html / "_images").glob("*"))),
+        "bytes": size,
+        "seconds": time.perf_counter() - start,
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=OUT, help=f"build folder (default {_rel(OUT)})")
     parser.add_argument("--verbose", action="store_true", help="show Sphinx's output")
-    parser.add_argument("--no-execute", action="store_true",
-                        help="stop instead of executing a notebook that has no fresh executed copy")
+    parser.add_argument(
+        "--no-execute", action="store_true", help="stop instead of executing a notebook that has no fresh executed copy"
+    )
     args = parser.parse_args(argv)
     try:
         site = build(args.out.resolve(), quiet=not args.verbose, execute=not args.no_execute)
     except SiteError as exc:
         print(f"Site build failed: {exc}", file=sys.stderr)
         return 1
-    print(f"Built {site['pages']} pages ({site['modules']} modules, {site['solutions']} solutions, "
-          f"{site['widgets']} widgets, {site['images']} images, {site['bytes'] / 2**20:.1f} MiB) "
-          f"in {site['seconds']:.1f} s: {site['html'] / 'index.html'}")
+    print(
+        f"Built {site['pages']} pages ({site['modules']} modules, {site['solutions']} solutions, "
+        f"{site['widgets']} widgets, {site['images']} images, {site['bytes'] / 2**20:.1f} MiB) "
+        f"in {site['seconds']:.1f} s: {site['html'] / 'index.html'}"
+    )
     print(f"Serve it with: python3 -m http.server --bind 127.0.0.1 --directory {_rel(site['html'])}")
     return 0
 

@@ -24,6 +24,7 @@ built with the runtime's ipywidgets 7.
 It tests the committed state (HEAD): commit first. Needs git and the network to PyPI. torch comes from
 the CPU-only index (about 200 MB) when it can be reached, else from PyPI (the CUDA build, about 3 GB).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -42,11 +43,22 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 TORCH = "torch==2.6.0"
 TORCH_INDEX = "https://download.pytorch.org/whl/cpu"
-HOSTED_STACK = ["pip==24.1.2", "numpy==1.26.4", "ipykernel==6.17.1", "ipython==8.18.1", "jupyter-server==1.24.0",
-                "notebook==6.5.7", "ipywidgets==7.7.1", "jupyter-client==7.4.9", "traitlets==5.7.1",
-                "tornado==6.3.3"]
-WATCHED = re.compile(r"torch|numpy|jupyter.*|notebook|ipykernel|ipython|ipywidgets|widgetsnbextension|"
-                     r"traitlets|tornado|nbformat|nbconvert|nbclient")
+HOSTED_STACK = [
+    "pip==24.1.2",
+    "numpy==1.26.4",
+    "ipykernel==6.17.1",
+    "ipython==8.18.1",
+    "jupyter-server==1.24.0",
+    "notebook==6.5.7",
+    "ipywidgets==7.7.1",
+    "jupyter-client==7.4.9",
+    "traitlets==5.7.1",
+    "tornado==6.3.3",
+]
+WATCHED = re.compile(
+    r"torch|numpy|jupyter.*|notebook|ipykernel|ipython|ipywidgets|widgetsnbextension|"
+    r"traitlets|tornado|nbformat|nbconvert|nbclient"
+)
 PROBE = """import json, course_lib, ipywidgets
 from course_lib import widgets
 box = widgets.time_to_train_widget()
@@ -90,8 +102,10 @@ def check(tmp: Path, torch_req: str = TORCH) -> list[str]:
     if reachable(f"{TORCH_INDEX}/torch/"):
         run(pip + [torch_req, "--index-url", TORCH_INDEX], check=True)
     else:
-        print(f"   {TORCH_INDEX} cannot be reached: {torch_req} comes from PyPI (the CUDA build) or a local wheel",
-              flush=True)
+        print(
+            f"   {TORCH_INDEX} cannot be reached: {torch_req} comes from PyPI (the CUDA build) or a local wheel",
+            flush=True,
+        )
         run(pip + [torch_req], check=True)
     run(pip + HOSTED_STACK, check=True)
     before = packages(python)
@@ -103,8 +117,13 @@ def check(tmp: Path, torch_req: str = TORCH) -> list[str]:
 
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
     # file://localhost/...: pip before 24 rejects a URL without a host (git+file:///...) as invalid
-    env.update(COURSE_SOURCE=f"git+file://localhost{clone}", IPYTHONDIR=str(tmp / "ipython"), PYTHONNOUSERSITE="1",
-               PATH=f"{env_dir / 'bin'}{os.pathsep}{env.get('PATH', '')}", VIRTUAL_ENV=str(env_dir))
+    env.update(
+        COURSE_SOURCE=f"git+file://localhost{clone}",
+        IPYTHONDIR=str(tmp / "ipython"),
+        PYTHONNOUSERSITE="1",
+        PATH=f"{env_dir / 'bin'}{os.pathsep}{env.get('PATH', '')}",
+        VIRTUAL_ENV=str(env_dir),
+    )
     if run([python, "-c", "import course_lib"], cwd=workdir, env=env, capture_output=True).returncode == 0:
         return ["course_lib is importable before the cell runs, so the cell would install nothing"]
 
@@ -114,15 +133,19 @@ def check(tmp: Path, torch_req: str = TORCH) -> list[str]:
     print("   | " + cell.read_text().rstrip().replace("\n", "\n   | "), flush=True)
     problems = run_cell(ipython, python, cell, workdir, env, before, version, env_dir)
 
-    print("\n4. The same cell in a room without GitHub: the course's wheel (bootstrap.py wheel) in the notebook's "
-          "folder, COURSE_SOURCE unset", flush=True)
+    print(
+        "\n4. The same cell in a room without GitHub: the course's wheel (bootstrap.py wheel) in the notebook's "
+        "folder, COURSE_SOURCE unset",
+        flush=True,
+    )
     run([python, "-m", "pip", "uninstall", "-y", "-q", "course-lib"], check=True)
     run([sys.executable, clone / "bootstrap.py", "wheel"], check=True, capture_output=True)
     [wheel] = (clone / "dist").glob(f"course_lib-{version}-*.whl")
     shutil.copy(wheel, workdir)
     env.pop("COURSE_SOURCE")
-    problems += [f"from the wheel: {p}" for p in run_cell(ipython, python, cell, workdir, env, before, version,
-                                                            env_dir)]
+    problems += [
+        f"from the wheel: {p}" for p in run_cell(ipython, python, cell, workdir, env, before, version, env_dir)
+    ]
     origin = run([python, "-m", "pip", "show", "-f", "course-lib"], capture_output=True, text=True, cwd=workdir).stdout
     direct = next(env_dir.glob("lib/python*/site-packages/course_lib-*.dist-info/direct_url.json"), None)
     if direct is None or wheel.name not in direct.read_text():
@@ -130,8 +153,9 @@ def check(tmp: Path, torch_req: str = TORCH) -> list[str]:
     return problems
 
 
-def run_cell(ipython: Path, python: Path, cell: Path, workdir: Path, env: dict, before: dict, version: str,
-             env_dir: Path) -> list[str]:
+def run_cell(
+    ipython: Path, python: Path, cell: Path, workdir: Path, env: dict, before: dict, version: str, env_dir: Path
+) -> list[str]:
     """Run the set-up cell in the runtime; what changed that should not have, or what does not work after it."""
     ran = run([ipython, "--no-banner", "--colors=NoColor", cell], cwd=workdir, env=env)
     after = packages(python)

@@ -10,6 +10,7 @@ widget renders its saved result, and no request leaves the site except the "Open
 image (requests to other servers are blocked and reported). A screenshot of each page is saved in
 build/site/screenshots; a failure names the page, what failed and its screenshot.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -72,7 +73,7 @@ def _ids(path: Path) -> frozenset[str]:
 def broken_link(root: Path, base: str, href: str) -> str | None:
     """Why a local link does not resolve (missing file or missing anchor), or None when it does."""
     url, fragment = urldefrag(href)
-    rel = unquote(urlparse(url).path)[len(urlparse(base).path):]
+    rel = unquote(urlparse(url).path)[len(urlparse(base).path) :]
     target = root / rel
     if target.is_dir():
         target = target / "index.html"
@@ -103,11 +104,23 @@ def check_page(page, server: SiteServer, root: Path, path: Path, shots: Path) ->
     """Open one page and return what was checked and what failed on it."""
     errors, failed_requests = [], []
     page.on("pageerror", lambda exc: errors.append(f"JavaScript error: {exc}"))
-    page.on("console", lambda msg: errors.append(f"console error: {msg.text}") if msg.type == "error"
-            and not msg.location.get("url", "").startswith(ALLOWED_OUTSIDE) else None)  # the blocked badge
+    page.on(
+        "console",
+        lambda msg: (
+            errors.append(f"console error: {msg.text}")
+            if msg.type == "error" and not msg.location.get("url", "").startswith(ALLOWED_OUTSIDE)
+            else None
+        ),
+    )  # the blocked badge
     page.on("requestfailed", lambda req: failed_requests.append(req.url) if req.url.startswith(server.url) else None)
-    page.on("response", lambda res: failed_requests.append(f"{res.url} ({res.status})")
-            if res.url.startswith(server.url) and res.status >= 400 else None)
+    page.on(
+        "response",
+        lambda res: (
+            failed_requests.append(f"{res.url} ({res.status})")
+            if res.url.startswith(server.url) and res.status >= 400
+            else None
+        ),
+    )
     rel = path.relative_to(root).as_posix()
     page.goto(server.url + rel, wait_until="load", timeout=PAGE_TIMEOUT_MS)
     page.wait_for_load_state("networkidle", timeout=PAGE_TIMEOUT_MS)
@@ -125,13 +138,22 @@ def check_page(page, server: SiteServer, root: Path, path: Path, shots: Path) ->
         except Exception:  # reported below as a missing result
             pass
         shown = [re.sub(r"\s+", " ", t).strip() for t in page.locator(".widget-html-content").all_inner_texts()]
-        problems += [f"stored widget result not shown: {want!r}" for want in expected
-                     if re.sub(r"\s+", " ", want).strip() not in shown]
+        problems += [
+            f"stored widget result not shown: {want!r}"
+            for want in expected
+            if re.sub(r"\s+", " ", want).strip() not in shown
+        ]
         page.locator(".widget-html-content").first.scroll_into_view_if_needed()
     shot = shots / (rel.replace("/", "__").removesuffix(".html") + ".png")
     page.screenshot(path=str(shot))
-    return {"page": rel, "images": len(local_images), "links": len(local_links), "widgets": len(expected),
-            "problems": problems, "screenshot": shot}
+    return {
+        "page": rel,
+        "images": len(local_images),
+        "links": len(local_links),
+        "widgets": len(expected),
+        "problems": problems,
+        "screenshot": shot,
+    }
 
 
 def check(root: Path = HTML, shots: Path | None = None, only: list[str] | None = None) -> dict:
@@ -169,8 +191,16 @@ def check(root: Path = HTML, shots: Path | None = None, only: list[str] | None =
                 except Exception as exc:  # a page that never loads is a failure, not a crash
                     shot = shots / (current["page"].replace("/", "__").removesuffix(".html") + ".png")
                     page.screenshot(path=str(shot))
-                    results.append({"page": current["page"], "images": 0, "links": 0, "widgets": 0,
-                                    "problems": [f"{type(exc).__name__}: {exc}"], "screenshot": shot})
+                    results.append(
+                        {
+                            "page": current["page"],
+                            "images": 0,
+                            "links": 0,
+                            "widgets": 0,
+                            "problems": [f"{type(exc).__name__}: {exc}"],
+                            "screenshot": shot,
+                        }
+                    )
                 finally:
                     page.close()
         finally:
@@ -180,18 +210,26 @@ def check(root: Path = HTML, shots: Path | None = None, only: list[str] | None =
             entry = next(r for r in results if r["page"] == page_rel)
             entry["problems"].append(f"request left the site: {url}")
     failures = [r for r in results if r["problems"]]
-    return {"pages": len(results), "images": sum(r["images"] for r in results),
-            "links": sum(r["links"] for r in results), "widgets": sum(r["widgets"] for r in results),
-            "outside": sorted({u for _, u in outside}), "failures": failures, "screenshots": shots,
-            "seconds": time.perf_counter() - start}
+    return {
+        "pages": len(results),
+        "images": sum(r["images"] for r in results),
+        "links": sum(r["links"] for r in results),
+        "widgets": sum(r["widgets"] for r in results),
+        "outside": sorted({u for _, u in outside}),
+        "failures": failures,
+        "screenshots": shots,
+        "seconds": time.perf_counter() - start,
+    }
 
 
 def summary(report: dict) -> str:
     """The report as text: totals, then each failing page with its problems and screenshot."""
-    lines = [f"Checked {report['pages']} pages in {report['seconds']:.1f} s: {report['images']} images, "
-             f"{report['links']} local links, {report['widgets']} widgets; requests to other servers: "
-             f"{', '.join(report['outside']) or 'none'}; {len(report['failures'])} failures. "
-             f"Screenshots: {report['screenshots']}"]
+    lines = [
+        f"Checked {report['pages']} pages in {report['seconds']:.1f} s: {report['images']} images, "
+        f"{report['links']} local links, {report['widgets']} widgets; requests to other servers: "
+        f"{', '.join(report['outside']) or 'none'}; {len(report['failures'])} failures. "
+        f"Screenshots: {report['screenshots']}"
+    ]
     for failure in report["failures"]:
         lines.append(f"FAILED {failure['page']} (screenshot {failure['screenshot']}):")
         lines += [f"    {problem}" for problem in failure["problems"]]

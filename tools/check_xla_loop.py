@@ -11,6 +11,7 @@ and does the same with the cut switched off (the loop as it was), so the differe
 Exits 1 if the loop with the cut compiles more than 6 graphs (the first step, the steady step, the last short
 batch, evaluation) or if switching the cut off does not make it compile at least 4 times more.
 """
+
 from __future__ import annotations
 
 import os
@@ -30,11 +31,15 @@ def run(train, data, device, metrics) -> dict:
     model = nn.Sequential(nn.Linear(32, 64), nn.ReLU(), nn.Linear(64, 10)).to(device)
     metrics.clear_all()
     start = time.perf_counter()
-    history = train.fit(model, data, epochs=3, batch_size=32, eval_data=data, progress=False, optimizer="adam",
-                        lr=1e-2, device=device)
+    history = train.fit(
+        model, data, epochs=3, batch_size=32, eval_data=data, progress=False, optimizer="adam", lr=1e-2, device=device
+    )
     compiled = metrics.metric_data("CompileTime")
-    return {"compilations": compiled[0] if compiled else 0, "seconds": time.perf_counter() - start,
-            "test_acc": history.epochs[-1]["test_acc"]}
+    return {
+        "compilations": compiled[0] if compiled else 0,
+        "seconds": time.perf_counter() - start,
+        "test_acc": history.epochs[-1]["test_acc"],
+    }
 
 
 def main() -> int:
@@ -60,7 +65,9 @@ def main() -> int:
     finally:
         train.graph_cut = real_cut
     for label, r in (("one cut per step", cut), ("no cut (the old loop)", uncut)):
-        print(f"{label:22s} {r['compilations']:4d} compilations {r['seconds']:7.1f} s  test accuracy {r['test_acc']:.2f}")
+        print(
+            f"{label:22s} {r['compilations']:4d} compilations {r['seconds']:7.1f} s  test accuracy {r['test_acc']:.2f}"
+        )
     ok = cut["compilations"] <= 6 and uncut["compilations"] >= 4 * max(1, cut["compilations"])
     print("OK" if ok else "FAILED: the loop recompiles per step")
     return 0 if ok else 1

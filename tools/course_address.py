@@ -12,6 +12,7 @@ To move the course or cut a release, change `version` or `[project.urls] Reposit
 run this script, commit, tag the commit `v<version>` and push the tag; `--release-check` then confirms
 that a learner's set-up cell will find it.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -35,7 +36,7 @@ def address(root: Path = ROOT) -> tuple[str, str]:
     return repo, version
 
 
-SETUP_CELL = r'''# @title Set-up: installs the course helpers where they are missing, keeping the runtime's own torch
+SETUP_CELL = r"""# @title Set-up: installs the course helpers where they are missing, keeping the runtime's own torch
 COURSE_VERSION = "{version}"  # the course release this notebook was written for
 COURSE_REPO = "{repo}"
 try:
@@ -85,7 +86,7 @@ except ImportError:
     import course_lib
 if course_lib.__version__ != COURSE_VERSION:
     print(f"Note: course_lib {{course_lib.__version__}} is installed; this notebook was written for {{COURSE_VERSION}}. "
-          "If a cell fails, open this notebook from that release's tag, or install its release.")'''
+          "If a cell fails, open this notebook from that release's tag, or install its release.")"""
 
 
 def setup_cell(root: Path = ROOT) -> str:
@@ -154,13 +155,21 @@ def stale(root: Path = ROOT) -> list[Path]:
 def release_check(repo: str, version: str) -> tuple[bool, str]:
     """Whether ``repo`` has the tag ``v<version>`` that every set-up cell installs (git ls-remote, no password)."""
     ref = f"refs/tags/v{version}"
-    run = subprocess.run(["git", "ls-remote", "--exit-code", "--tags", repo, ref], capture_output=True, text=True,
-                         stdin=subprocess.DEVNULL, env={**os.environ, "GIT_TERMINAL_PROMPT": "0"}, timeout=60)
+    run = subprocess.run(
+        ["git", "ls-remote", "--exit-code", "--tags", repo, ref],
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+        env={**os.environ, "GIT_TERMINAL_PROMPT": "0"},
+        timeout=60,
+    )
     if run.returncode == 0:
         return True, f"{repo} has {ref}: the set-up cells will install it"
     if run.returncode == 2:
-        return False, (f"{repo} has no tag v{version}: every set-up cell would fail. Tag the release commit "
-                       f"(`git tag v{version}`) and push the tag (`git push origin v{version}`).")
+        return False, (
+            f"{repo} has no tag v{version}: every set-up cell would fail. Tag the release commit "
+            f"(`git tag v{version}`) and push the tag (`git push origin v{version}`)."
+        )
     return False, f"could not read {repo}'s tags: {run.stderr.strip()[-500:]}"
 
 

@@ -18,6 +18,7 @@ After each interrupt: the time from SIGINT to the script's report and to its exi
 process it had started (seen with psutil just before the signal, plus the worker pids the rank
 wrote) is gone, and whether the job's store port is free. Exit code 1 if anything was wrong.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -67,8 +68,9 @@ def interrupt(mode: str, rng: random.Random) -> tuple[bool, str, float, float]:
     with tempfile.TemporaryDirectory() as tmp:
         pid_file = os.path.join(tmp, "pids")
         args = ["launch"] if mode == "startup" else ["launch-workers", pid_file]
-        script = subprocess.Popen([sys.executable, str(SCRIPT), *args], stdout=subprocess.PIPE, text=True,
-                                  cwd=ROOT / "tests")
+        script = subprocess.Popen(
+            [sys.executable, str(SCRIPT), *args], stdout=subprocess.PIPE, text=True, cwd=ROOT / "tests"
+        )
         try:
             if script.stdout.readline().strip() != "ready":
                 return False, "the script did not start", 0.0, 0.0
@@ -119,17 +121,24 @@ def main(argv: list[str] | None = None) -> int:
             ok, what, to_report, to_exit = interrupt(mode, rng)
             stops[mode].append(to_report)
             exits[mode].append(to_exit)
-            print(f"interrupt during {mode:7s} {i:2d}: stopped in {to_report:5.2f} s, exited in {to_exit:5.2f} s "
-                  f"{'ok' if ok else 'FAILED'} ({what})", flush=True)
+            print(
+                f"interrupt during {mode:7s} {i:2d}: stopped in {to_report:5.2f} s, exited in {to_exit:5.2f} s "
+                f"{'ok' if ok else 'FAILED'} ({what})",
+                flush=True,
+            )
             if not ok:
                 failures.append(f"interrupt during {mode} {i}: {what}")
     print()
-    print(f"{args.runs} launches with DataLoader workers in every rank, {args.interrupts} interrupts during "
-          f"start-up, {args.interrupts} during the run: {time.perf_counter() - t_all:.0f} s")
+    print(
+        f"{args.runs} launches with DataLoader workers in every rank, {args.interrupts} interrupts during "
+        f"start-up, {args.interrupts} during the run: {time.perf_counter() - t_all:.0f} s"
+    )
     for mode in stops:
         if stops[mode]:
-            print(f"  Ctrl-C during {mode}: job stopped in median {statistics.median(stops[mode]):.2f} s, "
-                  f"max {max(stops[mode]):.2f} s; script exited in max {max(exits[mode]):.2f} s")
+            print(
+                f"  Ctrl-C during {mode}: job stopped in median {statistics.median(stops[mode]):.2f} s, "
+                f"max {max(stops[mode]):.2f} s; script exited in max {max(exits[mode]):.2f} s"
+            )
     print(f"leftover processes now: {len(leftover_processes())}; failures: {len(failures)}")
     for f in failures:
         print("  " + f)

@@ -6,6 +6,7 @@ ROOT is a checkout of the course (default: this one). "Public" is a top-level na
 with an underscore; "used only inside" is a public name that no notebook, solution, exercise, test, tool, doc or CLI
 entry point mentions outside the library.
 """
+
 from __future__ import annotations
 
 import ast

@@ -9,6 +9,7 @@ execution counts are cleared. Markdown cells are copied, except those tagged `so
     python tools/make_exercises.py           # regenerate exercises/
     python tools/make_exercises.py --check   # exit 1 if exercises/ is stale (used by the tests)
 """
+
 from __future__ import annotations
 
 import argparse
@@ -87,11 +88,15 @@ def main(argv: list[str] | None = None) -> int:
             stale.append(dst.relative_to(ROOT))
             if not args.check:
                 dst.write_text(text)
-    extra = {p.name for p in (ROOT / "exercises").glob("*.ipynb")} - {p.name for p in (ROOT / "solutions").glob("*.ipynb")}
+    extra = {p.name for p in (ROOT / "exercises").glob("*.ipynb")} - {
+        p.name for p in (ROOT / "solutions").glob("*.ipynb")
+    }
     if args.check:
         if stale or extra:
-            print("exercises/ is out of date; run `python3 bootstrap.py exercises`:",
-                  ", ".join(map(str, stale + sorted(extra))))
+            print(
+                "exercises/ is out of date; run `python3 bootstrap.py exercises`:",
+                ", ".join(map(str, stale + sorted(extra))),
+            )
             return 1
         print("exercises/ is up to date")
         return 0

@@ -9,6 +9,7 @@ and which claims it judged (read from the ``course_lib.claims`` outputs) and how
 The test run executes each notebook cell by cell as pytest items (``NotebookFile``), through nbclient, so
 a failing cell fails its own test and the executed copy, widget state included, comes from that same run.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -84,8 +85,10 @@ def clean(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
 
 def has_outputs(nb: nbformat.NotebookNode) -> bool:
     """Whether any cell keeps what a run leaves: outputs, an execution count or the kernel's timestamps."""
-    return any(c.get("outputs") or c.get("execution_count") is not None or "execution" in c.get("metadata", {})
-               for c in nb.cells)
+    return any(
+        c.get("outputs") or c.get("execution_count") is not None or "execution" in c.get("metadata", {})
+        for c in nb.cells
+    )
 
 
 def is_progress_bar(output: dict) -> bool:
@@ -102,8 +105,13 @@ def keep_shown_widgets(nb: nbformat.NotebookNode) -> None:
     if not saved:
         return
     state = saved.get("state", {})
-    todo = [o["data"][WIDGET_VIEW]["model_id"] for c in nb.cells if c.cell_type == "code"
-            for o in c.outputs if WIDGET_VIEW in o.get("data", {})]
+    todo = [
+        o["data"][WIDGET_VIEW]["model_id"]
+        for c in nb.cells
+        if c.cell_type == "code"
+        for o in c.outputs
+        if WIDGET_VIEW in o.get("data", {})
+    ]
     keep: set[str] = set()
     while todo:
         model_id = todo.pop()
@@ -133,9 +141,13 @@ def claims(nb: nbformat.NotebookNode) -> list[dict]:
 
 def errors(nb: nbformat.NotebookNode) -> list[str]:
     """One line per error output of an executed notebook: cell index, exception and message."""
-    return [f"cell {i}: {o.get('ename')}: {ANSI.sub('', str(o.get('evalue', '')))[:300]}"
-            for i, c in enumerate(nb.cells) if c.cell_type == "code"
-            for o in c.get("outputs", []) if o.get("output_type") == "error"]
+    return [
+        f"cell {i}: {o.get('ename')}: {ANSI.sub('', str(o.get('evalue', '')))[:300]}"
+        for i, c in enumerate(nb.cells)
+        if c.cell_type == "code"
+        for o in c.get("outputs", [])
+        if o.get("output_type") == "error"
+    ]
 
 
 _MACHINE: dict | None = None
@@ -155,9 +167,13 @@ def machine() -> dict:
 
         info = detect()
         accelerators = [a.name for a in info.accelerators]
-        _MACHINE = {"cpu": info.cpu.model, "cores": psutil.cpu_count(logical=False) or 1,
-                    "accelerator": ", ".join(accelerators) or "none", "torch": info.torch_version,
-                    "held": {k: os.environ[k] for k in HOLDS if os.environ.get(k)}}
+        _MACHINE = {
+            "cpu": info.cpu.model,
+            "cores": psutil.cpu_count(logical=False) or 1,
+            "accelerator": ", ".join(accelerators) or "none",
+            "torch": info.torch_version,
+            "held": {k: os.environ[k] for k in HOLDS if os.environ.get(k)},
+        }
     return dict(_MACHINE, date=dt.date.today().isoformat())
 
 
@@ -175,9 +191,14 @@ def finish(nb: nbformat.NotebookNode, source: Path, seconds: float, out_root: Pa
             cell.outputs = [o for o in cell.outputs if not is_progress_bar(o)]
     keep_shown_widgets(nb)
     judged = claims(nb)
-    nb.metadata["course_run"] = dict(machine(), seconds=round(seconds, 1), code_hash=code_hash(nb),
-                                     claims=len(judged), claims_held=sum(bool(c["held"]) for c in judged),
-                                     errors=errors(nb))
+    nb.metadata["course_run"] = dict(
+        machine(),
+        seconds=round(seconds, 1),
+        code_hash=code_hash(nb),
+        claims=len(judged),
+        claims_held=sum(bool(c["held"]) for c in judged),
+        errors=errors(nb),
+    )
     target = executed_path(source, out_root)
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = target.with_suffix(".ipynb.tmp")
@@ -190,8 +211,13 @@ def execute(source: Path, out_root: Path = EXECUTED, allow_errors: bool = False)
     """Execute ``source`` from a clean copy in a fresh kernel; write its executed copy; return (copy, seconds).
     Raises nbclient's CellExecutionError on the first failing cell unless ``allow_errors``."""
     nb = clean(nbformat.read(source, as_version=4))
-    client = NotebookClient(nb, timeout=CELL_TIMEOUT_S, kernel_name=KERNEL_NAME, allow_errors=allow_errors,
-                            resources={"metadata": {"path": str(Path(source).resolve().parent)}})
+    client = NotebookClient(
+        nb,
+        timeout=CELL_TIMEOUT_S,
+        kernel_name=KERNEL_NAME,
+        allow_errors=allow_errors,
+        resources={"metadata": {"path": str(Path(source).resolve().parent)}},
+    )
     start = time.perf_counter()
     try:
         client.execute(env=kernel_env())
@@ -219,6 +245,7 @@ except ImportError:  # the executor is usable without pytest (bootstrap.py site 
     pytest = None
 
 if pytest is not None:
+
     class NotebookFile(pytest.File):
         """A notebook under test: one kernel, its code cells run in order, then its executed copy written."""
 
@@ -231,8 +258,12 @@ if pytest is not None:
                     number += 1
 
         def setup(self):
-            self.client = NotebookClient(self.nb, timeout=CELL_TIMEOUT_S, kernel_name=KERNEL_NAME,
-                                         resources={"metadata": {"path": str(self.path.parent)}})
+            self.client = NotebookClient(
+                self.nb,
+                timeout=CELL_TIMEOUT_S,
+                kernel_name=KERNEL_NAME,
+                resources={"metadata": {"path": str(self.path.parent)}},
+            )
             self.client.reset_execution_trackers()
             self._kernel = contextlib.ExitStack()
             self._kernel.enter_context(self.client.setup_kernel(env=kernel_env()))
@@ -259,8 +290,7 @@ if pytest is not None:
             if parent.dead:
                 pytest.skip(f"the kernel died in an earlier cell: {parent.dead}")
             try:
-                parent.client.execute_cell(self.cell, self.index,
-                                           execution_count=parent.client.code_cells_executed + 1)
+                parent.client.execute_cell(self.cell, self.index, execution_count=parent.client.code_cells_executed + 1)
             except DeadKernelError as exc:
                 parent.dead = str(exc) or "DeadKernelError"
                 raise

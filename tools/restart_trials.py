@@ -14,6 +14,7 @@ with exit code 0 after exactly one restart, its loss curve equals the one-proces
 process is left behind. A trial still running after ``--timeout`` seconds is a hang: it is stopped and counted.
 Exit code 1 unless every trial of this invocation succeeded.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -39,12 +40,25 @@ def _trial(index: int, seed: int, data: Path, reference: list[float], root: Path
     row: dict = {"trial": index, "kill_rank": rank, "kill_after_step": step, "time": time.time()}
     t0 = time.monotonic()
     try:
-        result = ts.run_torchrun(args, root / f"trial{index}", nproc_per_node=2, max_restarts=2, kill_rank=rank,
-                                 kill_after_step=step, timeout=timeout)
+        result = ts.run_torchrun(
+            args,
+            root / f"trial{index}",
+            nproc_per_node=2,
+            max_restarts=2,
+            kill_rank=rank,
+            kill_after_step=step,
+            timeout=timeout,
+        )
         summary = ts.restart_summary(result)
         gap = max(abs(a - b) for a, b in zip(result.curve, reference))
-        row.update(outcome="ok", attempts=result.attempts, gap=gap, curve_len=len(result.curve),
-                   bitwise=result.curve == reference, **{k: summary[k] for k in summary})
+        row.update(
+            outcome="ok",
+            attempts=result.attempts,
+            gap=gap,
+            curve_len=len(result.curve),
+            bitwise=result.curve == reference,
+            **{k: summary[k] for k in summary},
+        )
         problems = []
         if result.attempts != 2:
             problems.append(f"{result.attempts} attempts")
@@ -69,20 +83,27 @@ def _report(rows: list[dict]) -> str:
     if not rows:
         return "no trials recorded"
     ok = [r for r in rows if r["outcome"] == "ok"]
-    lines = [f"trials: {len(rows)}; succeeded: {len(ok)}; hangs: {sum(r['outcome'] == 'hang' for r in rows)}; "
-             f"errors: {sum(r['outcome'] == 'error' for r in rows)}; wrong results: {sum(r['outcome'] == 'wrong' for r in rows)}"]
+    lines = [
+        f"trials: {len(rows)}; succeeded: {len(ok)}; hangs: {sum(r['outcome'] == 'hang' for r in rows)}; "
+        f"errors: {sum(r['outcome'] == 'error' for r in rows)}; "
+        f"wrong results: {sum(r['outcome'] == 'wrong' for r in rows)}"
+    ]
     if ok:
+
         def rng(key: str) -> str:
             values = [r[key] for r in ok]
             return f"median {statistics.median(values):.2f} s, range {min(values):.2f}-{max(values):.2f} s"
-        lines += [f"whole trial       : {rng('seconds')}",
-                  f"worker start-up   : {rng('startup_s')}",
-                  f"kill -> new workers (detection, stop, rendezvous): {rng('detect_s')}",
-                  f"kill -> next step : {rng('restart_s')}",
-                  f"killed rank 0 / rank 1: {sum(r['kill_rank'] == 0 for r in ok)} / {sum(r['kill_rank'] == 1 for r in ok)}; "
-                  f"steps redone: {sorted({r['redone'] for r in ok})}; "
-                  f"curves bit for bit equal to one process: {sum(r['bitwise'] for r in ok)} of {len(ok)}, "
-                  f"largest gap {max(r['gap'] for r in ok):.1e}"]
+
+        lines += [
+            f"whole trial       : {rng('seconds')}",
+            f"worker start-up   : {rng('startup_s')}",
+            f"kill -> new workers (detection, stop, rendezvous): {rng('detect_s')}",
+            f"kill -> next step : {rng('restart_s')}",
+            f"killed rank 0 / rank 1: {sum(r['kill_rank'] == 0 for r in ok)} / {sum(r['kill_rank'] == 1 for r in ok)}; "
+            f"steps redone: {sorted({r['redone'] for r in ok})}; "
+            f"curves bit for bit equal to one process: {sum(r['bitwise'] for r in ok)} of {len(ok)}, "
+            f"largest gap {max(r['gap'] for r in ok):.1e}",
+        ]
     for r in rows:
         if r["outcome"] != "ok":
             lines.append(f"trial {r['trial']}: {r['outcome']}: {r.get('problems') or r.get('error', '')[-400:]}")
@@ -95,8 +116,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--first", type=int, default=0, help="index of the first trial (to run the 20 in pieces)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--timeout", type=float, default=150.0, help="seconds before a trial counts as a hang")
-    p.add_argument("--out", default=str(Path(tempfile.gettempdir()) / "restart_trials.jsonl"),
-                   help="results, one JSON line per trial (appended; default in the temporary directory)")
+    p.add_argument(
+        "--out",
+        default=str(Path(tempfile.gettempdir()) / "restart_trials.jsonl"),
+        help="results, one JSON line per trial (appended; default in the temporary directory)",
+    )
     p.add_argument("--report", action="store_true", help="only summarise --out")
     args = p.parse_args(argv)
     out = Path(args.out)
@@ -107,17 +131,30 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="restart-trials-") as tmp:
         root = Path(tmp)
         data = ts.prepare_data(root / "data.pt")
-        ts.main(["--data", str(data), "--steps", str(STEPS), "--checkpoint-every", str(EVERY), "--run-dir",
-                 str(root / "reference")])
+        ts.main(
+            [
+                "--data",
+                str(data),
+                "--steps",
+                str(STEPS),
+                "--checkpoint-every",
+                str(EVERY),
+                "--run-dir",
+                str(root / "reference"),
+            ]
+        )
         reference = ts.loss_curve(root / "reference")
         for i in range(args.first, args.first + args.trials):
             row = _trial(i, args.seed, data, reference, root, args.timeout)
             rows.append(row)
             with open(out, "a") as f:
                 f.write(json.dumps(row) + "\n")
-            print(f"trial {i}: {row['outcome']} in {row['seconds']:.1f} s (killed rank {row['kill_rank']} after step "
-                  f"{row['kill_after_step']}" + (f"; restart {row['restart_s']:.1f} s)" if row["outcome"] == "ok" else ")"),
-                  flush=True)
+            print(
+                f"trial {i}: {row['outcome']} in {row['seconds']:.1f} s (killed rank {row['kill_rank']} after step "
+                f"{row['kill_after_step']}"
+                + (f"; restart {row['restart_s']:.1f} s)" if row["outcome"] == "ok" else ")"),
+                flush=True,
+            )
     print(_report(rows))
     return 0 if all(r["outcome"] == "ok" for r in rows) else 1
 

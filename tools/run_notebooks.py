@@ -9,6 +9,7 @@ The notebooks themselves stay clean (stored without outputs): each run writes an
 build/executed/ (tools/nbrun.py), which the website is built from, and the measured durations into
 notebooks/timings.json, then prints the table. Fails if a notebook raises or takes more than the budget.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -27,11 +28,15 @@ BUDGET_S = 90.0
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("paths", nargs="*", help="notebooks to run (default: notebooks/ and solutions/)")
-    parser.add_argument("--measure-only", action="store_true",
-                        help="print this run's times and leave timings.json alone (an instructor timing a GPU runtime)")
+    parser.add_argument(
+        "--measure-only",
+        action="store_true",
+        help="print this run's times and leave timings.json alone (an instructor timing a GPU runtime)",
+    )
     args = parser.parse_args(argv)
     paths = [Path(p).resolve() for p in args.paths] or sorted(
-        list((ROOT / "notebooks").glob("*.ipynb")) + list((ROOT / "solutions").glob("*.ipynb")))
+        list((ROOT / "notebooks").glob("*.ipynb")) + list((ROOT / "solutions").glob("*.ipynb"))
+    )
     table = json.loads(TIMINGS.read_text()) if TIMINGS.exists() and not args.measure_only else {}
     where = describe(machine())
     over = []
@@ -40,8 +45,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"running {rel} ...", flush=True)
         copy, seconds = execute(path)
         nb = nbformat.read(path, as_version=4)
-        table[rel] = {"seconds": round(seconds, 1), "code_hash": code_hash(nb), "machine": where,
-                      "date": machine()["date"]}
+        table[rel] = {
+            "seconds": round(seconds, 1),
+            "code_hash": code_hash(nb),
+            "machine": where,
+            "date": machine()["date"],
+        }
         print(f"  {seconds:.1f} s, executed copy {copy.relative_to(ROOT)}", flush=True)
         if seconds > BUDGET_S:
             over.append(rel)

@@ -26,6 +26,7 @@
 The parts load on first use (``benchmark.suite`` imports ``suite``), so importing the package stays
 light; the all-reduce part of the suite runs its ranks through ``course_lib.comm.launch``.
 """
+
 from __future__ import annotations
 
 from ..lazy import parts_loader

@@ -18,6 +18,7 @@ notebook can print, plot and assert on; each takes a few seconds on 2 cores.
                        (always stopped at its end), to time anything on a busy machine
 =====================  ==========================================================================
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -34,9 +35,19 @@ from .. import arguments, hardware, timing
 from ..hardware import as_device, synchronize
 from ..procs import Children
 
-__all__ = ["WarmupEffect", "SyncEffect", "RepeatsEffect", "BusyEffect", "BusyMechanism", "warmup_effect", "sync_effect",
-           "busy_mechanism",
-           "repeats_effect", "busy_effect", "busy_cores"]
+__all__ = [
+    "WarmupEffect",
+    "SyncEffect",
+    "RepeatsEffect",
+    "BusyEffect",
+    "BusyMechanism",
+    "warmup_effect",
+    "sync_effect",
+    "busy_mechanism",
+    "repeats_effect",
+    "busy_effect",
+    "busy_cores",
+]
 
 
 def _ratio(values: list[float]) -> float:
@@ -45,6 +56,7 @@ def _ratio(values: list[float]) -> float:
 
 # ----------------------------------------------------------------------------------------------
 # warm-up
+
 
 @dataclass(frozen=True)
 class WarmupEffect:
@@ -86,8 +98,16 @@ def _step_times(dev: torch.device, width: int, batch: int, steps: int) -> list[f
     return times
 
 
-def warmup_effect(device: torch.device | str | None = None, *, steps: int = 30, skip: int = 5,
-                  width: int = 512, batch: int = 256, threads: int = 1, timeout: float = 60.0) -> WarmupEffect:
+def warmup_effect(
+    device: torch.device | str | None = None,
+    *,
+    steps: int = 30,
+    skip: int = 5,
+    width: int = 512,
+    batch: int = 256,
+    threads: int = 1,
+    timeout: float = 60.0,
+) -> WarmupEffect:
     """Time every training step of a fresh process: the first one against the warmed-up median.
 
     The steps run in a new child process (forked from a server that has imported torch but run
@@ -133,6 +153,7 @@ def warmup_effect(device: torch.device | str | None = None, *, steps: int = 30, 
 # ----------------------------------------------------------------------------------------------
 # synchronisation
 
+
 @dataclass(frozen=True)
 class SyncEffect:
     """``no_wait_s``: the clock read right after launching the work; ``wait_s``: after waiting for it
@@ -165,8 +186,15 @@ def _one_product_s(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, dev: torch
     return statistics.median(times)
 
 
-def sync_effect(device: torch.device | str | None = None, *, n: int | None = None, matmuls: int | None = None,
-                repeats: int = 7, target_s: float = 0.05, max_matmuls: int = 256) -> SyncEffect:
+def sync_effect(
+    device: torch.device | str | None = None,
+    *,
+    n: int | None = None,
+    matmuls: int | None = None,
+    repeats: int = 7,
+    target_s: float = 0.05,
+    max_matmuls: int = 256,
+) -> SyncEffect:
     """Time ``matmuls`` n x n products without waiting for them to finish, then waiting. Notebook 07.1,
     "Synchronisation".
 
@@ -211,8 +239,10 @@ def sync_effect(device: torch.device | str | None = None, *, n: int | None = Non
             synchronize(dev)
             wait.append(time.perf_counter() - t)
     else:
-        how = (f"{matmuls} matmuls of {n} x {n} handed to a background thread; clock read after submit() and "
-               "after result()")
+        how = (
+            f"{matmuls} matmuls of {n} x {n} handed to a background thread; clock read after submit() and "
+            "after result()"
+        )
         with ThreadPoolExecutor(max_workers=1) as pool:
             pool.submit(work).result()  # warm-up
             for _ in range(repeats):
@@ -227,6 +257,7 @@ def sync_effect(device: torch.device | str | None = None, *, n: int | None = Non
 
 # ----------------------------------------------------------------------------------------------
 # repeats
+
 
 @dataclass(frozen=True)
 class RepeatsEffect:
@@ -246,14 +277,16 @@ class RepeatsEffect:
     set_ratio: float = float("nan")
 
 
-def repeats_effect(device: torch.device | str | None = None, *, n: int = 256, groups: int = 4,
-                   per_group: int = 200, threads: int = 1) -> RepeatsEffect:
+def repeats_effect(
+    device: torch.device | str | None = None, *, n: int = 256, groups: int = 4, per_group: int = 200, threads: int = 1
+) -> RepeatsEffect:
     """Time ``groups * per_group`` single n x n matmuls one by one, then group them. Notebook 07.1,
     "Repeats and medians".
 
     Single measurements can disagree by a factor (the operating system, another program, a cache);
     medians of interleaved repeats agree far better. ``set_ratio`` and ``median_ratio`` compare sets
-    of the same size (``groups`` single calls against ``groups`` medians), so either can be larger. The groups are interleaved (call i
+    of the same size (``groups`` single calls against ``groups`` medians), so either can be larger. The groups are
+    interleaved (call i
     goes to group i % groups), so a slow stretch of the machine hits every group alike. CPU work runs
     on ``threads`` torch threads (default 1: see ``busy_effect`` for what a thread per core risks).
     """
@@ -276,13 +309,15 @@ def repeats_effect(device: torch.device | str | None = None, *, n: int = 256, gr
             synchronize(dev)
             singles.append(time.perf_counter() - t)
     medians = [statistics.median(singles[g::groups]) for g in range(groups)]
-    sets = [_ratio(singles[k * groups:(k + 1) * groups]) for k in range(per_group)]
-    return RepeatsEffect(singles, medians, groups, per_group, _ratio(singles), _ratio(medians),
-                         float(statistics.median(sets)))
+    sets = [_ratio(singles[k * groups : (k + 1) * groups]) for k in range(per_group)]
+    return RepeatsEffect(
+        singles, medians, groups, per_group, _ratio(singles), _ratio(medians), float(statistics.median(sets))
+    )
 
 
 # ----------------------------------------------------------------------------------------------
 # a busy machine
+
 
 def _spin(channel, seconds: float) -> None:
     """Runs in a child: keep one core busy for ``seconds`` (pure Python, one thread), then report."""
@@ -365,8 +400,9 @@ def _mean_call(fn, window: float) -> float:
             return elapsed / calls
 
 
-def busy_effect(*, threads: int = 1, busy_processes: int = 1, n: int = 512, rounds: int = 3,
-                window_s: float = 0.2) -> BusyEffect:
+def busy_effect(
+    *, threads: int = 1, busy_processes: int = 1, n: int = 512, rounds: int = 3, window_s: float = 0.2
+) -> BusyEffect:
     """The same n x n CPU matmul on ``threads`` torch threads, idle and with ``busy_processes`` busy-loop
     processes, interleaved over ``rounds`` (idle, busy, idle, busy, ...). Notebook 07.1, "A busy machine".
 
@@ -376,8 +412,8 @@ def busy_effect(*, threads: int = 1, busy_processes: int = 1, n: int = 512, roun
     the number of cores shows the worse case: one busy core slows a parallel kernel far more than
     the half core it loses, since the threads wait for each other at every barrier and the thread
     that shares a core is off it for whole scheduler time slices of milliseconds (``busy_mechanism``
-    measures both time scales; on 2-core machines 3.8-11x over the course's runs; any other program running does the same, so the "idle" rounds are idle only on
-    a quiet machine). On one CPU, the loop and the thread share it: about 2x. ``busy_processes``
+    measures both time scales; any other program running does the same, so the "idle" rounds are idle only
+    on a quiet machine). On one CPU, the loop and the thread share it: about 2x. ``busy_processes``
     = ``cores`` or more leaves no core free, so even one thread shares a core with a loop. The busy
     processes are started through ``course_lib.procs`` and always stopped, also on error or Ctrl-C.
     """
@@ -496,6 +532,15 @@ def busy_mechanism(*, threads: int = 2, n: int = 256, calls: int = 300, slice_pr
             cpu_per_wall = (time.process_time() - cpu0) / (time.perf_counter() - t0)
     w = timing.quantile(idle, 0.1)  # an undisturbed call: another program may hold a core in the "idle" calls too
     slow = [t - w for t in busy if t > 3 * w]
-    return BusyMechanism(float(statistics.median(gaps)) if gaps else math.nan, len(gaps), float(w), busy,
-                         len(slow) / len(busy), float(statistics.median(slow)) if slow else None,
-                         float(cpu_per_wall), threads, n, hardware.usable_cpus())
+    return BusyMechanism(
+        float(statistics.median(gaps)) if gaps else math.nan,
+        len(gaps),
+        float(w),
+        busy,
+        len(slow) / len(busy),
+        float(statistics.median(slow)) if slow else None,
+        float(cpu_per_wall),
+        threads,
+        n,
+        hardware.usable_cpus(),
+    )

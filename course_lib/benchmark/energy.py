@@ -20,6 +20,7 @@ a guess. :class:`EnergyMeter` measures one or more windows::
         train()
     meter.result()   # {"available", "source", "joules", "seconds", "why"}
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -35,8 +36,16 @@ import torch
 from .. import arguments
 from ..hardware import as_device
 
-__all__ = ["RAPL_ROOT", "rapl_domains", "read_rapl", "counter_delta", "EnergyMeter", "PowerSampler", "nvidia_smi_id",
-           "not_available"]
+__all__ = [
+    "RAPL_ROOT",
+    "rapl_domains",
+    "read_rapl",
+    "counter_delta",
+    "EnergyMeter",
+    "PowerSampler",
+    "nvidia_smi_id",
+    "not_available",
+]
 
 #: Where Linux exposes RAPL (tests point it at a fake directory).
 RAPL_ROOT = Path("/sys/class/powercap")
@@ -67,8 +76,17 @@ def rapl_domains(root: Path | str | None = None) -> list[Path]:
             return True  # no name file: an old kernel's package domain
         return name.startswith("package")
 
-    return sorted((p for p in base.iterdir() if p.name.startswith("intel-rapl:") and p.name.count(":") == 1
-                   and (p / "energy_uj").exists() and is_package(p)), key=lambda p: p.name)
+    return sorted(
+        (
+            p
+            for p in base.iterdir()
+            if p.name.startswith("intel-rapl:")
+            and p.name.count(":") == 1
+            and (p / "energy_uj").exists()
+            and is_package(p)
+        ),
+        key=lambda p: p.name,
+    )
 
 
 def read_rapl(root: Path | str | None = None) -> dict[str, tuple[int, int]]:
@@ -100,19 +118,25 @@ def counter_delta(before: int, after: int, max_range: int) -> int:
 def _rapl_status(root: Path | str | None) -> tuple[bool, str]:
     base = Path(root) if root is not None else RAPL_ROOT
     if not base.is_dir():
-        return False, (f"no RAPL energy counters ({base} does not exist: not Linux, or a virtual machine or "
-                       "container that does not expose them)")
+        return False, (
+            f"no RAPL energy counters ({base} does not exist: not Linux, or a virtual machine or "
+            "container that does not expose them)"
+        )
     if not rapl_domains(base):
         return False, f"no RAPL package domain (intel-rapl:N/energy_uj) under {base}"
     try:
         read_rapl(base)
     except PermissionError:
-        return False, (f"RAPL counters exist under {base} but this user may not read them (Linux allows only root "
-                       "since 2020); run as root or `sudo chmod o+r .../energy_uj` on your own machine")
+        return False, (
+            f"RAPL counters exist under {base} but this user may not read them (Linux allows only root "
+            "since 2020); run as root or `sudo chmod o+r .../energy_uj` on your own machine"
+        )
     except (OSError, ValueError) as exc:
         return False, f"RAPL counters under {base} could not be read: {type(exc).__name__}: {exc}"
-    return True, ("RAPL: CPU package energy counters (the processor and its memory controller; not the whole "
-                  "machine, not the disks or fans)")
+    return True, (
+        "RAPL: CPU package energy counters (the processor and its memory controller; not the whole "
+        "machine, not the disks or fans)"
+    )
 
 
 def nvidia_smi_id(index: int) -> str:
@@ -133,8 +157,13 @@ class PowerSampler:
     drivers), so windows much shorter than a second are estimates."""
 
     def __init__(self, index: int, interval: float) -> None:
-        cmd = ["nvidia-smi", "--query-gpu=power.draw", "--format=csv,noheader,nounits", f"--id={nvidia_smi_id(index)}",
-               f"--loop-ms={max(20, int(interval * 1000))}"]
+        cmd = [
+            "nvidia-smi",
+            "--query-gpu=power.draw",
+            "--format=csv,noheader,nounits",
+            f"--id={nvidia_smi_id(index)}",
+            f"--loop-ms={max(20, int(interval * 1000))}",
+        ]
         self.samples: list[tuple[float, float]] = []
         self.bad_line: str | None = None
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
@@ -173,8 +202,9 @@ class EnergyMeter:
     Call :meth:`close` (or use the meter itself as a context manager) to stop a power sampler.
     """
 
-    def __init__(self, device: torch.device | str | None = None, *, rapl_root: Path | str | None = None,
-                 interval: float = 0.1) -> None:
+    def __init__(
+        self, device: torch.device | str | None = None, *, rapl_root: Path | str | None = None, interval: float = 0.1
+    ) -> None:
         self.device = as_device(device)
         self.rapl_root = rapl_root
         self.joules = 0.0
@@ -189,8 +219,10 @@ class EnergyMeter:
                 index = self.device.index if self.device.index is not None else torch.cuda.current_device()
                 self._sampler = PowerSampler(index, interval)
                 self.available, self.source = True, "nvidia-smi"
-                self.why = ("nvidia-smi power.draw: the GPU board's power, sampled every "
-                            f"{interval:g} s and integrated; the host CPU and memory are not included")
+                self.why = (
+                    "nvidia-smi power.draw: the GPU board's power, sampled every "
+                    f"{interval:g} s and integrated; the host CPU and memory are not included"
+                )
         else:
             self.available, self.why = _rapl_status(rapl_root)
             if self.available:
@@ -236,10 +268,20 @@ class EnergyMeter:
         if not self.available:
             return not_available(self.why)
         if self.windows == 0:
-            return {"available": True, "source": self.source, "joules": None, "seconds": 0.0,
-                    "why": self.why + "; nothing was measured yet"}
-        return {"available": True, "source": self.source, "joules": self.joules, "seconds": self.seconds,
-                "why": self.why}
+            return {
+                "available": True,
+                "source": self.source,
+                "joules": None,
+                "seconds": 0.0,
+                "why": self.why + "; nothing was measured yet",
+            }
+        return {
+            "available": True,
+            "source": self.source,
+            "joules": self.joules,
+            "seconds": self.seconds,
+            "why": self.why,
+        }
 
     def close(self) -> None:
         """Stop the power sampler, if one runs."""

@@ -14,6 +14,7 @@ target and times how long it takes to reach it. This part measures the quality s
   ``predicted_test_mse`` is what least squares should score (the outliers' variance leaks into the
   weights), ``corrupt_targets`` makes the outliers.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -30,9 +31,19 @@ from torch import nn
 
 from .. import arguments, data, models, train
 
-__all__ = ["classification_metrics", "regression_metrics", "binomial_std", "CVResult", "cross_validate",
-           "corrupt_targets", "predicted_test_mse", "outlier_stress", "LOSSES", "CLASSIFICATION_METRICS",
-           "REGRESSION_METRICS"]
+__all__ = [
+    "classification_metrics",
+    "regression_metrics",
+    "binomial_std",
+    "CVResult",
+    "cross_validate",
+    "corrupt_targets",
+    "predicted_test_mse",
+    "outlier_stress",
+    "LOSSES",
+    "CLASSIFICATION_METRICS",
+    "REGRESSION_METRICS",
+]
 
 CLASSIFICATION_METRICS = ("accuracy", "precision", "recall", "f1")
 REGRESSION_METRICS = ("mse", "mae", "r2")
@@ -62,8 +73,10 @@ def _as_array(name: str, values: Any) -> np.ndarray:
     if arr.ndim == 2 and arr.shape[1] == 1:  # a (n, 1) column, as a regression model outputs
         arr = arr[:, 0]
     if arr.ndim != 1:
-        raise ValueError(f"{name} must be one value per example (shape (n,) or (n, 1)), got shape {arr.shape}; "
-                         "for a classifier's scores pass the predicted class, e.g. logits.argmax(1)")
+        raise ValueError(
+            f"{name} must be one value per example (shape (n,) or (n, 1)), got shape {arr.shape}; "
+            "for a classifier's scores pass the predicted class, e.g. logits.argmax(1)"
+        )
     if len(arr) == 0:
         raise ValueError(f"{name} must not be empty")
     return arr
@@ -79,8 +92,10 @@ def _pair(y_true: Any, y_pred: Any) -> tuple[np.ndarray, np.ndarray]:
 def _labels(name: str, arr: np.ndarray) -> np.ndarray:
     if np.issubdtype(arr.dtype, np.floating):
         if not np.all(np.isfinite(arr)) or not np.all(arr == np.round(arr)):
-            raise TypeError(f"{name} must hold class labels (integers), got fractional values; for a model's "
-                            "output pass the predicted class, e.g. logits.argmax(1)")
+            raise TypeError(
+                f"{name} must hold class labels (integers), got fractional values; for a model's "
+                "output pass the predicted class, e.g. logits.argmax(1)"
+            )
         arr = arr.astype(np.int64)
     return arr
 
@@ -99,8 +114,12 @@ def classification_metrics(y_true: Any, y_pred: Any) -> dict[str, float]:
     t, p = _labels("y_true", t), _labels("y_pred", p)
     with _one_thread():
         precision, recall, f1, _ = metrics.precision_recall_fscore_support(t, p, average="macro", zero_division=0)
-        return {"accuracy": float(metrics.accuracy_score(t, p)), "precision": float(precision),
-                "recall": float(recall), "f1": float(f1)}
+        return {
+            "accuracy": float(metrics.accuracy_score(t, p)),
+            "precision": float(precision),
+            "recall": float(recall),
+            "f1": float(f1),
+        }
 
 
 def regression_metrics(y_true: Any, y_pred: Any) -> dict[str, float]:
@@ -120,8 +139,11 @@ def regression_metrics(y_true: Any, y_pred: Any) -> dict[str, float]:
         raise ValueError(f"regression_metrics needs at least 2 examples (R^2 divides by their variance), got {len(t)}")
     t, p = t.astype(np.float64), p.astype(np.float64)
     with _one_thread():
-        return {"mse": float(metrics.mean_squared_error(t, p)), "mae": float(metrics.mean_absolute_error(t, p)),
-                "r2": float(metrics.r2_score(t, p))}
+        return {
+            "mse": float(metrics.mean_squared_error(t, p)),
+            "mae": float(metrics.mean_absolute_error(t, p)),
+            "r2": float(metrics.r2_score(t, p)),
+        }
 
 
 def binomial_std(accuracy: float, n: int) -> float:
@@ -160,10 +182,15 @@ class CVResult:
         head = f"{'fold':>5s}{'train':>7s}{'val':>5s}" + "".join(f"{m:>14s}" for m in CLASSIFICATION_METRICS)
         lines = [head + f"{'seconds':>9s}"]
         for f in self.folds:
-            lines.append(f"{f['fold']:5d}{f['n_train']:7d}{f['n_val']:5d}"
-                         + "".join(f"{f[m]:14.3f}" for m in CLASSIFICATION_METRICS) + f"{f['seconds']:9.2f}")
-        lines.append(f"{'mean ± std':>17s}" + "".join(f"{self.mean[m]:.3f} ± {self.std[m]:.3f}".rjust(14)
-                                                      for m in CLASSIFICATION_METRICS))
+            lines.append(
+                f"{f['fold']:5d}{f['n_train']:7d}{f['n_val']:5d}"
+                + "".join(f"{f[m]:14.3f}" for m in CLASSIFICATION_METRICS)
+                + f"{f['seconds']:9.2f}"
+            )
+        lines.append(
+            f"{'mean ± std':>17s}"
+            + "".join(f"{self.mean[m]:.3f} ± {self.std[m]:.3f}".rjust(14) for m in CLASSIFICATION_METRICS)
+        )
         return "\n".join(lines)
 
 
@@ -173,10 +200,20 @@ def _tensor(name: str, value: Any, dtype: torch.dtype | None = None) -> torch.Te
     return value if dtype is None else value.to(dtype)
 
 
-def cross_validate(x: torch.Tensor | None = None, y: torch.Tensor | None = None, *, n_splits: int = 5,
-                   hidden: int = 32, epochs: int = 20, lr: float = 1e-2, batch_size: int = 32, seed: int = 0,
-                   device: torch.device | str | None = None, progress: bool = True,
-                   keep_models: bool = False) -> CVResult:
+def cross_validate(
+    x: torch.Tensor | None = None,
+    y: torch.Tensor | None = None,
+    *,
+    n_splits: int = 5,
+    hidden: int = 32,
+    epochs: int = 20,
+    lr: float = 1e-2,
+    batch_size: int = 32,
+    seed: int = 0,
+    device: torch.device | str | None = None,
+    progress: bool = True,
+    keep_models: bool = False,
+) -> CVResult:
     """Stratified k-fold cross-validation of a small MLP classifier (notebook 07.1, section 3).
 
     The examples are split into ``n_splits`` folds with the same class proportions each
@@ -202,7 +239,9 @@ def cross_validate(x: torch.Tensor | None = None, y: torch.Tensor | None = None,
     if y.dtype.is_floating_point or y.dim() != 1:
         raise TypeError(f"y must be a 1-D tensor of integer class labels, got dtype {y.dtype}, shape {tuple(y.shape)}")
     if x.dim() != 2 or len(x) != len(y):
-        raise ValueError(f"x must be (examples, features) with one row per label, got {tuple(x.shape)} for {len(y)} labels")
+        raise ValueError(
+            f"x must be (examples, features) with one row per label, got {tuple(x.shape)} for {len(y)} labels"
+        )
     n_splits = arguments.integer("n_splits", n_splits, minimum=2)
     if len(y) == 0 or int(y.min()) < 0:
         raise ValueError("y must hold class labels 0, 1, 2, ... (none negative, at least one example)")
@@ -212,8 +251,9 @@ def cross_validate(x: torch.Tensor | None = None, y: torch.Tensor | None = None,
     smallest = int(counts[counts > 0].min())
     if smallest < n_splits:
         raise ValueError(f"n_splits ({n_splits}) must not exceed the smallest class's size ({smallest} examples)")
-    hidden, epochs, batch_size = (arguments.positive_int(k, v) for k, v in
-                                  (("hidden", hidden), ("epochs", epochs), ("batch_size", batch_size)))
+    hidden, epochs, batch_size = (
+        arguments.positive_int(k, v) for k, v in (("hidden", hidden), ("epochs", epochs), ("batch_size", batch_size))
+    )
     lr = arguments.positive("lr", lr)
     seed = arguments.nonnegative_int("seed", seed)
     arguments.boolean("progress", progress)
@@ -229,14 +269,28 @@ def cross_validate(x: torch.Tensor | None = None, y: torch.Tensor | None = None,
         if device is not None:
             model.to(device)
         start = time.perf_counter()
-        train.fit(model, torch.utils.data.TensorDataset(x[tr], y[tr]), epochs=epochs, lr=lr, batch_size=batch_size,
-                  progress=False, seed=seed + k)
+        train.fit(
+            model,
+            torch.utils.data.TensorDataset(x[tr], y[tr]),
+            epochs=epochs,
+            lr=lr,
+            batch_size=batch_size,
+            progress=False,
+            seed=seed + k,
+        )
         dev = next(model.parameters()).device
         model.eval()
         with torch.no_grad():
             pred = model(x[va].to(dev)).argmax(1).cpu()
-        folds.append({"fold": k + 1, "n_train": len(tr), "n_val": len(va), **classification_metrics(y[va], pred),
-                      "seconds": time.perf_counter() - start})
+        folds.append(
+            {
+                "fold": k + 1,
+                "n_train": len(tr),
+                "n_val": len(va),
+                **classification_metrics(y[va], pred),
+                "seconds": time.perf_counter() - start,
+            }
+        )
         if keep_models:
             kept.append(model)
     mean = {m: statistics.fmean(f[m] for f in folds) for m in CLASSIFICATION_METRICS}
@@ -244,8 +298,9 @@ def cross_validate(x: torch.Tensor | None = None, y: torch.Tensor | None = None,
     return CVResult(folds, mean, std, kept)
 
 
-def corrupt_targets(y: torch.Tensor, fraction: float, magnitude: float = 50.0, *,
-                    seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+def corrupt_targets(
+    y: torch.Tensor, fraction: float, magnitude: float = 50.0, *, seed: int = 0
+) -> tuple[torch.Tensor, torch.Tensor]:
     """A copy of regression targets ``y`` with ``round(fraction * len(y))`` of them moved by ±``magnitude``
     (random signs), and the indices moved (a stress test with outliers).
 
@@ -283,7 +338,7 @@ def predicted_test_mse(noise: float, fraction: float, magnitude: float, n_train:
     n_features = arguments.positive_int("n_features", n_features)
     p = n_features + 1
     n_train = arguments.integer("n_train", n_train, minimum=p + 2)
-    return noise ** 2 + (noise ** 2 + fraction * magnitude ** 2) * p / (n_train - p - 1)
+    return noise**2 + (noise**2 + fraction * magnitude**2) * p / (n_train - p - 1)
 
 
 def _loss(name: str) -> nn.Module:
@@ -291,9 +346,18 @@ def _loss(name: str) -> nn.Module:
     return {"mse": nn.MSELoss(), "huber": nn.HuberLoss(delta=1.0), "l1": nn.L1Loss()}[name]
 
 
-def outlier_stress(fractions: Sequence[float] = (0.0, 0.05, 0.1, 0.2), *, losses: Sequence[str] = ("mse", "huber"),
-                   magnitude: float = 50.0, n_samples: int = 2000, n_features: int = 16, noise: float = 0.5,
-                   steps: int = 200, lr: float = 0.5, seed: int = 0) -> list[dict]:
+def outlier_stress(
+    fractions: Sequence[float] = (0.0, 0.05, 0.1, 0.2),
+    *,
+    losses: Sequence[str] = ("mse", "huber"),
+    magnitude: float = 50.0,
+    n_samples: int = 2000,
+    n_features: int = 16,
+    noise: float = 0.5,
+    steps: int = 200,
+    lr: float = 0.5,
+    seed: int = 0,
+) -> list[dict]:
     """Fit a linear model on targets with outliers, with each loss; score it on clean held-out data
     (notebook 07.1, section 3: a stress test with outliers).
 
@@ -330,8 +394,14 @@ def outlier_stress(fractions: Sequence[float] = (0.0, 0.05, 0.1, 0.2), *, losses
                 train.train_step(model, (split.x_train, y), opt, loss_fn)
             with torch.no_grad():
                 pred = model(split.x_test)
-            rows.append({"fraction": f, "loss": name, "outliers": len(idx),
-                         **regression_metrics(split.y_test, pred),
-                         "predicted_mse": predicted_test_mse(noise, len(idx) / n_train, magnitude, n_train, n_features),
-                         "seconds": time.perf_counter() - start})
+            rows.append(
+                {
+                    "fraction": f,
+                    "loss": name,
+                    "outliers": len(idx),
+                    **regression_metrics(split.y_test, pred),
+                    "predicted_mse": predicted_test_mse(noise, len(idx) / n_train, magnitude, n_train, n_features),
+                    "seconds": time.perf_counter() - start,
+                }
+            )
     return rows

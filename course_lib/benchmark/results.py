@@ -2,6 +2,7 @@
 dataclasses built by keyword, the JSON object they make (:func:`as_json`), and checking, saving and loading
 result files (:func:`save_result`, atomic; :func:`load_result`, which names the file and what is wrong with it).
 Saved files are plain JSON of schema ``course-benchmark/1``; results saved by earlier versions load unchanged."""
+
 from __future__ import annotations
 
 import datetime as _dt
@@ -19,10 +20,32 @@ from .. import arguments
 from ..files import write_atomic
 from ..hardware import as_device, detect
 
-__all__ = ["SCHEMA", "HEADLINES", "OPTIONAL_HEADLINES", "ResultError", "Headline", "SeedSpread", "Repeatability",
-           "TimeToAccuracy", "TrainThroughput", "Latency", "Matmul", "MemoryBandwidth", "AllReduce", "EnergyWindows",
-           "Details", "Result", "as_json", "check_result", "save_result", "load_result", "MAX_RESULT_BYTES",
-           "default_label", "default_result_path", "slug"]
+__all__ = [
+    "SCHEMA",
+    "HEADLINES",
+    "OPTIONAL_HEADLINES",
+    "ResultError",
+    "Headline",
+    "SeedSpread",
+    "Repeatability",
+    "TimeToAccuracy",
+    "TrainThroughput",
+    "Latency",
+    "Matmul",
+    "MemoryBandwidth",
+    "AllReduce",
+    "EnergyWindows",
+    "Details",
+    "Result",
+    "as_json",
+    "check_result",
+    "save_result",
+    "load_result",
+    "MAX_RESULT_BYTES",
+    "default_label",
+    "default_result_path",
+    "slug",
+]
 
 SCHEMA = "course-benchmark/1"
 _SCHEMA_PREFIX = "course-benchmark/"
@@ -240,8 +263,11 @@ def as_json(result: Result) -> dict:
 
 def _jsonable(value: Any) -> Any:
     if is_dataclass(value) and not isinstance(value, type):
-        return {f.name: _jsonable(getattr(value, f.name)) for f in fields(value)
-                if not (f.metadata.get("omitted_when_none") and getattr(value, f.name) is None)}
+        return {
+            f.name: _jsonable(getattr(value, f.name))
+            for f in fields(value)
+            if not (f.metadata.get("omitted_when_none") and getattr(value, f.name) is None)
+        }
     if isinstance(value, dict):
         return {k: _jsonable(v) for k, v in value.items()}
     if isinstance(value, list):
@@ -252,6 +278,7 @@ def _jsonable(value: Any) -> Any:
 # ----------------------------------------------------------------------------------------------
 # checking, saving, loading
 
+
 def _is_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
@@ -259,18 +286,24 @@ def _is_number(value: Any) -> bool:
 def check_result(result: Any, where: str = "the result") -> dict:
     """Raise :class:`ResultError` ("<where>: <why>") unless ``result`` is a usable benchmark result."""
     if not isinstance(result, dict):
-        raise ResultError(f"{where}: not a course benchmark result (foreign JSON: a {type(result).__name__}, "
-                          "not an object with a 'schema' key)")
+        raise ResultError(
+            f"{where}: not a course benchmark result (foreign JSON: a {type(result).__name__}, "
+            "not an object with a 'schema' key)"
+        )
     schema = result.get("schema")
     if not isinstance(schema, str) or not schema.startswith(_SCHEMA_PREFIX):
-        raise ResultError(f"{where}: not a course benchmark result (foreign JSON: its 'schema' is {schema!r}, "
-                          f"expected {SCHEMA!r}; `course benchmark` writes these files)")
-    version = schema[len(_SCHEMA_PREFIX):]
+        raise ResultError(
+            f"{where}: not a course benchmark result (foreign JSON: its 'schema' is {schema!r}, "
+            f"expected {SCHEMA!r}; `course benchmark` writes these files)"
+        )
+    version = schema[len(_SCHEMA_PREFIX) :]
     if not version.isdigit():
         raise ResultError(f"{where}: unknown schema {schema!r} (expected {SCHEMA!r})")
     if int(version) > _SCHEMA_VERSION:
-        raise ResultError(f"{where}: written with a newer schema {schema!r} than this course_lib reads ({SCHEMA!r}); "
-                          "upgrade course_lib")
+        raise ResultError(
+            f"{where}: written with a newer schema {schema!r} than this course_lib reads ({SCHEMA!r}); "
+            "upgrade course_lib"
+        )
     missing = [k for k in _TOP_KEYS if k not in result]
     if missing:
         raise ResultError(f"{where}: a course benchmark result with missing keys: {', '.join(missing)}")
@@ -285,8 +318,10 @@ def check_result(result: Any, where: str = "the result") -> dict:
         if value is None and key in OPTIONAL_HEADLINES:
             continue
         if not _is_number(value) or value < 0:
-            raise ResultError(f"{where}: headline {key!r} must be a finite number >= 0"
-                              f"{' or null' if key in OPTIONAL_HEADLINES else ''}, got {value!r}")
+            raise ResultError(
+                f"{where}: headline {key!r} must be a finite number >= 0"
+                f"{' or null' if key in OPTIONAL_HEADLINES else ''}, got {value!r}"
+            )
     if not isinstance(result["label"], str) or not isinstance(result["hardware"], dict):
         raise ResultError(f"{where}: 'label' must be a string and 'hardware' an object")
     if not isinstance(result["energy"], dict) or not isinstance(result["energy"].get("available"), bool):
@@ -325,8 +360,10 @@ def load_result(path: str | os.PathLike) -> dict:
     try:
         size = p.stat().st_size
         if size > MAX_RESULT_BYTES:
-            raise ResultError(f"{where}: too large for a benchmark result ({size / 2**20:.1f} MB; results are "
-                              f"about 10 kB, and files over {MAX_RESULT_BYTES // 2**20} MB are not read)")
+            raise ResultError(
+                f"{where}: too large for a benchmark result ({size / 2**20:.1f} MB; results are "
+                f"about 10 kB, and files over {MAX_RESULT_BYTES // 2**20} MB are not read)"
+            )
         raw = p.read_bytes()
     except OSError as exc:
         raise ResultError(f"{where}: cannot be read ({exc.strerror or exc})") from None
@@ -341,17 +378,21 @@ def load_result(path: str | os.PathLike) -> dict:
     except json.JSONDecodeError as exc:
         # an unterminated string runs to the end of the text: the file was cut off inside it
         if exc.pos >= len(text.rstrip()) or exc.msg.startswith("Unterminated string"):
-            raise ResultError(f"{where}: truncated (the JSON ends early, after {len(text)} characters: was the "
-                              "benchmark stopped while writing, or the file cut off when copied?)") from None
+            raise ResultError(
+                f"{where}: truncated (the JSON ends early, after {len(text)} characters: was the "
+                "benchmark stopped while writing, or the file cut off when copied?)"
+            ) from None
         raise ResultError(f"{where}: not valid JSON ({exc.msg}: line {exc.lineno}, column {exc.colno})") from None
     except (RecursionError, MemoryError) as exc:
-        raise ResultError(f"{where}: not a benchmark result (JSON nested too deeply or too large to parse: "
-                          f"{type(exc).__name__})") from None
+        raise ResultError(
+            f"{where}: not a benchmark result (JSON nested too deeply or too large to parse: {type(exc).__name__})"
+        ) from None
     return check_result(obj, where)
 
 
 # ----------------------------------------------------------------------------------------------
 # labels and file names
+
 
 def _short_cpu(model: str) -> str:
     text = re.sub(r"\((R|TM|tm|r)\)|\bCPU\b|\bProcessor\b|@.*$|\d+-Core", " ", model)

@@ -1,11 +1,25 @@
 """What a ``course benchmark`` run measures and by which rules: its sizes (``FULL``, ``QUICK``), the fixed
 time-to-accuracy task, the repeatability flag, and how the run differs from the MLPerf Training rules."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["Settings", "FULL", "QUICK", "DEFAULT_THREADS", "TARGET_ACCURACY", "HIDDEN", "TTA_BATCH", "TTA_LR",
-           "MAX_EPOCHS", "THROUGHPUT_BATCH", "ALLREDUCE_MB", "CV_FLAG", "MLPERF_DIFFERENCES"]
+__all__ = [
+    "Settings",
+    "FULL",
+    "QUICK",
+    "DEFAULT_THREADS",
+    "TARGET_ACCURACY",
+    "HIDDEN",
+    "TTA_BATCH",
+    "TTA_LR",
+    "MAX_EPOCHS",
+    "THROUGHPUT_BATCH",
+    "ALLREDUCE_MB",
+    "CV_FLAG",
+    "MLPERF_DIFFERENCES",
+]
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -35,6 +35,7 @@ device is synchronised before every clock read.
 This module runs the tests; ``settings`` holds what they measure, ``combine`` makes one result of the processes,
 ``results`` is the result's schema and files, ``summary`` its printed table.
 """
+
 from __future__ import annotations
 
 import time
@@ -48,14 +49,26 @@ from ..train import train_step
 from .combine import Run, combine
 from .energy import EnergyMeter
 from .results import as_json
-from .settings import (ALLREDUCE_MB, DEFAULT_THREADS, FULL, HIDDEN, MAX_EPOCHS, QUICK, TARGET_ACCURACY, THROUGHPUT_BATCH,
-                       TTA_BATCH, TTA_LR, Settings)
+from .settings import (
+    ALLREDUCE_MB,
+    DEFAULT_THREADS,
+    FULL,
+    HIDDEN,
+    MAX_EPOCHS,
+    QUICK,
+    TARGET_ACCURACY,
+    THROUGHPUT_BATCH,
+    TTA_BATCH,
+    TTA_LR,
+    Settings,
+)
 
 __all__ = ["run_benchmark"]
 
 
 # ----------------------------------------------------------------------------------------------
 # the tests
+
 
 def _seeded_mlp(seed: int, device: torch.device) -> torch.nn.Module:
     seed_everything(seed)
@@ -76,7 +89,7 @@ def _time_to_accuracy(split: data.Split, seed: int, device: torch.device) -> dic
         model.train()
         order = torch.randperm(len(x), generator=gen).to(device)
         for i in range(0, len(order), TTA_BATCH):
-            idx = order[i:i + TTA_BATCH]
+            idx = order[i : i + TTA_BATCH]
             train_step(model, (x[idx], y[idx]), opt, device=device)
             steps += 1
         model.eval()
@@ -87,8 +100,10 @@ def _time_to_accuracy(split: data.Split, seed: int, device: torch.device) -> dic
     synchronize(device)
     seconds = time.perf_counter() - t0
     if acc < TARGET_ACCURACY:
-        raise RuntimeError(f"the benchmark MLP did not reach the target accuracy {TARGET_ACCURACY} in {MAX_EPOCHS} "
-                           f"epochs (held-out accuracy {acc:.3f}): this PyTorch build computes something wrong")
+        raise RuntimeError(
+            f"the benchmark MLP did not reach the target accuracy {TARGET_ACCURACY} in {MAX_EPOCHS} "
+            f"epochs (held-out accuracy {acc:.3f}): this PyTorch build computes something wrong"
+        )
     return {"seconds": seconds, "steps": steps, "epochs": epoch, "accuracy": acc}
 
 
@@ -112,22 +127,26 @@ def _allreduce(device: torch.device, repeats: int) -> dict:
     else:
         world, backend = 2, "gloo"
     sizes = [mb * 2**20 for mb in ALLREDUCE_MB]
-    rows = launch(allreduce_benchmark, world, sizes, repeats=repeats, warmup=1, backend=backend,
-                  threads_per_rank=1, timeout=120)[0]
+    rows = launch(
+        allreduce_benchmark, world, sizes, repeats=repeats, warmup=1, backend=backend, threads_per_rank=1, timeout=120
+    )[0]
     # the median, not timing.representative: a saved result's all-reduce figure is defined this way in schema
     # course-benchmark/1, and the report card sets new results beside ones saved by earlier versions
     return {str(r["bytes"]): comm.busbw(r["bytes"], r["median_s"], world) for r in rows} | {
-        "world_size": world, "backend": backend}
+        "world_size": world,
+        "backend": backend,
+    }
 
 
 def _allreduce_not_applicable(device: torch.device) -> str | None:
     if device.type == "cuda" and torch.cuda.device_count() < 2:
-        return ("not applicable: one CUDA GPU (an all-reduce needs 2 or more GPUs for NCCL; CPU processes over "
-                "gloo would measure the host, not the GPU)")
+        return (
+            "not applicable: one CUDA GPU (an all-reduce needs 2 or more GPUs for NCCL; CPU processes over "
+            "gloo would measure the host, not the GPU)"
+        )
     if device.type in ("mps", "xla"):
         return f"not measured on {device.type}: the launcher runs CPU processes (gloo) or CUDA GPUs (NCCL)"
     return None
-
 
 
 def _seed(seed: int, process: int, round_: int) -> int:
@@ -135,8 +154,9 @@ def _seed(seed: int, process: int, round_: int) -> int:
     return seed + 100 * process + round_
 
 
-def _process_share(settings: dict, device: str, threads: int, all_cores: int, seed: int, process: int,
-                   split: data.Split | None = None) -> dict:
+def _process_share(
+    settings: dict, device: str, threads: int, all_cores: int, seed: int, process: int, split: data.Split | None = None
+) -> dict:
     """One process's rounds of the in-process tests (a fresh process when ``run_benchmark(fresh=True)``).
 
     Round 0 starts with a cold time-to-accuracy run: nothing has trained in this process yet (the
@@ -147,8 +167,19 @@ def _process_share(settings: dict, device: str, threads: int, all_cores: int, se
     dev = as_device(device)
     torch.set_num_threads(threads)
     meter = EnergyMeter(dev)
-    out: dict[str, Any] = {k: [] for k in ("tta", "throughput", "latency_p50_ms", "latency_p95_ms", "matmul",
-                                           "matmul_all_cores", "bandwidth", "bandwidth_all_cores")}
+    out: dict[str, Any] = {
+        k: []
+        for k in (
+            "tta",
+            "throughput",
+            "latency_p50_ms",
+            "latency_p95_ms",
+            "matmul",
+            "matmul_all_cores",
+            "bandwidth",
+            "bandwidth_all_cores",
+        )
+    }
     try:
         split = data.load_digits(seed=0) if split is None else split
         if dev.type == "cuda":  # the CUDA context: system initialisation, untimed (as MLPerf allows)
@@ -158,8 +189,10 @@ def _process_share(settings: dict, device: str, threads: int, all_cores: int, se
         bw_bytes = 512 * 2**20 if dev.type == "cuda" else 128 * 2**20
         for r in range(cfg.rounds):
             with meter.window():
-                out["tta"].append(_time_to_accuracy(split, _seed(seed, process, r), dev)
-                                  | {"seed": _seed(seed, process, r), "cold": r == 0})
+                out["tta"].append(
+                    _time_to_accuracy(split, _seed(seed, process, r), dev)
+                    | {"seed": _seed(seed, process, r), "cold": r == 0}
+                )
             if r == 0:  # the other tests' models and warm-up, after the cold run
                 step_model = _seeded_mlp(seed, dev)
                 step_opt = torch.optim.Adam(step_model.parameters(), lr=TTA_LR)
@@ -169,9 +202,14 @@ def _process_share(settings: dict, device: str, threads: int, all_cores: int, se
                 infer_model = _seeded_mlp(seed, dev).eval()
                 x1 = split.x_test[:1].to(dev)
                 _latencies(infer_model, x1, 50, dev)
-            t = timing.time_fn(lambda: train_step(step_model, step_batch, step_opt, device=dev), label="train step",
-                              device=dev, num_threads=threads, warmup=3 if r == 0 else 1,
-                              min_run_time=cfg.min_run_time)
+            t = timing.time_fn(
+                lambda: train_step(step_model, step_batch, step_opt, device=dev),
+                label="train step",
+                device=dev,
+                num_threads=threads,
+                warmup=3 if r == 0 else 1,
+                min_run_time=cfg.min_run_time,
+            )
             # the median block, not t.seconds (timing.representative): schema course-benchmark/1 defines the
             # throughput so ("how" in its details), and results saved by earlier versions are compared with it
             out["throughput"].append(THROUGHPUT_BATCH / t.median_s)
@@ -181,19 +219,26 @@ def _process_share(settings: dict, device: str, threads: int, all_cores: int, se
             with timing.num_threads_set(threads):
                 mm = timing.matmul_throughput([mm_n], device=dev, min_run_time=cfg.min_run_time, seed=seed)[0]
                 out["matmul"].append(mm.flops_per_s / 1e9)
-                out["bandwidth"].append(timing.memory_bandwidth(bw_bytes, device=dev,
-                                                               min_run_time=cfg.min_run_time) / 1e9)
+                out["bandwidth"].append(
+                    timing.memory_bandwidth(bw_bytes, device=dev, min_run_time=cfg.min_run_time) / 1e9
+                )
             if dev.type == "cpu" and all_cores != threads:
                 with timing.num_threads_set(all_cores):
-                    mm = timing.matmul_throughput([mm_n], device=dev, min_run_time=cfg.min_run_time / 2,
-                                                 seed=seed)[0]
+                    mm = timing.matmul_throughput([mm_n], device=dev, min_run_time=cfg.min_run_time / 2, seed=seed)[0]
                     out["matmul_all_cores"].append(mm.flops_per_s / 1e9)
-                    out["bandwidth_all_cores"].append(timing.memory_bandwidth(
-                        bw_bytes, device=dev, min_run_time=cfg.min_run_time / 2) / 1e9)
+                    out["bandwidth_all_cores"].append(
+                        timing.memory_bandwidth(bw_bytes, device=dev, min_run_time=cfg.min_run_time / 2) / 1e9
+                    )
     finally:
         meter.close()
-    out.update(energy=meter.result(), windows=meter.windows, mm_n=mm_n, bw_bytes=bw_bytes,
-               test_images=len(split.y_test), images=len(split.y_train) + len(split.y_test))
+    out.update(
+        energy=meter.result(),
+        windows=meter.windows,
+        mm_n=mm_n,
+        bw_bytes=bw_bytes,
+        test_images=len(split.y_test),
+        images=len(split.y_train) + len(split.y_test),
+    )
     return out
 
 
@@ -213,14 +258,24 @@ def _share_in_fresh_process(args: tuple, timeout: float = 900.0) -> dict:
         if seen.timed_out:
             raise RuntimeError(f"a benchmark process did not finish within {timeout:.0f} s")
         if not seen.messages.get(0):
-            raise RuntimeError(f"a benchmark process exited with code {seen.exits.get(0)} before it reported; its "
-                               f"output ended:\n{kids.log_tail(0)}")
+            raise RuntimeError(
+                f"a benchmark process exited with code {seen.exits.get(0)} before it reported; its "
+                f"output ended:\n{kids.log_tail(0)}"
+            )
         return seen.messages[0][-1]
 
 
-def run_benchmark(*, quick: bool = False, device: torch.device | str | None = None, label: str | None = None,
-                  seed: int = 0, progress: bool = True, threads: int | None = None, processes: int | None = None,
-                  fresh: bool = True) -> dict:
+def run_benchmark(
+    *,
+    quick: bool = False,
+    device: torch.device | str | None = None,
+    label: str | None = None,
+    seed: int = 0,
+    progress: bool = True,
+    threads: int | None = None,
+    processes: int | None = None,
+    fresh: bool = True,
+) -> dict:
     """Benchmark this machine; return the result (``results.SCHEMA``) as a JSON object (``results.as_json``).
     Notebook 07.1, ``course benchmark``.
 
@@ -260,8 +315,12 @@ def run_benchmark(*, quick: bool = False, device: torch.device | str | None = No
     shares: list[dict] = []
     sweeps: list[list[dict]] = []
     split = data.load_digits(seed=0)  # once, here: the processes get the tensors
-    bar = tqdm(total=n_proc * (1 + (0 if not_applicable else settings.rounds)), desc="benchmark",
-               disable=not progress, leave=False)
+    bar = tqdm(
+        total=n_proc * (1 + (0 if not_applicable else settings.rounds)),
+        desc="benchmark",
+        disable=not progress,
+        leave=False,
+    )
     try:
         for p in range(n_proc):
             bar.set_postfix_str(f"process {p + 1} of {n_proc}")
@@ -276,8 +335,18 @@ def run_benchmark(*, quick: bool = False, device: torch.device | str | None = No
                     bar.update()
     finally:
         bar.close()
-    run = Run(settings=settings, processes=n_proc, fresh=fresh, device=dev, info=info0, threads=threads,
-              all_cores=all_cores, seed=seed, label=label, quick=quick, not_applicable=not_applicable, started=t_start)
+    run = Run(
+        settings=settings,
+        processes=n_proc,
+        fresh=fresh,
+        device=dev,
+        info=info0,
+        threads=threads,
+        all_cores=all_cores,
+        seed=seed,
+        label=label,
+        quick=quick,
+        not_applicable=not_applicable,
+        started=t_start,
+    )
     return as_json(combine(shares, sweeps, run))
-
-

@@ -1,6 +1,7 @@
 """A ``course benchmark`` result as a readable table (printed by ``course benchmark``): each headline figure with
 its coefficient of variation over the fresh processes, the flags and their likely causes, and how the run
 differs from the MLPerf Training rules."""
+
 from __future__ import annotations
 
 from .results import HEADLINES, check_result
@@ -27,17 +28,22 @@ def summary_text(result: dict) -> str:
     cvs, n_proc = rep.get("cv", {}), rep.get("processes")
     machine_cv = rep.get("machine_cv") or cvs  # results written before the per-step judgement: the plain CV
     seeds = rep.get("seed_spread") or {}
-    how = (f"{n_proc} {'fresh ' if rep.get('fresh') else ''}processes x {d.get('rounds_per_process', '?')} round(s)"
-           if n_proc else f"{d.get('rounds', '?')} rounds")
-    lines = [f"Benchmark of {result['label']} on {result['device']} ({threads} torch thread(s), "
-             f"{'quick, ' if result['quick'] else ''}{how}, {result['seconds']:.0f} s)",
-             f"  {'test':<28}{'value':>12}  {'unit':<10} {'better':<7} CV over processes (flag > {CV_FLAG:.0%})"]
+    how = (
+        f"{n_proc} {'fresh ' if rep.get('fresh') else ''}processes x {d.get('rounds_per_process', '?')} round(s)"
+        if n_proc
+        else f"{d.get('rounds', '?')} rounds"
+    )
+    lines = [
+        f"Benchmark of {result['label']} on {result['device']} ({threads} torch thread(s), "
+        f"{'quick, ' if result['quick'] else ''}{how}, {result['seconds']:.0f} s)",
+        f"  {'test':<28}{'value':>12}  {'unit':<10} {'better':<7} CV over processes (flag > {CV_FLAG:.0%})",
+    ]
     for key, (name, unit, higher) in HEADLINES.items():
         value = result["headline"][key]
         if key == "time_to_accuracy_s":
             name = f"time to accuracy {d.get('time_to_accuracy', {}).get('target_accuracy', '')}"
         if value is None:
-            why = (d.get("allreduce", {}).get("why") if key == "allreduce_gbs" else result["energy"].get("why"))
+            why = d.get("allreduce", {}).get("why") if key == "allreduce_gbs" else result["energy"].get("why")
             lines.append(f"  {name:<28}{'-':>12}  {why or 'not measured'}")
             continue
         cv, judged = cvs.get(key), machine_cv.get(key)
@@ -45,38 +51,51 @@ def summary_text(result: dict) -> str:
         mark = "" if not isinstance(cv, (int, float)) else f"{cv:.1%}"
         if mark and key == "time_to_accuracy_s" and seeds.get("steps_per_process") and isinstance(judged, (int, float)):
             steps = seeds["steps_per_process"]
-            mark += (f" (the seeds: {min(steps)}-{max(steps)} steps per process; per step {judged:.1%}"
-                     f"{'  FLAGGED' if flag else ''})")
+            mark += (
+                f" (the seeds: {min(steps)}-{max(steps)} steps per process; per step {judged:.1%}"
+                f"{'  FLAGGED' if flag else ''})"
+            )
         elif flag:
             mark += "  FLAGGED: not repeatable"
         lines.append(f"  {name:<28}{_fmt(value):>12}  {unit:<10} {'higher' if higher else 'lower':<7} {mark}")
         mm = d.get("matmul", {})
         if key == "matmul_gflops" and "all_cores_gflops" in mm:
             name = f"  on all {mm['all_cores']} cores"
-            lines.append(f"  {name:<28}{_fmt(mm['all_cores_gflops']):>12}  {unit:<10} {'higher':<7} "
-                         f"(not a headline: other programs change it; spread {mm['all_cores_spread']:.0%})")
+            lines.append(
+                f"  {name:<28}{_fmt(mm['all_cores_gflops']):>12}  {unit:<10} {'higher':<7} "
+                f"(not a headline: other programs change it; spread {mm['all_cores_spread']:.0%})"
+            )
         bw = d.get("memory_bandwidth", {})
         if key == "memory_bandwidth_gbs" and "all_cores_gbs" in bw:
             name = f"  on all {bw['all_cores']} cores"
             lines.append(f"  {name:<28}{_fmt(bw['all_cores_gbs']):>12}  {unit:<10} {'higher':<7} (not a headline)")
     if n_proc:
-        lines.append(f"  each figure: the mean of {n_proc} processes' figures without the best and the worst "
-                     "(MLPerf's scoring of time to accuracy)")
+        lines.append(
+            f"  each figure: the mean of {n_proc} processes' figures without the best and the worst "
+            "(MLPerf's scoring of time to accuracy)"
+        )
     tta_cv = cvs.get("time_to_accuracy_s")
     steps = seeds.get("steps_per_process") or []
     if len(set(steps)) > 1 and isinstance(tta_cv, (int, float)) and tta_cv > CV_FLAG:
-        lines.append(f"  note: time to accuracy varies by {tta_cv:.0%} between processes chiefly because each trains "
-                     f"from its own seed, which sets how many steps it needs ({', '.join(map(str, steps))}); MLPerf "
-                     "averages several seeded runs for the same reason. Its time per step is what the machine "
-                     "decides, and is what the flag judges")
+        lines.append(
+            f"  note: time to accuracy varies by {tta_cv:.0%} between processes chiefly because each trains "
+            f"from its own seed, which sets how many steps it needs ({', '.join(map(str, steps))}); MLPerf "
+            "averages several seeded runs for the same reason. Its time per step is what the machine "
+            "decides, and is what the flag judges"
+        )
     if rep.get("flagged"):
-        names = [HEADLINES[k][0] + (" (per step)" if k == "time_to_accuracy_s" and seeds else "")
-                 for k in rep["flagged"] if k in HEADLINES]
-        lines.append(f"  note: {', '.join(names)} {'varies' if len(names) == 1 else 'vary'} by more than {CV_FLAG:.0%} "
-                     "between processes, with the seed "
-                     "playing no part: the machine's speed changed between the processes (another program, the "
-                     "CPU's clock or a virtual machine's host; for the all-reduce also where the operating system "
-                     "placed its two processes); run again on a quiet machine and compare")
+        names = [
+            HEADLINES[k][0] + (" (per step)" if k == "time_to_accuracy_s" and seeds else "")
+            for k in rep["flagged"]
+            if k in HEADLINES
+        ]
+        lines.append(
+            f"  note: {', '.join(names)} {'varies' if len(names) == 1 else 'vary'} by more than {CV_FLAG:.0%} "
+            "between processes, with the seed "
+            "playing no part: the machine's speed changed between the processes (another program, the "
+            "CPU's clock or a virtual machine's host; for the all-reduce also where the operating system "
+            "placed its two processes); run again on a quiet machine and compare"
+        )
     if result["energy"].get("available"):
         lines.append(f"  energy source: {result['energy']['why']}")
     if d.get("mlperf_differences"):

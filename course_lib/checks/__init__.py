@@ -21,12 +21,19 @@ One import for every check; each part lives in its own file:
 ``hardware_choice``  ``check_option_numbers``, ``check_hardware_choice``: exercise 07
 ===================  ==========================================================================
 """
+
 from __future__ import annotations
 
 from .core import CheckFailed, Checked, ExerciseNotDone, check_function, check_largest, check_value
 from .guesses import GuessScore, score_guess
-from .hardware_choice import (PICK_DEVICE_COUNTS, PICK_STATES_FRACTION, PICK_UTILIZATION, check_hardware_choice,
-                              check_option_numbers, pick_dtype)
+from .hardware_choice import (
+    PICK_DEVICE_COUNTS,
+    PICK_STATES_FRACTION,
+    PICK_UTILIZATION,
+    check_hardware_choice,
+    check_option_numbers,
+    pick_dtype,
+)
 from .references import gradscaler_step, topk_step
 from .resume import check_resume
 
@@ -36,6 +43,22 @@ from .core import _close as _close, _show as _show
 from .hardware_choice import _hardware_option as _hardware_option, _hardware_options as _hardware_options
 from .references import _fewest_micro_batches as _fewest_micro_batches
 
-__all__ = ["CheckFailed", "Checked", "ExerciseNotDone", "check_function", "check_largest", "check_value", "GuessScore",
-           "score_guess", "gradscaler_step", "topk_step", "check_resume", "PICK_DEVICE_COUNTS", "PICK_STATES_FRACTION",
-           "PICK_UTILIZATION", "pick_dtype", "check_hardware_choice", "check_option_numbers"]
+__all__ = [
+    "CheckFailed",
+    "Checked",
+    "ExerciseNotDone",
+    "check_function",
+    "check_largest",
+    "check_value",
+    "GuessScore",
+    "score_guess",
+    "gradscaler_step",
+    "topk_step",
+    "check_resume",
+    "PICK_DEVICE_COUNTS",
+    "PICK_STATES_FRACTION",
+    "PICK_UTILIZATION",
+    "pick_dtype",
+    "check_hardware_choice",
+    "check_option_numbers",
+]

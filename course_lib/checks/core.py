@@ -8,6 +8,7 @@ runs small fixed cases with known answers, then compares against a reference on 
 first difference with a message saying what was expected, what the function returned, and a hint. An unfinished
 exercise (one that still raises NotImplementedError) gets its own friendly message.
 """
+
 from __future__ import annotations
 
 import math
@@ -30,15 +31,27 @@ def _close(got: Any, expected: Any, rtol: float, atol: float) -> bool:
     if expected is None:
         return got is None
     if isinstance(expected, torch.Tensor):  # same shape, every value close (NaN matches NaN)
-        return (isinstance(got, torch.Tensor) and got.shape == expected.shape
-                and bool(torch.allclose(got.detach().cpu().double(), expected.detach().cpu().double(),
-                                        rtol=rtol, atol=atol, equal_nan=True)))
+        return (
+            isinstance(got, torch.Tensor)
+            and got.shape == expected.shape
+            and bool(
+                torch.allclose(
+                    got.detach().cpu().double(), expected.detach().cpu().double(), rtol=rtol, atol=atol, equal_nan=True
+                )
+            )
+        )
     if isinstance(expected, (list, tuple)):
-        return (isinstance(got, (list, tuple)) and len(got) == len(expected)
-                and all(_close(g, e, rtol, atol) for g, e in zip(got, expected)))
+        return (
+            isinstance(got, (list, tuple))
+            and len(got) == len(expected)
+            and all(_close(g, e, rtol, atol) for g, e in zip(got, expected))
+        )
     if isinstance(expected, dict):
-        return (isinstance(got, dict) and got.keys() == expected.keys()
-                and all(_close(got[k], expected[k], rtol, atol) for k in expected))
+        return (
+            isinstance(got, dict)
+            and got.keys() == expected.keys()
+            and all(_close(got[k], expected[k], rtol, atol) for k in expected)
+        )
     if isinstance(expected, (int, float)) and not isinstance(expected, bool):
         try:
             g = float(got)
@@ -61,8 +74,9 @@ def _show(value: Any) -> str:
         return f"<{type(value).__name__} model>"
     if isinstance(value, torch.optim.Optimizer):
         return f"<{type(value).__name__} optimizer>"
-    if isinstance(value, (list, tuple)) and any(isinstance(v, (torch.Tensor, torch.nn.Module, list, tuple))
-                                                 for v in value):
+    if isinstance(value, (list, tuple)) and any(
+        isinstance(v, (torch.Tensor, torch.nn.Module, list, tuple)) for v in value
+    ):
         inner = ", ".join(_show(v) for v in value)
         return f"[{inner}]" if isinstance(value, list) else f"({inner}{',' if len(value) == 1 else ''})"
     return repr(value)
@@ -77,8 +91,9 @@ def _call(fn: Callable, args: tuple, name: str, hint: str) -> Any:
             + (f"\n({exc})" if str(exc) else "")  # the stub's own nudge; the check's hint is for wrong answers
         ) from None
     except Exception as exc:
-        raise CheckFailed(f"{name}{_show(args)} raised {type(exc).__name__}: {exc}"
-                          + (f"\nHint: {hint}" if hint else "")) from exc
+        raise CheckFailed(
+            f"{name}{_show(args)} raised {type(exc).__name__}: {exc}" + (f"\nHint: {hint}" if hint else "")
+        ) from exc
 
 
 def _explanation(explain: Any, got: Any, rtol: float, atol: float) -> str:
@@ -113,10 +128,20 @@ def _names_used(fn: Callable) -> set[str]:
     return names
 
 
-def check_function(fn: Callable, cases: Sequence[tuple[tuple, Any]] = (), *, reference: Callable | None = None,
-                   random_inputs: Callable[[random.Random], tuple] | None = None, n_random: int = 25,
-                   rtol: float = 1e-6, atol: float = 0.0, hint: str = "", seed: int = 0,
-                   quiet: bool = False, reveal: bool = True) -> int:
+def check_function(
+    fn: Callable,
+    cases: Sequence[tuple[tuple, Any]] = (),
+    *,
+    reference: Callable | None = None,
+    random_inputs: Callable[[random.Random], tuple] | None = None,
+    n_random: int = 25,
+    rtol: float = 1e-6,
+    atol: float = 0.0,
+    hint: str = "",
+    seed: int = 0,
+    quiet: bool = False,
+    reveal: bool = True,
+) -> int:
     """Check ``fn`` on fixed ``cases`` and on random inputs against ``reference``.
 
     A case is ``(args, expected)`` or ``(args, expected, explanation)``, where the explanation is
@@ -138,11 +163,16 @@ def check_function(fn: Callable, cases: Sequence[tuple[tuple, Any]] = (), *, ref
     ref_name = getattr(reference, "__name__", None)
     used = _names_used(fn)
     aliases = {k for k in used if getattr(fn, "__globals__", {}).get(k) is reference}  # avg = federated.fedavg
-    if reference is not None and ref_name and ref_name != "<lambda>" \
-            and (fn is reference or ref_name in used or aliases):
-        raise CheckFailed(f"{name} is or calls {ref_name}, the function this check compares it with, so it would pass "
-                          "whatever it computes: write the computation yourself."
-                          + (f"\nHint: {hint}" if hint else ""))
+    if (
+        reference is not None
+        and ref_name
+        and ref_name != "<lambda>"
+        and (fn is reference or ref_name in used or aliases)
+    ):
+        raise CheckFailed(
+            f"{name} is or calls {ref_name}, the function this check compares it with, so it would pass "
+            "whatever it computes: write the computation yourself." + (f"\nHint: {hint}" if hint else "")
+        )
     checked = 0
     for case in cases:
         if len(case) not in (2, 3):
@@ -151,8 +181,11 @@ def check_function(fn: Callable, cases: Sequence[tuple[tuple, Any]] = (), *, ref
         got = _call(fn, args, name, hint)
         if not _close(got, expected, rtol, atol):
             said = f"expected {_show(expected)}, got {_show(got)}" if reveal else f"got {_show(got)}, which is not it"
-            raise CheckFailed(f"{name}{_show(args)}: {said}"
-                              + _explanation(explain, got, rtol, atol) + (f"\nHint: {hint}" if hint else ""))
+            raise CheckFailed(
+                f"{name}{_show(args)}: {said}"
+                + _explanation(explain, got, rtol, atol)
+                + (f"\nHint: {hint}" if hint else "")
+            )
         checked += 1
     if reference is not None:
         rng = random.Random(seed)
@@ -161,29 +194,33 @@ def check_function(fn: Callable, cases: Sequence[tuple[tuple, Any]] = (), *, ref
             expected = reference(*args)
             got = _call(fn, args, name, hint)
             if not _close(got, expected, rtol, atol):
-                raise CheckFailed(f"{name}{_show(args)}: expected {_show(expected)} (from the reference), "
-                                  f"got {_show(got)}"
-                                  + (f"\nHint: {hint}" if hint else ""))
+                raise CheckFailed(
+                    f"{name}{_show(args)}: expected {_show(expected)} (from the reference), "
+                    f"got {_show(got)}" + (f"\nHint: {hint}" if hint else "")
+                )
             checked += 1
     if not quiet:
         print(f"\u2713 {name}: all {checked} checks passed")
     return Checked(checked)
 
 
-def check_value(name: str, got: Any, expected: Any, *, rtol: float = 1e-6, atol: float = 0.0, hint: str = "",
-                quiet: bool = False) -> None:
+def check_value(
+    name: str, got: Any, expected: Any, *, rtol: float = 1e-6, atol: float = 0.0, hint: str = "", quiet: bool = False
+) -> None:
     """Check one computed value (for exercises that ask for a number rather than a function)."""
     if got is NotImplemented or got is None:
-        raise ExerciseNotDone(f"{name} is not computed yet: assign your answer to it."
-                              + (f"\nHint: {hint}" if hint else ""))
+        raise ExerciseNotDone(
+            f"{name} is not computed yet: assign your answer to it." + (f"\nHint: {hint}" if hint else "")
+        )
     if not _close(got, expected, rtol, atol):
         raise CheckFailed(f"{name}: expected {expected!r}, got {got!r}" + (f"\nHint: {hint}" if hint else ""))
     if not quiet:
         print(f"\u2713 {name} is right: {got!r}")
 
 
-def check_largest(fn: Callable[..., Any], fits: Callable[[int], bool], *args: Any, hint: str = "",
-                  quiet: bool = False) -> int:
+def check_largest(
+    fn: Callable[..., Any], fits: Callable[[int], bool], *args: Any, hint: str = "", quiet: bool = False
+) -> int:
     """Check that ``fn(*args)`` returns the largest whole number for which ``fits`` holds: it fits, one more
     does not. Returns that number.
 

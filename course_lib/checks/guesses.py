@@ -4,6 +4,7 @@ Before a measurement the learner writes a number (``my_guess = None  # GB/s?``);
 scores it. Ratios, not differences: a guess of 10 GB/s for 20 GB/s is as far off as 40 GB/s (a factor of 2 either
 way).
 """
+
 from __future__ import annotations
 
 import math
@@ -18,6 +19,7 @@ def _fmt(x: float) -> str:
 @dataclass(frozen=True)
 class GuessScore:
     """A learner's guess set against the measurement and the analytic model (``score_guess``)."""
+
     what: str
     unit: str
     guess: float | None
@@ -46,7 +48,7 @@ class GuessScore:
 
     @property
     def direction(self) -> str | None:
-        """"high", "low" or "exact" (the guess against the measurement); None without a guess."""
+        """ "high", "low" or "exact" (the guess against the measurement); None without a guess."""
         if self.guess is None:
             return None
         return "exact" if self.guess == self.measured else ("high" if self.guess > self.measured else "low")
@@ -90,15 +92,19 @@ class GuessScore:
         if self.model is not None:
             lines.append(self._line(self.model_name, self.model))
         if self.guess is None:
-            lines.append(f"  No guess yet. Set `{self.name}` to a number in the prediction cell, rerun it and this "
-                         "cell, and see how close you were.")
+            lines.append(
+                f"  No guess yet. Set `{self.name}` to a number in the prediction cell, rerun it and this "
+                "cell, and see how close you were."
+            )
         else:
             lines.append(self._line(f"your guess ({self.name})", self.guess))
             lines.append(f"  Verdict: {self.verdict}.")
             if self.model is not None and self.factor is not None and self.model_factor is not None:
                 if self.model_factor < self.factor:
-                    lines.append(f"  The {self.model_name} was closer than your guess: work it through by hand "
-                                 "and see which input you had wrong.")
+                    lines.append(
+                        f"  The {self.model_name} was closer than your guess: work it through by hand "
+                        "and see which input you had wrong."
+                    )
                 else:
                     lines.append(f"  Your guess beat the {self.model_name}: ask what it leaves out.")
         return "\n".join(lines)
@@ -113,18 +119,27 @@ def _as_number(value: Any, name: str, allow_none: bool) -> float | None:
     if value is None and allow_none:
         return None
     if isinstance(value, bool) or not isinstance(value, (int, float)) and not hasattr(value, "__float__"):
-        raise TypeError(f"{name} must be a number{' or None' if allow_none else ''}, got {type(value).__name__}"
-                        f" {value!r}" + (" (write it without quotes, e.g. 20 not '20')" if isinstance(value, str)
-                                         else ""))
+        raise TypeError(
+            f"{name} must be a number{' or None' if allow_none else ''}, got {type(value).__name__}"
+            f" {value!r}" + (" (write it without quotes, e.g. 20 not '20')" if isinstance(value, str) else "")
+        )
     x = float(value)
     if not math.isfinite(x):
         raise ValueError(f"{name} must be a finite number, got {value!r}")
     return x
 
 
-def score_guess(guess: float | None, measured: float, *, model: float | None = None, unit: str = "",
-                what: str = "Your prediction", model_name: str = "model", name: str = "my_guess",
-                answer_name: str = "measured here") -> GuessScore:
+def score_guess(
+    guess: float | None,
+    measured: float,
+    *,
+    model: float | None = None,
+    unit: str = "",
+    what: str = "Your prediction",
+    model_name: str = "model",
+    name: str = "my_guess",
+    answer_name: str = "measured here",
+) -> GuessScore:
     """Score the learner's ``guess`` against ``measured`` (and the analytic ``model``, if any).
 
     Used after every prediction cell in the notebooks. Returns a ``GuessScore`` that displays as a
@@ -136,9 +151,15 @@ def score_guess(guess: float | None, measured: float, *, model: float | None = N
     g = _as_number(guess, "guess", allow_none=True)
     m = _as_number(measured, "measured", allow_none=False)
     mo = _as_number(model, "model", allow_none=True)
-    for arg, value in (("unit", unit), ("what", what), ("model_name", model_name), ("name", name),
-                       ("answer_name", answer_name)):
+    for arg, value in (
+        ("unit", unit),
+        ("what", what),
+        ("model_name", model_name),
+        ("name", name),
+        ("answer_name", answer_name),
+    ):
         if not isinstance(value, str):
             raise TypeError(f"{arg} must be a string, got {type(value).__name__}")
-    return GuessScore(what=what, unit=unit, guess=g, measured=m, model=mo, model_name=model_name, name=name,
-                      answer_name=answer_name)
+    return GuessScore(
+        what=what, unit=unit, guess=g, measured=m, model=mo, model_name=model_name, name=name, answer_name=answer_name
+    )

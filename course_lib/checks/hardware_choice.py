@@ -5,6 +5,7 @@ public callable returns an answer. A learner's function that names one of the ch
 before it runs; one that reaches ``_hardware_option`` or ``_hardware_options`` another way (``vars(checks)``) is
 refused after it ran, since those two count every call.
 """
+
 from __future__ import annotations
 
 import sys
@@ -18,8 +19,17 @@ from .core import CheckFailed, Checked, _call, _close, _names_used, _show, check
 PICK_DEVICE_COUNTS = (1, 2, 4, 8)
 PICK_STATES_FRACTION = 0.8  # model states may fill 80 % of a device (memory.largest_model_that_fits)
 PICK_UTILIZATION = 0.4
-_SCENARIO_KEYS = ("name", "n_params", "tokens", "precision", "optimizer", "deadline_hours", "budget_usd", "privacy",
-                  "kinds")
+_SCENARIO_KEYS = (
+    "name",
+    "n_params",
+    "tokens",
+    "precision",
+    "optimizer",
+    "deadline_hours",
+    "budget_usd",
+    "privacy",
+    "kinds",
+)
 _PICK_KEYS = ("hardware", "devices", "zero_stage", "memory_gb", "hours", "usd")
 _PACKAGE = __name__.rpartition(".")[0]  # course_lib.checks
 
@@ -54,24 +64,37 @@ def _option(scenario: dict, hardware: str, devices: int) -> dict:
     s = _scenario(scenario)
     acc = catalog.get_accelerator(hardware)
     if acc.kind not in s["kinds"]:
-        raise ValueError(f"{acc.key} is a {acc.kind.upper()}, and this team's framework runs on: {', '.join(s['kinds'])}")
+        raise ValueError(
+            f"{acc.key} is a {acc.kind.upper()}, and this team's framework runs on: {', '.join(s['kinds'])}"
+        )
     capacity = PICK_STATES_FRACTION * acc.memory_gb * 1e9
     stages = (0,) if devices == 1 else (0, 1, 2, 3)
     per_stage = {z: model_states_bytes(int(s["n_params"]), s["precision"], s["optimizer"], z, devices) for z in stages}
     zero = next((z for z in stages if per_stage[z] <= capacity), None)
     flops = compute.training_flops(s["n_params"], s["tokens"])
-    foot = cost.training_footprint(flops, acc.key, chips=devices, utilization=PICK_UTILIZATION, dtype=pick_dtype(acc.key))
+    foot = cost.training_footprint(
+        flops, acc.key, chips=devices, utilization=PICK_UTILIZATION, dtype=pick_dtype(acc.key)
+    )
     owned = s["privacy"] == "regulated"
     try:
-        usd = (devices * cost.purchase_price(acc.key) + cost.host_share(acc.key, devices)["usd"]) if owned \
+        usd = (
+            (devices * cost.purchase_price(acc.key) + cost.host_share(acc.key, devices)["usd"])
+            if owned
             else foot["usd"]
+        )
     except ValueError:
         usd = None
-    feasible = (zero is not None and usd is not None and foot["hours"] <= s["deadline_hours"]
-                and usd <= s["budget_usd"])
-    return {"hardware": acc.key, "devices": devices, "zero_stage": zero,
-            "memory_gb": per_stage[stages[-1] if zero is None else zero] / 1e9, "hours": foot["hours"], "usd": usd,
-            "where": "owned" if owned else "cloud", "feasible": feasible}
+    feasible = zero is not None and usd is not None and foot["hours"] <= s["deadline_hours"] and usd <= s["budget_usd"]
+    return {
+        "hardware": acc.key,
+        "devices": devices,
+        "zero_stage": zero,
+        "memory_gb": per_stage[stages[-1] if zero is None else zero] / 1e9,
+        "hours": foot["hours"],
+        "usd": usd,
+        "where": "owned" if owned else "cloud",
+        "feasible": feasible,
+    }
 
 
 def _options(scenario: dict) -> list[dict]:
@@ -117,8 +140,12 @@ def _private_functions() -> set[str]:
     """The names of the private functions of every part of ``course_lib.checks``."""
     from . import core, guesses, references, resume
 
-    return {k for module in (core, guesses, references, resume, sys.modules[__name__])
-            for k, v in vars(module).items() if callable(v) and k.startswith("_") and not k.startswith("__")}
+    return {
+        k
+        for module in (core, guesses, references, resume, sys.modules[__name__])
+        for k, v in vars(module).items()
+        if callable(v) and k.startswith("_") and not k.startswith("__")
+    }
 
 
 def _refuse_references(fn: Callable, name: str, hint: str) -> None:
@@ -127,8 +154,9 @@ def _refuse_references(fn: Callable, name: str, hint: str) -> None:
     tip = f"\nHint: {hint}" if hint else ""
     module = getattr(fn, "__module__", None) or ""
     if module == _PACKAGE or module.startswith(_PACKAGE + ".") or fn in (_hardware_option, _hardware_options):
-        raise CheckFailed(f"{name} is one of course_lib.checks' own functions, not yours: write the computation "
-                          f"yourself.{tip}")
+        raise CheckFailed(
+            f"{name} is one of course_lib.checks' own functions, not yours: write the computation yourself.{tip}"
+        )
     private = _private_functions() | {"check_hardware_choice", "check_option_numbers"}
     seen, todo = set(), [fn]
     while todo:
@@ -138,12 +166,18 @@ def _refuse_references(fn: Callable, name: str, hint: str) -> None:
         seen.add(id(f))
         used = _names_used(f)
         if used & private:
-            raise CheckFailed(f"{name} calls {', '.join(sorted(used & private))} of course_lib.checks, the code that "
-                              f"checks it, so it would pass whatever it computes: write the computation yourself "
-                              f"(the definitions above say what to compute).{tip}")
+            raise CheckFailed(
+                f"{name} calls {', '.join(sorted(used & private))} of course_lib.checks, the code that "
+                f"checks it, so it would pass whatever it computes: write the computation yourself "
+                f"(the definitions above say what to compute).{tip}"
+            )
         glob = getattr(f, "__globals__", {})
-        todo.extend(g for k in used for g in (glob.get(k),)  # the notebook's own functions that it calls
-                    if hasattr(g, "__code__") and getattr(g, "__globals__", None) is glob)
+        todo.extend(
+            g
+            for k in used
+            for g in (glob.get(k),)  # the notebook's own functions that it calls
+            if hasattr(g, "__code__") and getattr(g, "__globals__", None) is glob
+        )
 
 
 def _call_refusing_references(fn: Callable, args: tuple, name: str, hint: str) -> Any:
@@ -151,19 +185,23 @@ def _call_refusing_references(fn: Callable, args: tuple, name: str, hint: str) -
     _OUTSIDE_CALLS[0] = 0
     got = _call(fn, args, name, hint)
     if _OUTSIDE_CALLS[0]:
-        raise CheckFailed(f"{name} called the reference functions of course_lib.checks, the code that checks it: "
-                          f"write the computation yourself (the definitions above say what to compute)."
-                          + (f"\nHint: {hint}" if hint else ""))
+        raise CheckFailed(
+            f"{name} called the reference functions of course_lib.checks, the code that checks it: "
+            f"write the computation yourself (the definitions above say what to compute)."
+            + (f"\nHint: {hint}" if hint else "")
+        )
     return got
 
 
-def check_hardware_choice(pick: Callable[[dict], dict], scenarios: Sequence[dict], *, hint: str = "",
-                          quiet: bool = False) -> int:
+def check_hardware_choice(
+    pick: Callable[[dict], dict], scenarios: Sequence[dict], *, hint: str = "", quiet: bool = False
+) -> int:
     """Check a learner's ``pick(scenario) -> dict`` (exercise 07) on each scenario.
 
     The pick names ``hardware`` (a catalog key) and ``devices``, and defends it with ``zero_stage``,
     ``memory_gb``, ``hours`` and ``usd``. The check recomputes those numbers with the course's estimators
-    (kept inside this module, out of the learner's reach; 2 % tolerance), then requires that the choice fits in memory, meets the
+    (kept inside this module, out of the learner's reach; 2 % tolerance), then requires that the choice fits in
+    memory, meets the
     deadline and the budget, and costs at most 2 % more than the cheapest option that does. Returns the
     number of scenarios checked; raises ``ExerciseNotDone`` or ``CheckFailed`` saying what is wrong.
     """
@@ -175,8 +213,14 @@ def check_hardware_choice(pick: Callable[[dict], dict], scenarios: Sequence[dict
     for s in scenarios:
         best = min((o for o in _options(s) if o["feasible"]), key=lambda o: o["usd"], default=None)
         if best is not None:
-            edges.append({**s, "name": f"{s['name']}, budget and deadline met exactly", "budget_usd": best["usd"],
-                          "deadline_hours": best["hours"]})
+            edges.append(
+                {
+                    **s,
+                    "name": f"{s['name']}, budget and deadline met exactly",
+                    "budget_usd": best["usd"],
+                    "deadline_hours": best["hours"],
+                }
+            )
     poor = None  # a team whose budget no option meets: the answer is None
     if scenarios:
         poor = {**scenarios[0], "name": f"{scenarios[0]['name']}, with a budget of one cent", "budget_usd": 0.01}
@@ -185,48 +229,70 @@ def check_hardware_choice(pick: Callable[[dict], dict], scenarios: Sequence[dict
         else:
             edges.append(poor)
     for s in [*scenarios, *edges]:
-        got = _call_refusing_references(pick, (s,), "pick", hint + (" A deadline or budget met exactly is met "
-                                                                    "(<=, not <)." if s in edges else ""))
+        got = _call_refusing_references(
+            pick, (s,), "pick", hint + (" A deadline or budget met exactly is met (<=, not <)." if s in edges else "")
+        )
         if got is None or s is poor:
             nothing = not any(o["feasible"] for o in _options(s))
             if got is None and nothing:
                 continue
             if got is None:
                 raise CheckFailed(f"pick({s['name']!r}) returned None, but some option meets every constraint{tip}")
-            raise CheckFailed(f"pick({s['name']!r}) returned {got.get('devices') if isinstance(got, dict) else got!r} "
-                              f"x {got.get('hardware') if isinstance(got, dict) else ''}, but no option meets every "
-                              f"constraint here: return None{tip}")
+            raise CheckFailed(
+                f"pick({s['name']!r}) returned {got.get('devices') if isinstance(got, dict) else got!r} "
+                f"x {got.get('hardware') if isinstance(got, dict) else ''}, but no option meets every "
+                f"constraint here: return None{tip}"
+            )
         if not isinstance(got, dict) or set(_PICK_KEYS) - set(got):
-            raise CheckFailed(f"pick({s['name']!r}) must return a dict with the keys {', '.join(_PICK_KEYS)}, "
-                              f"got {got!r}{tip}")
+            raise CheckFailed(
+                f"pick({s['name']!r}) must return a dict with the keys {', '.join(_PICK_KEYS)}, got {got!r}{tip}"
+            )
         try:
             ref = _option(s, got["hardware"], int(got["devices"]))
         except (ValueError, TypeError) as exc:
             raise CheckFailed(f"pick({s['name']!r}): {exc}{tip}") from None
         for key in ("zero_stage", "memory_gb", "hours", "usd"):
             if not _close(got[key], ref[key], 0.02, 1e-9):
-                raise CheckFailed(f"pick({s['name']!r}) chose {got['devices']} x {got['hardware']}: {key} should be "
-                                  f"{_show(ref[key])} by the course's estimators, you said {_show(got[key])}{tip}")
+                raise CheckFailed(
+                    f"pick({s['name']!r}) chose {got['devices']} x {got['hardware']}: {key} should be "
+                    f"{_show(ref[key])} by the course's estimators, you said {_show(got[key])}{tip}"
+                )
         best = min((o for o in _options(s) if o["feasible"]), key=lambda o: o["usd"], default=None)
         if not ref["feasible"]:
-            why = ("no ZeRO stage fits the model states in 80 % of its memory" if ref["zero_stage"] is None else
-                   f"it takes {ref['hours']:.3g} h (deadline {s['deadline_hours']} h)"
-                   if ref["hours"] > s["deadline_hours"] else f"it costs ${ref['usd']:,.0f} (budget ${s['budget_usd']:,})")
+            why = (
+                "no ZeRO stage fits the model states in 80 % of its memory"
+                if ref["zero_stage"] is None
+                else f"it takes {ref['hours']:.3g} h (deadline {s['deadline_hours']} h)"
+                if ref["hours"] > s["deadline_hours"]
+                else f"it costs ${ref['usd']:,.0f} (budget ${s['budget_usd']:,})"
+            )
             better = "; another option meets every constraint" if best else ""
-            raise CheckFailed(f"pick({s['name']!r}): {got['devices']} x {got['hardware']} does not work: {why}{better}{tip}")
+            raise CheckFailed(
+                f"pick({s['name']!r}): {got['devices']} x {got['hardware']} does not work: {why}{better}{tip}"
+            )
         if best is not None and ref["usd"] > best["usd"] * 1.02:  # the message does not name the cheaper option
-            raise CheckFailed(f"pick({s['name']!r}): {got['devices']} x {got['hardware']} works but costs "
-                              f"${ref['usd']:,.2f}; another option also meets every constraint for less: did you try "
-                              f"every accelerator the team may use, on every device count?{tip}")
+            raise CheckFailed(
+                f"pick({s['name']!r}): {got['devices']} x {got['hardware']} works but costs "
+                f"${ref['usd']:,.2f}; another option also meets every constraint for less: did you try "
+                f"every accelerator the team may use, on every device count?{tip}"
+            )
     if not quiet:
-        print(f"\u2713 pick: the choice for each of the {len(scenarios)} scenarios (and {len(edges)} more: budgets and "
-              "deadlines met exactly, and one budget nothing meets) fits, meets its deadline and budget, and is the "
-              "cheapest that does")
+        print(
+            f"\u2713 pick: the choice for each of the {len(scenarios)} scenarios (and {len(edges)} more: budgets and "
+            "deadlines met exactly, and one budget nothing meets) fits, meets its deadline and budget, and is the "
+            "cheapest that does"
+        )
     return Checked(len(scenarios) + len(edges))
 
 
-def check_option_numbers(option_numbers: Callable, scenarios: Sequence[dict], cases: Sequence[tuple] = (), *,
-                         hint: str = "", quiet: bool = False) -> int:
+def check_option_numbers(
+    option_numbers: Callable,
+    scenarios: Sequence[dict],
+    cases: Sequence[tuple] = (),
+    *,
+    hint: str = "",
+    quiet: bool = False,
+) -> int:
     """Check exercise 07's ``option_numbers(scenario, hardware, devices)`` against the course's numbers,
     computed inside this module (no reference callable is handed to the learner). ``cases``: (args,
     explanation) pairs from the notebook; added here: a model whose states fill exactly
@@ -242,27 +308,53 @@ def check_option_numbers(option_numbers: Callable, scenarios: Sequence[dict], ca
         r = _option(s, hardware, devices)
         return {k: r[k] for k in _PICK_KEYS}
 
-    exact = {**scenarios[0], "name": "states fill exactly 80 %", "n_params": 4e9, "precision": "bf16-mixed",
-             "optimizer": "adam", "privacy": "none", "kinds": ("gpu", "tpu")}  # 16 B x 4e9 = 64 GB = 0.8 x 80 GB
+    exact = {
+        **scenarios[0],
+        "name": "states fill exactly 80 %",
+        "n_params": 4e9,
+        "precision": "bf16-mixed",
+        "optimizer": "adam",
+        "privacy": "none",
+        "kinds": ("gpu", "tpu"),
+    }  # 16 B x 4e9 = 64 GB = 0.8 x 80 GB
     fixed = [(args, ref(*args), why) for args, why in cases]
-    fixed.append(((exact, "h100-sxm", 1), ref(exact, "h100-sxm", 1),
-                  "16 B x 4e9 parameters = 64 GB, exactly 80 % of an H100's 80 GB: at most 80 % fits (<=, not <)."))
+    fixed.append(
+        (
+            (exact, "h100-sxm", 1),
+            ref(exact, "h100-sxm", 1),
+            "16 B x 4e9 parameters = 64 GB, exactly 80 % of an H100's 80 GB: at most 80 % fits (<=, not <).",
+        )
+    )
 
     def random_option(rng):
-        s = dict(name="random", n_params=10 ** rng.uniform(7, 10.5), tokens=10 ** rng.uniform(8, 11),
-                 precision=rng.choice(["fp32", "bf16-mixed"]), optimizer=rng.choice(["sgd", "momentum", "adam"]),
-                 deadline_hours=100, budget_usd=1e6, privacy=rng.choice(["none", "regulated"]), kinds=("gpu", "tpu"))
-        pool = (sorted(o["hardware"] for o in _options(s) if o["devices"] == 1)
-                if s["privacy"] == "regulated" else cost.priced_accelerators())
+        s = dict(
+            name="random",
+            n_params=10 ** rng.uniform(7, 10.5),
+            tokens=10 ** rng.uniform(8, 11),
+            precision=rng.choice(["fp32", "bf16-mixed"]),
+            optimizer=rng.choice(["sgd", "momentum", "adam"]),
+            deadline_hours=100,
+            budget_usd=1e6,
+            privacy=rng.choice(["none", "regulated"]),
+            kinds=("gpu", "tpu"),
+        )
+        pool = (
+            sorted(o["hardware"] for o in _options(s) if o["devices"] == 1)
+            if s["privacy"] == "regulated"
+            else cost.priced_accelerators()
+        )
         return s, rng.choice(pool), rng.choice(PICK_DEVICE_COUNTS)
 
     _OUTSIDE_CALLS[0] = 0
-    refused = CheckFailed("option_numbers called the reference functions of course_lib.checks, the code that checks "
-                          "it: write the computation yourself (the definitions above say what to compute)."
-                          + (f"\nHint: {hint}" if hint else ""))
+    refused = CheckFailed(
+        "option_numbers called the reference functions of course_lib.checks, the code that checks "
+        "it: write the computation yourself (the definitions above say what to compute)."
+        + (f"\nHint: {hint}" if hint else "")
+    )
     try:
-        checked = check_function(option_numbers, fixed, reference=ref, random_inputs=random_option, rtol=1e-6,
-                                 hint=hint, quiet=True)
+        checked = check_function(
+            option_numbers, fixed, reference=ref, random_inputs=random_option, rtol=1e-6, hint=hint, quiet=True
+        )
     except CheckFailed:
         if _OUTSIDE_CALLS[0]:
             raise refused from None

@@ -4,14 +4,17 @@ Exercise 04 asks for one step of two things the library runs as objects (torch's
 ``gradscaler_step`` and ``topk_step`` run exactly one step of those objects, as a function of plain inputs.
 ``_fewest_micro_batches`` is exercise 06's reference for the pipeline bubble.
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
 
 import torch
 
-def gradscaler_step(grads: Sequence[torch.Tensor], scale: float, good_steps: int,
-                    growth_interval: int) -> tuple[list[torch.Tensor] | None, float, int]:
+
+def gradscaler_step(
+    grads: Sequence[torch.Tensor], scale: float, good_steps: int, growth_interval: int
+) -> tuple[list[torch.Tensor] | None, float, int]:
     """One step of ``torch.amp.GradScaler`` (growth 2, backoff 0.5) on the gradients ``grads`` of a loss
     multiplied by ``scale``, after ``good_steps`` clean steps in a row. Exercise 04's reference.
 
@@ -25,8 +28,14 @@ def gradscaler_step(grads: Sequence[torch.Tensor], scale: float, good_steps: int
         p.grad = g.detach().float().clone()
     opt = torch.optim.SGD(params, lr=1.0)
     scaler = torch.amp.GradScaler("cpu", growth_interval=growth_interval)
-    torch_internals.load_scaler_state(scaler, scale=float(scale), growth_factor=2.0, backoff_factor=0.5,
-                                      growth_interval=growth_interval, growth_tracker=good_steps)
+    torch_internals.load_scaler_state(
+        scaler,
+        scale=float(scale),
+        growth_factor=2.0,
+        backoff_factor=0.5,
+        growth_interval=growth_interval,
+        growth_tracker=good_steps,
+    )
     scaler.scale(torch.zeros(()))  # the scaler creates its state on first use
     scaler.unscale_(opt)
     unscaled = [p.grad.clone() for p in params]

@@ -6,6 +6,7 @@ random, stops, saves the learner's checkpoint through a file format (torch.save,
 weights_only=True), rebuilds everything as a new process would, resumes, and compares the losses with an
 uninterrupted run.
 """
+
 from __future__ import annotations
 
 import copy
@@ -61,37 +62,54 @@ def _resumed_losses(make_checkpoint: Callable, resume: Callable, steps: int, sto
         buffer.seek(0)
         checkpoint = torch.load(buffer, weights_only=True)
     except Exception as exc:
-        raise CheckFailed(f"{name}(...) returned something torch.save and torch.load(weights_only=True) cannot carry "
-                          f"({type(exc).__name__}: {exc}). Keep to dicts, lists, numbers and tensors."
-                          f"\nHint: {hint}") from None
+        raise CheckFailed(
+            f"{name}(...) returned something torch.save and torch.load(weights_only=True) cannot carry "
+            f"({type(exc).__name__}: {exc}). Keep to dicts, lists, numbers and tensors."
+            f"\nHint: {hint}"
+        ) from None
     model, optimizer, x, y = _resume_setup(1)  # a new process: other initial weights
     torch.rand(7)  # ... and a generator that has moved on
     rname = getattr(resume, "__name__", "resume")
     start = _call(resume, (checkpoint, model, optimizer), rname, hint)
     where = f"after a stop at step {stop_at}"
     if not _states_equal(weights, model.state_dict()):
-        raise CheckFailed(f"{where}, the model's weights are not the ones saved: the checkpoint must carry them "
-                          "and the resume must put them into the new model.\nHint: " + hint)
+        raise CheckFailed(
+            f"{where}, the model's weights are not the ones saved: the checkpoint must carry them "
+            "and the resume must put them into the new model.\nHint: " + hint
+        )
     if not _states_equal(opt_state["state"], optimizer.state_dict()["state"]):
-        raise CheckFailed(f"{where}, the optimizer's state differs from the saved one: Adam keeps two running "
-                          "averages and a step count per parameter, and without them the first steps after resuming "
-                          "take different sizes. The optimizer, like the model, can hand over its whole state and take it back."
-                          "\nHint: " + hint)
+        raise CheckFailed(
+            f"{where}, the optimizer's state differs from the saved one: Adam keeps two running "
+            "averages and a step count per parameter, and without them the first steps after resuming "
+            "take different sizes. The optimizer, like the model, can hand over its whole state and take it back."
+            "\nHint: " + hint
+        )
     if not torch.equal(rng, torch.get_rng_state()):
-        raise CheckFailed(f"{where}, torch's random number generator is not where it was: the next batches and "
-                          "dropout masks will differ. A generator's state can be read and set, like a model's.\nHint: " + hint)
+        raise CheckFailed(
+            f"{where}, torch's random number generator is not where it was: the next batches and "
+            "dropout masks will differ. A generator's state can be read and set, like a model's.\nHint: " + hint
+        )
     if isinstance(start, bool) or not isinstance(start, int):
         raise CheckFailed(f"{rname} must return the number of the next step as an int, got {start!r}.\nHint: {hint}")
     if start != stop_at:
-        raise CheckFailed(f"{rname} returned {start} {where}: {stop_at} steps were done (numbered 0 to "
-                          f"{stop_at - 1}), so the next step is {stop_at}. "
-                          f"{'Steps would be repeated.' if start < stop_at else 'Steps would be skipped.'}"
-                          f"\nHint: {hint}")
+        raise CheckFailed(
+            f"{rname} returned {start} {where}: {stop_at} steps were done (numbered 0 to "
+            f"{stop_at - 1}), so the next step is {stop_at}. "
+            f"{'Steps would be repeated.' if start < stop_at else 'Steps would be skipped.'}"
+            f"\nHint: {hint}"
+        )
     return [_resume_step(model, optimizer, x, y) for _ in range(start, steps)]
 
 
-def check_resume(make_checkpoint: Callable, resume: Callable, *, steps: int = 8, stops: Sequence[int] = (3, 5),
-                 hint: str = "", quiet: bool = False) -> int:
+def check_resume(
+    make_checkpoint: Callable,
+    resume: Callable,
+    *,
+    steps: int = 8,
+    stops: Sequence[int] = (3, 5),
+    hint: str = "",
+    quiet: bool = False,
+) -> int:
     """Check a learner's ``make_checkpoint(model, optimizer, step)`` and ``resume(checkpoint, model, optimizer)``
     (exercise 06): for each stop in ``stops``, a run stopped there and resumed in freshly built objects must give
     exactly the losses of a run that never stopped. Returns the number of stops checked."""
@@ -108,11 +126,15 @@ def check_resume(make_checkpoint: Callable, resume: Callable, *, steps: int = 8,
         for stop in stops:
             got = _resumed_losses(make_checkpoint, resume, steps, stop, hint)
             if got != reference[stop:]:
-                raise CheckFailed(f"resumed at step {stop}: losses {[round(v, 6) for v in got]}, but the run that "
-                                  f"never stopped had {[round(v, 6) for v in reference[stop:]]}.\nHint: {hint}")
+                raise CheckFailed(
+                    f"resumed at step {stop}: losses {[round(v, 6) for v in got]}, but the run that "
+                    f"never stopped had {[round(v, 6) for v in reference[stop:]]}.\nHint: {hint}"
+                )
     finally:
         torch.set_rng_state(caller_rng)
     if not quiet:
-        print(f"\u2713 make_checkpoint and resume: training resumed at steps {', '.join(map(str, stops))} "
-              "went on exactly as if it had never stopped")
+        print(
+            f"\u2713 make_checkpoint and resume: training resumed at steps {', '.join(map(str, stops))} "
+            "went on exactly as if it had never stopped"
+        )
     return len(stops)

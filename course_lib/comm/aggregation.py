@@ -30,6 +30,7 @@ The worker :func:`train_with_aggregation` runs under ``course_lib.comm.launch``;
 :func:`compare_methods` launches it and returns one row per method, :func:`compare_variants` one row
 per named variant (a method with its options: momentum, PowerSGD without error feedback, ...).
 """
+
 from __future__ import annotations
 
 import threading
@@ -42,20 +43,55 @@ import torch.distributed as dist
 from torch import nn
 
 from .. import arguments, data, models, train
-from .aggregation_cost import (ALL_METHODS, DDP_BUCKET_BYTES, DDP_FIRST_BUCKET_BYTES, METHODS, POWERSGD_START_ITER,
-                               bytes_per_step, bytes_total, collective_calls, ddp_bucket_numels, exchange_seconds,
-                               link_seconds, method_name, powersgd_payload, topk_count, wire_factor)
+from .aggregation_cost import (
+    ALL_METHODS,
+    DDP_BUCKET_BYTES,
+    DDP_FIRST_BUCKET_BYTES,
+    METHODS,
+    POWERSGD_START_ITER,
+    bytes_per_step,
+    bytes_total,
+    collective_calls,
+    ddp_bucket_numels,
+    exchange_seconds,
+    link_seconds,
+    method_name,
+    powersgd_payload,
+    topk_count,
+    wire_factor,
+)
 from .aggregation_cost import _INDEX_DTYPE, _momentum, _period, _powersgd_rank, _ratio
 from .launcher import launch, rank_info
 
-__all__ = ["METHODS", "ALL_METHODS", "POWERSGD_START_ITER", "DDP_FIRST_BUCKET_BYTES", "DDP_BUCKET_BYTES",
-           "CollectiveCounter", "TopKCompressor", "TopKState", "topk_hook", "method_name", "topk_count",
-           "powersgd_payload", "bytes_per_step", "bytes_total", "wire_factor", "link_seconds", "ddp_bucket_numels",
-           "collective_calls", "exchange_seconds", "train_with_aggregation", "compare_variants", "compare_methods"]
+__all__ = [
+    "METHODS",
+    "ALL_METHODS",
+    "POWERSGD_START_ITER",
+    "DDP_FIRST_BUCKET_BYTES",
+    "DDP_BUCKET_BYTES",
+    "CollectiveCounter",
+    "TopKCompressor",
+    "TopKState",
+    "topk_hook",
+    "method_name",
+    "topk_count",
+    "powersgd_payload",
+    "bytes_per_step",
+    "bytes_total",
+    "wire_factor",
+    "link_seconds",
+    "ddp_bucket_numels",
+    "collective_calls",
+    "exchange_seconds",
+    "train_with_aggregation",
+    "compare_variants",
+    "compare_methods",
+]
 
 
 # ----------------------------------------------------------------------------------------------
 # counting what is handed to the collectives
+
 
 class CollectiveCounter:
     """Count the bytes this process hands to ``dist.all_reduce`` and ``dist.all_gather`` while active.
@@ -111,6 +147,7 @@ class CollectiveCounter:
 # ----------------------------------------------------------------------------------------------
 # top-k with error feedback (written by hand: that is the lesson)
 
+
 class TopKCompressor:
     """Top-k sparsification with error feedback, one residual per key (a DDP bucket).
 
@@ -147,8 +184,11 @@ class TopKCompressor:
         velocity = None
         if self.momentum > 0:
             velocity = self.velocities.get(key)
-            velocity = flat.clone() if velocity is None or velocity.shape != flat.shape else \
-                velocity.mul_(self.momentum).add_(flat)
+            velocity = (
+                flat.clone()
+                if velocity is None or velocity.shape != flat.shape
+                else velocity.mul_(self.momentum).add_(flat)
+            )
             self.velocities[key] = velocity
         acc = residual + (velocity if velocity is not None else flat)
         k = topk_count(flat.numel(), self.ratio)
@@ -172,8 +212,14 @@ class TopKState:
     ``bucket_numels`` records the size of each bucket seen in the latest step (index -> numel).
     ``momentum``/``factor_masking``: DGC's momentum correction (see :class:`TopKCompressor`)."""
 
-    def __init__(self, ratio: float = 0.01, process_group: dist.ProcessGroup | None = None, *,
-                 momentum: float = 0.0, factor_masking: bool = True) -> None:
+    def __init__(
+        self,
+        ratio: float = 0.01,
+        process_group: dist.ProcessGroup | None = None,
+        *,
+        momentum: float = 0.0,
+        factor_masking: bool = True,
+    ) -> None:
         self.compressor = TopKCompressor(ratio, momentum, factor_masking)
         self.process_group = process_group
         self.bucket_numels: dict[int, int] = {}
@@ -204,15 +250,26 @@ def topk_hook(state: TopKState, bucket: dist.GradBucket) -> torch.futures.Future
 
 
 # DDP checks a hook's annotations against the real classes (this module's are strings)
-topk_hook.__annotations__.update(bucket=dist.GradBucket, state=TopKState,
-                                 **{"return": torch.futures.Future[torch.Tensor]})
+topk_hook.__annotations__.update(
+    bucket=dist.GradBucket, state=TopKState, **{"return": torch.futures.Future[torch.Tensor]}
+)
 
 
 # ----------------------------------------------------------------------------------------------
 # the worker
 
-def _hooked_ddp(model: nn.Module, method: str, ratio: float, powersgd_rank: int, seed: int, *,
-                momentum: float = 0.0, error_feedback: bool = True, warm_start: bool = True) -> tuple[nn.Module, Any]:
+
+def _hooked_ddp(
+    model: nn.Module,
+    method: str,
+    ratio: float,
+    powersgd_rank: int,
+    seed: int,
+    *,
+    momentum: float = 0.0,
+    error_feedback: bool = True,
+    warm_start: bool = True,
+) -> tuple[nn.Module, Any]:
     from torch.distributed.algorithms.ddp_comm_hooks import default_hooks, powerSGD_hook
     from torch.nn.parallel import DistributedDataParallel
 
@@ -222,9 +279,14 @@ def _hooked_ddp(model: nn.Module, method: str, ratio: float, powersgd_rank: int,
     elif method == "fp16":
         state, hook = None, default_hooks.fp16_compress_hook
     elif method == "powersgd":
-        state = powerSGD_hook.PowerSGDState(process_group=None, matrix_approximation_rank=powersgd_rank,
-                                            start_powerSGD_iter=POWERSGD_START_ITER, random_seed=seed,
-                                            use_error_feedback=error_feedback, warm_start=warm_start)
+        state = powerSGD_hook.PowerSGDState(
+            process_group=None,
+            matrix_approximation_rank=powersgd_rank,
+            start_powerSGD_iter=POWERSGD_START_ITER,
+            random_seed=seed,
+            use_error_feedback=error_feedback,
+            warm_start=warm_start,
+        )
         hook = powerSGD_hook.powerSGD_hook
     else:  # topk, dgc (momentum correction inside the compressor)
         state, hook = TopKState(ratio, momentum=momentum if method == "dgc" else 0.0), topk_hook
@@ -238,7 +300,7 @@ def _batches(x: torch.Tensor, y: torch.Tensor, batch_size: int, seed: int):
     while True:
         order = torch.randperm(len(x), generator=g)
         for i in range(0, len(x) - batch_size + 1, batch_size):
-            idx = order[i:i + batch_size]
+            idx = order[i : i + batch_size]
             yield x[idx], y[idx]
 
 
@@ -249,16 +311,30 @@ def _optimizer(method: str, optimizer: str, params: Any, lr: float, momentum: fl
         from .. import names
 
         if names.optimizer(optimizer) != "sgd":
-            raise ValueError(f"momentum={momentum:g} and method 'dgc' need optimizer='sgd' (momentum is set "
-                             f"here, not by the optimizer's name), got optimizer={optimizer!r}")
+            raise ValueError(
+                f"momentum={momentum:g} and method 'dgc' need optimizer='sgd' (momentum is set "
+                f"here, not by the optimizer's name), got optimizer={optimizer!r}"
+            )
         return torch.optim.SGD(params, lr=arguments.positive("lr", lr), momentum=0.0 if method == "dgc" else momentum)
     return train.make_optimizer(optimizer, params, lr=lr)
 
 
-def train_with_aggregation(method: str = "none", steps: int = 300, *, batch_size: int = 32, hidden: int = 64,
-                           optimizer: str = "sgd", lr: float = 0.2, ratio: float = 0.01,
-                           powersgd_rank: int = 2, period: int = 8, seed: int = 0, momentum: float = 0.0,
-                           error_feedback: bool = True, warm_start: bool = True) -> dict[str, Any]:
+def train_with_aggregation(
+    method: str = "none",
+    steps: int = 300,
+    *,
+    batch_size: int = 32,
+    hidden: int = 64,
+    optimizer: str = "sgd",
+    lr: float = 0.2,
+    ratio: float = 0.01,
+    powersgd_rank: int = 2,
+    period: int = 8,
+    seed: int = 0,
+    momentum: float = 0.0,
+    error_feedback: bool = True,
+    warm_start: bool = True,
+) -> dict[str, Any]:
     """Train the digits MLP on this rank's shard with one aggregation ``method``; run it under
     ``comm.launch``.
 
@@ -307,10 +383,19 @@ def train_with_aggregation(method: str = "none", steps: int = 300, *, batch_size
         # releases the gradients after each update; so keep its schedule here and call the averaging
         # function it uses (one all-reduce of all parameters, flattened).
         from torch.distributed.algorithms.model_averaging import utils
+
         trained = model
     else:
-        trained, state = _hooked_ddp(model, method, ratio, powersgd_rank, seed, momentum=momentum,
-                                     error_feedback=error_feedback, warm_start=warm_start)
+        trained, state = _hooked_ddp(
+            model,
+            method,
+            ratio,
+            powersgd_rank,
+            seed,
+            momentum=momentum,
+            error_feedback=error_feedback,
+            warm_start=warm_start,
+        )
     step_bytes: list[int] = []
     model.train()
     dist.barrier()
@@ -325,12 +410,23 @@ def train_with_aggregation(method: str = "none", steps: int = 300, *, batch_size
         seconds = time.perf_counter() - start
     held_out = train.evaluate(model, split.test)
     train_loss = train.evaluate(model, split.train)["loss"]
-    return {"rank": rank, "method": method, "accuracy": held_out["acc"], "loss": held_out["loss"],
-            "train_loss": train_loss, "bytes_total": counter.bytes,
-            "bytes_per_step": counter.bytes / steps, "step_bytes": step_bytes, "calls": counter.calls,
-            "steps": steps, "seconds": seconds, "n_params": n_params, "shapes": shapes,
-            "bucket_numels": sorted(state.bucket_numels.values()) if isinstance(state, TopKState) else None,
-            "checksum": float(sum(p.detach().double().sum() for p in model.parameters()))}
+    return {
+        "rank": rank,
+        "method": method,
+        "accuracy": held_out["acc"],
+        "loss": held_out["loss"],
+        "train_loss": train_loss,
+        "bytes_total": counter.bytes,
+        "bytes_per_step": counter.bytes / steps,
+        "step_bytes": step_bytes,
+        "calls": counter.calls,
+        "steps": steps,
+        "seconds": seconds,
+        "n_params": n_params,
+        "shapes": shapes,
+        "bucket_numels": sorted(state.bucket_numels.values()) if isinstance(state, TopKState) else None,
+        "checksum": float(sum(p.detach().double().sum() for p in model.parameters())),
+    }
 
 
 def _train_variants(variants: list[dict[str, Any]], steps: int) -> list[dict[str, Any]]:
@@ -338,21 +434,38 @@ def _train_variants(variants: list[dict[str, Any]], steps: int) -> list[dict[str
     return [train_with_aggregation(steps=steps, **options) for options in variants]
 
 
-_OPTIONS = ("method", "batch_size", "hidden", "optimizer", "lr", "ratio", "powersgd_rank", "period", "seed",
-            "momentum", "error_feedback", "warm_start")
+_OPTIONS = (
+    "method",
+    "batch_size",
+    "hidden",
+    "optimizer",
+    "lr",
+    "ratio",
+    "powersgd_rank",
+    "period",
+    "seed",
+    "momentum",
+    "error_feedback",
+    "warm_start",
+)
 
 
 def _checked_variant(name: str, options: Any) -> dict[str, Any]:
     if not isinstance(options, dict):
-        raise TypeError(f"variant {name!r} must be a dict of train_with_aggregation options, got "
-                        f"{type(options).__name__}")
+        raise TypeError(
+            f"variant {name!r} must be a dict of train_with_aggregation options, got {type(options).__name__}"
+        )
     unknown = sorted(set(options) - set(_OPTIONS))
     if unknown:
         raise ValueError(f"variant {name!r}: unknown option(s) {unknown}; accepted options are {_OPTIONS}")
     out = dict(options)
     out["method"] = method_name(out.get("method", "none"))
-    for key, check in (("ratio", _ratio), ("powersgd_rank", _powersgd_rank), ("period", _period),
-                       ("momentum", _momentum)):
+    for key, check in (
+        ("ratio", _ratio),
+        ("powersgd_rank", _powersgd_rank),
+        ("period", _period),
+        ("momentum", _momentum),
+    ):
         if key in out:
             out[key] = check(out[key])
     for key in ("batch_size", "hidden"):
@@ -373,9 +486,14 @@ def _checked_variant(name: str, options: Any) -> dict[str, Any]:
 
 def _setting(options: dict[str, Any]) -> str:
     method = options["method"]
-    text = {"none": "fp32", "fp16": "fp16", "powersgd": f"rank={options.get('powersgd_rank', 2)}",
-            "topk": f"ratio={options.get('ratio', 0.01):g}", "dgc": f"ratio={options.get('ratio', 0.01):g}",
-            "local_sgd": f"period={options.get('period', 8)}"}[method]
+    text = {
+        "none": "fp32",
+        "fp16": "fp16",
+        "powersgd": f"rank={options.get('powersgd_rank', 2)}",
+        "topk": f"ratio={options.get('ratio', 0.01):g}",
+        "dgc": f"ratio={options.get('ratio', 0.01):g}",
+        "local_sgd": f"period={options.get('period', 8)}",
+    }[method]
     if options.get("momentum", 0.0) > 0:
         text += f", momentum={options['momentum']:g}"
     if method == "powersgd" and not options.get("error_feedback", True):
@@ -385,8 +503,9 @@ def _setting(options: dict[str, Any]) -> str:
     return text
 
 
-def compare_variants(variants: dict[str, dict[str, Any]], world_size: int = 2, steps: int = 300, *,
-                     timeout: float = 300.0) -> list[dict[str, Any]]:
+def compare_variants(
+    variants: dict[str, dict[str, Any]], world_size: int = 2, steps: int = 300, *, timeout: float = 300.0
+) -> list[dict[str, Any]]:
     """Train the digits MLP once per named variant on ``world_size`` ranks; one row per variant, in order.
     The same budget, the same batches, one launch for all.
 
@@ -412,31 +531,54 @@ def compare_variants(variants: dict[str, dict[str, Any]], world_size: int = 2, s
         per_rank = [r[i] for r in ranks]
         first = per_rank[0]
         method, n = options["method"], first["n_params"]
-        formula = {"ratio": options.get("ratio", 0.01), "powersgd_rank": options.get("powersgd_rank", 2),
-                   "shapes": first["shapes"], "period": options.get("period", 8),
-                   "bucket_numels": first["bucket_numels"]}
-        rows.append({
-            "variant": name, "method": method, "setting": _setting(options), "options": options,
-            "accuracy": sum(r["accuracy"] for r in per_rank) / len(per_rank),
-            "loss": sum(r["loss"] for r in per_rank) / len(per_rank),
-            "train_loss": sum(r["train_loss"] for r in per_rank) / len(per_rank),
-            "bytes_per_step": max(r["bytes_per_step"] for r in per_rank),
-            "bytes_total": max(r["bytes_total"] for r in per_rank),
-            "predicted_bytes_per_step": bytes_per_step(method, n, world_size, **formula),
-            "predicted_bytes_total": bytes_total(method, n, steps, world_size, **formula),
-            "fraction_of_uncompressed": max(r["bytes_total"] for r in per_rank) / (4 * n * steps),
-            "calls_per_step": max(r["calls"] for r in per_rank) / steps,
-            "seconds": max(r["seconds"] for r in per_rank), "steps": steps, "n_params": n,
-            "step_bytes": first["step_bytes"],
-            "same_weights": len({round(r["checksum"], 3) for r in per_rank}) == 1,
-        })
+        formula = {
+            "ratio": options.get("ratio", 0.01),
+            "powersgd_rank": options.get("powersgd_rank", 2),
+            "shapes": first["shapes"],
+            "period": options.get("period", 8),
+            "bucket_numels": first["bucket_numels"],
+        }
+        rows.append(
+            {
+                "variant": name,
+                "method": method,
+                "setting": _setting(options),
+                "options": options,
+                "accuracy": sum(r["accuracy"] for r in per_rank) / len(per_rank),
+                "loss": sum(r["loss"] for r in per_rank) / len(per_rank),
+                "train_loss": sum(r["train_loss"] for r in per_rank) / len(per_rank),
+                "bytes_per_step": max(r["bytes_per_step"] for r in per_rank),
+                "bytes_total": max(r["bytes_total"] for r in per_rank),
+                "predicted_bytes_per_step": bytes_per_step(method, n, world_size, **formula),
+                "predicted_bytes_total": bytes_total(method, n, steps, world_size, **formula),
+                "fraction_of_uncompressed": max(r["bytes_total"] for r in per_rank) / (4 * n * steps),
+                "calls_per_step": max(r["calls"] for r in per_rank) / steps,
+                "seconds": max(r["seconds"] for r in per_rank),
+                "steps": steps,
+                "n_params": n,
+                "step_bytes": first["step_bytes"],
+                "same_weights": len({round(r["checksum"], 3) for r in per_rank}) == 1,
+            }
+        )
     return rows
 
 
-def compare_methods(methods: Iterable[str] = METHODS, world_size: int = 2, steps: int = 300, *,
-                    batch_size: int = 32, hidden: int = 64, optimizer: str = "sgd", lr: float = 0.2,
-                    ratio: float = 0.01, powersgd_rank: int = 2, period: int = 8, seed: int = 0,
-                    momentum: float = 0.0, timeout: float = 300.0) -> list[dict[str, Any]]:
+def compare_methods(
+    methods: Iterable[str] = METHODS,
+    world_size: int = 2,
+    steps: int = 300,
+    *,
+    batch_size: int = 32,
+    hidden: int = 64,
+    optimizer: str = "sgd",
+    lr: float = 0.2,
+    ratio: float = 0.01,
+    powersgd_rank: int = 2,
+    period: int = 8,
+    seed: int = 0,
+    momentum: float = 0.0,
+    timeout: float = 300.0,
+) -> list[dict[str, Any]]:
     """Train the digits MLP with each aggregation method on ``world_size`` ranks; one row per method.
     Bytes sent against accuracy reached, on the same budget.
 
@@ -446,8 +588,17 @@ def compare_methods(methods: Iterable[str] = METHODS, world_size: int = 2, steps
     methods = [method_name(m) for m in ([methods] if isinstance(methods, str) else list(methods))]
     if not methods:
         raise ValueError(f"methods must name at least one of {ALL_METHODS}")
-    shared = {"batch_size": batch_size, "hidden": hidden, "optimizer": optimizer, "lr": lr, "ratio": ratio,
-              "powersgd_rank": powersgd_rank, "period": period, "seed": seed, "momentum": momentum}
+    shared = {
+        "batch_size": batch_size,
+        "hidden": hidden,
+        "optimizer": optimizer,
+        "lr": lr,
+        "ratio": ratio,
+        "powersgd_rank": powersgd_rank,
+        "period": period,
+        "seed": seed,
+        "momentum": momentum,
+    }
     for key, check in (("ratio", _ratio), ("powersgd_rank", _powersgd_rank), ("period", _period)):
         check(shared[key])
     arguments.integer("world_size", world_size, minimum=2)

@@ -26,6 +26,7 @@ Time on a link: :func:`link_seconds` is the bandwidth term only; :func:`exchange
 latency term ``alpha`` per ring step of every collective call (:func:`collective_calls` counts them:
 DDP's buckets, PowerSGD's three all-reduces per bucket, top-k's two all-gathers).
 """
+
 from __future__ import annotations
 
 import math
@@ -41,9 +42,18 @@ METHODS = ("none", "fp16", "powersgd", "topk", "local_sgd")
 """The five ways to aggregate that notebook 04 compares with plain SGD."""
 ALL_METHODS = METHODS + ("dgc",)
 """Also ``dgc``: top-k with momentum correction, which differs from ``topk`` only with momentum."""
-_ALIASES = {"fp32": "none", "allreduce": "none", "all_reduce": "none", "power_sgd": "powersgd",
-            "top-k": "topk", "top_k": "topk", "localsgd": "local_sgd", "local-sgd": "local_sgd",
-            "deep_gradient_compression": "dgc", "topk_momentum_correction": "dgc"}
+_ALIASES = {
+    "fp32": "none",
+    "allreduce": "none",
+    "all_reduce": "none",
+    "power_sgd": "powersgd",
+    "top-k": "topk",
+    "top_k": "topk",
+    "localsgd": "local_sgd",
+    "local-sgd": "local_sgd",
+    "deep_gradient_compression": "dgc",
+    "topk_momentum_correction": "dgc",
+}
 POWERSGD_START_ITER = 2
 """PowerSGD runs plain all-reduces for the first 2 steps (torch's minimum with error feedback or warm
 start: DDP rebuilds its buckets after the first step)."""
@@ -57,6 +67,7 @@ _INDEX_DTYPE = torch.int32  # top-k indices travel as int32: 4 bytes, like an fp
 
 # ----------------------------------------------------------------------------------------------
 # names and checks
+
 
 def method_name(method: str) -> str:
     """The accepted spelling of an aggregation method: one of :data:`ALL_METHODS` (any case; "fp32",
@@ -92,6 +103,7 @@ def topk_count(numel: int, ratio: float) -> int:
 # ----------------------------------------------------------------------------------------------
 # the formulas
 
+
 def powersgd_payload(shapes: Iterable[Sequence[int]], powersgd_rank: int) -> dict[str, int]:
     """Elements PowerSGD all-reduces per step for parameters of these ``shapes``, as torch decides.
 
@@ -118,17 +130,27 @@ def powersgd_payload(shapes: Iterable[Sequence[int]], powersgd_rank: int) -> dic
 
 def _shapes(n_params: int, shapes: Iterable[Sequence[int]] | None) -> list[tuple[int, ...]]:
     if shapes is None:
-        raise ValueError("method 'powersgd' needs shapes= (the parameter shapes, e.g. "
-                         "[tuple(p.shape) for p in model.parameters()])")
+        raise ValueError(
+            "method 'powersgd' needs shapes= (the parameter shapes, e.g. [tuple(p.shape) for p in model.parameters()])"
+        )
     out = [tuple(s) for s in shapes]
     if sum(math.prod(s) for s in out) != n_params:
         raise ValueError(f"shapes hold {sum(math.prod(s) for s in out)} elements, but n_params={n_params}")
     return out
 
 
-def bytes_per_step(method: str, n_params: int, world_size: int = 2, *, ratio: float = 0.01,
-                   powersgd_rank: int = 2, shapes: Iterable[Sequence[int]] | None = None, period: int = 8,
-                   bucket_numels: Sequence[int] | None = None, wire: bool = False) -> float:
+def bytes_per_step(
+    method: str,
+    n_params: int,
+    world_size: int = 2,
+    *,
+    ratio: float = 0.01,
+    powersgd_rank: int = 2,
+    shapes: Iterable[Sequence[int]] | None = None,
+    period: int = 8,
+    bucket_numels: Sequence[int] | None = None,
+    wire: bool = False,
+) -> float:
     """Predicted bytes one rank hands to the collectives per step, in steady state. Notebook 04.
 
     For ``n_params`` fp32 gradients: ``none`` ``4n``; ``fp16`` ``2n``; ``powersgd`` ``4 x``
@@ -213,8 +235,13 @@ def link_seconds(method: str, payload_bytes: float, world_size: int, link: str) 
     return cost.allreduce_time(payload, p, 0.0, bw)
 
 
-def ddp_bucket_numels(shapes: Iterable[Sequence[int]], *, bucket_bytes: int = DDP_BUCKET_BYTES,
-                      first_bucket_bytes: int = DDP_FIRST_BUCKET_BYTES, element_bytes: int = 4) -> list[int]:
+def ddp_bucket_numels(
+    shapes: Iterable[Sequence[int]],
+    *,
+    bucket_bytes: int = DDP_BUCKET_BYTES,
+    first_bucket_bytes: int = DDP_FIRST_BUCKET_BYTES,
+    element_bytes: int = 4,
+) -> list[int]:
     """Elements per gradient bucket, as DDP groups parameters of these ``shapes``. Notebook 04.
 
     DDP fills buckets in reverse parameter order (the last layer's gradients are ready first),
@@ -222,8 +249,7 @@ def ddp_bucket_numels(shapes: Iterable[Sequence[int]], *, bucket_bytes: int = DD
     (``bucket_cap_mb``), so a tensor larger than the cap gets a bucket of its own. The model of
     ``Reducer``'s assignment by size for one dtype; each bucket is one collective call per step.
     """
-    sizes = [math.prod(arguments.positive_int("every dimension in shapes", d) for d in shape) or 1
-             for shape in shapes]
+    sizes = [math.prod(arguments.positive_int("every dimension in shapes", d) for d in shape) or 1 for shape in shapes]
     if not sizes:
         raise ValueError("shapes must hold at least one parameter shape")
     cap_rest = arguments.positive_int("bucket_bytes", bucket_bytes)
@@ -260,8 +286,9 @@ def collective_calls(method: str, buckets: int = 1, *, period: int = 8) -> dict[
     return {"all_reduce": 1.0 / _period(period), "all_gather": 0.0}
 
 
-def exchange_seconds(method: str, payload_bytes: float, world_size: int, link: str, *, alpha_s: float,
-                     buckets: int = 1, period: int = 8) -> dict[str, float]:
+def exchange_seconds(
+    method: str, payload_bytes: float, world_size: int, link: str, *, alpha_s: float, buckets: int = 1, period: int = 8
+) -> dict[str, float]:
     """Seconds one step's exchange takes on ``link``: bandwidth term plus latency term. Notebook 04.
 
     ``bandwidth_s`` is :func:`link_seconds`. ``latency_s`` charges ``alpha_s`` (seconds per message)
@@ -275,7 +302,12 @@ def exchange_seconds(method: str, payload_bytes: float, world_size: int, link: s
     p = arguments.positive_int("world_size", world_size)
     bandwidth = link_seconds(method, payload_bytes, p, link)
     calls = collective_calls(method, buckets, period=period)
-    latency = (calls["all_reduce"] * cost.allreduce_time(0, p, alpha, math.inf)
-               + calls["all_gather"] * cost.allgather_time(0, p, alpha, math.inf))
-    return {"bandwidth_s": bandwidth, "latency_s": latency, "total_s": bandwidth + latency,
-            "calls": calls["all_reduce"] + calls["all_gather"]}
+    latency = calls["all_reduce"] * cost.allreduce_time(0, p, alpha, math.inf) + calls[
+        "all_gather"
+    ] * cost.allgather_time(0, p, alpha, math.inf)
+    return {
+        "bandwidth_s": bandwidth,
+        "latency_s": latency,
+        "total_s": bandwidth + latency,
+        "calls": calls["all_reduce"] + calls["all_gather"],
+    }

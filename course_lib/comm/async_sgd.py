@@ -17,6 +17,7 @@ synchronous step waits for the slowest rank, an asynchronous worker does not wai
 straggler's updates land late (large staleness). The learning rate, model and batches are the same in
 every run, so accuracies and wall times compare like for like.
 """
+
 from __future__ import annotations
 
 import queue
@@ -63,8 +64,10 @@ def sgd_batches(updates: int, batch_size: int, seed: int = 0) -> torch.Tensor:
         raise ValueError(f"batch_size={batch_size} exceeds the {n} training examples")
     g = torch.Generator().manual_seed(seed)
     per_epoch = n // batch_size
-    order = torch.cat([torch.randperm(n, generator=g)[:per_epoch * batch_size] for _ in range(-(-updates // per_epoch))])
-    return order[:updates * batch_size].view(updates, batch_size)
+    order = torch.cat(
+        [torch.randperm(n, generator=g)[: per_epoch * batch_size] for _ in range(-(-updates // per_epoch))]
+    )
+    return order[: updates * batch_size].view(updates, batch_size)
 
 
 def _model(seed: int) -> nn.Module:
@@ -85,8 +88,20 @@ def accuracy(params: dict[str, torch.Tensor]) -> float:
 
 # ---------------------------------------------------------------------------------------------- Hogwild!
 
-def _hogwild_worker(worker: int, model: nn.Module, x: torch.Tensor, y: torch.Tensor, batches: torch.Tensor,
-                    lr: float, delay_s: float, tickets, landed, start, results) -> None:  # pragma: no cover - child
+
+def _hogwild_worker(
+    worker: int,
+    model: nn.Module,
+    x: torch.Tensor,
+    y: torch.Tensor,
+    batches: torch.Tensor,
+    lr: float,
+    delay_s: float,
+    tickets,
+    landed,
+    start,
+    results,
+) -> None:  # pragma: no cover - child
     try:
         torch.set_num_threads(1)
         params = list(model.parameters())
@@ -118,14 +133,22 @@ def _hogwild_worker(worker: int, model: nn.Module, x: torch.Tensor, y: torch.Ten
         results.put((worker, {"error": f"{type(err).__name__}: {err}"}))
 
 
-def run_hogwild(workers: int = 2, updates: int = 600, batch_size: int = 32, lr: float = 0.1, seed: int = 0,
-                delays: Sequence[float] | None = None, timeout: float = 60.0) -> dict[str, Any]:
+def run_hogwild(
+    workers: int = 2,
+    updates: int = 600,
+    batch_size: int = 32,
+    lr: float = 0.1,
+    seed: int = 0,
+    delays: Sequence[float] | None = None,
+    timeout: float = 60.0,
+) -> dict[str, Any]:
     """Hogwild! on ``workers`` processes sharing one model; notebook 06.1, section 4.
 
     Returns ``{"workers", "wall_s" (first worker's start to last worker's end), "staleness" ([per-worker
     lists] of updates landed between each update's read and write), "updates_per_worker", "mean_staleness",
     "max_staleness", "params" (final shared weights), "accuracy" (test, %), "start_accuracy" (the same model
-    before any update: what a run whose updates never reached the shared weights would score)}``. ``workers=1`` is sequential
+    before any update: what a run whose updates never reached the shared weights would score)}``. ``workers=1`` is
+    sequential
     SGD on the same batches. Raises ValueError for non-positive sizes, more workers than the machine can
     run, or one delay per worker missing; RuntimeError when a worker fails or the run passes ``timeout``.
     """
@@ -140,8 +163,14 @@ def run_hogwild(workers: int = 2, updates: int = 600, batch_size: int = 32, lr: 
     model = _model(seed).share_memory()
     tickets, landed = ctx.Value("l", 0), ctx.Value("l", 0)
     start, results = ctx.Event(), ctx.Queue()
-    procs = [ctx.Process(target=_hogwild_worker, args=(w, model, x, y, batches, lr, delays[w], tickets, landed,
-                                                       start, results), daemon=True) for w in range(workers)]
+    procs = [
+        ctx.Process(
+            target=_hogwild_worker,
+            args=(w, model, x, y, batches, lr, delays[w], tickets, landed, start, results),
+            daemon=True,
+        )
+        for w in range(workers)
+    ]
     got: dict[int, dict] = {}
     try:
         for p in procs:
@@ -153,8 +182,9 @@ def run_hogwild(workers: int = 2, updates: int = 600, batch_size: int = 32, lr: 
                 w, r = results.get(timeout=max(0.1, min(1.0, deadline - time.monotonic())))
             except queue.Empty:
                 if time.monotonic() > deadline or any(not p.is_alive() and p.exitcode for p in procs):
-                    raise RuntimeError(f"Hogwild! workers did not finish within {timeout} s "
-                                       f"(exit codes {[p.exitcode for p in procs]})") from None
+                    raise RuntimeError(
+                        f"Hogwild! workers did not finish within {timeout} s (exit codes {[p.exitcode for p in procs]})"
+                    ) from None
                 continue
             if "error" in r:
                 raise RuntimeError(f"Hogwild! worker {w} failed: {r['error']}")
@@ -170,17 +200,24 @@ def run_hogwild(workers: int = 2, updates: int = 600, batch_size: int = 32, lr: 
     stale = [got[w]["staleness"] for w in range(workers)]
     flat = [s for row in stale for s in row]
     params = {k: v.detach().clone() for k, v in model.state_dict().items()}
-    return {"workers": workers, "wall_s": max(r["t1"] for r in got.values()) - min(r["t0"] for r in got.values()),
-            "staleness": stale, "updates_per_worker": [len(row) for row in stale],
-            "mean_staleness": sum(flat) / len(flat), "max_staleness": max(flat), "params": params,
-            "accuracy": accuracy(params), "start_accuracy": start_accuracy}
+    return {
+        "workers": workers,
+        "wall_s": max(r["t1"] for r in got.values()) - min(r["t0"] for r in got.values()),
+        "staleness": stale,
+        "updates_per_worker": [len(row) for row in stale],
+        "mean_staleness": sum(flat) / len(flat),
+        "max_staleness": max(flat),
+        "params": params,
+        "accuracy": accuracy(params),
+        "start_accuracy": start_accuracy,
+    }
 
 
 # ---------------------------------------------------------------------------------------------- synchronous
 
+
 def sync_worker(batches: torch.Tensor, lr: float, seed: int, delays: Sequence[float]) -> dict[str, Any]:
-    """One rank of ``run_sync`` (run it under ``comm.launch``): DDP on this rank's half of every batch.
-    """
+    """One rank of ``run_sync`` (run it under ``comm.launch``): DDP on this rank's half of every batch."""
     info = rank_info()
     rank, world = info["rank"], info["world_size"]
     split = data.load_digits()
@@ -191,7 +228,7 @@ def sync_worker(batches: torch.Tensor, lr: float, seed: int, delays: Sequence[fl
     dist.barrier()
     t0 = time.monotonic()
     for idx in batches:
-        mine = idx[rank * k:(rank + 1) * k]
+        mine = idx[rank * k : (rank + 1) * k]
         loss = loss_fn(ddp(split.x_train[mine]), split.y_train[mine])
         if delays[rank]:
             time.sleep(delays[rank])
@@ -201,12 +238,22 @@ def sync_worker(batches: torch.Tensor, lr: float, seed: int, delays: Sequence[fl
                 p.add_(p.grad, alpha=-lr)
                 p.grad = None
     t1 = time.monotonic()
-    return {"t0": t0, "t1": t1, "params": {k_: v.detach().clone() for k_, v in model.state_dict().items()}
-            if rank == 0 else None}
+    return {
+        "t0": t0,
+        "t1": t1,
+        "params": {k_: v.detach().clone() for k_, v in model.state_dict().items()} if rank == 0 else None,
+    }
 
 
-def run_sync(world_size: int = 2, updates: int = 600, batch_size: int = 32, lr: float = 0.1, seed: int = 0,
-             delays: Sequence[float] | None = None, timeout: float = 60.0) -> dict[str, Any]:
+def run_sync(
+    world_size: int = 2,
+    updates: int = 600,
+    batch_size: int = 32,
+    lr: float = 0.1,
+    seed: int = 0,
+    delays: Sequence[float] | None = None,
+    timeout: float = 60.0,
+) -> dict[str, Any]:
     """The same updates as ``run_hogwild`` with synchronous DDP on ``world_size`` ranks; notebook 06.1, section 4.
 
     Returns ``{"world_size", "wall_s", "params", "accuracy"}``. ``batch_size`` must split evenly over the ranks.
@@ -218,5 +265,9 @@ def run_sync(world_size: int = 2, updates: int = 600, batch_size: int = 32, lr: 
     batches = sgd_batches(updates, batch_size, seed)
     ranks = launch(sync_worker, world_size, batches, lr, seed, delays, timeout=timeout, threads_per_rank=1)
     params = ranks[0]["params"]
-    return {"world_size": world_size, "wall_s": max(r["t1"] for r in ranks) - min(r["t0"] for r in ranks),
-            "params": params, "accuracy": accuracy(params)}
+    return {
+        "world_size": world_size,
+        "wall_s": max(r["t1"] for r in ranks) - min(r["t0"] for r in ranks),
+        "params": params,
+        "accuracy": accuracy(params),
+    }

@@ -4,6 +4,7 @@
 * ``ring_all_reduce``: a ring all-reduce from point-to-point sends (the lesson), and
   ``check_ring_against_library``, which compares it with ``dist.all_reduce``.
 """
+
 from __future__ import annotations
 
 import statistics
@@ -42,8 +43,9 @@ def _all_reduce_on(t: torch.Tensor, device: torch.device, op) -> torch.Tensor:
     return on_device.cpu()
 
 
-def allreduce_benchmark(sizes_bytes: list[int], repeats: int = 5, warmup: int = 2,
-                        dtype: str | torch.dtype = "float32") -> list[dict]:
+def allreduce_benchmark(
+    sizes_bytes: list[int], repeats: int = 5, warmup: int = 2, dtype: str | torch.dtype = "float32"
+) -> list[dict]:
     """Time ``dist.all_reduce`` (sum) for each message size; run it under :func:`launch`.
     Notebook 03 (interconnect), section "all-reduce: latency and bandwidth".
 
@@ -58,7 +60,8 @@ def allreduce_benchmark(sizes_bytes: list[int], repeats: int = 5, warmup: int = 
 
     ``seconds`` is the low quantile (20th percentile) of the repeats, the time the operation takes
     when the operating system does not get in the way (``course_lib.timing`` explains why);
-    ``median_s`` the median. ``algbw_Bps`` is bytes / ``seconds``; ``busbw_Bps`` multiplies it by 2 (N-1) / N, the bytes a
+    ``median_s`` the median. ``algbw_Bps`` is bytes / ``seconds``; ``busbw_Bps`` multiplies it by 2 (N-1) / N, the
+    bytes a
     ring all-reduce moves per rank, so different world sizes compare on one scale.
 
     ``bytes_sent`` is what one rank handed to the operating system to send in one all-reduce (the mean
@@ -101,10 +104,19 @@ def allreduce_benchmark(sizes_bytes: list[int], repeats: int = 5, warmup: int = 
         ts = times[i].tolist()
         low = representative(ts)
         algbw = nbytes / low if low > 0 else float("inf")
-        rows.append({"bytes": nbytes, "numel": tensors[i].numel(), "seconds": low, "median_s": statistics.median(ts),
-                     "times": ts,
-                     "algbw_Bps": algbw, "busbw_Bps": algbw * 2 * (world - 1) / world, "world_size": world,
-                     "bytes_sent": float(sent[i].mean()) if counted else None})
+        rows.append(
+            {
+                "bytes": nbytes,
+                "numel": tensors[i].numel(),
+                "seconds": low,
+                "median_s": statistics.median(ts),
+                "times": ts,
+                "algbw_Bps": algbw,
+                "busbw_Bps": algbw * 2 * (world - 1) / world,
+                "world_size": world,
+                "bytes_sent": float(sent[i].mean()) if counted else None,
+            }
+        )
     return rows
 
 
@@ -146,7 +158,7 @@ def ring_all_reduce(tensor: torch.Tensor) -> torch.Tensor:
     for step in range(world - 1):
         send_idx = (rank - step) % world
         recv_idx = (rank - step - 1) % world
-        incoming = scratch[:chunks[recv_idx].numel()]
+        incoming = scratch[: chunks[recv_idx].numel()]
         _exchange(chunks[send_idx], right, incoming, left)  # partial sum of chunk recv_idx from the left
         chunks[recv_idx] += incoming  # add our own contribution: one more rank is in the sum
 
@@ -167,8 +179,9 @@ def _exchange(send: torch.Tensor, dst: int, recv: torch.Tensor, src: int) -> Non
     step grouped, run the same code as gloo. Empty chunks (a tensor with fewer elements than ranks)
     are skipped.
     """
-    ops = [dist.P2POp(op, t, peer) for op, t, peer in ((dist.isend, send, dst), (dist.irecv, recv, src))
-           if t.numel() > 0]
+    ops = [
+        dist.P2POp(op, t, peer) for op, t, peer in ((dist.isend, send, dst), (dist.irecv, recv, src)) if t.numel() > 0
+    ]
     for request in dist.batch_isend_irecv(ops) if ops else ():
         request.wait()
 
@@ -195,6 +208,12 @@ def check_ring_against_library(sizes: list[int], seed: int = 0) -> list[dict]:
         dist.all_reduce(theirs)
         diff = float((ours - theirs).abs().max())
         scale = max(1.0, float(theirs.abs().max()))
-        rows.append({"size": size, "world_size": world, "max_abs_diff": diff,
-                     "allclose": bool(torch.allclose(ours, theirs, rtol=1e-5, atol=1e-5 * scale))})
+        rows.append(
+            {
+                "size": size,
+                "world_size": world,
+                "max_abs_diff": diff,
+                "allclose": bool(torch.allclose(ours, theirs, rtol=1e-5, atol=1e-5 * scale)),
+            }
+        )
     return rows

@@ -35,6 +35,7 @@ Network rates quoted in Gb/s are divided by 8. The rows live with the other data
 rows must equal the accelerator table's ``interconnect_gbs`` (per direction as well), and the
 tests check that the two tables agree.
 """
+
 from __future__ import annotations
 
 import math
@@ -107,7 +108,7 @@ def allreduce_time(
     n = arguments.nonnegative("nbytes", nbytes)
     p = arguments.integer("world_size (the number of ranks)", world_size, minimum=1)
     a = arguments.nonnegative("alpha (per-message latency in seconds)", alpha)
-    bw = arguments.positive("bandwidth (bytes per second; float(\'inf\') is a free link)", bandwidth, allow_inf=True)
+    bw = arguments.positive("bandwidth (bytes per second; float('inf') is a free link)", bandwidth, allow_inf=True)
     algorithm = arguments.choice("algorithm", algorithm, ALGORITHMS)
     if p == 1:
         return 0.0
@@ -129,7 +130,7 @@ def allgather_time(nbytes: float, world_size: int, alpha: float, bandwidth: floa
     n = arguments.nonnegative("nbytes", nbytes)
     p = arguments.integer("world_size (the number of ranks)", world_size, minimum=1)
     a = arguments.nonnegative("alpha (per-message latency in seconds)", alpha)
-    bw = arguments.positive("bandwidth (bytes per second; float(\'inf\') is a free link)", bandwidth, allow_inf=True)
+    bw = arguments.positive("bandwidth (bytes per second; float('inf') is a free link)", bandwidth, allow_inf=True)
     if p == 1:
         return 0.0
     return (p - 1) * a + (p - 1) / p * n / bw
@@ -146,7 +147,7 @@ def reduce_scatter_time(nbytes: float, world_size: int, alpha: float, bandwidth:
     n = arguments.nonnegative("nbytes", nbytes)
     p = arguments.integer("world_size (the number of ranks)", world_size, minimum=1)
     a = arguments.nonnegative("alpha (per-message latency in seconds)", alpha)
-    bw = arguments.positive("bandwidth (bytes per second; float(\'inf\') is a free link)", bandwidth, allow_inf=True)
+    bw = arguments.positive("bandwidth (bytes per second; float('inf') is a free link)", bandwidth, allow_inf=True)
     if p == 1:
         return 0.0
     return (p - 1) * a + (p - 1) / p * n / bw
@@ -164,7 +165,7 @@ def broadcast_time(nbytes: float, world_size: int, alpha: float, bandwidth: floa
     n = arguments.nonnegative("nbytes", nbytes)
     p = arguments.integer("world_size (the number of ranks)", world_size, minimum=1)
     a = arguments.nonnegative("alpha (per-message latency in seconds)", alpha)
-    bw = arguments.positive("bandwidth (bytes per second; float(\'inf\') is a free link)", bandwidth, allow_inf=True)
+    bw = arguments.positive("bandwidth (bytes per second; float('inf') is a free link)", bandwidth, allow_inf=True)
     return _ceil_log2(p) * (a + n / bw)
 
 
@@ -299,9 +300,7 @@ def _points(sizes_bytes: Sequence[float], seconds: Sequence[float]) -> tuple[np.
     except (TypeError, ValueError) as exc:
         raise TypeError("sizes_bytes and seconds must be sequences of numbers") from exc
     if n.shape != t.shape:
-        raise ValueError(
-            f"sizes_bytes and seconds must have the same length, got {n.size} and {t.size}"
-        )
+        raise ValueError(f"sizes_bytes and seconds must have the same length, got {n.size} and {t.size}")
     if not (np.all(np.isfinite(n)) and np.all(n >= 0)):
         raise ValueError("sizes_bytes must be finite numbers >= 0")
     if not (np.all(np.isfinite(t)) and np.all(t > 0)):
@@ -341,13 +340,12 @@ def _fit_line(
     return float(c0), float(c1), int(n.size), clamped
 
 
-def fit_alpha_beta(
-    sizes_bytes: Sequence[float], seconds: Sequence[float], min_bytes: float = 0
-) -> AlphaBeta:
+def fit_alpha_beta(sizes_bytes: Sequence[float], seconds: Sequence[float], min_bytes: float = 0) -> AlphaBeta:
     """Fit ``t = alpha + n / bandwidth`` by least squares in relative error.
 
     Only points with ``size >= min_bytes`` are used. Residuals are relative (divided by the measured time), so
-    every size counts alike; still, tiny messages follow other rules; use ``min_bytes`` (e.g. ``2**20``) to leave out the small ones whose time
+    every size counts alike; still, tiny messages follow other rules; use ``min_bytes`` (e.g. ``2**20``) to leave out
+    the small ones whose time
     is OS wake-up noise rather than the link. If the best line has a negative intercept
     it is refitted through the origin with ``alpha_s = 0`` (``alpha_clamped=True``),
     since a negative latency means nothing.

@@ -2,6 +2,7 @@
 
 Each runs under ``launch`` (a function defined in a notebook cannot reach another process).
 """
+
 from __future__ import annotations
 
 import os
@@ -16,8 +17,15 @@ import torch.distributed as dist
 from ..files import write_atomic
 from .launcher import rank_info
 
-__all__ = ["demo_rank_sum", "demo_rank_info", "demo_raise_on_rank", "demo_sleep_on_rank", "demo_dataloader_sum",
-           "demo_subprocess_then_hang", "demo_workers_then_hang"]
+__all__ = [
+    "demo_rank_sum",
+    "demo_rank_info",
+    "demo_raise_on_rank",
+    "demo_sleep_on_rank",
+    "demo_dataloader_sum",
+    "demo_subprocess_then_hang",
+    "demo_workers_then_hang",
+]
 
 
 def demo_rank_sum() -> tuple[int, int, float]:
@@ -41,6 +49,7 @@ def demo_raise_on_rank(rank_to_fail: int = 1, error: str = "ValueError") -> int:
     info = rank_info()
     if info["rank"] == rank_to_fail:
         import builtins
+
         exc = getattr(builtins, error, None)
         if not (isinstance(exc, type) and issubclass(exc, Exception)):
             exc = ValueError
@@ -104,7 +113,6 @@ def demo_subprocess_then_hang(pid_file: str, rank_to_hang: int = 1) -> int:
         write_atomic(pid_file, f"{os.getpid()} {child.pid}\n")  # the file appears complete or not at all
         time.sleep(3600)
     return info["rank"]
-
 
 
 def demo_workers_then_hang(pid_file: str, rank_to_hang: int = 1, num_workers: int = 2) -> int:

@@ -36,6 +36,7 @@ What it guarantees
 Notebook 03 (interconnect) uses it to measure all-reduce; every later distributed module runs its
 worker functions under it.
 """
+
 from __future__ import annotations
 
 import os
@@ -52,9 +53,22 @@ from .. import arguments
 from ..procs import Children
 from ..procs_child import require_importable
 
-__all__ = ["launch", "tcp_store", "loopback_interface", "choose_backend", "init_process_group", "rank_info", "RankError",
-           "LaunchTimeout", "BACKENDS", "max_world_size", "default_threads_per_rank", "last_launch_stats",
-           "port_is_free", "HOST"]
+__all__ = [
+    "launch",
+    "tcp_store",
+    "loopback_interface",
+    "choose_backend",
+    "init_process_group",
+    "rank_info",
+    "RankError",
+    "LaunchTimeout",
+    "BACKENDS",
+    "max_world_size",
+    "default_threads_per_rank",
+    "last_launch_stats",
+    "port_is_free",
+    "HOST",
+]
 
 BACKENDS = ("gloo", "nccl")
 HOST = "127.0.0.1"
@@ -76,8 +90,9 @@ class RankError(RuntimeError):
     connection error).
     """
 
-    def __init__(self, message: str, rank: int, error_type: str, traceback_text: str,
-                 errors: dict[int, tuple[str, str]]):
+    def __init__(
+        self, message: str, rank: int, error_type: str, traceback_text: str, errors: dict[int, tuple[str, str]]
+    ):
         super().__init__(message)
         self.rank = rank
         self.error_type = error_type
@@ -99,6 +114,7 @@ class LaunchTimeout(TimeoutError):
 # ----------------------------------------------------------------------------------------------
 # sizes and threads
 
+
 def _logical_cores() -> int:
     from ..hardware import usable_cpus
 
@@ -112,8 +128,7 @@ def _free_physical_cores() -> int:
 
 
 def max_world_size() -> int:
-    """The largest ``world_size`` :func:`launch` accepts here: ``min(64, 4 x usable logical cores)``.
-    """
+    """The largest ``world_size`` :func:`launch` accepts here: ``min(64, 4 x usable logical cores)``."""
     return max(1, min(MAX_WORLD_SIZE, 4 * _logical_cores()))
 
 
@@ -132,7 +147,8 @@ def _check_world_size(world_size: int) -> int:
             f"world_size={world_size} is more processes than this machine can usefully run: launch accepts "
             f"at most {limit} (min({MAX_WORLD_SIZE}, 4 x {_logical_cores()} logical cores)). Use a smaller "
             "world_size (2-4 show every effect on a laptop), or run the script with torchrun on several "
-            "machines.")
+            "machines."
+        )
     return world_size
 
 
@@ -149,9 +165,11 @@ def choose_backend(backend: str, local_world_size: int, *, auto: bool = False) -
     if backend == "auto":  # the same choice on every process of a machine
         return "nccl" if fits else "gloo"
     if backend == "nccl" and not fits:
-        raise ValueError(f"backend='nccl' needs one CUDA GPU per rank and a PyTorch build with NCCL: "
-                         f"world_size={local_world_size}, GPUs visible={gpus}, NCCL available="
-                         f"{dist.is_nccl_available()}. Use backend='gloo' (CPU processes).")
+        raise ValueError(
+            f"backend='nccl' needs one CUDA GPU per rank and a PyTorch build with NCCL: "
+            f"world_size={local_world_size}, GPUs visible={gpus}, NCCL available="
+            f"{dist.is_nccl_available()}. Use backend='gloo' (CPU processes)."
+        )
     return backend
 
 
@@ -161,8 +179,9 @@ def choose_backend(backend: str, local_world_size: int, *, auto: bool = False) -
 # its store without asking (torch 2.13), so torchrun needs Linux, macOS or WSL.
 
 
-def tcp_store(host: str, port: int, world_size: int, *, is_master: bool, platform: str | None = None,
-              **kwargs) -> dist.TCPStore:
+def tcp_store(
+    host: str, port: int, world_size: int, *, is_master: bool, platform: str | None = None, **kwargs
+) -> dist.TCPStore:
     """``dist.TCPStore``, with the libuv server switched off on Windows, whose wheels have none."""
     if (platform or sys.platform) == "win32":
         kwargs.setdefault("use_libuv", False)
@@ -178,8 +197,16 @@ def loopback_interface(platform: str | None = None) -> str | None:
     return _loopback_interface()
 
 
-def init_process_group(backend: str, store: dist.Store, *, rank: int, world_size: int, local_rank: int,
-                       timeout: float, master_addr: str | None) -> torch.device:
+def init_process_group(
+    backend: str,
+    store: dist.Store,
+    *,
+    rank: int,
+    world_size: int,
+    local_rank: int,
+    timeout: float,
+    master_addr: str | None,
+) -> torch.device:
     """Join the default process group: every process the course starts joins through here (``launch``'s
     ranks, the torchrun training script). Returns this process's device.
 
@@ -201,8 +228,9 @@ def init_process_group(backend: str, store: dist.Store, *, rank: int, world_size
         device = kw["device_id"] = torch.device("cuda", local_rank)
         torch.cuda.set_device(device)
         devices.full_fp32()  # every "fp32" label true, as in the notebooks
-    dist.init_process_group(backend, store=store, rank=rank, world_size=world_size,
-                            timeout=timedelta(seconds=timeout), **kw)
+    dist.init_process_group(
+        backend, store=store, rank=rank, world_size=world_size, timeout=timedelta(seconds=timeout), **kw
+    )
     return device
 
 
@@ -212,6 +240,7 @@ def _loopback_interface() -> str | None:
         import socket
 
         import psutil
+
         for name, addrs in psutil.net_if_addrs().items():
             if any(a.family == socket.AF_INET and a.address == HOST for a in addrs):
                 return name
@@ -222,6 +251,7 @@ def _loopback_interface() -> str | None:
 
 # ----------------------------------------------------------------------------------------------
 # one rank
+
 
 def _to_cpu(value: Any) -> Any:
     if isinstance(value, torch.Tensor):
@@ -235,25 +265,52 @@ def _to_cpu(value: Any) -> Any:
     return value
 
 
-def _rank(channel, fn: Callable[..., Any], args: tuple, kwargs: dict, rank: int, world_size: int, backend: str,
-          port: int, timeout_s: float, startup_s: float, threads: int) -> None:  # pragma: no cover
+def _rank(
+    channel,
+    fn: Callable[..., Any],
+    args: tuple,
+    kwargs: dict,
+    rank: int,
+    world_size: int,
+    backend: str,
+    port: int,
+    timeout_s: float,
+    startup_s: float,
+    threads: int,
+) -> None:  # pragma: no cover
     """What each rank process runs (inside ``procs.Children``)."""
     try:
-        os.environ.update({"MASTER_ADDR": HOST, "MASTER_PORT": str(port), "RANK": str(rank),
-                           "LOCAL_RANK": str(rank), "WORLD_SIZE": str(world_size),
-                           "LOCAL_WORLD_SIZE": str(world_size)})
+        os.environ.update(
+            {
+                "MASTER_ADDR": HOST,
+                "MASTER_PORT": str(port),
+                "RANK": str(rank),
+                "LOCAL_RANK": str(rank),
+                "WORLD_SIZE": str(world_size),
+                "LOCAL_WORLD_SIZE": str(world_size),
+            }
+        )
         torch.set_num_threads(threads)
         store = tcp_store(HOST, port, world_size, is_master=False, timeout=timedelta(seconds=startup_s))
-        init_process_group(backend, store, rank=rank, world_size=world_size, local_rank=rank, timeout=timeout_s,
-                           master_addr=HOST)
+        init_process_group(
+            backend, store, rank=rank, world_size=world_size, local_rank=rank, timeout=timeout_s, master_addr=HOST
+        )
         channel.send(("started", None))
         value = fn(*args, **kwargs)
         try:
             channel.send(("ok", _to_cpu(value)))
         except Exception as exc:  # noqa: BLE001 - an unpicklable return value
-            channel.send(("failed", ("TypeError", f"TypeError: the return value of fn on rank {rank} could not be "
-                                     f"sent back ({type(exc).__name__}: {exc}); return plain Python values, "
-                                     "numbers, lists, dicts or CPU tensors")))
+            channel.send(
+                (
+                    "failed",
+                    (
+                        "TypeError",
+                        f"TypeError: the return value of fn on rank {rank} could not be "
+                        f"sent back ({type(exc).__name__}: {exc}); return plain Python values, "
+                        "numbers, lists, dicts or CPU tensors",
+                    ),
+                )
+            )
     except BaseException as exc:  # noqa: BLE001 - report everything, never hang
         text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
         channel.send(("failed", (type(exc).__name__, text)))
@@ -274,8 +331,12 @@ _COMM_ERROR_TYPES = ("DistBackendError", "DistNetworkError", "DistError", "DistS
 def _is_peer_failure(error_type: str, text: str) -> bool:
     """A rank failing because a peer died (connection closed / reset) rather than on its own."""
     low = text.lower()
-    return error_type in _COMM_ERROR_TYPES or "connection closed by peer" in low or "connection reset" in low \
+    return (
+        error_type in _COMM_ERROR_TYPES
+        or "connection closed by peer" in low
+        or "connection reset" in low
         or ("gloo" in low and "timed out" not in low and error_type == "RuntimeError")
+    )
 
 
 def last_launch_stats() -> dict[str, Any]:
@@ -288,9 +349,16 @@ def last_launch_stats() -> dict[str, Any]:
     return dict(_LAST)
 
 
-def launch(fn: Callable[..., Any], world_size: int, *args: Any, backend: str = "gloo",
-           timeout: float = 60.0, threads_per_rank: int | None = None, startup_timeout: float | None = None,
-           **kwargs: Any) -> list:
+def launch(
+    fn: Callable[..., Any],
+    world_size: int,
+    *args: Any,
+    backend: str = "gloo",
+    timeout: float = 60.0,
+    threads_per_rank: int | None = None,
+    startup_timeout: float | None = None,
+    **kwargs: Any,
+) -> list:
     """Run ``fn(*args, **kwargs)`` on ``world_size`` local processes; return each rank's value in rank
     order. Notebook 03 (interconnect); used by every later distributed module.
 
@@ -325,24 +393,38 @@ def launch(fn: Callable[..., Any], world_size: int, *args: Any, backend: str = "
             the end of its output).
         LaunchTimeout: the job did not start or finish in time (message: the unfinished ranks).
     """
-    require_importable(fn, "fn", examples="e.g. course_lib.comm has examples (demo_rank_sum, "
-                                          "allreduce_benchmark)")
+    require_importable(fn, "fn", examples="e.g. course_lib.comm has examples (demo_rank_sum, allreduce_benchmark)")
     world_size = _check_world_size(world_size)
     backend = choose_backend(backend, world_size)
     timeout = arguments.seconds("timeout", timeout)
-    startup = arguments.seconds("startup_timeout", 30.0 + 10.0 * world_size if startup_timeout is None
-                               else startup_timeout)
-    threads = (default_threads_per_rank(world_size) if threads_per_rank is None
-               else arguments.positive_int("threads_per_rank", threads_per_rank))
+    startup = arguments.seconds(
+        "startup_timeout", 30.0 + 10.0 * world_size if startup_timeout is None else startup_timeout
+    )
+    threads = (
+        default_threads_per_rank(world_size)
+        if threads_per_rank is None
+        else arguments.positive_int("threads_per_rank", threads_per_rank)
+    )
     _LAST.clear()
-    _LAST.update(world_size=world_size, backend=backend, threads_per_rank=threads, port=None, startup_s=None,
-                 run_s=None, teardown_s=None, total_s=None, outcome="interrupted", output={})
+    _LAST.update(
+        world_size=world_size,
+        backend=backend,
+        threads_per_rank=threads,
+        port=None,
+        startup_s=None,
+        run_s=None,
+        teardown_s=None,
+        total_s=None,
+        outcome="interrupted",
+        output={},
+    )
     ranks = Children("course-rank")
     job = _Job(ranks, world_size, startup, timeout)
     # The parent owns the rendezvous store: port 0 lets the OS pick a free port, and the server keeps
     # it bound for the whole job, so no other process can take it between "pick" and "use".
-    store = tcp_store(HOST, 0, world_size, is_master=True, wait_for_workers=False,
-                      timeout=timedelta(seconds=max(startup, 10.0)))
+    store = tcp_store(
+        HOST, 0, world_size, is_master=True, wait_for_workers=False, timeout=timedelta(seconds=max(startup, 10.0))
+    )
     _LAST["port"] = port = store.port
     try:
         for rank in range(world_size):
@@ -404,10 +486,14 @@ class _Job:
             self.errors.setdefault(rank, event.value)
         elif rank not in self.results and rank not in self.errors:  # exited without reporting
             tail = self.ranks.log_tail(rank)
-            self.errors[rank] = ("ChildExited", (
-                f"rank {rank} exited with code {event.value} before reporting a result (killed by a "
-                "signal if negative, e.g. out of memory). "
-                + (f"Its last output:\n{tail}" if tail else "It printed nothing.")))
+            self.errors[rank] = (
+                "ChildExited",
+                (
+                    f"rank {rank} exited with code {event.value} before reporting a result (killed by a "
+                    "signal if negative, e.g. out of memory). "
+                    + (f"Its last output:\n{tail}" if tail else "It printed nothing.")
+                ),
+            )
         if self.errors and self.first_error_at is None:
             self.first_error_at = time.perf_counter()
         if len(self.results) == self.world_size:
@@ -425,8 +511,10 @@ class _Job:
             etype, text = errors[rank]
             msg = f"rank {rank} of {world_size} raised {etype}:\n{text.rstrip()}"
             if order[1:]:
-                msg += (f"\n(ranks {order[1:]} failed too, most likely because rank {rank} stopped; their errors "
-                        "are in RankError.errors)")
+                msg += (
+                    f"\n(ranks {order[1:]} failed too, most likely because rank {rank} stopped; their errors "
+                    "are in RankError.errors)"
+                )
             raise RankError(msg, rank, etype, text, dict(errors))
         if self.timed_out_phase is not None or len(self.results) < world_size:
             _LAST["outcome"] = "timeout"
@@ -436,11 +524,17 @@ class _Job:
                 raise LaunchTimeout(
                     f"the job did not start within startup_timeout={self.startup:g} s: ranks {not_started} had not "
                     f"joined the process group (the first launch imports torch once, 2-4 s on 2 cores); all ranks "
-                    "were stopped. Raise startup_timeout on a slow machine.", unfinished, "startup")
+                    "were stopped. Raise startup_timeout on a slow machine.",
+                    unfinished,
+                    "startup",
+                )
             raise LaunchTimeout(
                 f"ranks {unfinished} of {world_size} had not finished after timeout={self.timeout:g} s (counted after "
                 f"start-up); all ranks were stopped. A rank waiting in a collective that another rank never "
-                "calls hangs like this; otherwise raise timeout.", unfinished, "run")
+                "calls hangs like this; otherwise raise timeout.",
+                unfinished,
+                "run",
+            )
         _LAST["outcome"] = "ok"
         return [self.results[r] for r in range(world_size)]
 
@@ -473,11 +567,18 @@ def rank_info() -> dict[str, Any]:
     or by ``torchrun``).
     """
     if not (dist.is_available() and dist.is_initialized()):
-        raise RuntimeError("rank_info() works inside a function run by course_lib.comm.launch (or "
-                           "under torchrun): no process group is initialised in this process")
+        raise RuntimeError(
+            "rank_info() works inside a function run by course_lib.comm.launch (or "
+            "under torchrun): no process group is initialised in this process"
+        )
     backend = str(dist.get_backend())
     device = torch.device("cuda", torch.cuda.current_device()) if backend == "nccl" else torch.device("cpu")
     port = os.environ.get("MASTER_PORT")
-    return {"rank": dist.get_rank(), "world_size": dist.get_world_size(), "backend": backend,
-            "device": device, "master_port": int(port) if port else None, "num_threads": torch.get_num_threads()}
-
+    return {
+        "rank": dist.get_rank(),
+        "world_size": dist.get_world_size(),
+        "backend": backend,
+        "device": device,
+        "master_port": int(port) if port else None,
+        "num_threads": torch.get_num_threads(),
+    }

@@ -13,6 +13,7 @@
 PyTorch's ``DistributedDataParallel`` does the same all-reduce in buckets that overlap with the
 backward pass (module 06); here nothing overlaps, which is what the simple model assumes.
 """
+
 from __future__ import annotations
 
 import copy
@@ -60,7 +61,7 @@ class _GradientAverager:
         self.buffer /= self.world
         offset = 0
         for g in grads:
-            g.copy_(self.buffer[offset:offset + g.numel()].view_as(g))
+            g.copy_(self.buffer[offset : offset + g.numel()].view_as(g))
             offset += g.numel()
         t4 = time.perf_counter()
         self.wait_s.append(t1 - t0)
@@ -69,14 +70,26 @@ class _GradientAverager:
 
 
 def _check_config(in_features: int, hidden: int, layers: int, batch_size: int, steps: int, warmup: int) -> None:
-    for name, value in (("in_features", in_features), ("hidden", hidden), ("layers", layers),
-                        ("batch_size", batch_size), ("steps", steps)):
+    for name, value in (
+        ("in_features", in_features),
+        ("hidden", hidden),
+        ("layers", layers),
+        ("batch_size", batch_size),
+        ("steps", steps),
+    ):
         arguments.positive_int(name, value)
     arguments.nonnegative_int("warmup", warmup)
 
 
-def data_parallel_benchmark(in_features: int = 512, hidden: int = 1024, layers: int = 3, batch_size: int = 32,
-                            steps: int = 6, warmup: int = 2, seed: int = 0) -> dict[str, Any]:
+def data_parallel_benchmark(
+    in_features: int = 512,
+    hidden: int = 1024,
+    layers: int = 3,
+    batch_size: int = 32,
+    steps: int = 6,
+    warmup: int = 2,
+    seed: int = 0,
+) -> dict[str, Any]:
     """Time data-parallel training steps of an MLP on this rank; run it under :func:`launch`.
 
     Every rank starts from the same weights (``seed``) and draws its own batch of ``batch_size``
@@ -116,9 +129,18 @@ def data_parallel_benchmark(in_features: int = 512, hidden: int = 1024, layers: 
         step_s.append(time.perf_counter() - start)
     n_params = models.count_parameters(model)
     checksum = float(sum(p.detach().double().sum() for p in model.parameters()))
-    return {"rank": rank, "world_size": world, "step_s": step_s[warmup:], "comm_s": average.comm_s[warmup:],
-            "wait_s": average.wait_s[warmup:], "copy_s": average.copy_s[warmup:], "solo_s": solo_s[warmup:],
-            "grad_bytes": 4 * n_params, "n_params": n_params, "checksum": checksum}
+    return {
+        "rank": rank,
+        "world_size": world,
+        "step_s": step_s[warmup:],
+        "comm_s": average.comm_s[warmup:],
+        "wait_s": average.wait_s[warmup:],
+        "copy_s": average.copy_s[warmup:],
+        "solo_s": solo_s[warmup:],
+        "grad_bytes": 4 * n_params,
+        "n_params": n_params,
+        "checksum": checksum,
+    }
 
 
 def measure_data_parallel(world_size: int = 2, **config: Any) -> dict[str, Any]:
@@ -152,8 +174,17 @@ def measure_data_parallel(world_size: int = 2, **config: Any) -> dict[str, Any]:
     comm_s = max(representative(r["comm_s"]) for r in ranks)
     wait_s = max(representative(r["wait_s"]) for r in ranks)
     copy_s = max(representative(r["copy_s"]) for r in ranks)
-    return {"compute_s": compute, "step_s": step, "comm_s": comm_s, "wait_s": wait_s, "copy_s": copy_s,
-            "compute_in_job_s": step - comm_s - wait_s - copy_s,
-            "grad_bytes": ranks[0]["grad_bytes"], "n_params": ranks[0]["n_params"], "world_size": world_size,
-            "speedup": world_size * compute / step, "comm_share": comm_s / step,
-            "same_weights": len({r["checksum"] for r in ranks}) == 1}
+    return {
+        "compute_s": compute,
+        "step_s": step,
+        "comm_s": comm_s,
+        "wait_s": wait_s,
+        "copy_s": copy_s,
+        "compute_in_job_s": step - comm_s - wait_s - copy_s,
+        "grad_bytes": ranks[0]["grad_bytes"],
+        "n_params": ranks[0]["n_params"],
+        "world_size": world_size,
+        "speedup": world_size * compute / step,
+        "comm_share": comm_s / step,
+        "same_weights": len({r["checksum"] for r in ranks}) == 1,
+    }

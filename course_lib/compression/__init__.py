@@ -22,6 +22,7 @@
 The parts load on first use (``compression.pruning`` imports ``pruning``), so importing the
 package does not import torchao.
 """
+
 from __future__ import annotations
 
 from ..lazy import parts_loader

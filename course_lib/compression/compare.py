@@ -13,6 +13,7 @@ within a given drop of the baseline, optionally among post-training methods only
 (McNemar), so that a gain is credited only where it exceeds it. ``label_groups`` says which points of the
 trade-off chart would overlap, so that they share one label.
 """
+
 from __future__ import annotations
 
 import copy
@@ -28,8 +29,22 @@ from torch import nn
 from .. import arguments, hardware, models, timing, train
 from . import distillation, lowrank, pruning, quantization, size
 
-__all__ = ["Variant", "Row", "Prediction", "CallTiming", "Difference", "CONSTRAINTS", "build_variants",
-           "accuracy_difference", "predict", "time_calls", "measure", "best_variant", "format_rows", "label_groups"]
+__all__ = [
+    "Variant",
+    "Row",
+    "Prediction",
+    "CallTiming",
+    "Difference",
+    "CONSTRAINTS",
+    "build_variants",
+    "accuracy_difference",
+    "predict",
+    "time_calls",
+    "measure",
+    "best_variant",
+    "format_rows",
+    "label_groups",
+]
 
 # constraint -> (Row field it minimises, what it means)
 CONSTRAINTS = {
@@ -76,10 +91,22 @@ def _timed_fit(model: nn.Module, split, epochs: int, lr: float, seed: int, **kwa
     return model, time.perf_counter() - start
 
 
-def build_variants(baseline: nn.Module, split, *, sparsity: float = 0.9, unit_fraction: float = 0.5,
-                   rank: int = 32, student_hidden: int = 64, finetune_epochs: int = 5, student_epochs: int = 20,
-                   lr: float = 3e-4, student_lr: float = 3e-3, temperature: float = 4.0, alpha: float = 0.5,
-                   seed: int = 0) -> dict[str, Variant]:
+def build_variants(
+    baseline: nn.Module,
+    split,
+    *,
+    sparsity: float = 0.9,
+    unit_fraction: float = 0.5,
+    rank: int = 32,
+    student_hidden: int = 64,
+    finetune_epochs: int = 5,
+    student_epochs: int = 20,
+    lr: float = 3e-4,
+    student_lr: float = 3e-3,
+    temperature: float = 4.0,
+    alpha: float = 0.5,
+    seed: int = 0,
+) -> dict[str, Variant]:
     """Every technique of module 05 applied to one trained ``baseline`` (an MLP; it is not changed), notebook
     05.4:
 
@@ -105,14 +132,17 @@ def build_variants(baseline: nn.Module, split, *, sparsity: float = 0.9, unit_fr
     baseline.eval()
     device = next(baseline.parameters()).device
     out = {"fp32 baseline": Variant(baseline)}
-    pruned, t_pruned = _timed_fit(pruning.prune_global(pruning.copy_model(baseline), sparsity), split,
-                                  finetune_epochs, lr, seed)
+    pruned, t_pruned = _timed_fit(
+        pruning.prune_global(pruning.copy_model(baseline), sparsity), split, finetune_epochs, lr, seed
+    )
     pruned = pruning.make_permanent(pruned).eval()
     out[f"{sparsity:.0%} pruned, fine-tuned"] = Variant(pruned, t_pruned, True)
     shrunk, t = _timed_fit(pruning.remove_units(baseline, unit_fraction).to(device), split, finetune_epochs, lr, seed)
     out[f"{unit_fraction:.0%} units removed, fine-tuned"] = Variant(shrunk, t, True)
     hidden = [name for name, m in baseline.named_modules() if isinstance(m, nn.Linear)][1:-1] or None
-    factored, t = _timed_fit(lowrank.factorize_model(baseline, hidden, rank=rank).to(device), split, finetune_epochs, lr, seed)
+    factored, t = _timed_fit(
+        lowrank.factorize_model(baseline, hidden, rank=rank).to(device), split, finetune_epochs, lr, seed
+    )
     out[f"rank {rank}, fine-tuned"] = Variant(factored, t, True)
     if quantization.torchao_problem() is None:
         out["int8 weights (torchao)"] = Variant(quantization.int8_weight_only(baseline))
@@ -156,8 +186,9 @@ class Difference:
         return abs(self.delta) <= self.noise
 
 
-def accuracy_difference(a: nn.Module, b: nn.Module, test_data, *, device: torch.device | str | None = None,
-                        batch_size: int = 512) -> Difference:
+def accuracy_difference(
+    a: nn.Module, b: nn.Module, test_data, *, device: torch.device | str | None = None, batch_size: int = 512
+) -> Difference:
     """How two classifiers differ on the same held-out examples, example by example (notebook 05.4: the distilled
     student against the same student trained alone, the only fair credit for the teacher). ``test_data`` is a
     TensorDataset of inputs and labels."""
@@ -173,7 +204,9 @@ def accuracy_difference(a: nn.Module, b: nn.Module, test_data, *, device: torch.
     for model in (a, b):
         model.eval()
         with torch.inference_mode():
-            pred = torch.cat([model(x[i:i + batch_size].to(device)).argmax(-1).cpu() for i in range(0, len(x), batch_size)])
+            pred = torch.cat(
+                [model(x[i : i + batch_size].to(device)).argmax(-1).cpu() for i in range(0, len(x), batch_size)]
+            )
         right.append(pred == y)
     return Difference(int((right[0] & ~right[1]).sum()), int((right[1] & ~right[0]).sum()), len(y))
 
@@ -225,8 +258,14 @@ class CallTiming:
         return self.p95_s / self.median_s if self.median_s > 0 else float("nan")
 
 
-def time_calls(fns: Mapping[str, Callable[[], object]], *, calls: int = 200, warmup: int = 10,
-               num_threads: int | None = 1, device: torch.device | str | None = None) -> dict[str, CallTiming]:
+def time_calls(
+    fns: Mapping[str, Callable[[], object]],
+    *,
+    calls: int = 200,
+    warmup: int = 10,
+    num_threads: int | None = 1,
+    device: torch.device | str | None = None,
+) -> dict[str, CallTiming]:
     """Time single calls, one at a time, interleaved: each round calls every function once (A B C, then
     B C A, ...: the order rotates so that no function always follows the same one), ``calls`` rounds after
     ``warmup`` untimed ones, the device synchronised after each call. Returns the median and the 95th
@@ -245,7 +284,7 @@ def time_calls(fns: Mapping[str, Callable[[], object]], *, calls: int = 200, war
     times: dict[str, list[float]] = {k: [] for k in names}
     with timing.num_threads_set(threads):
         for r in range(warmup + calls):
-            for name in names[r % len(names):] + names[:r % len(names)]:
+            for name in names[r % len(names) :] + names[: r % len(names)]:
                 start = time.perf_counter()
                 fns[name]()
                 hardware.synchronize(dev)
@@ -267,12 +306,21 @@ def _forward(model: nn.Module, x: torch.Tensor) -> Callable[[], object]:
     def run() -> object:
         with torch.inference_mode():
             return model(x)
+
     return run
 
 
-def measure(variants: Mapping[str, nn.Module | Variant], test_data, *, batch_size: int = 256, rounds: int = 5,
-            single_calls: int = 200, single_threads: int | None = 1, device: torch.device | str = "cpu",
-            baseline: str | None = None) -> list[Row]:
+def measure(
+    variants: Mapping[str, nn.Module | Variant],
+    test_data,
+    *,
+    batch_size: int = 256,
+    rounds: int = 5,
+    single_calls: int = 200,
+    single_threads: int | None = 1,
+    device: torch.device | str = "cpu",
+    baseline: str | None = None,
+) -> list[Row]:
     """Size, latency and accuracy of each variant (a model, or a ``Variant`` from ``build_variants``),
     notebook 05.4. Latency twice, every variant interleaved with the others: a forward pass on ``batch_size``
     held-out examples (``timing.compare_interleaved``, ``rounds`` rounds on torch's threads) and, with
@@ -295,15 +343,31 @@ def measure(variants: Mapping[str, nn.Module | Variant], test_data, *, batch_siz
     single = {}
     if single_calls:
         x1 = _batch(test_data, 1, device)
-        single = time_calls({k: _forward(m, x1) for k, m in variants.items()}, calls=single_calls,
-                            num_threads=single_threads, device=device)
+        single = time_calls(
+            {k: _forward(m, x1) for k, m in variants.items()},
+            calls=single_calls,
+            num_threads=single_threads,
+            device=device,
+        )
     rows = []
     for name, model in variants.items():
         one = single.get(name)
-        rows.append(Row(name, size.count_parameters(model), size.state_dict_bytes(model), size.compressed_bytes(model),
-                        size.memory_bytes(model), timings[name].seconds,
-                        train.evaluate(model, test_data, device)["acc"], timings[name].noisy, info[name].retrained,
-                        info[name].training_s, one.median_s if one else None, one.p95_s if one else None))
+        rows.append(
+            Row(
+                name,
+                size.count_parameters(model),
+                size.state_dict_bytes(model),
+                size.compressed_bytes(model),
+                size.memory_bytes(model),
+                timings[name].seconds,
+                train.evaluate(model, test_data, device)["acc"],
+                timings[name].noisy,
+                info[name].retrained,
+                info[name].training_s,
+                one.median_s if one else None,
+                one.p95_s if one else None,
+            )
+        )
     return sorted(rows, key=lambda r: r.name != first)
 
 
@@ -314,8 +378,15 @@ def _rows(rows: Sequence[Row]) -> list[Row]:
     return rows
 
 
-def best_variant(rows: Sequence[Row], constraint: str, *, max_accuracy_drop: float = 0.01,
-              baseline: str | None = None, post_training_only: bool = False, min_gain: float = 1.25) -> Row:
+def best_variant(
+    rows: Sequence[Row],
+    constraint: str,
+    *,
+    max_accuracy_drop: float = 0.01,
+    baseline: str | None = None,
+    post_training_only: bool = False,
+    min_gain: float = 1.25,
+) -> Row:
     """The variant that does best on ``constraint`` ("memory", "latency": batch 1, median; "throughput": a
     large batch; "bandwidth": bytes zipped) among those whose accuracy is at most ``max_accuracy_drop`` (a
     fraction: 0.01 = 1 point) below the baseline's (the first row, or the one named); with
@@ -333,10 +404,16 @@ def best_variant(rows: Sequence[Row], constraint: str, *, max_accuracy_drop: flo
         raise ValueError(f"baseline {baseline!r} is not one of the rows: {', '.join(r.name for r in rows)}")
     field = CONSTRAINTS[constraint][0]
     if any(getattr(r, field) is None for r in rows):
-        raise ValueError(f"constraint {constraint!r} needs {field}, which these rows lack: "
-                         "measure them with single_calls > 0")
-    allowed = [r for r in rows if r.accuracy >= base.accuracy - max_accuracy_drop - 1e-12
-               and not (post_training_only and r.retrained) and getattr(r, field) * min_gain <= getattr(base, field)]
+        raise ValueError(
+            f"constraint {constraint!r} needs {field}, which these rows lack: measure them with single_calls > 0"
+        )
+    allowed = [
+        r
+        for r in rows
+        if r.accuracy >= base.accuracy - max_accuracy_drop - 1e-12
+        and not (post_training_only and r.retrained)
+        and getattr(r, field) * min_gain <= getattr(base, field)
+    ]
     if not allowed:
         return base
     return min(allowed, key=lambda r: (getattr(r, field), -r.accuracy))
@@ -348,22 +425,36 @@ def format_rows(rows: Sequence[Row]) -> str:
     rows = _rows(rows)
     base = rows[0]
     single = all(r.latency1_s is not None for r in rows)
-    lines = ["| # | variant | parameters | file | zipped | in memory | "
-             + ("batch 1: median, p95 | " if single else "") + "large batch | accuracy | training |",
-             "|---:|---|---:|---:|---:|---:|" + ("---:|" if single else "") + "---:|---:|---:|"]
+    lines = [
+        "| # | variant | parameters | file | zipped | in memory | "
+        + ("batch 1: median, p95 | " if single else "")
+        + "large batch | accuracy | training |",
+        "|---:|---|---:|---:|---:|---:|" + ("---:|" if single else "") + "---:|---:|---:|",
+    ]
     for i, r in enumerate(rows, 1):
-        one = (f"{timing.format_seconds(r.latency1_s)} ({r.latency1_s / base.latency1_s:.2f}×), "
-               f"{timing.format_seconds(r.latency1_p95_s)} | ") if single else ""
-        lines.append(f"| {i} | {r.name} | {r.parameters:,} | {r.file_bytes / 2**10:,.0f} KiB ({r.file_bytes / base.file_bytes:.2f}×) "
-                     f"| {r.zipped_bytes / 2**10:,.0f} KiB ({r.zipped_bytes / base.zipped_bytes:.2f}×) "
-                     f"| {r.memory_bytes / 2**10:,.0f} KiB ({r.memory_bytes / base.memory_bytes:.2f}×) | {one}"
-                     f"{timing.format_seconds(r.latency_s)} ({r.latency_s / base.latency_s:.2f}×){' (noisy)' if r.noisy else ''} "
-                     f"| {r.accuracy:.1%} | {f'{r.training_s:.1f} s' if r.retrained else 'none'} |")
+        one = (
+            (
+                f"{timing.format_seconds(r.latency1_s)} ({r.latency1_s / base.latency1_s:.2f}×), "
+                f"{timing.format_seconds(r.latency1_p95_s)} | "
+            )
+            if single
+            else ""
+        )
+        lines.append(
+            f"| {i} | {r.name} | {r.parameters:,} | {r.file_bytes / 2**10:,.0f} KiB "
+            f"({r.file_bytes / base.file_bytes:.2f}×) "
+            f"| {r.zipped_bytes / 2**10:,.0f} KiB ({r.zipped_bytes / base.zipped_bytes:.2f}×) "
+            f"| {r.memory_bytes / 2**10:,.0f} KiB ({r.memory_bytes / base.memory_bytes:.2f}×) | {one}"
+            f"{timing.format_seconds(r.latency_s)} ({r.latency_s / base.latency_s:.2f}×)"
+            f"{' (noisy)' if r.noisy else ''} "
+            f"| {r.accuracy:.1%} | {f'{r.training_s:.1f} s' if r.retrained else 'none'} |"
+        )
     return "\n".join(lines)
 
 
-def label_groups(points: Sequence[tuple[float, float]], *, min_gap: float = 0.06, logx: bool = True,
-                 logy: bool = True) -> list[list[int]]:
+def label_groups(
+    points: Sequence[tuple[float, float]], *, min_gap: float = 0.06, logx: bool = True, logy: bool = True
+) -> list[list[int]]:
     """Which points of a scatter chart would overlap (notebook 05.4's trade-off chart): indices grouped so
     that each group can carry one label ("1, 2") and no two labels collide. Coordinates are scaled to the
     unit square of the points' range (on log scales, of their logarithms); a point joins a group when it lies

@@ -22,6 +22,7 @@ The convention used throughout the course (and by exercise 05's reference)::
 teacher on the same inputs (eval mode, no gradients). ``compare_students`` is notebook 05.3's
 experiment: teacher, student alone and distilled student over several seeds.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -40,7 +41,15 @@ from ..data import Split
 from ..models import MLP, count_parameters
 from ..train import evaluate, fit
 
-__all__ = ["distillation_loss", "soft_targets", "DistillationLoss", "StudentRun", "shuffled_batches", "compare_students", "summary"]
+__all__ = [
+    "distillation_loss",
+    "soft_targets",
+    "DistillationLoss",
+    "StudentRun",
+    "shuffled_batches",
+    "compare_students",
+    "summary",
+]
 
 
 def _temperature(temperature: float) -> float:
@@ -66,8 +75,13 @@ def soft_targets(logits: torch.Tensor, temperature: float = 4.0) -> torch.Tensor
     return torch.softmax(_logits("logits", logits) / _temperature(temperature), dim=-1)
 
 
-def distillation_loss(student_logits: torch.Tensor, teacher_logits: torch.Tensor, target: torch.Tensor,
-                      temperature: float = 4.0, alpha: float = 0.5) -> torch.Tensor:
+def distillation_loss(
+    student_logits: torch.Tensor,
+    teacher_logits: torch.Tensor,
+    target: torch.Tensor,
+    temperature: float = 4.0,
+    alpha: float = 0.5,
+) -> torch.Tensor:
     """``alpha * T^2 * KL(softmax(teacher/T) || softmax(student/T)) + (1 - alpha) * CE(student, target)``.
 
     KL is summed over classes and averaged over the batch ("batchmean"); the cross-entropy is the
@@ -77,8 +91,10 @@ def distillation_loss(student_logits: torch.Tensor, teacher_logits: torch.Tensor
     student_logits = _logits("student_logits", student_logits)
     teacher_logits = _logits("teacher_logits", teacher_logits)
     if student_logits.shape != teacher_logits.shape:
-        raise ValueError(f"student_logits {tuple(student_logits.shape)} and teacher_logits "
-                         f"{tuple(teacher_logits.shape)} must have the same shape")
+        raise ValueError(
+            f"student_logits {tuple(student_logits.shape)} and teacher_logits "
+            f"{tuple(teacher_logits.shape)} must have the same shape"
+        )
     if not isinstance(target, torch.Tensor):
         raise TypeError(f"target must be a tensor of class indices, got {type(target).__name__}")
     t, a = _temperature(temperature), _alpha(alpha)
@@ -107,8 +123,9 @@ class DistillationLoss:
         self.temperature = _temperature(temperature)
         self.alpha = _alpha(alpha)
 
-    def __call__(self, student_logits: torch.Tensor, target: torch.Tensor,
-                 inputs: Sequence[torch.Tensor]) -> torch.Tensor:
+    def __call__(
+        self, student_logits: torch.Tensor, target: torch.Tensor, inputs: Sequence[torch.Tensor]
+    ) -> torch.Tensor:
         if isinstance(inputs, torch.Tensor):
             inputs = (inputs,)
         self.teacher.eval()
@@ -117,8 +134,10 @@ class DistillationLoss:
         return distillation_loss(student_logits, teacher_logits, target, self.temperature, self.alpha)
 
     def __repr__(self) -> str:
-        return (f"DistillationLoss(teacher={type(self.teacher).__name__}, temperature={self.temperature:g}, "
-                f"alpha={self.alpha:g})")
+        return (
+            f"DistillationLoss(teacher={type(self.teacher).__name__}, temperature={self.temperature:g}, "
+            f"alpha={self.alpha:g})"
+        )
 
 
 @dataclass(frozen=True)
@@ -150,11 +169,22 @@ def shuffled_batches(dataset: torch.utils.data.TensorDataset, batch_size: int, s
     return DataLoader(dataset, batch_size=None, sampler=BatchSampler(sampler, batch_size, drop_last=False))
 
 
-def compare_students(split: Split, *, seeds: Iterable[int] = range(5), teacher_hidden: int | list[int] = 256,
-                     student_hidden: int | list[int] = 12, epochs: int = 200, lr: float = 1e-2,
-                     batch_size: int = 32, temperature: float = 4.0, alpha: float = 0.5,
-                     teacher_epochs: int = 300, teacher_batch_size: int | None = None, threads: int | None = 1,
-                     device: torch.device | str = "cpu") -> list[StudentRun]:
+def compare_students(
+    split: Split,
+    *,
+    seeds: Iterable[int] = range(5),
+    teacher_hidden: int | list[int] = 256,
+    student_hidden: int | list[int] = 12,
+    epochs: int = 200,
+    lr: float = 1e-2,
+    batch_size: int = 32,
+    temperature: float = 4.0,
+    alpha: float = 0.5,
+    teacher_epochs: int = 300,
+    teacher_batch_size: int | None = None,
+    threads: int | None = 1,
+    device: torch.device | str = "cpu",
+) -> list[StudentRun]:
     """Teacher, student alone, student distilled: one ``StudentRun`` per seed (notebook 05.3, section 1).
 
     For each seed: a teacher ``MLP(hidden=teacher_hidden)`` trains on ``split.train`` with the labels
@@ -163,7 +193,8 @@ def compare_students(split: Split, *, seeds: Iterable[int] = range(5), teacher_h
     then two copies of one freshly initialised student ``MLP(hidden=student_hidden)`` train for the
     same ``epochs`` with Adam at ``lr``, on the same shuffled batches: one on the labels
     (cross-entropy), one with ``DistillationLoss(teacher, temperature, alpha)``. Everything goes
-    through ``course_lib.train.fit``. Accuracies are measured on ``split.test``. The models are tiny, so by default they train on one thread
+    through ``course_lib.train.fit``. Accuracies are measured on ``split.test``. The models are tiny, so by default
+    they train on one thread
     (``threads=1``; None keeps torch's setting): on 2 threads each step would pay more for starting
     and joining the threads than for its arithmetic (and far more when another program holds a core).
     """
@@ -172,34 +203,82 @@ def compare_students(split: Split, *, seeds: Iterable[int] = range(5), teacher_h
     seeds = arguments.int_list("seeds", seeds, minimum=0)
     arguments.positive_int("epochs", epochs)
     arguments.positive_int("teacher_epochs", teacher_epochs)
-    teacher_batch = len(split.train) if teacher_batch_size is None else arguments.positive_int(
-        "teacher_batch_size", teacher_batch_size)
+    teacher_batch = (
+        len(split.train)
+        if teacher_batch_size is None
+        else arguments.positive_int("teacher_batch_size", teacher_batch_size)
+    )
     _temperature(temperature), _alpha(alpha)
     arguments.optional(arguments.positive_int, "threads", threads)
     with limit_threads(threads) if threads is not None else contextlib.nullcontext():
-        return [_one_seed(split, seed, teacher_hidden, student_hidden, epochs, teacher_epochs, teacher_batch, lr,
-                          batch_size, temperature, alpha, device) for seed in seeds]
+        return [
+            _one_seed(
+                split,
+                seed,
+                teacher_hidden,
+                student_hidden,
+                epochs,
+                teacher_epochs,
+                teacher_batch,
+                lr,
+                batch_size,
+                temperature,
+                alpha,
+                device,
+            )
+            for seed in seeds
+        ]
 
 
-def _one_seed(split: Split, seed: int, teacher_hidden: int | list[int], student_hidden: int | list[int], epochs: int,
-              teacher_epochs: int, teacher_batch: int, lr: float, batch_size: int, temperature: float, alpha: float,
-              device: torch.device | str) -> StudentRun:
+def _one_seed(
+    split: Split,
+    seed: int,
+    teacher_hidden: int | list[int],
+    student_hidden: int | list[int],
+    epochs: int,
+    teacher_epochs: int,
+    teacher_batch: int,
+    lr: float,
+    batch_size: int,
+    temperature: float,
+    alpha: float,
+    device: torch.device | str,
+) -> StudentRun:
     features = split.x_train.shape[1]
     torch.manual_seed(seed)
     teacher = MLP(features, teacher_hidden, split.n_classes).to(device)
-    fit(teacher, shuffled_batches(split.train, teacher_batch, seed), epochs=teacher_epochs, lr=lr, device=device,
-        progress=False)
+    fit(
+        teacher,
+        shuffled_batches(split.train, teacher_batch, seed),
+        epochs=teacher_epochs,
+        lr=lr,
+        device=device,
+        progress=False,
+    )
     torch.manual_seed(10_000 + seed)
     start = MLP(features, student_hidden, split.n_classes).to(device)
     accs = []
     for loss_fn in (None, DistillationLoss(teacher, temperature, alpha)):
         student = MLP(features, student_hidden, split.n_classes).to(device)
         student.load_state_dict(start.state_dict())
-        fit(student, shuffled_batches(split.train, batch_size, seed), epochs=epochs, lr=lr, device=device,
-            progress=False, loss_fn=loss_fn)
+        fit(
+            student,
+            shuffled_batches(split.train, batch_size, seed),
+            epochs=epochs,
+            lr=lr,
+            device=device,
+            progress=False,
+            loss_fn=loss_fn,
+        )
         accs.append(evaluate(student, split.test, device)["acc"])
-    return StudentRun(seed, evaluate(teacher, split.test, device)["acc"], accs[0], accs[1],
-                      count_parameters(teacher), count_parameters(start))
+    return StudentRun(
+        seed,
+        evaluate(teacher, split.test, device)["acc"],
+        accs[0],
+        accs[1],
+        count_parameters(teacher),
+        count_parameters(start),
+    )
 
 
 def summary(runs: Sequence[StudentRun], field: str) -> tuple[float, float]:

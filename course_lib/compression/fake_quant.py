@@ -21,6 +21,7 @@ estimator). ``post_training_quantize`` rounds a trained model's weights once, fo
 
 Real int8, through torchao, is ``compression.quantization``.
 """
+
 from __future__ import annotations
 
 import copy
@@ -33,10 +34,31 @@ from torch import nn
 
 from .. import arguments, data, hardware, models, train
 
-__all__ = ["SCHEMES", "GRANULARITIES", "MIN_BITS", "MAX_BITS", "qrange", "quantize", "dequantize", "fake_quantize",
-           "step_size", "predicted_rms", "QuantError", "quantization_error", "error_sweep", "row_errors",
-           "relu_activations", "rescale_units", "smoothing_factors", "int8_product_error", "ste_fake_quantize",
-           "FakeQuantLinear", "to_qat", "post_training_quantize", "qat_vs_ptq"]
+__all__ = [
+    "SCHEMES",
+    "GRANULARITIES",
+    "MIN_BITS",
+    "MAX_BITS",
+    "qrange",
+    "quantize",
+    "dequantize",
+    "fake_quantize",
+    "step_size",
+    "predicted_rms",
+    "QuantError",
+    "quantization_error",
+    "error_sweep",
+    "row_errors",
+    "relu_activations",
+    "rescale_units",
+    "smoothing_factors",
+    "int8_product_error",
+    "ste_fake_quantize",
+    "FakeQuantLinear",
+    "to_qat",
+    "post_training_quantize",
+    "qat_vs_ptq",
+]
 
 SCHEMES = ("symmetric", "affine")
 GRANULARITIES = ("per_tensor", "per_channel")
@@ -51,15 +73,17 @@ def _check(x: torch.Tensor, bits: int, scheme: str, granularity: str, axis: int)
         raise TypeError(f"x must hold floating-point values to quantize, got dtype {x.dtype}")
     bits = arguments.integer("bits", bits, minimum=MIN_BITS, maximum=MAX_BITS)
     scheme = arguments.choice("scheme", scheme, SCHEMES)
-    granularity = arguments.choice("granularity", granularity, GRANULARITIES,
-                                  aliases={"per-tensor": "per_tensor", "per-channel": "per_channel"})
+    granularity = arguments.choice(
+        "granularity", granularity, GRANULARITIES, aliases={"per-tensor": "per_tensor", "per-channel": "per_channel"}
+    )
     axis = arguments.integer("axis", axis)
     if granularity == "per_channel":
         if x.dim() == 0:
             raise ValueError("per_channel quantization needs a tensor with at least one dimension, got a scalar")
         if not -x.dim() <= axis < x.dim():
-            raise ValueError(f"axis must be in [{-x.dim()}, {x.dim() - 1}] for a tensor of shape {tuple(x.shape)}, "
-                             f"got {axis}")
+            raise ValueError(
+                f"axis must be in [{-x.dim()}, {x.dim() - 1}] for a tensor of shape {tuple(x.shape)}, got {axis}"
+            )
         axis %= x.dim()
     return bits, scheme, granularity, axis
 
@@ -70,12 +94,18 @@ def qrange(bits: int, scheme: str = "symmetric") -> tuple[int, int]:
     bits = arguments.integer("bits", bits, minimum=MIN_BITS, maximum=MAX_BITS)
     if arguments.choice("scheme", scheme, SCHEMES) == "symmetric":
         return -(2 ** (bits - 1) - 1), 2 ** (bits - 1) - 1
-    return 0, 2 ** bits - 1
+    return 0, 2**bits - 1
 
 
 def _int_dtype(qmin: int, qmax: int) -> torch.dtype:
-    return next((d for d in (torch.int8, torch.uint8, torch.int16)
-                 if torch.iinfo(d).min <= qmin and qmax <= torch.iinfo(d).max), torch.int32)
+    return next(
+        (
+            d
+            for d in (torch.int8, torch.uint8, torch.int16)
+            if torch.iinfo(d).min <= qmin and qmax <= torch.iinfo(d).max
+        ),
+        torch.int32,
+    )
 
 
 def _reduce(x: torch.Tensor, fn: Callable, granularity: str, axis: int) -> torch.Tensor:
@@ -86,8 +116,9 @@ def _reduce(x: torch.Tensor, fn: Callable, granularity: str, axis: int) -> torch
     return fn(x, dim=dims, keepdim=True) if dims else x.clone()
 
 
-def quantize(x: torch.Tensor, bits: int = 8, scheme: str = "symmetric", granularity: str = "per_tensor",
-             axis: int = 0) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def quantize(
+    x: torch.Tensor, bits: int = 8, scheme: str = "symmetric", granularity: str = "per_tensor", axis: int = 0
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """``x`` as integers on a ``bits``-bit grid: returns ``(q, scale, zero_point)``.
 
     ``q`` has the smallest integer dtype that holds the range (int8 for symmetric 8 bits, uint8 for
@@ -124,25 +155,28 @@ def dequantize(q: torch.Tensor, scale: torch.Tensor | float, zero_point: torch.T
     return (q.to(torch.int32) - torch.as_tensor(zero_point)).to(scale.dtype) * scale
 
 
-def fake_quantize(x: torch.Tensor, bits: int = 8, scheme: str = "symmetric", granularity: str = "per_tensor",
-                  axis: int = 0) -> torch.Tensor:
+def fake_quantize(
+    x: torch.Tensor, bits: int = 8, scheme: str = "symmetric", granularity: str = "per_tensor", axis: int = 0
+) -> torch.Tensor:
     """The round trip ``dequantize(quantize(x))`` in ``x``'s dtype: the values a quantized model computes with."""
     return dequantize(*quantize(x, bits, scheme, granularity, axis)).to(x.dtype)
 
 
-def step_size(x: torch.Tensor, bits: int = 8, scheme: str = "symmetric", granularity: str = "per_tensor",
-              axis: int = 0) -> torch.Tensor:
+def step_size(
+    x: torch.Tensor, bits: int = 8, scheme: str = "symmetric", granularity: str = "per_tensor", axis: int = 0
+) -> torch.Tensor:
     """The grid step (``scale``) each element of ``x`` is rounded with, broadcast to ``x``'s shape."""
     return quantize(x, bits, scheme, granularity, axis)[1].expand_as(x)
 
 
-def predicted_rms(x: torch.Tensor, bits: int = 8, scheme: str = "symmetric", granularity: str = "per_tensor",
-                  axis: int = 0) -> float:
+def predicted_rms(
+    x: torch.Tensor, bits: int = 8, scheme: str = "symmetric", granularity: str = "per_tensor", axis: int = 0
+) -> float:
     """RMS rounding error predicted from the step alone: ``sqrt(mean(step**2) / 12)`` (uniform rounding noise).
     It holds when values spread over many steps; at 2 bits most values fall in
     the zero bin and the measurement leaves it."""
     steps = step_size(x, bits, scheme, granularity, axis).double()
-    return math.sqrt(float((steps ** 2).mean()) / 12)
+    return math.sqrt(float((steps**2).mean()) / 12)
 
 
 @dataclass(frozen=True)
@@ -170,22 +204,31 @@ class QuantError:
         return self.rms / self.predicted_rms if self.predicted_rms > 0 else float("nan")
 
 
-def quantization_error(x: torch.Tensor, bits: int = 8, scheme: str = "symmetric", granularity: str = "per_tensor",
-                       axis: int = 0) -> QuantError:
+def quantization_error(
+    x: torch.Tensor, bits: int = 8, scheme: str = "symmetric", granularity: str = "per_tensor", axis: int = 0
+) -> QuantError:
     """Measure the round trip's error on ``x`` next to its prediction (notebook 05.2, sections 1-2)."""
     bits, scheme, granularity, axis = _check(x, bits, scheme, granularity, axis)
     xd = x.detach().double()
     err = fake_quantize(xd, bits, scheme, granularity, axis) - xd
-    signal, noise = float((xd ** 2).mean()), float((err ** 2).mean())
+    signal, noise = float((xd**2).mean()), float((err**2).mean())
     sqnr = 10 * math.log10(signal / noise) if noise > 0 and signal > 0 else (math.inf if signal > 0 else 0.0)
-    return QuantError(bits, scheme, granularity, rms=math.sqrt(noise),
-                      relative=math.sqrt(noise / signal) if signal > 0 else 0.0, sqnr_db=sqnr,
-                      max_abs=float(err.abs().max()) if err.numel() else 0.0,
-                      predicted_rms=predicted_rms(xd, bits, scheme, granularity, axis), signal_rms=math.sqrt(signal))
+    return QuantError(
+        bits,
+        scheme,
+        granularity,
+        rms=math.sqrt(noise),
+        relative=math.sqrt(noise / signal) if signal > 0 else 0.0,
+        sqnr_db=sqnr,
+        max_abs=float(err.abs().max()) if err.numel() else 0.0,
+        predicted_rms=predicted_rms(xd, bits, scheme, granularity, axis),
+        signal_rms=math.sqrt(signal),
+    )
 
 
-def row_errors(w: torch.Tensor, bits: int = 8, scheme: str = "symmetric",
-               granularity: str = "per_tensor") -> tuple[torch.Tensor, torch.Tensor]:
+def row_errors(
+    w: torch.Tensor, bits: int = 8, scheme: str = "symmetric", granularity: str = "per_tensor"
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Per row of a weight matrix: the measured relative RMS error of the round trip and the predicted one
     (``step / sqrt(12)`` / the row's RMS), as two 1-D tensors (notebook 05.2, section 2: small rows
     drown in a per-tensor grid). Rows of zeros count as 0."""
@@ -199,8 +242,13 @@ def row_errors(w: torch.Tensor, bits: int = 8, scheme: str = "symmetric",
     return torch.where(rms > 0, err / safe, 0.0), torch.where(rms > 0, predicted / safe, 0.0)
 
 
-def error_sweep(x: torch.Tensor, bits: Sequence[int] = tuple(range(MIN_BITS, MAX_BITS + 1)),
-                scheme: str = "symmetric", granularity: str = "per_tensor", axis: int = 0) -> list[QuantError]:
+def error_sweep(
+    x: torch.Tensor,
+    bits: Sequence[int] = tuple(range(MIN_BITS, MAX_BITS + 1)),
+    scheme: str = "symmetric",
+    granularity: str = "per_tensor",
+    axis: int = 0,
+) -> list[QuantError]:
     """``quantization_error`` at each bit width (notebook 05.2: error against bit width)."""
     return [quantization_error(x, b, scheme, granularity, axis) for b in arguments.int_list("bits", bits, minimum=1)]
 
@@ -233,7 +281,7 @@ def rescale_units(model: nn.Sequential, factors: torch.Tensor, layer: int = 0) -
     if layer + 1 >= len(positions):
         raise ValueError(f"layer must be below {len(positions) - 1} (a Linear layer followed by another), got {layer}")
     first, second = positions[layer], positions[layer + 1]
-    between = list(model)[first + 1:second]
+    between = list(model)[first + 1 : second]
     if not all(isinstance(m, (nn.ReLU, nn.Dropout, nn.Identity)) for m in between):
         raise ValueError("the layers between must be ReLU (or Dropout): only then does rescaling keep the outputs")
     n = model[first].out_features
@@ -275,12 +323,15 @@ def int8_product_error(x: torch.Tensor, w: torch.Tensor, factors: torch.Tensor |
         x, w = x / factors, w * factors
     exact = x @ w.T
     approx = fake_quantize(x, 8, granularity="per_channel", axis=0) @ fake_quantize(w, 8, granularity="per_channel").T
-    return ((approx - exact).pow(2).mean() / exact.pow(2).mean().clamp_min(torch.finfo(torch.float32).tiny)).sqrt().item()
+    return (
+        ((approx - exact).pow(2).mean() / exact.pow(2).mean().clamp_min(torch.finfo(torch.float32).tiny)).sqrt().item()
+    )
 
 
 # quantization-aware training vs post-training quantization (notebook 05.2, section 3)
-def ste_fake_quantize(x: torch.Tensor, bits: int, scheme: str = "symmetric", granularity: str = "per_tensor",
-                      axis: int = 0) -> torch.Tensor:
+def ste_fake_quantize(
+    x: torch.Tensor, bits: int, scheme: str = "symmetric", granularity: str = "per_tensor", axis: int = 0
+) -> torch.Tensor:
     """Fake quantization whose gradient is the identity (straight-through estimator): the forward value is
     ``fake_quantize(x)``, the backward pass sends the gradient to ``x`` as if no rounding happened."""
     return x + (fake_quantize(x, bits, scheme, granularity, axis) - x).detach()
@@ -291,8 +342,17 @@ class FakeQuantLinear(nn.Linear):
     default) and, with ``act_bits``, its input fake-quantized too (affine, per tensor): quantization-aware
     training trains the float weights through the rounding (straight-through estimator)."""
 
-    def __init__(self, in_features: int, out_features: int, bias: bool = True, *, bits: int = 4,
-                 scheme: str = "symmetric", granularity: str = "per_channel", act_bits: int | None = None) -> None:
+    def __init__(
+        self,
+        in_features: int,
+        out_features: int,
+        bias: bool = True,
+        *,
+        bits: int = 4,
+        scheme: str = "symmetric",
+        granularity: str = "per_channel",
+        act_bits: int | None = None,
+    ) -> None:
         super().__init__(in_features, out_features, bias)
         self.bits = arguments.integer("bits", bits, minimum=MIN_BITS, maximum=MAX_BITS)
         self.scheme = arguments.choice("scheme", scheme, SCHEMES)
@@ -327,8 +387,14 @@ def _model(model: nn.Module) -> nn.Module:
     return model
 
 
-def to_qat(model: nn.Module, bits: int = 4, *, scheme: str = "symmetric", granularity: str = "per_channel",
-           act_bits: int | None = None) -> nn.Module:
+def to_qat(
+    model: nn.Module,
+    bits: int = 4,
+    *,
+    scheme: str = "symmetric",
+    granularity: str = "per_channel",
+    act_bits: int | None = None,
+) -> nn.Module:
     """A deep copy of ``model`` with every ``nn.Linear`` replaced by a ``FakeQuantLinear`` (same weights):
     train it with ``train.fit`` for quantization-aware training."""
     out = copy.deepcopy(_model(model))
@@ -347,8 +413,9 @@ def to_qat(model: nn.Module, bits: int = 4, *, scheme: str = "symmetric", granul
 
 
 @torch.no_grad()
-def post_training_quantize(model: nn.Module, bits: int = 8, *, scheme: str = "symmetric",
-                           granularity: str = "per_channel") -> nn.Module:
+def post_training_quantize(
+    model: nn.Module, bits: int = 8, *, scheme: str = "symmetric", granularity: str = "per_channel"
+) -> nn.Module:
     """A deep copy of a trained ``model`` whose Linear (and FakeQuantLinear) weights are rounded once to
     ``bits`` (fake quantization; notebook 05.2, section 3). Biases stay in float, as in int8 kernels.
     Applied to a model trained by ``to_qat`` with the same settings it gives the weights QAT computed with,
@@ -357,17 +424,31 @@ def post_training_quantize(model: nn.Module, bits: int = 8, *, scheme: str = "sy
     for parent in list(out.modules()):
         for name, child in parent.named_children():
             if isinstance(child, nn.Linear):
-                plain = nn.Linear(child.in_features, child.out_features, child.bias is not None,
-                                  device=child.weight.device, dtype=child.weight.dtype)
+                plain = nn.Linear(
+                    child.in_features,
+                    child.out_features,
+                    child.bias is not None,
+                    device=child.weight.device,
+                    dtype=child.weight.dtype,
+                )
                 rounded = fake_quantize(child.weight, bits, scheme, granularity, axis=0)
                 plain.load_state_dict({**child.state_dict(), "weight": rounded})
                 setattr(parent, name, plain)
     return out
 
 
-def qat_vs_ptq(split, bits: int = 2, seeds: Sequence[int] = (0, 1, 2), *, hidden: int | list[int] = 128,
-               epochs: int = 10, qat_epochs: int = 6, lr: float = 1e-2, qat_lr: float = 3e-3,
-               device: torch.device | str = "cpu") -> list[dict]:
+def qat_vs_ptq(
+    split,
+    bits: int = 2,
+    seeds: Sequence[int] = (0, 1, 2),
+    *,
+    hidden: int | list[int] = 128,
+    epochs: int = 10,
+    qat_epochs: int = 6,
+    lr: float = 1e-2,
+    qat_lr: float = 3e-3,
+    device: torch.device | str = "cpu",
+) -> list[dict]:
     """Per seed: train an fp32 MLP on ``split`` (``train.fit``), quantize its weights after training (PTQ), and
     fine-tune a copy with fake-quantized weights (QAT, ``to_qat`` + ``train.fit``); held-out accuracy of each
     (notebook 05.2, section 3). Returns one dict per seed: seed, fp32, ptq, qat."""
@@ -382,7 +463,17 @@ def qat_vs_ptq(split, bits: int = 2, seeds: Sequence[int] = (0, 1, 2), *, hidden
         train.fit(model, split.train, epochs=epochs, lr=lr, optimizer="adam", progress=False, seed=seed)
         qat = to_qat(model, bits)
         train.fit(qat, split.train, epochs=qat_epochs, lr=qat_lr, optimizer="adam", progress=False, seed=seed)
-        rows.append({"seed": seed, **{name: train.evaluate(m, split.test, dev)["acc"] for name, m in
-                                      (("fp32", model), ("ptq", post_training_quantize(model, bits)),
-                                       ("qat", post_training_quantize(qat, bits)))}})
+        rows.append(
+            {
+                "seed": seed,
+                **{
+                    name: train.evaluate(m, split.test, dev)["acc"]
+                    for name, m in (
+                        ("fp32", model),
+                        ("ptq", post_training_quantize(model, bits)),
+                        ("qat", post_training_quantize(qat, bits)),
+                    )
+                },
+            }
+        )
     return rows

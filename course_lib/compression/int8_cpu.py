@@ -14,6 +14,7 @@ At batch 1 a Linear layer multiplies a matrix by a vector: every weight is read 
 larger than the caches the time is about ``weight bytes / memory bandwidth`` (the roofline of module 01), and
 fewer bytes per weight make it shorter whether or not the CPU has int8 arithmetic (``batch1_sweep``).
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -31,36 +32,60 @@ from torch import nn
 from .. import arguments, hardware, timing
 from ..procs import quiet_native_stderr
 
-__all__ = ["INT8_UNITS", "INT8_EXPECTATIONS", "int8_units", "FBGEMM_ENV", "fbgemm_isa", "pytorch_int8_problem",
-           "pytorch_int8_dynamic", "product_profile", "read_bandwidth", "weight_stack", "Batch1Point", "batch1_sweep", "ms_per_token", "largest_model_within"]
+__all__ = [
+    "INT8_UNITS",
+    "INT8_EXPECTATIONS",
+    "int8_units",
+    "FBGEMM_ENV",
+    "fbgemm_isa",
+    "pytorch_int8_problem",
+    "pytorch_int8_dynamic",
+    "product_profile",
+    "read_bandwidth",
+    "weight_stack",
+    "Batch1Point",
+    "batch1_sweep",
+    "ms_per_token",
+    "largest_model_within",
+]
 
 # FBGEMM picks its int8 kernels from the CPU's flags; this variable holds it lower (AVX2, AVX512, AVX512_E1 = VNNI)
 FBGEMM_ENV = "FBGEMM_ENABLE_INSTRUCTIONS"
-_FBGEMM_LEVELS = {"AVX2": "AVX2", "AVX512": "AVX-512", "AVX512_256": "AVX-512", "AVX512_E1": "AVX-512 VNNI",
-                  "AVX512_E1_256": "AVX-512 VNNI"}
+_FBGEMM_LEVELS = {
+    "AVX2": "AVX2",
+    "AVX512": "AVX-512",
+    "AVX512_256": "AVX-512",
+    "AVX512_E1": "AVX-512 VNNI",
+    "AVX512_E1_256": "AVX-512 VNNI",
+}
 _ORDER = ("none", "AVX2", "AVX-512", "AVX-512 VNNI")
 _X86 = ("x86_64", "amd64", "i386", "i686", "x86")
 
 #: The CPU's int8 dot-product instructions, by their Linux / macOS flag names: the course's one table of them
 #: (``int8_units`` and ``fbgemm_isa`` read it; ``INT8_EXPECTATIONS`` says what each means for the software paths).
-INT8_UNITS = {"amx_int8": "AMX INT8", "avx512_vnni": "AVX-512 VNNI", "avx512vnni": "AVX-512 VNNI",
-              "avx_vnni": "AVX-VNNI", "avxvnni": "AVX-VNNI"}
+INT8_UNITS = {
+    "amx_int8": "AMX INT8",
+    "avx512_vnni": "AVX-512 VNNI",
+    "avx512vnni": "AVX-512 VNNI",
+    "avx_vnni": "AVX-VNNI",
+    "avxvnni": "AVX-VNNI",
+}
 INT8_EXPECTATIONS = {
     "AMX INT8": "AMX tiles multiply whole int8 blocks: compiled int8 should beat fp32 at large batches.",
     "AVX-512 VNNI": "VNNI fuses 4 int8 multiply-adds per 32-bit lane into one instruction: compiled int8 should beat "
-                    "fp32 at large batches; eager pays per-call overhead.",
+    "fp32 at large batches; eager pays per-call overhead.",
     "AVX-VNNI": "256-bit int8 dot products, without AVX-512: FBGEMM (PyTorch's own int8 path) runs its AVX2 "
-                "kernels; torch._int_mm, torchao's int8 product, calls oneDNN only with AVX-512 VNNI and runs a plain "
-                "loop here, so torchao's int8 can be many times slower than fp32 (not asserted).",
+    "kernels; torch._int_mm, torchao's int8 product, calls oneDNN only with AVX-512 VNNI and runs a plain "
+    "loop here, so torchao's int8 can be many times slower than fp32 (not asserted).",
     "none": "no fused int8 dot-product instruction (VNNI, AMX): AVX2 still multiplies and adds int8 pairs in three "
-            "steps (VPMADDUBSW, VPMADDWD, VPADDD), which FBGEMM (PyTorch's own int8 path) uses to beat fp32; "
-            "torchao's int8 product goes through torch._int_mm, which calls oneDNN only on CPUs with AVX-512 VNNI "
-            "and here runs a plain loop, one pair of numbers at a time, tens of times slower than fp32: a property "
-            "of that software path, not of the instructions.",
+    "steps (VPMADDUBSW, VPMADDWD, VPADDD), which FBGEMM (PyTorch's own int8 path) uses to beat fp32; "
+    "torchao's int8 product goes through torch._int_mm, which calls oneDNN only on CPUs with AVX-512 VNNI "
+    "and here runs a plain loop, one pair of numbers at a time, tens of times slower than fp32: a property "
+    "of that software path, not of the instructions.",
     "held": "the CPU has fused int8 instructions, but oneDNN (where torchao's int8 product runs on such a CPU) is "
-            "held below them by ONEDNN_MAX_CPU_ISA: its int8 runs on the kernels the hold allows (AVX2's three "
-            "steps, say), not on the plain loop a CPU without VNNI gets; FBGEMM has its own hold "
-            "(FBGEMM_ENABLE_INSTRUCTIONS).",
+    "held below them by ONEDNN_MAX_CPU_ISA: its int8 runs on the kernels the hold allows (AVX2's three "
+    "steps, say), not on the plain loop a CPU without VNNI gets; FBGEMM has its own hold "
+    "(FBGEMM_ENABLE_INSTRUCTIONS).",
     "unknown": "an int8 path this course has not measured (Arm, Apple): the notebook prints the result only.",
 }
 
@@ -83,8 +108,9 @@ def int8_units(flags: set[str] | frozenset[str] | None = None, architecture: str
     return best
 
 
-def fbgemm_isa(flags: set[str] | frozenset[str] | None = None, architecture: str | None = None,
-               env: str | None = None) -> str:
+def fbgemm_isa(
+    flags: set[str] | frozenset[str] | None = None, architecture: str | None = None, env: str | None = None
+) -> str:
     """The instructions FBGEMM's int8 product runs on here: "AVX-512 VNNI" (``VPDPBUSD``: four int8 products
     summed into each 32-bit lane in one instruction), "AVX-512" or "AVX2" (``VPMADDUBSW``, ``VPMADDWD``, then
     ``VPADDD``: the same in three), or "none" (not x86, where PyTorch uses QNNPACK, or no AVX2). FBGEMM uses no
@@ -127,8 +153,10 @@ def pytorch_int8_problem() -> str | None:
     try:
         from torch.ao.quantization import quantize_dynamic  # noqa: F401
     except ImportError:
-        return ("this torch has no torch.ao.quantization.quantize_dynamic (deprecated in torch 2.10 and since "
-                "removed): torchao's int8 (the rows above) is the path that remains")
+        return (
+            "this torch has no torch.ao.quantization.quantize_dynamic (deprecated in torch 2.10 and since "
+            "removed): torchao's int8 (the rows above) is the path that remains"
+        )
     engines = [e for e in torch.backends.quantized.supported_engines if e != "none"]
     if not engines:
         return "this torch build has no quantized engine (FBGEMM on x86, QNNPACK on Arm)"
@@ -228,8 +256,15 @@ class Batch1Point:
 _BYTES = {"fp32": 4, "bf16": 2, "int8": 1}
 
 
-def batch1_sweep(param_counts: Sequence[int], *, kinds: Sequence[str] = ("fp32", "bf16", "int8"), width: int = 1024,
-                 rounds: int = 3, min_run_time: float = 0.05, num_threads: int | None = None) -> list[Batch1Point]:
+def batch1_sweep(
+    param_counts: Sequence[int],
+    *,
+    kinds: Sequence[str] = ("fp32", "bf16", "int8"),
+    width: int = 1024,
+    rounds: int = 3,
+    min_run_time: float = 0.05,
+    num_threads: int | None = None,
+) -> list[Batch1Point]:
     """Time one batch-1 forward pass of ``weight_stack(n)`` for each ``n`` in ``param_counts``, with its weights in
     each of ``kinds`` (fp32; bf16 weights and input; int8 weights through ``pytorch_int8_dynamic``), interleaved
     per size, on ``num_threads`` threads (default: torch's setting). Sizes are built one at a time and freed, so the
@@ -257,8 +292,12 @@ def batch1_sweep(param_counts: Sequence[int], *, kinds: Sequence[str] = ("fp32",
             return lambda: model(inp)
 
         with torch.inference_mode():
-            timed = timing.compare_interleaved({k: call(m, i) for k, (m, i) in models.items()}, rounds=rounds,
-                                              min_run_time=min_run_time, num_threads=threads)
+            timed = timing.compare_interleaved(
+                {k: call(m, i) for k, (m, i) in models.items()},
+                rounds=rounds,
+                min_run_time=min_run_time,
+                num_threads=threads,
+            )
         out.append(Batch1Point(weights, {k: weights * _BYTES[k] for k in kinds}, timed))
         del models, fp32
     return out

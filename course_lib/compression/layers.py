@@ -17,6 +17,7 @@ FLOPs per multiply-add; elementwise work is not counted), so the notebook compar
 ``timing.count_flops``; the byte formulas count the forward pass's live tensors, which the notebook
 compares with ``memory.meters.measure_peak_memory``.
 """
+
 from __future__ import annotations
 
 import copy
@@ -32,10 +33,26 @@ from .. import arguments, timing
 from ..timing import Timing
 from ..memory.meters import measure_peak_memory
 
-__all__ = ["DepthwiseSeparableConv2d", "conv_parameters", "separable_parameters", "conv_flops", "separable_flops",
-           "SoftmaxAttention", "LinearAttention", "FusedAttention", "ATTENTION_KINDS", "make_attention", "attention_flops",
-           "attention_bytes", "score_matrix_bytes", "state_bytes", "crossover_length", "AttentionPoint",
-           "attention_sweep", "measured_crossover"]
+__all__ = [
+    "DepthwiseSeparableConv2d",
+    "conv_parameters",
+    "separable_parameters",
+    "conv_flops",
+    "separable_flops",
+    "SoftmaxAttention",
+    "LinearAttention",
+    "FusedAttention",
+    "ATTENTION_KINDS",
+    "make_attention",
+    "attention_flops",
+    "attention_bytes",
+    "score_matrix_bytes",
+    "state_bytes",
+    "crossover_length",
+    "AttentionPoint",
+    "attention_sweep",
+    "measured_crossover",
+]
 
 _pos = arguments.positive_int
 
@@ -52,16 +69,28 @@ class DepthwiseSeparableConv2d(nn.Sequential):
     drop-in replacement for ``nn.Conv2d(in_channels, out_channels, kernel_size, stride, padding)``
     that MobileNets are built from (notebook 05.3, section 3). ``self.depthwise``, ``self.pointwise``."""
 
-    def __init__(self, in_channels: int, out_channels: int, kernel_size: int = 3, stride: int = 1,
-                 padding: int = 0, bias: bool = True) -> None:
-        for name, v in (("in_channels", in_channels), ("out_channels", out_channels),
-                        ("kernel_size", kernel_size), ("stride", stride)):
+    def __init__(
+        self,
+        in_channels: int,
+        out_channels: int,
+        kernel_size: int = 3,
+        stride: int = 1,
+        padding: int = 0,
+        bias: bool = True,
+    ) -> None:
+        for name, v in (
+            ("in_channels", in_channels),
+            ("out_channels", out_channels),
+            ("kernel_size", kernel_size),
+            ("stride", stride),
+        ):
             _pos(name, v)
         arguments.nonnegative_int("padding", padding)
         arguments.boolean("bias", bias)
         super().__init__()
-        self.depthwise = nn.Conv2d(in_channels, in_channels, kernel_size, stride, padding,
-                                   groups=in_channels, bias=bias)
+        self.depthwise = nn.Conv2d(
+            in_channels, in_channels, kernel_size, stride, padding, groups=in_channels, bias=bias
+        )
         self.pointwise = nn.Conv2d(in_channels, out_channels, 1, bias=bias)
 
 
@@ -77,8 +106,16 @@ def separable_parameters(in_channels: int, out_channels: int, kernel_size: int, 
     return ci * k * k + ci * co + ((ci + co) if arguments.boolean("bias", bias) else 0)
 
 
-def conv_flops(in_channels: int, out_channels: int, kernel_size: int, height: int, width: int,
-               batch: int = 1, stride: int = 1, padding: int = 0) -> int:
+def conv_flops(
+    in_channels: int,
+    out_channels: int,
+    kernel_size: int,
+    height: int,
+    width: int,
+    batch: int = 1,
+    stride: int = 1,
+    padding: int = 0,
+) -> int:
     """Forward FLOPs of a standard convolution on ``batch x in x height x width`` inputs:
     ``2 * batch * out * in * k^2`` per output pixel (bias adds not counted, as FlopCounterMode)."""
     ci, co, k = _pos("in_channels", in_channels), _pos("out_channels", out_channels), _pos("kernel_size", kernel_size)
@@ -88,8 +125,16 @@ def conv_flops(in_channels: int, out_channels: int, kernel_size: int, height: in
     return 2 * b * pixels * co * ci * k * k
 
 
-def separable_flops(in_channels: int, out_channels: int, kernel_size: int, height: int, width: int,
-                    batch: int = 1, stride: int = 1, padding: int = 0) -> int:
+def separable_flops(
+    in_channels: int,
+    out_channels: int,
+    kernel_size: int,
+    height: int,
+    width: int,
+    batch: int = 1,
+    stride: int = 1,
+    padding: int = 0,
+) -> int:
     """Forward FLOPs of ``DepthwiseSeparableConv2d``: ``2 * batch * (in * k^2 + in * out)`` per output
     pixel. The ratio to ``conv_flops`` is ``1/out + 1/k^2`` (notebook 05.3, section 3)."""
     ci, co, k = _pos("in_channels", in_channels), _pos("out_channels", out_channels), _pos("kernel_size", kernel_size)
@@ -100,6 +145,7 @@ def separable_flops(in_channels: int, out_channels: int, kernel_size: int, heigh
 
 
 # ------------------------------------------------------------------------------------------- attention
+
 
 class _Attention(nn.Module):
     """Shared part: ``x`` (batch, n, dim) -> q, k, v projections, split into heads -> mix -> output
@@ -117,8 +163,10 @@ class _Attention(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if not isinstance(x, torch.Tensor) or x.dim() != 3 or x.shape[-1] != self.dim:
-            raise ValueError(f"x must be a tensor of shape (batch, n, {self.dim}), got "
-                             f"{tuple(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__}")
+            raise ValueError(
+                f"x must be a tensor of shape (batch, n, {self.dim}), got "
+                f"{tuple(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__}"
+            )
         b, n, _ = x.shape
         q, k, v = self.qkv(x).view(b, n, 3, self.heads, self.head_dim).permute(2, 0, 3, 1, 4).unbind(0)
         mixed = self.mix(q, k, v)  # (b, heads, n, head_dim)
@@ -178,8 +226,7 @@ def _attention_args(kind: str, seq_len: int, dim: int, heads: int, batch: int) -
     return kind, n, d, h, b
 
 
-def attention_flops(kind: str, seq_len: int, dim: int, heads: int = 1, batch: int = 1,
-                    projections: bool = True) -> int:
+def attention_flops(kind: str, seq_len: int, dim: int, heads: int = 1, batch: int = 1, projections: bool = True) -> int:
     """Forward FLOPs of ``make_attention(kind, dim, heads)`` on (batch, seq_len, dim), counted as
     FlopCounterMode counts (matrix products only). Projections (q, k, v and output): ``8 b n d^2``,
     the same for both kinds. Softmax: ``q k^T`` and ``p v``, ``4 b n^2 d``. Linear: ``phi(k)^T v`` and
@@ -194,8 +241,12 @@ def attention_flops(kind: str, seq_len: int, dim: int, heads: int = 1, batch: in
 
 def score_matrix_bytes(seq_len: int, heads: int = 1, batch: int = 1, bytes_per_value: int = 4) -> int:
     """Bytes of softmax attention's scores: ``batch * heads * n^2`` values."""
-    return _pos("batch", batch) * _pos("heads", heads) * _pos("seq_len", seq_len) ** 2 * _pos("bytes_per_value",
-                                                                                             bytes_per_value)
+    return (
+        _pos("batch", batch)
+        * _pos("heads", heads)
+        * _pos("seq_len", seq_len) ** 2
+        * _pos("bytes_per_value", bytes_per_value)
+    )
 
 
 def state_bytes(dim: int, heads: int = 1, batch: int = 1, bytes_per_value: int = 4) -> int:
@@ -219,7 +270,11 @@ def attention_bytes(kind: str, seq_len: int, dim: int, heads: int = 1, batch: in
     kind, n, d, h, b = _attention_args(kind, seq_len, dim, heads, batch)
     bnd = b * n * d
     tail = (3 if h > 1 else 2) * bnd
-    core = 2 * b * h * n * n + (2 if h > 1 else 1) * bnd if kind == "softmax" else 4 * bnd + b * h * (d // h) ** 2 + b * h * n
+    core = (
+        2 * b * h * n * n + (2 if h > 1 else 1) * bnd
+        if kind == "softmax"
+        else 4 * bnd + b * h * (d // h) ** 2 + b * h * n
+    )
     return 4 * (3 * bnd + max(core, tail))
 
 
@@ -269,9 +324,19 @@ class AttentionPoint:
         return self.linear.seconds / self.softmax.seconds
 
 
-def attention_sweep(lengths: Iterable[int], dim: int = 64, heads: int = 1, batch: int = 1, *,
-                    rounds: int = 3, min_run_time: float = 0.02, seed: int = 0, fused: bool = False,
-                    num_threads: int | None = None, device: torch.device | str = "cpu") -> list[AttentionPoint]:
+def attention_sweep(
+    lengths: Iterable[int],
+    dim: int = 64,
+    heads: int = 1,
+    batch: int = 1,
+    *,
+    rounds: int = 3,
+    min_run_time: float = 0.02,
+    seed: int = 0,
+    fused: bool = False,
+    num_threads: int | None = None,
+    device: torch.device | str = "cpu",
+) -> list[AttentionPoint]:
     """Softmax against linear attention at each sequence length (notebook 05.3, section 3).
 
     One module of each kind (same dimensions; inference, ``torch.no_grad``) runs on a random input of
@@ -294,15 +359,27 @@ def attention_sweep(lengths: Iterable[int], dim: int = 64, heads: int = 1, batch
     for n in lengths:
         x = torch.randn(batch, n, dim, device=device)
         calls = {kind: _no_grad_call(m, x) for kind, m in mods.items()}
-        timed = timing.compare_interleaved(calls, rounds=rounds, device=device, min_run_time=min_run_time,
-                                          num_threads=threads)
+        timed = timing.compare_interleaved(
+            calls, rounds=rounds, device=device, min_run_time=min_run_time, num_threads=threads
+        )
         x_cpu = x.cpu()  # memory is counted on the CPU: live tensors, exactly, whatever the device
-        peak = {kind: measure_peak_memory(_no_grad_call(cpu_mods[kind], x_cpu), device="cpu").increment_bytes
-                for kind in calls}
-        out.append(AttentionPoint(n, timed["softmax"], timed["linear"], peak["softmax"], peak["linear"],
-                                  *(attention_flops(k, n, dim, heads, batch) for k in ATTENTION_KINDS),
-                                  *(attention_bytes(k, n, dim, heads, batch) for k in ATTENTION_KINDS),
-                                  fused=timed.get("fused"), fused_bytes=peak.get("fused")))
+        peak = {
+            kind: measure_peak_memory(_no_grad_call(cpu_mods[kind], x_cpu), device="cpu").increment_bytes
+            for kind in calls
+        }
+        out.append(
+            AttentionPoint(
+                n,
+                timed["softmax"],
+                timed["linear"],
+                peak["softmax"],
+                peak["linear"],
+                *(attention_flops(k, n, dim, heads, batch) for k in ATTENTION_KINDS),
+                *(attention_bytes(k, n, dim, heads, batch) for k in ATTENTION_KINDS),
+                fused=timed.get("fused"),
+                fused_bytes=peak.get("fused"),
+            )
+        )
     return out
 
 
@@ -310,6 +387,7 @@ def _no_grad_call(module: nn.Module, x: torch.Tensor):
     def call() -> torch.Tensor:
         with torch.no_grad():
             return module(x)
+
     return call
 
 

@@ -15,6 +15,7 @@ so the error is *predicted* before anything is rebuilt (``predicted_error``) and
 (``measured_error``). ``rank_for_energy`` picks the smallest rank keeping a fraction of the "energy"
 (the sum of squared singular values): keeping 99 % of it means a relative error of at most 10 %.
 """
+
 from __future__ import annotations
 
 import copy
@@ -30,8 +31,20 @@ from .. import arguments
 from ..models import count_parameters
 from ..train import evaluate, fit
 
-__all__ = ["LowRankLinear", "singular_values", "rank_for_energy", "predicted_error", "measured_error",
-           "factorize_linear", "factorize_model", "linear_parameters", "lowrank_parameters", "break_even_rank", "RankPoint", "rank_sweep"]
+__all__ = [
+    "LowRankLinear",
+    "singular_values",
+    "rank_for_energy",
+    "predicted_error",
+    "measured_error",
+    "factorize_linear",
+    "factorize_model",
+    "linear_parameters",
+    "lowrank_parameters",
+    "break_even_rank",
+    "RankPoint",
+    "rank_sweep",
+]
 
 
 def _linear(name: str, layer: nn.Module) -> nn.Linear:
@@ -86,8 +99,11 @@ def predicted_error(weight_or_s: torch.Tensor | nn.Linear, rank: int) -> float:
     """Eckart-Young: the relative Frobenius error ``||W - W_r|| / ||W||`` of the best rank-``rank``
     approximation, ``sqrt(sum of the discarded s_i^2 / sum of all s_i^2)``.
     Pass the weight (or layer), or its singular values (a 1-D tensor)."""
-    s = _singular(weight_or_s) if isinstance(weight_or_s, torch.Tensor) and weight_or_s.dim() == 1 \
+    s = (
+        _singular(weight_or_s)
+        if isinstance(weight_or_s, torch.Tensor) and weight_or_s.dim() == 1
         else singular_values(weight_or_s)
+    )
     rank = _check_rank(rank, len(s))
     s2 = s.double() ** 2
     total = float(s2.sum())
@@ -161,8 +177,9 @@ def measured_error(layer: nn.Linear, factored: LowRankLinear) -> float:
     return float(torch.linalg.matrix_norm(w - rebuilt) / torch.linalg.matrix_norm(w))
 
 
-def factorize_model(model: nn.Module, layers: Iterable[str] | None = None, *, rank: int | None = None,
-                    energy: float | None = None) -> nn.Module:
+def factorize_model(
+    model: nn.Module, layers: Iterable[str] | None = None, *, rank: int | None = None, energy: float | None = None
+) -> nn.Module:
     """A copy of ``model`` whose Linear layers named in ``layers`` (``model.named_modules()`` names;
     default: every Linear) are ``LowRankLinear`` at ``rank`` (capped at each layer's min(in, out)) or
     at the rank keeping ``energy``. ``model`` itself is untouched."""
@@ -176,8 +193,9 @@ def factorize_model(model: nn.Module, layers: Iterable[str] | None = None, *, ra
     names = list(linears) if layers is None else list(layers)
     unknown = [n for n in names if n not in linears]
     if unknown or not names:
-        raise ValueError(f"layers must name Linear layers of the model; unknown: {unknown}; "
-                         f"its Linear layers are {list(linears)}")
+        raise ValueError(
+            f"layers must name Linear layers of the model; unknown: {unknown}; its Linear layers are {list(linears)}"
+        )
     new = copy.deepcopy(model)
     for name in names:
         old = linears[name]
@@ -226,9 +244,17 @@ class RankPoint:
     finetuned_accuracy: float | None
 
 
-def rank_sweep(model: nn.Module, layers: Iterable[str], ranks: Iterable[int], test_data: Dataset, *,
-               finetune_data: Dataset | DataLoader | None = None, finetune_epochs: int = 1,
-               lr: float = 1e-4, device: torch.device | str = "cpu") -> list[RankPoint]:
+def rank_sweep(
+    model: nn.Module,
+    layers: Iterable[str],
+    ranks: Iterable[int],
+    test_data: Dataset,
+    *,
+    finetune_data: Dataset | DataLoader | None = None,
+    finetune_epochs: int = 1,
+    lr: float = 1e-4,
+    device: torch.device | str = "cpu",
+) -> list[RankPoint]:
     """Factorise ``layers`` of a trained ``model`` at each rank and measure what it costs (notebook 05.3,
     section 2): parameters, the error of each layer predicted from its discarded singular values and
     measured from the rebuilt weights, held-out accuracy on ``test_data``, and, with

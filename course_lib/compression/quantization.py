@@ -6,6 +6,7 @@ beside the fake quantization written by hand (``compression.fake_quant``). ``com
 apart from per-call time (``compile_ready``: whether ``torch.compile`` can build kernels here); ``latency`` times
 models interleaved. Which int8 instructions a CPU offers is ``compression.int8_cpu``.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -29,9 +30,20 @@ from torch import nn
 
 from .. import arguments, hardware, timing
 
-__all__ = ["TORCHAO_MIN_VERSION", "torchao_problem", "torchao_ready", "int8_dynamic", "int8_weight_only",
-           "dequantized_weights", "predicted_int8_bytes", "Compiled", "compile_timed", "compile_ready", "cxx_compiler",
-           "latency"]
+__all__ = [
+    "TORCHAO_MIN_VERSION",
+    "torchao_problem",
+    "torchao_ready",
+    "int8_dynamic",
+    "int8_weight_only",
+    "dequantized_weights",
+    "predicted_int8_bytes",
+    "Compiled",
+    "compile_timed",
+    "compile_ready",
+    "cxx_compiler",
+    "latency",
+]
 
 
 def _model(model: nn.Module) -> nn.Module:
@@ -86,8 +98,13 @@ def _load_torchao() -> ModuleType | None:
             for name in ("quantize_", "Int8DynamicActivationInt8WeightConfig", "Int8WeightOnlyConfig"):
                 getattr(module, name)
         except Exception as exc:  # an import error, a torch it was not built for, a renamed API
-            _TORCHAO.extend([None, f"torchao {found} does not work with torch {torch.__version__} "
-                                   f"({type(exc).__name__}: {str(exc)[:200]}): {_INSTALL}"])
+            _TORCHAO.extend(
+                [
+                    None,
+                    f"torchao {found} does not work with torch {torch.__version__} "
+                    f"({type(exc).__name__}: {str(exc)[:200]}): {_INSTALL}",
+                ]
+            )
             return None
         _TORCHAO.append(module)
     return _TORCHAO[0]
@@ -137,11 +154,17 @@ def compile_ready(device: torch.device | str = "cpu") -> bool:
     are left out (a CPU needs a C++ compiler; a GPU's kernels come from Triton, which PyTorch brings)."""
     if torch.device(device).type != "cpu" or cxx_compiler() is not None:
         return True
-    how = ("install Visual Studio's Build Tools (the C++ workload) and start Jupyter from a developer prompt"
-           if sys.platform == "win32" else "run `xcode-select --install`" if sys.platform == "darwin"
-           else "install g++ (e.g. `apt install g++`) or clang++")
-    print(f"Skipped: torch.compile builds CPU kernels with a C++ compiler, and none was found here; {how} to "
-          "time the compiled model. The eager timings still run.")
+    how = (
+        "install Visual Studio's Build Tools (the C++ workload) and start Jupyter from a developer prompt"
+        if sys.platform == "win32"
+        else "run `xcode-select --install`"
+        if sys.platform == "darwin"
+        else "install g++ (e.g. `apt install g++`) or clang++"
+    )
+    print(
+        f"Skipped: torch.compile builds CPU kernels with a C++ compiler, and none was found here; {how} to "
+        "time the compiled model. The eager timings still run."
+    )
     return False
 
 
@@ -189,8 +212,13 @@ def _threads(threads: int | Mapping[int, int] | None, batch: int):
     return timing.num_threads_set(n) if n is not None else contextlib.nullcontext()
 
 
-def compile_timed(model: nn.Module, example_inputs: Sequence[torch.Tensor], *,
-                  threads: int | Mapping[int, int] | None = None, **compile_kwargs) -> Compiled:
+def compile_timed(
+    model: nn.Module,
+    example_inputs: Sequence[torch.Tensor],
+    *,
+    threads: int | Mapping[int, int] | None = None,
+    **compile_kwargs,
+) -> Compiled:
     """``torch.compile(model)`` and call it once per example input (one compilation per shape: ``dynamic=False``
     unless given), timing the first call (compilation) apart from the second (notebook 05.2). ``threads`` (one
     count, or {batch size: count}) is baked into the compiled kernels. Compiler warnings are held back."""
@@ -208,9 +236,17 @@ def compile_timed(model: nn.Module, example_inputs: Sequence[torch.Tensor], *,
     return compiled
 
 
-def latency(models_by_name: Mapping[str, Callable], batch_sizes: Sequence[int], in_features: int, *,
-            device: torch.device | str = "cpu", threads: int | Mapping[int, int] | None = None, rounds: int = 3,
-            min_run_time: float = 0.05, seed: int = 0) -> dict[int, dict[str, timing.Timing]]:
+def latency(
+    models_by_name: Mapping[str, Callable],
+    batch_sizes: Sequence[int],
+    in_features: int,
+    *,
+    device: torch.device | str = "cpu",
+    threads: int | Mapping[int, int] | None = None,
+    rounds: int = 3,
+    min_run_time: float = 0.05,
+    seed: int = 0,
+) -> dict[int, dict[str, timing.Timing]]:
     """Time one forward pass (no gradients) of each model on a batch of each size, interleaved (A B A B ...,
     ``timing.compare_interleaved``) so drifts of the machine hit all alike (notebook 05.2, section 4). ``threads``:
     one count, or {batch size: count} (default: torch's current setting)."""
@@ -225,7 +261,9 @@ def latency(models_by_name: Mapping[str, Callable], batch_sizes: Sequence[int], 
         x = torch.randn(n, in_features, generator=gen).to(dev)
         fns = {k: functools.partial(_forward, m, x) for k, m in models_by_name.items()}
         count = threads.get(n) if isinstance(threads, Mapping) else threads
-        out[n] = timing.compare_interleaved(fns, rounds=rounds, device=dev, min_run_time=min_run_time, num_threads=count)
+        out[n] = timing.compare_interleaved(
+            fns, rounds=rounds, device=dev, min_run_time=min_run_time, num_threads=count
+        )
     return out
 
 
@@ -242,8 +280,11 @@ def dequantized_weights(model: nn.Module) -> list[torch.Tensor]:
     for layer in _model(model).modules():
         if isinstance(layer, nn.Linear):
             w = layer.weight
-            out.append((w.dequantize() if hasattr(w, "dequantize") and type(w) not in (torch.Tensor, nn.Parameter)
-                        else w).detach().float())
+            out.append(
+                (w.dequantize() if hasattr(w, "dequantize") and type(w) not in (torch.Tensor, nn.Parameter) else w)
+                .detach()
+                .float()
+            )
     return out
 
 

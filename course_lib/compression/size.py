@@ -6,6 +6,7 @@ quantized tensors (torchao stores int8 values and their scales in tensor subclas
 by the file format's small overhead and by anything shared. Zeros left by pruning cost as much as
 any other value in both: only a smaller shape or a sparse format saves bytes.
 """
+
 from __future__ import annotations
 
 import io

@@ -1,14 +1,42 @@
 """The decision guide's assumptions and constants (notebook 07.3): each one printed with a result, each one a
 keyword of ``decision.recommend`` where a learner may want another value."""
+
 from __future__ import annotations
 
 from .. import cost
 
-__all__ = ["FRAMEWORKS", "PRIVACY", "ENERGY", "STATES_FRACTION", "TOTAL_FRACTION", "MICRO_BATCH", "STEP_TOKENS",
-           "DEVICE_COUNTS", "_OWNED_MAX", "CLOUD_MIN_HOURS", "CPU_GFLOPS", "CPU_MEMORY_GB", "CPU_WATTS", "CPU_NAME",
-           "CPU_NAME_GIVEN", "ELECTRICITY_ROW", "OWNED_PUE_ROW", "_LORA_FRACTION", "METHODS", "FROZEN_BYTES",
-           "FLOPS_PER_PARAM_TOKEN", "QLORA_SLOWDOWN", "PORTING_USD", "PURCHASE_SHARE", "HOST_POWER_RATIO",
-           "SENSITIVE_MARKUP", "UTILIZATION", "DESK_HOST_USD", "DESK_HOST_W", "DESK_MAX"]
+__all__ = [
+    "FRAMEWORKS",
+    "PRIVACY",
+    "ENERGY",
+    "STATES_FRACTION",
+    "TOTAL_FRACTION",
+    "MICRO_BATCH",
+    "STEP_TOKENS",
+    "DEVICE_COUNTS",
+    "_OWNED_MAX",
+    "CLOUD_MIN_HOURS",
+    "CPU_GFLOPS",
+    "CPU_MEMORY_GB",
+    "CPU_WATTS",
+    "CPU_NAME",
+    "CPU_NAME_GIVEN",
+    "ELECTRICITY_ROW",
+    "OWNED_PUE_ROW",
+    "_LORA_FRACTION",
+    "METHODS",
+    "FROZEN_BYTES",
+    "FLOPS_PER_PARAM_TOKEN",
+    "QLORA_SLOWDOWN",
+    "PORTING_USD",
+    "PURCHASE_SHARE",
+    "HOST_POWER_RATIO",
+    "SENSITIVE_MARKUP",
+    "UTILIZATION",
+    "DESK_HOST_USD",
+    "DESK_HOST_W",
+    "DESK_MAX",
+]
 
 FRAMEWORKS = ("pytorch", "tensorflow", "jax")
 PRIVACY = ("none", "sensitive", "regulated")

@@ -1,5 +1,6 @@
 """The candidates of the decision guide: one ``Option`` per hardware, place and device count, with its memory
 layout (ZeRO stage, gradient accumulation), time, cost and energy."""
+
 from __future__ import annotations
 
 import math
@@ -7,9 +8,23 @@ from dataclasses import dataclass
 
 from .. import catalog, comm, cost, names
 from ..memory.formulas import model_states_bytes
-from .assumptions import (CLOUD_MIN_HOURS, CPU_NAME, CPU_NAME_GIVEN, DESK_HOST_USD, DESK_HOST_W, DESK_MAX, DEVICE_COUNTS,
-                          ELECTRICITY_ROW, FROZEN_BYTES, HOST_POWER_RATIO, PORTING_USD, PURCHASE_SHARE, STATES_FRACTION,
-                          TOTAL_FRACTION, _OWNED_MAX)
+from .assumptions import (
+    CLOUD_MIN_HOURS,
+    CPU_NAME,
+    CPU_NAME_GIVEN,
+    DESK_HOST_USD,
+    DESK_HOST_W,
+    DESK_MAX,
+    DEVICE_COUNTS,
+    ELECTRICITY_ROW,
+    FROZEN_BYTES,
+    HOST_POWER_RATIO,
+    PORTING_USD,
+    PURCHASE_SHARE,
+    STATES_FRACTION,
+    TOTAL_FRACTION,
+    _OWNED_MAX,
+)
 from .options import Option
 
 
@@ -92,8 +107,10 @@ def _dtype(chip: catalog.Accelerator, precision: str) -> tuple[str, str]:
                 return d, ""
             if want == "fp32":
                 return d, f"{chip.name} has no fp32 peak in the catalog: XLA computes fp32 matmuls in bf16 passes"
-            return d, (f"{chip.name} has no {want} tensor cores: use {d}-mixed" +
-                       (" with a GradScaler (notebook 04)" if d == "fp16" else ""))
+            return d, (
+                f"{chip.name} has no {want} tensor cores: use {d}-mixed"
+                + (" with a GradScaler (notebook 04)" if d == "fp16" else "")
+            )
     raise ValueError(f"{chip.name} has no 16- or 32-bit peak in the catalog")  # pragma: no cover - catalog checks
 
 
@@ -108,7 +125,9 @@ def _efficiency(job: _Job, chip: catalog.Accelerator, devices: int, peak: float,
     if devices == 1:
         return 1.0
     step_s = job.step_flops / (peak * job.util(chip.key, chip.kind))
-    grad = (job.trainable or job.n_params) * (4 if job.precision == "fp32" else 2) * (1.5 if stage == 3 else 1.0)  # ZeRO-3: 3 vs 2 passes
+    grad = (
+        (job.trainable or job.n_params) * (4 if job.precision == "fp32" else 2) * (1.5 if stage == 3 else 1.0)
+    )  # ZeRO-3: 3 vs 2 passes
     return comm.data_parallel_speedup(step_s, grad, devices, _link_gbs(chip, devices) * 1e9) / devices
 
 
@@ -130,19 +149,30 @@ def _chip_options(job: _Job, chip: catalog.Accelerator, framework: str, owned_ca
         card_usd, owned_pue = cost.purchase_price(owned_card), host["pue"]
     g_per_kwh = catalog.get_price(cost.GRIDS[job.grid]).value
     for where in ("cloud", "owned") if owned_card is not None else ("cloud",):
-        for n in (d for d in DEVICE_COUNTS if d <= (cap if where == "cloud" else
-                                                     min(cap, DESK_MAX if desk else _OWNED_MAX))):
+        for n in (
+            d for d in DEVICE_COUNTS if d <= (cap if where == "cloud" else min(cap, DESK_MAX if desk else _OWNED_MAX))
+        ):
             stage, k, mem, fits = _layout(job, n, chip.memory_gb * 1e9)
             eff = _efficiency(job, chip, n, peak, stage)
-            fp = cost.training_footprint(job.flops, chip.key, chips=n, utilization=u, dtype=dtype,
-                                         grid=job.grid, scaling_efficiency=eff,
-                                         pue="pue-google" if where == "cloud" else owned_pue)
+            fp = cost.training_footprint(
+                job.flops,
+                chip.key,
+                chips=n,
+                utilization=u,
+                dtype=dtype,
+                grid=job.grid,
+                scaling_efficiency=eff,
+                pue="pue-google" if where == "cloud" else owned_pue,
+            )
             hours, kwh, co2 = fp["hours"], fp.get("kwh"), fp.get("co2_kg")
             # the host draws power too (cost's one rule): a chip in a server (rented, or a bought data-centre
             # card) host_power_ratio x its TDP; bought desk cards one workstation for all n cards
             server_w = None if chip.power_w is None else job.host_power_ratio * chip.power_w
-            pue, host_w = (catalog.get_price("pue-google").value, server_w) if where == "cloud" else \
-                (owned_pue, DESK_HOST_W / n if desk else server_w)
+            pue, host_w = (
+                (catalog.get_price("pue-google").value, server_w)
+                if where == "cloud"
+                else (owned_pue, DESK_HOST_W / n if desk else server_w)
+            )
             if kwh is not None:
                 kwh += n * hours * host_w * pue / 1000
                 co2 = kwh * g_per_kwh / 1000
@@ -152,24 +182,51 @@ def _chip_options(job: _Job, chip: catalog.Accelerator, framework: str, owned_ca
                 buy = n * card_usd + (job.desk_host_usd if desk else n * host["usd"])
                 usd = job.purchase_share * buy + (kwh or 0.0) * _electricity_usd() + porting
             strategy = "single" if n == 1 else "ddp" if stage == 0 else "fsdp"
-            out.append(Option(hardware=chip.key, name=chip.name, where=where, devices=n, strategy=strategy,
-                              zero_stage=stage, accumulation=k, dtype=dtype, peak_tflops=peak / 1e12,
-                              memory_bytes=mem, device_bytes=chip.memory_gb * 1e9, fits=fits, efficiency=eff,
-                              hours=hours, usd=usd, kwh=kwh, co2_kg=co2,
-                              usd_per_hour=hourly if where == "cloud" else None, notes=notes, method=job.method,
-                              extra_usd=porting))
+            out.append(
+                Option(
+                    hardware=chip.key,
+                    name=chip.name,
+                    where=where,
+                    devices=n,
+                    strategy=strategy,
+                    zero_stage=stage,
+                    accumulation=k,
+                    dtype=dtype,
+                    peak_tflops=peak / 1e12,
+                    memory_bytes=mem,
+                    device_bytes=chip.memory_gb * 1e9,
+                    fits=fits,
+                    efficiency=eff,
+                    hours=hours,
+                    usd=usd,
+                    kwh=kwh,
+                    co2_kg=co2,
+                    usd_per_hour=hourly if where == "cloud" else None,
+                    notes=notes,
+                    method=job.method,
+                    extra_usd=porting,
+                )
+            )
     return out
 
 
 def _framework_notes(chip: catalog.Accelerator, framework: str, porting: float) -> tuple[str, ...]:
-    return tuple(note for cond, note in (
-        (chip.kind == "tpu" and framework == "pytorch" and porting > 0,
-         f"TPUs run PyTorch only through PyTorch/XLA (torch_xla): porting a CUDA code base is charged "
-         f"{porting:,.0f} USD (porting_usd, assumed; xla_ready=True if the code already runs on XLA)"),
-        (chip.kind == "tpu" and framework == "pytorch" and porting == 0,
-         "TPUs run PyTorch through PyTorch/XLA (torch_xla): the code already runs on XLA (xla_ready=True)"),
-        (chip.vendor.upper() == "AMD", "AMD GPUs need the ROCm builds of PyTorch, TensorFlow or JAX"),
-    ) if cond)
+    return tuple(
+        note
+        for cond, note in (
+            (
+                chip.kind == "tpu" and framework == "pytorch" and porting > 0,
+                f"TPUs run PyTorch only through PyTorch/XLA (torch_xla): porting a CUDA code base is charged "
+                f"{porting:,.0f} USD (porting_usd, assumed; xla_ready=True if the code already runs on XLA)",
+            ),
+            (
+                chip.kind == "tpu" and framework == "pytorch" and porting == 0,
+                "TPUs run PyTorch through PyTorch/XLA (torch_xla): the code already runs on XLA (xla_ready=True)",
+            ),
+            (chip.vendor.upper() == "AMD", "AMD GPUs need the ROCm builds of PyTorch, TensorFlow or JAX"),
+        )
+        if cond
+    )
 
 
 def _electricity_usd() -> float:
@@ -184,8 +241,28 @@ def _cpu_option(job: _Job, gflops: float, memory_gb: float, watts: float, given:
     kwh = hours * watts / 1000
     co2 = kwh * catalog.get_price(cost.GRIDS[job.grid]).value / 1000
     name = (CPU_NAME_GIVEN if given else CPU_NAME).format(gflops=gflops)
-    return Option(hardware="cpu", name=name, where="cpu", devices=1, strategy="single", zero_stage=0, accumulation=k,
-                  dtype="fp32", peak_tflops=gflops / 1e3, memory_bytes=mem, device_bytes=memory_gb * 1e9, fits=fits,
-                  efficiency=1.0, hours=hours, usd=kwh * _electricity_usd(), kwh=kwh, co2_kg=co2, usd_per_hour=None,
-                  notes=(f"CPU baseline at {gflops:g} GFLOP/s fp32 ({'given' if given else 'assumed'}) and {watts:g} W "
-                         f"(assumed unless given; pass your own)",), method=job.method)
+    return Option(
+        hardware="cpu",
+        name=name,
+        where="cpu",
+        devices=1,
+        strategy="single",
+        zero_stage=0,
+        accumulation=k,
+        dtype="fp32",
+        peak_tflops=gflops / 1e3,
+        memory_bytes=mem,
+        device_bytes=memory_gb * 1e9,
+        fits=fits,
+        efficiency=1.0,
+        hours=hours,
+        usd=kwh * _electricity_usd(),
+        kwh=kwh,
+        co2_kg=co2,
+        usd_per_hour=None,
+        notes=(
+            f"CPU baseline at {gflops:g} GFLOP/s fp32 ({'given' if given else 'assumed'}) and {watts:g} W "
+            f"(assumed unless given; pass your own)",
+        ),
+        method=job.method,
+    )

@@ -1,5 +1,6 @@
 """What the decision guide returns (notebook 07.3): an ``Option`` per candidate and the ``Recommendation``, with
 the few formats their text uses."""
+
 from __future__ import annotations
 
 import math
@@ -39,10 +40,17 @@ class Option:
 
     def row(self) -> dict:
         """A flat dict for a table (``pandas.DataFrame(rec.table())``): GB, 3 significant digits."""
-        row = {k: _sig(v) if k in ("hours", "usd", "kwh", "co2_kg", "extra_usd") else v for k, v in asdict(self).items()
-               if k not in ("memory_bytes", "device_bytes", "notes")}
-        return {**row, "where": _WHERE[self.where], "memory_gb": _sig(self.memory_bytes / 1e9),
-                "device_gb": self.device_bytes / 1e9}
+        row = {
+            k: _sig(v) if k in ("hours", "usd", "kwh", "co2_kg", "extra_usd") else v
+            for k, v in asdict(self).items()
+            if k not in ("memory_bytes", "device_bytes", "notes")
+        }
+        return {
+            **row,
+            "where": _WHERE[self.where],
+            "memory_gb": _sig(self.memory_bytes / 1e9),
+            "device_gb": self.device_bytes / 1e9,
+        }
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -75,8 +83,11 @@ class Recommendation:
         """One line: the choice and its time, cost and energy."""
         if self.hardware == "none":
             return "No configuration holds the model: " + self.relax
-        what = (self.name if self.where == "cpu" else
-                f"{self.devices} x {self.name} ({_WHERE[self.where]}, {_STRATEGY[self.strategy](self.zero_stage)})")
+        what = (
+            self.name
+            if self.where == "cpu"
+            else f"{self.devices} x {self.name} ({_WHERE[self.where]}, {_STRATEGY[self.strategy](self.zero_stage)})"
+        )
         what += f", {_METHOD[self.method]}" if self.method != "full" else ""
         est = f"{_hours(self.hours)}, {_money(self.usd)}, {_num(self.kwh, 'kWh')}, {_num(self.co2_kg, 'kg CO2')}"
         head = f"{what}: {est}; {self.memory_bytes / 1e9:.3g} GB per device"
@@ -86,20 +97,38 @@ class Recommendation:
         """The options as rows; by default only the best device count of each hardware and place."""
         best: dict[tuple, Option] = {}
         for o in sorted(self.options, key=lambda o: _rank(o, "any"), reverse=True):  # the best of each key last
-            best[(o.hardware, o.where, o.method) if best_per_hardware else (o.hardware, o.where, o.method, o.devices)] = o
+            best[
+                (o.hardware, o.where, o.method) if best_per_hardware else (o.hardware, o.where, o.method, o.devices)
+            ] = o
         return [o.row() for o in self.options if o in best.values()]
 
     def __str__(self) -> str:
-        return "\n".join([self.headline(), "Methods, lightest first:", *(f"  - {m}" for m in self.methods),
-                          "Why:", *(f"  - {r}" for r in self.reasons),
-                          *(["Assumptions (keyword = value):", *(f"  - {a}" for a in self.assumptions)]
-                            if self.assumptions else []),
-                          *(["What flips the choice (each assumption changed alone):",
-                             *(f"  - {f}" for f in self.flips)] if self.flips else [])])
+        return "\n".join(
+            [
+                self.headline(),
+                "Methods, lightest first:",
+                *(f"  - {m}" for m in self.methods),
+                "Why:",
+                *(f"  - {r}" for r in self.reasons),
+                *(
+                    ["Assumptions (keyword = value):", *(f"  - {a}" for a in self.assumptions)]
+                    if self.assumptions
+                    else []
+                ),
+                *(
+                    ["What flips the choice (each assumption changed alone):", *(f"  - {f}" for f in self.flips)]
+                    if self.flips
+                    else []
+                ),
+            ]
+        )
 
 
-_STRATEGY = {"single": lambda s: "one device", "ddp": lambda s: "data parallel (DDP)",
-             "fsdp": lambda s: f"sharded: ZeRO stage {s}" + (" = FSDP" if s == 3 else "")}
+_STRATEGY = {
+    "single": lambda s: "one device",
+    "ddp": lambda s: "data parallel (DDP)",
+    "fsdp": lambda s: f"sharded: ZeRO stage {s}" + (" = FSDP" if s == 3 else ""),
+}
 
 
 def _gb(x: float) -> str:

@@ -16,6 +16,7 @@ reached from here:
 ``process_memory``  this process's resident memory: ``current_rss_bytes``, ``peak_rss_bytes``
 ==================  ==========================================================================
 """
+
 from __future__ import annotations
 
 import os
@@ -25,22 +26,66 @@ import torch
 
 from .. import arguments, devices, names
 from .machine import PLATFORMS, AcceleratorInfo, HardwareInfo, blas_library, detect, detect_platform
-from .peak import (FP32_FLOPS_PER_CYCLE, cpu_clock_ghz, cpu_peak_flops, cpu_vendor_family, fp32_flops_per_cycle,
-                   windows_vendor_family)
+from .peak import (
+    FP32_FLOPS_PER_CYCLE,
+    cpu_clock_ghz,
+    cpu_peak_flops,
+    cpu_vendor_family,
+    fp32_flops_per_cycle,
+    windows_vendor_family,
+)
 from .process_memory import current_rss_bytes, peak_rss_bytes, proc_status_bytes, reset_peak_rss
-from .processor import (ONEDNN_BELOW_BF16, ONEDNN_BELOW_VNNI, CPUInfo, bf16_flags_known, cpu_capabilities, cpu_flags,
-                        onednn_isa_limit, simd_features, usable_cpus)
+from .processor import (
+    ONEDNN_BELOW_BF16,
+    ONEDNN_BELOW_VNNI,
+    CPUInfo,
+    bf16_flags_known,
+    cpu_capabilities,
+    cpu_flags,
+    onednn_isa_limit,
+    simd_features,
+    usable_cpus,
+)
 from .processor import _windows_flags as _windows_flags  # tests fake Windows' feature calls through it
 
 DEVICE_ENV_VAR = "COURSE_DEVICE"
 DEVICE_KINDS = names.DEVICE_KINDS
 
-__all__ = ["DEVICE_ENV_VAR", "DEVICE_KINDS", "available_devices", "as_device", "pick_device", "synchronize",
-           "graph_cut", "seed_everything", "PLATFORMS", "AcceleratorInfo", "HardwareInfo", "blas_library", "detect",
-           "detect_platform", "FP32_FLOPS_PER_CYCLE", "cpu_clock_ghz", "cpu_peak_flops", "cpu_vendor_family",
-           "fp32_flops_per_cycle", "windows_vendor_family", "current_rss_bytes", "peak_rss_bytes",
-           "proc_status_bytes", "reset_peak_rss", "ONEDNN_BELOW_BF16", "ONEDNN_BELOW_VNNI", "CPUInfo",
-           "bf16_flags_known", "cpu_capabilities", "cpu_flags", "onednn_isa_limit", "simd_features", "usable_cpus"]
+__all__ = [
+    "DEVICE_ENV_VAR",
+    "DEVICE_KINDS",
+    "available_devices",
+    "as_device",
+    "pick_device",
+    "synchronize",
+    "graph_cut",
+    "seed_everything",
+    "PLATFORMS",
+    "AcceleratorInfo",
+    "HardwareInfo",
+    "blas_library",
+    "detect",
+    "detect_platform",
+    "FP32_FLOPS_PER_CYCLE",
+    "cpu_clock_ghz",
+    "cpu_peak_flops",
+    "cpu_vendor_family",
+    "fp32_flops_per_cycle",
+    "windows_vendor_family",
+    "current_rss_bytes",
+    "peak_rss_bytes",
+    "proc_status_bytes",
+    "reset_peak_rss",
+    "ONEDNN_BELOW_BF16",
+    "ONEDNN_BELOW_VNNI",
+    "CPUInfo",
+    "bf16_flags_known",
+    "cpu_capabilities",
+    "cpu_flags",
+    "onednn_isa_limit",
+    "simd_features",
+    "usable_cpus",
+]
 
 
 def _kind_available(kind: str) -> bool:
@@ -90,11 +135,14 @@ def as_device(value: torch.device | str | None, name: str = "device") -> torch.d
     else:
         raise TypeError(f"{name} must be a torch.device or a str such as 'cpu' or 'cuda:0', got {type(value).__name__}")
     if not _kind_available(kind):
-        raise ValueError(f"{name} {value!r} was requested but this machine has no {kind} device; "
-                         f"available: {available_devices()}")
+        raise ValueError(
+            f"{name} {value!r} was requested but this machine has no {kind} device; available: {available_devices()}"
+        )
     if index is not None and index >= _device_count(kind):
-        raise ValueError(f"{name} {value!r}: this machine has {_device_count(kind)} {kind} device(s); "
-                         f"available: {available_devices()}")
+        raise ValueError(
+            f"{name} {value!r}: this machine has {_device_count(kind)} {kind} device(s); "
+            f"available: {available_devices()}"
+        )
     if kind == "xla":
         return devices.xla_device()
     return torch.device(kind) if index is None else torch.device(kind, index)

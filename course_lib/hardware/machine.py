@@ -1,4 +1,5 @@
 """The whole machine described once: CPU, memory, accelerators, platform and torch build (``detect``)."""
+
 from __future__ import annotations
 
 import os
@@ -55,7 +56,11 @@ class HardwareInfo:
             f"Platform      : {self.platform} ({self.os}, Python {self.python})",
             f"CPU           : {c.model} [{c.architecture}]",
             f"Cores         : {c.physical_cores} physical, {c.logical_cores} logical"
-            + (f" ({c.usable_cores} usable by this process)" if c.usable_cores and c.usable_cores < c.logical_cores else ""),
+            + (
+                f" ({c.usable_cores} usable by this process)"
+                if c.usable_cores and c.usable_cores < c.logical_cores
+                else ""
+            ),
             f"SIMD          : {', '.join(c.simd) or 'unknown'} (PyTorch kernels use: {c.torch_capability})",
             f"Kind          : {c.kind}",
             f"RAM           : {self.ram_bytes / gib:.1f} GiB total, {self.available_ram_bytes / gib:.1f} GiB available",
@@ -64,8 +69,13 @@ class HardwareInfo:
         if not self.accelerators:
             lines.append("Accelerators  : none (every demo runs on the CPU)")
         for a in self.accelerators:
-            mem = (f"{a.memory_bytes / gib:.1f} GiB" if a.memory_bytes else
-                   "shared with system RAM" if a.kind == "mps" else "memory size not reported")
+            mem = (
+                f"{a.memory_bytes / gib:.1f} GiB"
+                if a.memory_bytes
+                else "shared with system RAM"
+                if a.kind == "mps"
+                else "memory size not reported"
+            )
             lines.append(f"Accelerator   : [{a.kind}:{a.index}] {a.name}, {mem}, {a.capability}")
         return "\n".join(lines)
 
@@ -85,14 +95,23 @@ def _xla_memory_bytes(device) -> int | None:  # pragma: no cover - needs torch_x
 
 def _accelerators() -> tuple[AcceleratorInfo, ...]:
     facts = devices.DeviceFacts.here()
-    found = [AcceleratorInfo("cuda", i, g.name, g.memory_bytes, f"compute capability {g.capability[0]}."
-                             f"{g.capability[1]}") for i, g in enumerate(facts.gpus)]
+    found = [
+        AcceleratorInfo("cuda", i, g.name, g.memory_bytes, f"compute capability {g.capability[0]}.{g.capability[1]}")
+        for i, g in enumerate(facts.gpus)
+    ]
     if facts.mps:
         found.append(AcceleratorInfo("mps", 0, "Apple GPU (Metal)", None, "unified memory"))
     if facts.xla:  # pragma: no cover - needs torch_xla
         dev = devices.xla_device()
-        found.append(AcceleratorInfo("xla", 0, f"TPU {facts.tpu_on_pci or ''} via torch_xla".replace("  ", " "),
-                                     _xla_memory_bytes(dev), str(dev)))
+        found.append(
+            AcceleratorInfo(
+                "xla",
+                0,
+                f"TPU {facts.tpu_on_pci or ''} via torch_xla".replace("  ", " "),
+                _xla_memory_bytes(dev),
+                str(dev),
+            )
+        )
     return tuple(found)
 
 
@@ -115,8 +134,18 @@ def detect_platform() -> str:
     return "local"
 
 
-_BLAS_NAMES = {"mkl": "MKL", "open": "OpenBLAS", "openblas": "OpenBLAS", "accelerate": "Accelerate", "blis": "BLIS",
-               "acl": "ACL", "armpl": "ArmPL", "flexi": "FlexiBLAS", "generic": "generic", "eigen": "Eigen"}
+_BLAS_NAMES = {
+    "mkl": "MKL",
+    "open": "OpenBLAS",
+    "openblas": "OpenBLAS",
+    "accelerate": "Accelerate",
+    "blis": "BLIS",
+    "acl": "ACL",
+    "armpl": "ArmPL",
+    "flexi": "FlexiBLAS",
+    "generic": "generic",
+    "eigen": "Eigen",
+}
 
 
 def blas_library(config: str | None = None) -> str:

@@ -1,4 +1,5 @@
 """A CPU's data-sheet peak: cores x clock x fp32 FLOPs per cycle, and the vendor facts that change the last."""
+
 from __future__ import annotations
 
 import platform
@@ -76,6 +77,9 @@ def cpu_peak_flops(cores: int, ghz: float, vector_isa: str, flops_per_cycle: int
     arguments.positive_int("cores", cores)
     arguments.positive("ghz", ghz)
     isa = arguments.choice("vector_isa", vector_isa, tuple(FP32_FLOPS_PER_CYCLE))
-    per_cycle = FP32_FLOPS_PER_CYCLE[isa] if flops_per_cycle is None else arguments.positive_int(
-        "flops_per_cycle", flops_per_cycle)
+    per_cycle = (
+        FP32_FLOPS_PER_CYCLE[isa]
+        if flops_per_cycle is None
+        else arguments.positive_int("flops_per_cycle", flops_per_cycle)
+    )
     return cores * ghz * 1e9 * per_cycle

@@ -1,4 +1,5 @@
 """This process's memory as the operating system sees it: resident memory now and at its peak."""
+
 from __future__ import annotations
 
 import sys

@@ -3,6 +3,7 @@
 Read from the operating system (``/proc/cpuinfo`` on Linux, ``sysctl`` on macOS, IsProcessorFeaturePresent on
 Windows); how busy the CPU is right now and how fast its arithmetic really runs is measured by ``course_lib.cpu``.
 """
+
 from __future__ import annotations
 
 import os
@@ -59,7 +60,9 @@ class CPUInfo:
     def kind(self) -> str:
         """A one-line description a learner can compare with a neighbour's: 'x86_64, AVX2 only, no native bf16'."""
         isa = f"{self.vector_isa} only" if self.vector_isa in ("AVX2", "AVX", "SSE") else self.vector_isa
-        bf16 = "AMX (bf16 tiles)" if "AMX BF16" in self.simd else ("native bf16" if self.native_bf16 else "no native bf16")
+        bf16 = (
+            "AMX (bf16 tiles)" if "AMX BF16" in self.simd else ("native bf16" if self.native_bf16 else "no native bf16")
+        )
         return f"{self.architecture}, {isa}, {bf16}" + (", native fp16" if self.native_fp16 else "")
 
 
@@ -89,8 +92,10 @@ def _cpu_model_and_flags() -> tuple[str, set[str]]:
     if text:
         model = re.search(r"^(?:model name|Model|Hardware)\s*:\s*(.+)$", text, re.M)
         flags = re.search(r"^(?:flags|Features)\s*:\s*(.+)$", text, re.M)
-        return (model.group(1).strip() if model else platform.processor() or "unknown",
-                set(flags.group(1).split()) if flags else set())
+        return (
+            model.group(1).strip() if model else platform.processor() or "unknown",
+            set(flags.group(1).split()) if flags else set(),
+        )
     if sys.platform == "darwin":
         model = _sysctl("machdep.cpu.brand_string") or "Apple silicon"
         flags = set(_sysctl("machdep.cpu.features").lower().split())
@@ -159,13 +164,28 @@ def cpu_capabilities(flags: set[str] | frozenset[str], architecture: str) -> dic
     flags = {f.lower() for f in flags}
     arm = architecture.lower() in ("arm64", "aarch64") or architecture.lower().startswith("arm")
     if arm:
-        isa = "SVE" if "sve" in flags else ("NEON" if "asimd" in flags or "neon" in flags or
-                                            architecture.lower() == "arm64" else "none")
+        isa = (
+            "SVE"
+            if "sve" in flags
+            else ("NEON" if "asimd" in flags or "neon" in flags or architecture.lower() == "arm64" else "none")
+        )
         bf16 = "bf16" in flags or "feat_bf16" in flags
         fp16 = bool({"fphp", "asimdhp", "feat_fp16"} & flags)
     else:
-        isa = next((name for flag, name in (("avx512f", "AVX-512"), ("avx2", "AVX2"), ("avx", "AVX"),
-                                            ("sse4_2", "SSE"), ("sse2", "SSE")) if flag in flags), "none")
+        isa = next(
+            (
+                name
+                for flag, name in (
+                    ("avx512f", "AVX-512"),
+                    ("avx2", "AVX2"),
+                    ("avx", "AVX"),
+                    ("sse4_2", "SSE"),
+                    ("sse2", "SSE"),
+                )
+                if flag in flags
+            ),
+            "none",
+        )
         bf16 = bool({"avx512_bf16", "amx_bf16"} & flags)
         fp16 = bool({"avx512_fp16", "amx_fp16"} & flags)
     return {"vector_isa": isa, "native_bf16": bf16, "native_fp16": fp16}
@@ -176,7 +196,10 @@ def _cgroup_cpu_quota() -> float | None:
     text = _read("/sys/fs/cgroup/cpu.max").split()
     if len(text) == 2 and text[0] != "max":
         return int(text[0]) / int(text[1])
-    quota, period = _read("/sys/fs/cgroup/cpu/cpu.cfs_quota_us").strip(), _read("/sys/fs/cgroup/cpu/cpu.cfs_period_us").strip()
+    quota, period = (
+        _read("/sys/fs/cgroup/cpu/cpu.cfs_quota_us").strip(),
+        _read("/sys/fs/cgroup/cpu/cpu.cfs_period_us").strip(),
+    )
     if quota and period and int(quota) > 0:
         return int(quota) / int(period)
     return None
@@ -205,10 +228,17 @@ def _cpu_info() -> CPUInfo:
         capability = torch.backends.cpu.get_cpu_capability()
     except AttributeError:  # older torch
         capability = "unknown"
-    return CPUInfo(model=model, architecture=platform.machine(), physical_cores=max(1, min(physical, usable)),
-                   logical_cores=logical, simd=simd_features(flags), torch_capability=capability,
-                   usable_cores=usable, bf16_known=bf16_flags_known(platform.system(), flags),
-                   **_usable_capabilities(flags))
+    return CPUInfo(
+        model=model,
+        architecture=platform.machine(),
+        physical_cores=max(1, min(physical, usable)),
+        logical_cores=logical,
+        simd=simd_features(flags),
+        torch_capability=capability,
+        usable_cores=usable,
+        bf16_known=bf16_flags_known(platform.system(), flags),
+        **_usable_capabilities(flags),
+    )
 
 
 def _usable_capabilities(flags: set[str]) -> dict:

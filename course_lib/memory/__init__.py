@@ -21,6 +21,7 @@ memory (``course_lib.memory.streaming``) are part of the same lesson, so their m
 reached from here too: ``memory.run_with_memory_limit``, ``memory.find_max_batch_size``,
 ``memory.StreamingDataset``.
 """
+
 from __future__ import annotations
 
 from .limit import LimitedRun, find_max_batch_size, run_with_memory_limit
@@ -29,17 +30,52 @@ from .streaming import MemmapDataset, StreamingDataset
 from . import torch_internals
 from .checkpointing import CheckpointedBlock, apply_activation_checkpointing
 from .estimator import MemoryEstimate, estimate_training_memory
-from .formulas import (large_model_memory, largest_model_per_accelerator, largest_model_that_fits,
-                       mlp_activation_bytes, mlp_largest_batch, mlp_parameters, model_states_bytes,
-                       transformer_activation_bytes)
-from .meters import (LiveTensorTracker, PeakMemory, measure_activation_bytes_per_example, measure_peak_memory,
-                     measure_training_memory, memtracker_peak, storage_bytes)
+from .formulas import (
+    large_model_memory,
+    largest_model_per_accelerator,
+    largest_model_that_fits,
+    mlp_activation_bytes,
+    mlp_largest_batch,
+    mlp_parameters,
+    model_states_bytes,
+    transformer_activation_bytes,
+)
+from .meters import (
+    LiveTensorTracker,
+    PeakMemory,
+    measure_activation_bytes_per_example,
+    measure_peak_memory,
+    measure_training_memory,
+    memtracker_peak,
+    storage_bytes,
+)
 
 __all__ = [
-    "OPTIMIZERS", "PRECISIONS", "MemoryEstimate", "estimate_training_memory", "PeakMemory", "LiveTensorTracker",
-    "measure_peak_memory", "measure_training_memory", "measure_activation_bytes_per_example", "memtracker_peak",
-    "storage_bytes", "CheckpointedBlock", "apply_activation_checkpointing", "model_states_bytes",
-    "transformer_activation_bytes", "largest_model_that_fits", "largest_model_per_accelerator", "large_model_memory",
-    "mlp_parameters", "mlp_activation_bytes", "mlp_largest_batch", "torch_internals", "LimitedRun",
-    "run_with_memory_limit", "find_max_batch_size", "StreamingDataset", "MemmapDataset",
+    "OPTIMIZERS",
+    "PRECISIONS",
+    "MemoryEstimate",
+    "estimate_training_memory",
+    "PeakMemory",
+    "LiveTensorTracker",
+    "measure_peak_memory",
+    "measure_training_memory",
+    "measure_activation_bytes_per_example",
+    "memtracker_peak",
+    "storage_bytes",
+    "CheckpointedBlock",
+    "apply_activation_checkpointing",
+    "model_states_bytes",
+    "transformer_activation_bytes",
+    "largest_model_that_fits",
+    "largest_model_per_accelerator",
+    "large_model_memory",
+    "mlp_parameters",
+    "mlp_activation_bytes",
+    "mlp_largest_batch",
+    "torch_internals",
+    "LimitedRun",
+    "run_with_memory_limit",
+    "find_max_batch_size",
+    "StreamingDataset",
+    "MemmapDataset",
 ]

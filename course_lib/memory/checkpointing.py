@@ -4,6 +4,7 @@
 (``torch.utils.checkpoint`` with ``use_reentrant=False``), so the estimator and a measurement see
 the same model.
 """
+
 from __future__ import annotations
 
 import torch
@@ -13,6 +14,7 @@ from .meters import _check_model
 
 
 # ----------------------------------------------------------------------------- checkpointing
+
 
 class CheckpointedBlock(nn.Module):
     """Runs ``block`` under ``torch.utils.checkpoint.checkpoint(..., use_reentrant=False)``.
@@ -65,8 +67,7 @@ def _plan_blocks(model: nn.Module) -> list[tuple[nn.Module, list[str]]]:
         if isinstance(m, nn.TransformerEncoder):
             plan.extend((m.layers, [name]) for name, _ in m.layers.named_children())
         elif isinstance(m, nn.Sequential):
-            plan.extend((m, g) for g in _sequential_groups(m)
-                        if any(_has_params(m.get_submodule(n)) for n in g))
+            plan.extend((m, g) for g in _sequential_groups(m) if any(_has_params(m.get_submodule(n)) for n in g))
         else:
             for child in m.children():
                 visit(child)
@@ -119,4 +120,3 @@ def apply_activation_checkpointing(model: nn.Module) -> nn.Module:
             for (name,) in groups:
                 container.register_module(name, CheckpointedBlock(container.get_submodule(name)))
     return model
-

@@ -38,6 +38,7 @@ rounding. Mixed precision means ``torch.autocast``: fp32 master weights, gradien
 state; activations are saved in 16 bits where autocast produces 16-bit tensors, and autocast's
 16-bit copies of the weights are saved too (they are counted as activations).
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -58,15 +59,33 @@ _MiB = 2**20
 
 # Backward nodes that hand their incoming gradient on without allocating a new one
 # (the gradient of an add is the incoming gradient; views and transposes return views).
-_PASS_THROUGH = ("AddBackward0", "SubBackward0", "ViewBackward0", "UnsafeViewBackward0", "TBackward0",
-                 "TransposeBackward0", "TransposeBackward1", "PermuteBackward0", "ReshapeAliasBackward0",
-                 "SqueezeBackward0", "SqueezeBackward1", "SqueezeBackward2", "SqueezeBackward3",
-                 "SqueezeBackward4", "UnsqueezeBackward0", "AliasBackward0", "CloneBackward0",
-                 "DetachBackward0", "ExpandBackward0", "ViewAsRealBackward0", "UnbindBackward0")
-
+_PASS_THROUGH = (
+    "AddBackward0",
+    "SubBackward0",
+    "ViewBackward0",
+    "UnsafeViewBackward0",
+    "TBackward0",
+    "TransposeBackward0",
+    "TransposeBackward1",
+    "PermuteBackward0",
+    "ReshapeAliasBackward0",
+    "SqueezeBackward0",
+    "SqueezeBackward1",
+    "SqueezeBackward2",
+    "SqueezeBackward3",
+    "SqueezeBackward4",
+    "UnsqueezeBackward0",
+    "AliasBackward0",
+    "CloneBackward0",
+    "DetachBackward0",
+    "ExpandBackward0",
+    "ViewAsRealBackward0",
+    "UnbindBackward0",
+)
 
 
 # ----------------------------------------------------------------------------- the estimate
+
 
 @dataclass(frozen=True)
 class MemoryEstimate:
@@ -92,12 +111,18 @@ class MemoryEstimate:
 
     def table(self) -> str:
         """The components and phase peaks in MiB, one per line, then what makes up the peak."""
-        lines = [f"{f.name:<16} {getattr(self, f.name) / _MiB:10.2f} MiB"
-                 for f in fields(self) if f.name not in ("total", "peak_phase", "peak_parts")]
+        lines = [
+            f"{f.name:<16} {getattr(self, f.name) / _MiB:10.2f} MiB"
+            for f in fields(self)
+            if f.name not in ("total", "peak_phase", "peak_parts")
+        ]
         lines.append(f"{'total':<16} {self.total / _MiB:10.2f} MiB  (peak during the {self.peak_phase})")
         if self.peak_parts:
-            lines.append("alive at that peak: " + " + ".join(f"{name} {b / _MiB:.2f}" for name, b in self.peak_parts)
-                         + f" = {sum(b for _, b in self.peak_parts) / _MiB:.2f} MiB")
+            lines.append(
+                "alive at that peak: "
+                + " + ".join(f"{name} {b / _MiB:.2f}" for name, b in self.peak_parts)
+                + f" = {sum(b for _, b in self.peak_parts) / _MiB:.2f} MiB"
+            )
         return "\n".join(lines)
 
     def __str__(self) -> str:
@@ -110,6 +135,7 @@ _GRAD_SINK = "torch::autograd::AccumulateGrad"  # the node that makes a gradient
 
 
 # ----------------------------------------------------------------------------- the backward pass, simulated
+
 
 def _graph(root) -> tuple[dict[int, object], dict[int, int]]:
     """Every node of the autograd graph below ``root``, by id, and how many edges lead into each."""
@@ -139,8 +165,13 @@ class _Held:
     virtual: dict[int, set] = field(default_factory=dict)
 
 
-def _held_tensors(nodes: dict[int, object], excluded: set[int], storage_size: dict[int, int],
-                  block_ranges: list[tuple[int, int]], block_inputs: dict[int, set[int]]) -> _Held:
+def _held_tensors(
+    nodes: dict[int, object],
+    excluded: set[int],
+    storage_size: dict[int, int],
+    block_ranges: list[tuple[int, int]],
+    block_inputs: dict[int, set[int]],
+) -> _Held:
     """The saved storages of every node; inside a checkpointed block all but the block's input are recomputed
     copies. Checkpoint keeps each block's input until the block's backward ends: one more holder each."""
     held = _Held()
@@ -167,8 +198,15 @@ class _Backward:
     (released with their last holder), gradients in flight (``buffers``: node id -> {input_nr: [bytes, refs-box]})
     and the gradients kept for the parameters; ``peak`` is the largest sum, ``peak_parts`` what made it up."""
 
-    def __init__(self, nodes: dict[int, object], deps: dict[int, int], held: _Held, storage_size: dict[int, int],
-                 block_inputs: dict[int, set[int]], start_bytes: int) -> None:
+    def __init__(
+        self,
+        nodes: dict[int, object],
+        deps: dict[int, int],
+        held: _Held,
+        storage_size: dict[int, int],
+        block_inputs: dict[int, set[int]],
+        start_bytes: int,
+    ) -> None:
         self.nodes, self.deps, self.held = nodes, deps, held
         self.storage_size, self.block_inputs, self.start_bytes = storage_size, block_inputs, start_bytes
         self.live_keys = {k for k in held.holders if not isinstance(k, tuple)}
@@ -251,8 +289,9 @@ class _Backward:
                 new_alloc += size
             self.deps[id(nxt)] -= 1
             if self.deps[id(nxt)] == 0:
-                heapq.heappush(self.ready, (-ti.sequence_nr(nxt) if nxt.name() != _GRAD_SINK else -2**63,
-                                            self.counter, id(nxt)))
+                heapq.heappush(
+                    self.ready, (-ti.sequence_nr(nxt) if nxt.name() != _GRAD_SINK else -(2**63), self.counter, id(nxt))
+                )
                 self.counter += 1
         return new_alloc, transient
 
@@ -267,13 +306,21 @@ class _Backward:
                     if id(buf) not in seen:
                         seen.add(id(buf))
                         param_grads += buf[0]
-        self.peak_parts = {"activations still held": acts, "parameter gradients": param_grads,
-                           "activation gradients": peak - acts - param_grads}
+        self.peak_parts = {
+            "activations still held": acts,
+            "parameter gradients": param_grads,
+            "activation gradients": peak - acts - param_grads,
+        }
 
 
-def _simulate_backward(root, excluded: set[int], storage_size: dict[int, int],
-                       block_ranges: list[tuple[int, int]], block_inputs: dict[int, set[int]],
-                       start_bytes: int) -> tuple[int, int, dict[str, int]]:
+def _simulate_backward(
+    root,
+    excluded: set[int],
+    storage_size: dict[int, int],
+    block_ranges: list[tuple[int, int]],
+    block_inputs: dict[int, set[int]],
+    start_bytes: int,
+) -> tuple[int, int, dict[str, int]]:
     """Simulate the backward pass over the autograd graph from ``root``.
 
     Returns (peak bytes of activations + gradients in flight + accumulated gradients,
@@ -290,6 +337,7 @@ def _simulate_backward(root, excluded: set[int], storage_size: dict[int, int],
 
 
 # ----------------------------------------------------------------------------- the forward pass, recorded
+
 
 def _optimizer_bytes(optimizer: str, params: list[nn.Parameter], foreach: bool) -> tuple[int, int]:
     """(state bytes, step temporaries bytes) for the torch optimizers of ``make_optimizer``."""
@@ -310,8 +358,10 @@ def _checkpointed_blocks(model: nn.Module, activation_checkpointing: bool) -> tu
     ``apply_activation_checkpointing`` would wrap."""
     wrappers = [m for m in model.modules() if isinstance(m, CheckpointedBlock)]
     if wrappers and not activation_checkpointing:
-        raise ValueError("model has CheckpointedBlock wrappers but activation_checkpointing=False; "
-                         "accepted: activation_checkpointing=True for a wrapped model")
+        raise ValueError(
+            "model has CheckpointedBlock wrappers but activation_checkpointing=False; "
+            "accepted: activation_checkpointing=True for a wrapped model"
+        )
     if wrappers:
         return wrappers, [(w.block, w.block) for w in wrappers]
     if activation_checkpointing:
@@ -344,11 +394,13 @@ class _Recorder:
                 if isinstance(a, torch.Tensor) and _key(a) not in self.excluded:
                     self.storage_size.setdefault(_key(a), a.untyped_storage().nbytes())
                     self.keep.append(a)
+
         return hook
 
     def post_hook(self, i: int):
         def hook(module, args, out):
             self.block_ranges[i][1] = _seq_now()
+
         return hook
 
 
@@ -356,8 +408,11 @@ class _Recorder:
 def _recording(model: nn.Module, blocks: list, wrappers: list, recorder: _Recorder) -> Iterator[None]:
     """The model in training mode, its blocks hooked to ``recorder``, checkpointing off; afterwards the hooks
     are gone, checkpointing on, the buffers (BatchNorm statistics) and the mode as they were."""
-    state = {k: v.detach().clone() for k, v in model.state_dict(keep_vars=True).items()
-             if isinstance(v, torch.Tensor) and not isinstance(v, nn.Parameter)}
+    state = {
+        k: v.detach().clone()
+        for k, v in model.state_dict(keep_vars=True).items()
+        if isinstance(v, torch.Tensor) and not isinstance(v, nn.Parameter)
+    }
     handles = []
     for i, (first, last) in enumerate(blocks):
         handles.append(first.register_forward_pre_hook(recorder.pre_hook(i)))
@@ -393,15 +448,27 @@ class _Pass:
     bwd_parts: dict[str, int]
 
 
-def _record_step(model: nn.Module, inputs: tuple[torch.Tensor, ...], target: torch.Tensor | None, loss_fn: Callable,
-                 blocks: list, wrappers: list, run_precision: str, device: torch.device) -> _Pass:
+def _record_step(
+    model: nn.Module,
+    inputs: tuple[torch.Tensor, ...],
+    target: torch.Tensor | None,
+    loss_fn: Callable,
+    blocks: list,
+    wrappers: list,
+    run_precision: str,
+    device: torch.device,
+) -> _Pass:
     """Run ONE forward pass under ``run_precision``, recording what autograd saves, then simulate the backward."""
     excluded = {_key(t) for t in list(model.parameters()) + list(model.buffers())} | {_key(t) for t in inputs}
     if target is not None:
         excluded.add(_key(target))
     rec = _Recorder(excluded, [[0, 0] for _ in blocks])
-    with _recording(model, blocks, wrappers, rec), torch.enable_grad(), LiveTensorTracker() as tracker, \
-            torch.autograd.graph.saved_tensors_hooks(rec.pack, lambda t: t):
+    with (
+        _recording(model, blocks, wrappers, rec),
+        torch.enable_grad(),
+        LiveTensorTracker() as tracker,
+        torch.autograd.graph.saved_tensors_hooks(rec.pack, lambda t: t),
+    ):
         with autocast(run_precision, device):
             out = model(*inputs)
             loss = loss_fn(out, target)
@@ -410,20 +477,29 @@ def _record_step(model: nn.Module, inputs: tuple[torch.Tensor, ...], target: tor
         out_bytes = storage_bytes([out, loss])
         saved_total = sum(rec.storage_size.values())
         if loss.grad_fn is None:
-            raise ValueError("the loss does not depend on the model's parameters; accepted: a model "
-                             "whose output requires grad")
+            raise ValueError(
+                "the loss does not depend on the model's parameters; accepted: a model whose output requires grad"
+            )
         bwd_peak, acts_start, bwd_parts = _simulate_backward(
-            loss.grad_fn, excluded, rec.storage_size, [tuple(r) for r in rec.block_ranges], rec.block_inputs,
-            out_bytes)
+            loss.grad_fn, excluded, rec.storage_size, [tuple(r) for r in rec.block_ranges], rec.block_inputs, out_bytes
+        )
         del out, loss, rec.keep[:]
     return _Pass(fwd_live, fwd_peak, out_bytes, saved_total, bwd_peak, acts_start, bwd_parts)
 
 
 # ----------------------------------------------------------------------------- the estimate
 
-def estimate_training_memory(model: nn.Module, example_input, optimizer: str = "adam", precision: str = "fp32",
-                             activation_checkpointing: bool = False, target: torch.Tensor | None = None,
-                             loss_fn: Callable | None = None, foreach: bool | None = None) -> MemoryEstimate:
+
+def estimate_training_memory(
+    model: nn.Module,
+    example_input,
+    optimizer: str = "adam",
+    precision: str = "fp32",
+    activation_checkpointing: bool = False,
+    target: torch.Tensor | None = None,
+    loss_fn: Callable | None = None,
+    foreach: bool | None = None,
+) -> MemoryEstimate:
     """Estimate the peak memory of training ``model`` on batches like ``example_input``.
 
     Notebook 02 (memory: where the bytes go). Runs ONE forward pass (under ``torch.autocast`` for
@@ -457,8 +533,15 @@ def estimate_training_memory(model: nn.Module, example_input, optimizer: str = "
     return _estimate(step, storage_bytes(model), params, optimizer, foreach, batch, activation_checkpointing)
 
 
-def _estimate(rec: _Pass, p_bytes: int, params: list[nn.Parameter], optimizer: str, foreach: bool, batch: int,
-              activation_checkpointing: bool) -> MemoryEstimate:
+def _estimate(
+    rec: _Pass,
+    p_bytes: int,
+    params: list[nn.Parameter],
+    optimizer: str,
+    foreach: bool,
+    batch: int,
+    activation_checkpointing: bool,
+) -> MemoryEstimate:
     """The three phases of the step from a recorded pass, and the largest of them."""
     g_bytes = sum(p.numel() * p.element_size() for p in params)
     o_bytes, t_bytes = _optimizer_bytes(optimizer, params, foreach)
@@ -476,9 +559,23 @@ def _estimate(rec: _Pass, p_bytes: int, params: list[nn.Parameter], optimizer: s
     phases = {"forward pass": fwd, "backward pass": bwd, "optimizer step": step}
     phase = max(phases, key=phases.get)
     common = [("parameters", p_bytes), ("optimizer state", o_bytes), ("batch", batch)]
-    parts = {"forward pass": common + [("forward pass tensors", fwd - persistent)],
-             "backward pass": common + list(rec.bwd_parts.items()),
-             "optimizer step": common + [("gradients", g_bytes), ("output and loss", rec.out_bytes),
-                                         ("step temporaries", t_bytes)]}[phase]
-    return MemoryEstimate(p_bytes, g_bytes, o_bytes, activations, batch, t_bytes, fwd, bwd, step,
-                          phases[phase], phase, tuple((n, b) for n, b in parts if b))
+    parts = {
+        "forward pass": common + [("forward pass tensors", fwd - persistent)],
+        "backward pass": common + list(rec.bwd_parts.items()),
+        "optimizer step": common
+        + [("gradients", g_bytes), ("output and loss", rec.out_bytes), ("step temporaries", t_bytes)],
+    }[phase]
+    return MemoryEstimate(
+        p_bytes,
+        g_bytes,
+        o_bytes,
+        activations,
+        batch,
+        t_bytes,
+        fwd,
+        bwd,
+        step,
+        phases[phase],
+        phase,
+        tuple((n, b) for n, b in parts if b),
+    )

@@ -5,6 +5,7 @@
 ``large_model_memory`` (the memory calculator's numbers); ``mlp_parameters``,
 ``mlp_activation_bytes`` and ``mlp_largest_batch`` (section 2 by hand, and exercise 02's references).
 """
+
 from __future__ import annotations
 
 from .. import arguments, names
@@ -12,6 +13,7 @@ from ..catalog import accelerators
 
 
 # ----------------------------------------------------------------------------- formulas
+
 
 def _bytes_per_param(precision: str, optimizer: str) -> tuple[int, int, int]:
     """(weights, gradients, optimizer) bytes per parameter; see ``model_states_bytes``."""
@@ -21,8 +23,9 @@ def _bytes_per_param(precision: str, optimizer: str) -> tuple[int, int, int]:
     return 2, 2, 4 + 4 * buffers  # 16-bit weights and grads; fp32 master weights + fp32 states
 
 
-def model_states_bytes(n_params: int, precision: str = "fp32", optimizer: str = "adam", zero_stage: int = 0,
-                       data_parallel: int = 1) -> int:
+def model_states_bytes(
+    n_params: int, precision: str = "fp32", optimizer: str = "adam", zero_stage: int = 0, data_parallel: int = 1
+) -> int:
     """Bytes of the model states (weights, gradients, optimizer state) per data-parallel rank.
 
     Notebook 02 (memory: model states and ZeRO). The recipe of the ZeRO paper (Rajbhandari et al.
@@ -50,8 +53,9 @@ def model_states_bytes(n_params: int, precision: str = "fp32", optimizer: str = 
     return split(w, 3) + split(g, 2) + split(o, 1)
 
 
-def transformer_activation_bytes(seq_len: int, batch: int, d_model: int, n_layers: int, n_heads: int,
-                                 bytes_per_value: int = 2) -> int:
+def transformer_activation_bytes(
+    seq_len: int, batch: int, d_model: int, n_layers: int, n_heads: int, bytes_per_value: int = 2
+) -> int:
     """Activation bytes a transformer saves for backward, by the formula of Korthikanti et al.
 
     Korthikanti et al. 2022, "Reducing Activation Recomputation
@@ -63,16 +67,23 @@ def transformer_activation_bytes(seq_len: int, batch: int, d_model: int, n_layer
     overcounts the 1-byte dropout masks at 4 bytes). Memory-efficient attention kernels (flash
     attention) do not save the s x s scores, which removes most of the 5*a*s/h term.
     """
-    for name, v in (("seq_len", seq_len), ("batch", batch), ("d_model", d_model), ("n_layers", n_layers),
-                    ("n_heads", n_heads), ("bytes_per_value", bytes_per_value)):
+    for name, v in (
+        ("seq_len", seq_len),
+        ("batch", batch),
+        ("d_model", d_model),
+        ("n_layers", n_layers),
+        ("n_heads", n_heads),
+        ("bytes_per_value", bytes_per_value),
+    ):
         arguments.positive_int(name, v)
     s, b, h, a = seq_len, batch, d_model, n_heads
     per_layer_16bit = s * b * h * 34 + 5 * a * s * s * b
     return per_layer_16bit * n_layers * bytes_per_value // 2
 
 
-def largest_model_that_fits(memory_bytes: float, precision: str = "bf16-mixed", optimizer: str = "adam",
-                            overhead_fraction: float = 0.2) -> int:
+def largest_model_that_fits(
+    memory_bytes: float, precision: str = "bf16-mixed", optimizer: str = "adam", overhead_fraction: float = 0.2
+) -> int:
     """The most parameters whose model states fit in ``memory_bytes`` (no ZeRO, one device).
 
     ``overhead_fraction`` of the memory is kept
@@ -85,23 +96,37 @@ def largest_model_that_fits(memory_bytes: float, precision: str = "bf16-mixed", 
     return int(memory_bytes * (1 - overhead_fraction) // per_param)
 
 
-def largest_model_per_accelerator(precision: str = "bf16-mixed", optimizer: str = "adam",
-                                  overhead_fraction: float = 0.2,
-                                  kind: str | None = None) -> list[tuple[str, str, float, int]]:
+def largest_model_per_accelerator(
+    precision: str = "bf16-mixed", optimizer: str = "adam", overhead_fraction: float = 0.2, kind: str | None = None
+) -> list[tuple[str, str, float, int]]:
     """(key, name, memory_gb, max_params) for every accelerator in ``course_lib.catalog``.
 
     Notebook 02 (memory: the largest model that fits). ``memory_gb`` is read as 1e9 bytes (the
     catalog keeps the vendor's unit; see its notes). ``kind``: None, "gpu" or "tpu".
     """
-    return [(a.key, a.name, a.memory_gb,
-             largest_model_that_fits(a.memory_gb * 1e9, precision, optimizer, overhead_fraction))
-            for a in accelerators(kind)]
+    return [
+        (
+            a.key,
+            a.name,
+            a.memory_gb,
+            largest_model_that_fits(a.memory_gb * 1e9, precision, optimizer, overhead_fraction),
+        )
+        for a in accelerators(kind)
+    ]
 
 
-
-def large_model_memory(n_params: float, precision: str = "bf16-mixed", optimizer: str = "adam",
-                       zero_stage: int = 0, data_parallel: int = 1, seq_len: int = 2048, batch: int = 1,
-                       d_model: int = 4096, n_layers: int = 32, n_heads: int = 32) -> dict[str, int]:
+def large_model_memory(
+    n_params: float,
+    precision: str = "bf16-mixed",
+    optimizer: str = "adam",
+    zero_stage: int = 0,
+    data_parallel: int = 1,
+    seq_len: int = 2048,
+    batch: int = 1,
+    d_model: int = 4096,
+    n_layers: int = 32,
+    n_heads: int = 32,
+) -> dict[str, int]:
     """Per-device bytes for training a large transformer: model states (ZeRO) + activations.
 
     Activations follow ``transformer_activation_bytes`` with
@@ -121,6 +146,7 @@ def large_model_memory(n_params: float, precision: str = "bf16-mixed", optimizer
 # ----------------------------------------------------------------------------- an MLP by hand
 # The arithmetic of notebook 02, section 2, for an MLP Linear -> ReLU -> ... -> Linear trained in
 # float32 with cross-entropy; exercise 02 asks the learner to write it, and these are its references.
+
 
 def _mlp_sizes(sizes) -> list[int]:
     sizes = arguments.int_list("sizes", sizes)

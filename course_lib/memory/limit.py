@@ -29,6 +29,7 @@ what Colab runs). ``memory_limit_supported()`` says whether this machine qualifi
 raises :class:`MemoryLimitUnsupported` instead of running an OOM demo without a cap, unless you
 pass ``allow_uncapped=True``, in which case ``fn`` runs uncapped and ``LimitedRun.warning`` says so.
 """
+
 from __future__ import annotations
 
 import signal
@@ -49,15 +50,28 @@ except ImportError:  # pragma: no cover - Windows
     resource = None  # type: ignore[assignment]
 
 __all__ = [
-    "LimitedRun", "BatchProbe", "BatchSearch", "MemoryLimitUnsupported",
-    "memory_limit_supported", "run_with_memory_limit", "find_max_batch_size",
-    "mlp_training_step", "allocate_bytes", "is_oom_error",
+    "LimitedRun",
+    "BatchProbe",
+    "BatchSearch",
+    "MemoryLimitUnsupported",
+    "memory_limit_supported",
+    "run_with_memory_limit",
+    "find_max_batch_size",
+    "mlp_training_step",
+    "allocate_bytes",
+    "is_oom_error",
 ]
 
 MiB = 2**20
 
-_OOM_MARKERS = ("defaultcpuallocator", "not enough memory", "out of memory", "cannot allocate memory",
-                "can't allocate memory", "std::bad_alloc")
+_OOM_MARKERS = (
+    "defaultcpuallocator",
+    "not enough memory",
+    "out of memory",
+    "cannot allocate memory",
+    "can't allocate memory",
+    "std::bad_alloc",
+)
 
 
 class MemoryLimitUnsupported(RuntimeError):
@@ -113,6 +127,7 @@ class LimitedRun:
 # ----------------------------------------------------------------------------------------------
 # helpers
 
+
 def memory_limit_supported() -> bool:
     """True where ``RLIMIT_AS`` exists and is enforced (Linux)."""
     return resource is not None and hasattr(resource, "RLIMIT_AS") and sys.platform.startswith("linux")
@@ -131,6 +146,7 @@ def is_oom_error(exc: BaseException) -> bool:
         return True
     try:
         import torch
+
         if isinstance(exc, getattr(torch, "OutOfMemoryError", ())):
             return True
     except ImportError:  # pragma: no cover
@@ -148,10 +164,12 @@ def _check_limit(limit_bytes: int) -> int:
 # ----------------------------------------------------------------------------------------------
 # the child
 
+
 def _warm_up() -> None:
     """Start torch's thread pool and run one tiny training step (autograd's first backward alone
     maps ~70 MB), so the baseline includes what any torch program pays once."""
     import torch
+
     a = torch.ones(128, 128)
     (a @ a).sum().item()
     lin = torch.nn.Linear(8, 2)
@@ -168,8 +186,7 @@ def _error_payload(exc: BaseException, info: dict) -> dict:  # pragma: no cover 
     if oom:
         first = text.strip().splitlines()[0] if text.strip() else type(exc).__name__
         text = f"out of memory under the cap: {first}"
-    return {"ok": False, "error_type": type(exc).__name__, "message": f"{text}\n{short}".strip(),
-            "oom": oom, **info}
+    return {"ok": False, "error_type": type(exc).__name__, "message": f"{text}\n{short}".strip(), "oom": oom, **info}
 
 
 def _capped(channel, fn, args, kwargs, limit_bytes: int, allow_uncapped: bool) -> None:  # pragma: no cover - child
@@ -218,9 +235,17 @@ def _capped(channel, fn, args, kwargs, limit_bytes: int, allow_uncapped: bool) -
 # ----------------------------------------------------------------------------------------------
 # the parent
 
-def run_with_memory_limit(fn: Callable[..., Any], limit_bytes: int, *args: Any, timeout: float = 60.0,
-                          allow_uncapped: bool = False, startup_timeout: float = 120.0,
-                          env: dict[str, str] | None = None, **kwargs: Any) -> LimitedRun:
+
+def run_with_memory_limit(
+    fn: Callable[..., Any],
+    limit_bytes: int,
+    *args: Any,
+    timeout: float = 60.0,
+    allow_uncapped: bool = False,
+    startup_timeout: float = 120.0,
+    env: dict[str, str] | None = None,
+    **kwargs: Any,
+) -> LimitedRun:
     """Run ``fn(*args, **kwargs)`` in a memory-capped child process (notebook 02, memory).
 
     ``limit_bytes`` is head-room *above* the child's baseline address space (python + torch
@@ -253,7 +278,8 @@ def run_with_memory_limit(fn: Callable[..., Any], limit_bytes: int, *args: Any, 
         raise MemoryLimitUnsupported(
             f"cannot cap memory on this platform ({sys.platform}): RLIMIT_AS is missing or not enforced. "
             "Run the out-of-memory demos on Linux (e.g. Colab), or pass allow_uncapped=True to run "
-            "without a cap (do not do that with a function meant to run out of memory).")
+            "without a cap (do not do that with a function meant to run out of memory)."
+        )
     t0 = time.perf_counter()
     with Children("course-memlimit", fresh=env is not None, env=env) as child:
         child.start(_capped, fn, args, kwargs, limit, allow_uncapped)
@@ -263,28 +289,69 @@ def run_with_memory_limit(fn: Callable[..., Any], limit_bytes: int, *args: Any, 
         tail = child.log_tail(0) if watch.payload is None and not run.timed_out else ""
     seconds = time.perf_counter() - t0
     if watch.payload is not None:
-        keys = {"value", "error_type", "message", "oom", "peak_rss_bytes", "fn_seconds", "baseline_rss_bytes",
-                "baseline_address_space_bytes", "address_space_limit_bytes", "warning"}
+        keys = {
+            "value",
+            "error_type",
+            "message",
+            "oom",
+            "peak_rss_bytes",
+            "fn_seconds",
+            "baseline_rss_bytes",
+            "baseline_address_space_bytes",
+            "address_space_limit_bytes",
+            "warning",
+        }
         extra = {k: watch.payload.get(k) for k in keys}
-        return LimitedRun(ok=bool(watch.payload["ok"]), seconds=seconds, limit_bytes=limit, exitcode=exitcode,
-                          **{**extra, "oom": bool(watch.payload.get("oom", False))})
-    failed = {"ok": False, "value": None, "peak_rss_bytes": None, "seconds": seconds, "limit_bytes": limit,
-              "exitcode": exitcode}
+        return LimitedRun(
+            ok=bool(watch.payload["ok"]),
+            seconds=seconds,
+            limit_bytes=limit,
+            exitcode=exitcode,
+            **{**extra, "oom": bool(watch.payload.get("oom", False))},
+        )
+    failed = {
+        "ok": False,
+        "value": None,
+        "peak_rss_bytes": None,
+        "seconds": seconds,
+        "limit_bytes": limit,
+        "exitcode": exitcode,
+    }
     if run.timed_out:
-        return LimitedRun(error_type="TimeoutError", oom=False, timed_out=True, **failed, message=(
-            f"fn did not finish within timeout={timeout:g} s; the child process was killed" if watch.started
-            else f"the child process did not start within startup_timeout={startup_timeout:g} s; it was killed"))
+        return LimitedRun(
+            error_type="TimeoutError",
+            oom=False,
+            timed_out=True,
+            **failed,
+            message=(
+                f"fn did not finish within timeout={timeout:g} s; the child process was killed"
+                if watch.started
+                else f"the child process did not start within startup_timeout={startup_timeout:g} s; it was killed"
+            ),
+        )
     output = f"\nIts last output:\n{tail}" if tail else " It printed nothing."
     if exitcode is not None and exitcode < 0:
         try:
             signame = signal.Signals(-exitcode).name
         except ValueError:  # pragma: no cover
             signame = f"signal {-exitcode}"
-        return LimitedRun(error_type="ChildKilled", oom=True, log_tail=tail, **failed, message=(
-            f"the child process was killed by {signame} before reporting; under a memory cap that almost always "
-            f"means it ran out of memory.{output}"))
-    return LimitedRun(error_type="ChildExited", oom=False, log_tail=tail, **failed,
-                      message=f"the child process exited with code {exitcode} without reporting a result.{output}")
+        return LimitedRun(
+            error_type="ChildKilled",
+            oom=True,
+            log_tail=tail,
+            **failed,
+            message=(
+                f"the child process was killed by {signame} before reporting; under a memory cap that almost always "
+                f"means it ran out of memory.{output}"
+            ),
+        )
+    return LimitedRun(
+        error_type="ChildExited",
+        oom=False,
+        log_tail=tail,
+        **failed,
+        message=f"the child process exited with code {exitcode} without reporting a result.{output}",
+    )
 
 
 class _Watch:
@@ -308,13 +375,19 @@ class _Watch:
         elif event.kind == "message":
             self.payload = event.value
         elif event.kind == "error":  # the child could not even start fn's module
-            self.payload = {"ok": False, "error_type": event.value[0], "message": event.value[1].strip(),
-                            "oom": False, "limit_bytes": self.limit}
+            self.payload = {
+                "ok": False,
+                "error_type": event.value[0],
+                "message": event.value[1].strip(),
+                "oom": False,
+                "limit_bytes": self.limit,
+            }
         return self.payload is not None
 
 
 # ----------------------------------------------------------------------------------------------
 # example workloads (importable, so they can run in the capped child)
+
 
 def allocate_bytes(n_bytes: int, fill: bool = True) -> int:
     """Allocate one ``n_bytes`` torch tensor (touching its pages if ``fill``) and return its size.
@@ -323,14 +396,16 @@ def allocate_bytes(n_bytes: int, fill: bool = True) -> int:
     """
     arguments.positive_int("n_bytes", n_bytes)
     import torch
+
     t = torch.empty(n_bytes, dtype=torch.uint8)
     if fill:
         t.fill_(1)
     return int(t.numel())
 
 
-def mlp_training_step(batch_size: int, in_features: int = 512, hidden: int = 1024, depth: int = 3,
-                      n_classes: int = 10, steps: int = 1) -> float:
+def mlp_training_step(
+    batch_size: int, in_features: int = 512, hidden: int = 1024, depth: int = 3, n_classes: int = 10, steps: int = 1
+) -> float:
     """One (or ``steps``) Adam training step(s) of ``course_lib.models.MLP`` at ``batch_size``.
 
     Importable, so :func:`find_max_batch_size` can run it in a capped subprocess (notebook 02,
@@ -338,12 +413,19 @@ def mlp_training_step(batch_size: int, in_features: int = 512, hidden: int = 102
     (about ``batch * (in_features + 2 * depth * hidden) * 4`` bytes) on top of parameters,
     gradients and Adam's two moments. Returns the last loss.
     """
-    for name, v in (("batch_size", batch_size), ("in_features", in_features), ("hidden", hidden),
-                    ("depth", depth), ("n_classes", n_classes), ("steps", steps)):
+    for name, v in (
+        ("batch_size", batch_size),
+        ("in_features", in_features),
+        ("hidden", hidden),
+        ("depth", depth),
+        ("n_classes", n_classes),
+        ("steps", steps),
+    ):
         arguments.positive_int(name, v)
     import torch
     from ..models import MLP, make_optimizer
     from ..train import train_step
+
     torch.manual_seed(0)
     model = MLP(in_features, [hidden] * depth, n_classes)
     opt = make_optimizer("adam", model.parameters(), lr=1e-3)
@@ -357,6 +439,7 @@ def mlp_training_step(batch_size: int, in_features: int = 512, hidden: int = 102
 
 # ----------------------------------------------------------------------------------------------
 # batch-size search
+
 
 @dataclass(frozen=True)
 class BatchProbe:
@@ -388,9 +471,18 @@ class BatchSearch:
         return [(p.batch_size, p.ok, p.seconds) for p in self.probes]
 
 
-def find_max_batch_size(step_fn: Callable[[int], Any], limit_bytes: int, *, low: int = 1, high: int = 4096,
-                        start: int | None = None, resolution: float = 0.125, max_probes: int = 12,
-                        timeout: float = 60.0, step_kwargs: dict[str, Any] | None = None) -> BatchSearch:
+def find_max_batch_size(
+    step_fn: Callable[[int], Any],
+    limit_bytes: int,
+    *,
+    low: int = 1,
+    high: int = 4096,
+    start: int | None = None,
+    resolution: float = 0.125,
+    max_probes: int = 12,
+    timeout: float = 60.0,
+    step_kwargs: dict[str, Any] | None = None,
+) -> BatchSearch:
     """Largest batch size for which ``step_fn(batch_size, **step_kwargs)`` runs under the cap.
 
     Notebook 02 (memory). Each probe runs in its own capped subprocess via
@@ -420,8 +512,7 @@ def find_max_batch_size(step_fn: Callable[[int], Any], limit_bytes: int, *, low:
         r = run_with_memory_limit(step_fn, limit, b, timeout=timeout, **kwargs)
         probes.append(BatchProbe(b, r.ok, r.oom, r.seconds, r.peak_rss_bytes))
         if not r.ok and not r.oom:
-            raise RuntimeError(f"step_fn({b}) failed for a reason other than memory "
-                               f"({r.error_type}): {r.message}")
+            raise RuntimeError(f"step_fn({b}) failed for a reason other than memory ({r.error_type}): {r.message}")
         return r.ok
 
     good: int | None = None
@@ -446,8 +537,12 @@ def find_max_batch_size(step_fn: Callable[[int], Any], limit_bytes: int, *, low:
             if b == low:
                 break
             b = max(low, b // 2)
-    while (good is not None and bad is not None and len(probes) < max_probes
-           and bad - good > max(1, int(resolution * good))):  # bisect
+    while (
+        good is not None
+        and bad is not None
+        and len(probes) < max_probes
+        and bad - good > max(1, int(resolution * good))
+    ):  # bisect
         mid = (good + bad) // 2
         if probe(mid):
             good = mid

@@ -6,6 +6,7 @@
   (``course_lib.train.train_step``).
 * ``memtracker_peak(model, x, ...)``: PyTorch's own ``MemTracker``, a second, independent meter.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -31,8 +32,9 @@ def _check_model(model: nn.Module) -> list[nn.Parameter]:
         raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
     params = [p for p in model.parameters() if p.requires_grad]
     if not params:
-        raise ValueError("model has no trainable parameters; accepted: a module with at least one "
-                         "parameter that requires grad")
+        raise ValueError(
+            "model has no trainable parameters; accepted: a module with at least one parameter that requires grad"
+        )
     return params
 
 
@@ -122,6 +124,7 @@ class LiveTensorTracker(ti.TorchDispatchMode):
 
 # ----------------------------------------------------------------------------- measurement
 
+
 @dataclass(frozen=True)
 class PeakMemory:
     """Peak memory of one call, from ``measure_peak_memory``.
@@ -146,8 +149,10 @@ class PeakMemory:
 
     def __str__(self) -> str:
         rss = "n/a" if self.resident_bytes is None else f"{self.resident_bytes / _MiB:.1f} MiB"
-        return (f"peak live tensors {self.live_bytes / _MiB:.1f} MiB on {self.device} "
-                f"(of which {self.baseline_bytes / _MiB:.1f} MiB live before); process resident peak {rss}")
+        return (
+            f"peak live tensors {self.live_bytes / _MiB:.1f} MiB on {self.device} "
+            f"(of which {self.baseline_bytes / _MiB:.1f} MiB live before); process resident peak {rss}"
+        )
 
 
 @contextlib.contextmanager
@@ -185,8 +190,9 @@ def _resident_peak():
         result.update(bytes=peak[0], method="psutil rss sampled every 1 ms")
 
 
-def measure_peak_memory(fn: Callable[[], object], include: Iterable = (),
-                        device: torch.device | str | None = None) -> PeakMemory:
+def measure_peak_memory(
+    fn: Callable[[], object], include: Iterable = (), device: torch.device | str | None = None
+) -> PeakMemory:
     """Run ``fn()`` once and report its peak memory (notebook 02, memory: measuring).
 
     ``live_bytes`` is the peak of live tensor bytes: the storages of ``include`` (modules and
@@ -224,9 +230,16 @@ def measure_peak_memory(fn: Callable[[], object], include: Iterable = (),
     return PeakMemory(baseline + max(increment, 0), baseline, rss["bytes"], str(device), rss["method"])
 
 
-def measure_training_memory(model: nn.Module, example_input, target: torch.Tensor | None = None,
-                            optimizer: str = "adam", precision: str = "fp32", steps: int = 3,
-                            loss_fn: Callable | None = None, foreach: bool | None = None) -> PeakMemory:
+def measure_training_memory(
+    model: nn.Module,
+    example_input,
+    target: torch.Tensor | None = None,
+    optimizer: str = "adam",
+    precision: str = "fp32",
+    steps: int = 3,
+    loss_fn: Callable | None = None,
+    foreach: bool | None = None,
+) -> PeakMemory:
     """Peak memory of ``steps`` real training steps on one batch (notebook 02, memory).
 
     Each step is ``course_lib.train.train_step``: forward (under ``torch.autocast`` for the mixed
@@ -252,8 +265,14 @@ def measure_training_memory(model: nn.Module, example_input, target: torch.Tenso
     return measure_peak_memory(run, include=[model, *inputs, target], device=device)
 
 
-def memtracker_peak(model: nn.Module, example_input: torch.Tensor, target: torch.Tensor | None = None,
-                    optimizer: str = "adam", precision: str = "fp32", steps: int = 3) -> int | None:
+def memtracker_peak(
+    model: nn.Module,
+    example_input: torch.Tensor,
+    target: torch.Tensor | None = None,
+    optimizer: str = "adam",
+    precision: str = "fp32",
+    steps: int = 3,
+) -> int | None:
     """A second, independent meter: PyTorch's own ``MemTracker`` over the same training steps.
 
     Notebook 02 (memory: estimate vs measurement). Returns the peak tracked bytes (parameters,
@@ -279,9 +298,13 @@ def memtracker_peak(model: nn.Module, example_input: torch.Tensor, target: torch
     return int(sum(v.get("Total", 0) for v in peak.values()))
 
 
-def measure_activation_bytes_per_example(model: nn.Module, make_batch: Callable[[int], tuple],
-                                         batch_sizes: tuple[int, int] = (2, 4), precision: str = "fp32",
-                                         loss_fn: Callable | None = None) -> float:
+def measure_activation_bytes_per_example(
+    model: nn.Module,
+    make_batch: Callable[[int], tuple],
+    batch_sizes: tuple[int, int] = (2, 4),
+    precision: str = "fp32",
+    loss_fn: Callable | None = None,
+) -> float:
     """Measured bytes the forward pass keeps alive per example (notebook 02, mixed precision).
 
     Runs one forward pass and loss (under ``torch.autocast`` for the mixed precisions) at each of

@@ -22,6 +22,7 @@ as the writer's resident memory until they are flushed and unmapped, so a 4 GB w
 like a 4 GB process. We write the ``.npy`` header with ``np.lib.format`` and the data with
 ordinary file writes, which go through the page cache without growing RSS.
 """
+
 from __future__ import annotations
 
 import json
@@ -43,8 +44,16 @@ from .. import arguments, names
 from ..hardware import current_rss_bytes, peak_rss_bytes, reset_peak_rss
 
 __all__ = [
-    "DatasetInfo", "write_synthetic_dataset", "dataset_info", "StreamingDataset", "MemmapDataset",
-    "StreamReport", "stream_once", "ReadThroughput", "disk_read_throughput", "drop_file_cache",
+    "DatasetInfo",
+    "write_synthetic_dataset",
+    "dataset_info",
+    "StreamingDataset",
+    "MemmapDataset",
+    "StreamReport",
+    "stream_once",
+    "ReadThroughput",
+    "disk_read_throughput",
+    "drop_file_cache",
     "cached_fraction",
 ]
 
@@ -63,6 +72,7 @@ def _dtype(dtype: str | np.dtype) -> np.dtype:
 
 # ----------------------------------------------------------------------------------------------
 # writing
+
 
 @dataclass(frozen=True)
 class DatasetInfo:
@@ -101,9 +111,16 @@ def _header_offset(path: Path) -> tuple[tuple[int, ...], np.dtype, int]:
         return shape, dtype, f.tell()
 
 
-def write_synthetic_dataset(path: str | os.PathLike, n_samples: int, n_features: int, dtype: str = "float32",
-                            seed: int = 0, n_classes: int = 2, chunk_rows: int | None = None,
-                            separation: float = 1.0) -> Path:
+def write_synthetic_dataset(
+    path: str | os.PathLike,
+    n_samples: int,
+    n_features: int,
+    dtype: str = "float32",
+    seed: int = 0,
+    n_classes: int = 2,
+    chunk_rows: int | None = None,
+    separation: float = 1.0,
+) -> Path:
     """Write a synthetic classification set to the directory ``path``, chunk by chunk (notebook 02, memory).
 
     Each class has a random centre; a sample is its class centre plus unit Gaussian noise, so a
@@ -125,7 +142,9 @@ def write_synthetic_dataset(path: str | os.PathLike, n_samples: int, n_features:
     if out.exists() and not out.is_dir():
         raise ValueError(f"path must be a directory (it will hold x.npy, y.npy, meta.json), got a file: {out}")
     out.mkdir(parents=True, exist_ok=True)
-    centres = np.random.default_rng([seed, 0]).standard_normal((n_classes, n_features)) * (separation * 2 / math.sqrt(n_features))
+    centres = np.random.default_rng([seed, 0]).standard_normal((n_classes, n_features)) * (
+        separation * 2 / math.sqrt(n_features)
+    )
     with open(out / "x.npy", "wb") as fx, open(out / "y.npy", "wb") as fy:
         _write_header(fx, (n_samples, n_features), dt)
         _write_header(fy, (n_samples,), np.dtype(np.int64))
@@ -137,8 +156,11 @@ def write_synthetic_dataset(path: str | os.PathLike, n_samples: int, n_features:
             x += centres[y].astype(np.float32)
             fx.write(x.astype(dt, copy=False).tobytes())
             fy.write(y.tobytes())
-    (out / "meta.json").write_text(json.dumps({"n_samples": n_samples, "n_features": n_features,
-                                               "n_classes": n_classes, "dtype": dt.name, "seed": seed}))
+    (out / "meta.json").write_text(
+        json.dumps(
+            {"n_samples": n_samples, "n_features": n_features, "n_classes": n_classes, "dtype": dt.name, "seed": seed}
+        )
+    )
     return out
 
 
@@ -157,6 +179,7 @@ def dataset_info(path: str | os.PathLike) -> DatasetInfo:
 
 # ----------------------------------------------------------------------------------------------
 # reading
+
 
 def _fadvise_dontneed(fd: int, offset: int = 0, length: int = 0) -> bool:
     if not hasattr(os, "posix_fadvise"):
@@ -189,9 +212,18 @@ class StreamingDataset(IterableDataset):
     (``batch_size=None``) and several workers, chunks are split between the workers.
     """
 
-    def __init__(self, path: str | os.PathLike, batch_size: int, *, chunk_rows: int | None = None,
-                 budget_bytes: int | None = None, shuffle: bool = False, seed: int = 0,
-                 drop_last: bool = False, drop_cache: bool = False) -> None:
+    def __init__(
+        self,
+        path: str | os.PathLike,
+        batch_size: int,
+        *,
+        chunk_rows: int | None = None,
+        budget_bytes: int | None = None,
+        shuffle: bool = False,
+        seed: int = 0,
+        drop_last: bool = False,
+        drop_cache: bool = False,
+    ) -> None:
         super().__init__()
         self.info = dataset_info(path)
         self.batch_size = _pos_int("batch_size", batch_size)
@@ -228,7 +260,7 @@ class StreamingDataset(IterableDataset):
             np.random.default_rng([self.seed, self.epoch]).shuffle(starts)
         w = get_worker_info()
         if w is not None:
-            starts = starts[w.id::w.num_workers]
+            starts = starts[w.id :: w.num_workers]
         return starts
 
     def __iter__(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
@@ -277,8 +309,9 @@ class MemmapDataset(Dataset):
         info = self.info
         with open(info.path / "x.npy", "rb") as f:
             self._mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
-        self.x = np.ndarray((info.n_samples, info.n_features), dtype=np.dtype(info.dtype), buffer=self._mm,
-                            offset=info.x_offset)
+        self.x = np.ndarray(
+            (info.n_samples, info.n_features), dtype=np.dtype(info.dtype), buffer=self._mm, offset=info.x_offset
+        )
         self.y = np.load(info.path / "y.npy", mmap_mode="r")
 
     def __getstate__(self) -> dict:
@@ -312,6 +345,7 @@ class MemmapDataset(Dataset):
 # ----------------------------------------------------------------------------------------------
 # measuring
 
+
 @dataclass(frozen=True)
 class StreamReport:
     """One pass of :func:`stream_once`: what it computed and how much resident memory it needed."""
@@ -341,8 +375,14 @@ class StreamReport:
         return self.data_bytes / self.seconds if self.seconds > 0 else float("inf")
 
 
-def stream_once(path: str | os.PathLike, budget_bytes: int, method: str = "stream", batch_size: int = 1024,
-                lr: float = 0.1, seed: int = 0) -> StreamReport:
+def stream_once(
+    path: str | os.PathLike,
+    budget_bytes: int,
+    method: str = "stream",
+    batch_size: int = 1024,
+    lr: float = 0.1,
+    seed: int = 0,
+) -> StreamReport:
     """Iterate the whole data set once and report the resident-memory peak (notebook 02, memory).
 
     Computes the per-class mean of the features and trains a linear classifier with one SGD step
@@ -369,8 +409,11 @@ def stream_once(path: str | os.PathLike, budget_bytes: int, method: str = "strea
     chunk_rows = max(1, (budget // 4) // info.row_bytes)
     # warm up the training step so lazy imports and first-call allocations are not in the peak
     warm_model = torch.nn.Linear(info.n_features, info.n_classes)
-    train_step(warm_model, (torch.zeros(2, info.n_features), torch.zeros(2, dtype=torch.long)),
-               make_optimizer("sgd", warm_model.parameters(), lr=lr))
+    train_step(
+        warm_model,
+        (torch.zeros(2, info.n_features), torch.zeros(2, dtype=torch.long)),
+        make_optimizer("sgd", warm_model.parameters(), lr=lr),
+    )
 
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # tiny matmuls: one thread avoids OpenMP overhead on a busy 2-core VM
@@ -386,7 +429,7 @@ def stream_once(path: str | os.PathLike, budget_bytes: int, method: str = "strea
             x = np.load(info.path / "x.npy")
             y = np.load(info.path / "y.npy")
             for b in range(0, info.n_samples, batch_size):
-                yield torch.from_numpy(x[b:b + batch_size]), torch.from_numpy(y[b:b + batch_size])
+                yield torch.from_numpy(x[b : b + batch_size]), torch.from_numpy(y[b : b + batch_size])
             return
         ds = MemmapDataset(path)
         for c in range(0, info.n_samples, chunk_rows):
@@ -408,12 +451,23 @@ def stream_once(path: str | os.PathLike, budget_bytes: int, method: str = "strea
     seconds = time.perf_counter() - t0
     peak = peak_rss_bytes(exact)
     means = sums / counts.clamp_min(1).unsqueeze(1)
-    return StreamReport(method, info.n_samples, info.nbytes, budget, before, peak, seconds,
-                        correct / info.n_samples, float(means.norm()), exact)
+    return StreamReport(
+        method,
+        info.n_samples,
+        info.nbytes,
+        budget,
+        before,
+        peak,
+        seconds,
+        correct / info.n_samples,
+        float(means.norm()),
+        exact,
+    )
 
 
 # ----------------------------------------------------------------------------------------------
 # disk throughput and the page cache
+
 
 def drop_file_cache(path: str | os.PathLike) -> bool:
     """Ask the OS to drop ``path`` from the page cache (flushes it first). False where unsupported.
@@ -440,6 +494,7 @@ def cached_fraction(path: str | os.PathLike) -> float | None:
     if not sys.platform.startswith("linux"):
         return None
     import ctypes
+
     size = os.path.getsize(path)
     if size == 0:
         return 0.0

@@ -20,6 +20,7 @@ the internals this PyTorch lacks; :func:`require` raises a ``RuntimeError`` nami
 version and the supported range, so a new PyTorch release that moves one breaks with a clear
 message instead of a confusing traceback deep in the estimator.
 """
+
 from __future__ import annotations
 
 import math
@@ -32,12 +33,14 @@ SUPPORTED_TORCH = ">=2.6"
 try:
     from torch.utils._python_dispatch import TorchDispatchMode
 except ImportError:  # pragma: no cover - a torch that moved it: the estimator reports it via require()
+
     class TorchDispatchMode:  # type: ignore[no-redef]
         def __enter__(self):
             require()
 
         def __exit__(self, *exc):
             return False
+
 
 try:
     from torch.utils._pytree import tree_flatten as _tree_flatten
@@ -129,9 +132,11 @@ def _scaler_with_growth_tracker(scaler) -> dict:
     """``scaler.state_dict()``; RuntimeError naming the internal where this torch's has no clean-step count."""
     state = scaler.state_dict()
     if _GROWTH_TRACKER not in state:
-        raise RuntimeError(f"torch {torch.__version__}'s GradScaler.state_dict() has no {_GROWTH_TRACKER!r} entry "
-                           f"(its count of clean steps). The course supports torch {SUPPORTED_TORCH}: update "
-                           "course_lib/memory/torch_internals.py")
+        raise RuntimeError(
+            f"torch {torch.__version__}'s GradScaler.state_dict() has no {_GROWTH_TRACKER!r} entry "
+            f"(its count of clean steps). The course supports torch {SUPPORTED_TORCH}: update "
+            "course_lib/memory/torch_internals.py"
+        )
     return state
 
 
@@ -140,19 +145,28 @@ def growth_tracker(scaler) -> int:
     return int(_scaler_with_growth_tracker(scaler)[_GROWTH_TRACKER])
 
 
-def load_scaler_state(scaler, *, scale: float, growth_factor: float, backoff_factor: float, growth_interval: int,
-                      growth_tracker: int) -> None:
+def load_scaler_state(
+    scaler, *, scale: float, growth_factor: float, backoff_factor: float, growth_interval: int, growth_tracker: int
+) -> None:
     """Set a ``torch.amp.GradScaler``'s whole state, its count of clean steps (``growth_tracker``) included."""
     _scaler_with_growth_tracker(scaler)
-    scaler.load_state_dict({"scale": scale, "growth_factor": growth_factor, "backoff_factor": backoff_factor,
-                            "growth_interval": growth_interval, _GROWTH_TRACKER: growth_tracker})
+    scaler.load_state_dict(
+        {
+            "scale": scale,
+            "growth_factor": growth_factor,
+            "backoff_factor": backoff_factor,
+            "growth_interval": growth_interval,
+            _GROWTH_TRACKER: growth_tracker,
+        }
+    )
 
 
 def missing() -> list[str]:
     """The internals this PyTorch lacks, by name ([] when every one is there)."""
     out = []
     if not hasattr(TorchDispatchMode, "__torch_dispatch__") and "_python_dispatch" not in getattr(
-            TorchDispatchMode, "__module__", ""):
+        TorchDispatchMode, "__module__", ""
+    ):
         out.append("torch.utils._python_dispatch.TorchDispatchMode")
     if _tree_flatten is None:
         out.append("torch.utils._pytree.tree_flatten")
@@ -178,4 +192,5 @@ def require(allow_missing_memtracker: bool = True) -> None:
         raise RuntimeError(
             f"course_lib.memory needs PyTorch internals that torch {torch.__version__} does not have: "
             f"{', '.join(gone)}. The course supports torch {SUPPORTED_TORCH} (tested on 2.13 and 2.14); "
-            "install one of those, or report this with your torch version.")
+            "install one of those, or report this with your torch version."
+        )

@@ -22,11 +22,20 @@
 The parts load on first use (``parallel.pipeline`` imports ``pipeline``), so importing the package
 stays light; worker functions live in these modules so that spawned ranks can import them.
 """
+
 from __future__ import annotations
 
 from ..lazy import parts_loader
 
-PARTS = ("data_parallel", "pipeline", "pipeline_runner", "tensor_parallel", "fault_tolerance", "train_script", "orchestration",
-         "federated")
+PARTS = (
+    "data_parallel",
+    "pipeline",
+    "pipeline_runner",
+    "tensor_parallel",
+    "fault_tolerance",
+    "train_script",
+    "orchestration",
+    "federated",
+)
 __all__ = list(PARTS)
 __getattr__, __dir__ = parts_loader(__name__, PARTS, globals())

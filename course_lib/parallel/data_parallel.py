@@ -30,6 +30,7 @@ run in a different order). It stops holding with uneven slices (a short last bat
 of slice means then weights the examples unequally), with BatchNorm (statistics per slice, not per
 global batch) and with dropout (each rank draws its own masks).
 """
+
 from __future__ import annotations
 
 import time
@@ -44,9 +45,18 @@ from ..timing import representative
 from ..comm import allreduce_benchmark, launch, max_world_size, rank_info
 from ..memory import formulas
 
-__all__ = ["STRATEGIES", "global_batches", "rank_slice", "train_single", "data_parallel_worker",
-           "run_data_parallel", "speedup_model", "model_states_formula", "max_abs_difference",
-           "DEFAULT_BENCH"]
+__all__ = [
+    "STRATEGIES",
+    "global_batches",
+    "rank_slice",
+    "train_single",
+    "data_parallel_worker",
+    "run_data_parallel",
+    "speedup_model",
+    "model_states_formula",
+    "max_abs_difference",
+    "DEFAULT_BENCH",
+]
 
 STRATEGIES = ("ddp", "fully_shard")
 """The two ways of section 1 and 3: full replicas (DDP) and sharded model states (FSDP2)."""
@@ -58,12 +68,15 @@ DEFAULT_BENCH = {"in_features": 512, "hidden": 1024, "layers": 3, "batch_size": 
 
 # ---------------------------------------------------------------------------------------------- checks
 
+
 def _check_world(world_size: int) -> int:
     world_size = arguments.integer("world_size", world_size, minimum=1)
     limit = max_world_size()
     if world_size > limit:
-        raise ValueError(f"world_size={world_size} is more processes than this machine can run (at most {limit}, "
-                         "comm.max_world_size()); use 1, 2 or 4")
+        raise ValueError(
+            f"world_size={world_size} is more processes than this machine can run (at most {limit}, "
+            "comm.max_world_size()); use 1, 2 or 4"
+        )
     return world_size
 
 
@@ -73,11 +86,14 @@ def _check_training(steps: int, global_batch: int, hidden: int, lr: float, world
     arguments.positive_int("hidden", hidden)
     arguments.positive("lr", lr)
     if global_batch % world_size:
-        raise ValueError(f"global_batch={global_batch} must divide evenly over world_size={world_size} ranks: with "
-                         "uneven slices the average of the ranks' gradients no longer equals the global batch's")
+        raise ValueError(
+            f"global_batch={global_batch} must divide evenly over world_size={world_size} ranks: with "
+            "uneven slices the average of the ranks' gradients no longer equals the global batch's"
+        )
 
 
 # ---------------------------------------------------------------------------------------------- data
+
 
 def global_batches(steps: int, global_batch: int, seed: int = 0) -> list[tuple[torch.Tensor, torch.Tensor]]:
     """The ``steps`` global batches of the digits training set that every run trains on.
@@ -94,9 +110,10 @@ def global_batches(steps: int, global_batch: int, seed: int = 0) -> list[tuple[t
         raise ValueError(f"global_batch={global_batch} exceeds the {n} training examples")
     g = torch.Generator().manual_seed(seed)
     per_epoch = n // global_batch
-    order = torch.cat([torch.randperm(n, generator=g)[:per_epoch * global_batch]
-                       for _ in range(-(-steps // per_epoch))])
-    idx = order[:steps * global_batch].view(steps, global_batch)
+    order = torch.cat(
+        [torch.randperm(n, generator=g)[: per_epoch * global_batch] for _ in range(-(-steps // per_epoch))]
+    )
+    idx = order[: steps * global_batch].view(steps, global_batch)
     return [(split.x_train[i], split.y_train[i]) for i in idx]
 
 
@@ -109,7 +126,7 @@ def rank_slice(batch: tuple[torch.Tensor, ...], rank: int, world_size: int) -> t
     if n % world_size:
         raise ValueError(f"a batch of {n} examples does not split evenly over world_size={world_size} ranks")
     k = n // world_size
-    return tuple(t[rank * k:(rank + 1) * k] for t in batch)
+    return tuple(t[rank * k : (rank + 1) * k] for t in batch)
 
 
 def _model(hidden: int, seed: int, device: torch.device | str = "cpu") -> nn.Module:
@@ -117,8 +134,14 @@ def _model(hidden: int, seed: int, device: torch.device | str = "cpu") -> nn.Mod
     return models.MLP(64, hidden, 10).to(device)
 
 
-def train_single(steps: int = 30, global_batch: int = 64, hidden: int = 128, lr: float = 0.1,
-                 seed: int = 0, slice_of: tuple[int, int] | None = None) -> dict[str, Any]:
+def train_single(
+    steps: int = 30,
+    global_batch: int = 64,
+    hidden: int = 128,
+    lr: float = 0.1,
+    seed: int = 0,
+    slice_of: tuple[int, int] | None = None,
+) -> dict[str, Any]:
     """Train the digits MLP in this process on whole global batches: the reference of notebook 06.1.
 
     ``slice_of=(rank, world_size)`` trains on that rank's slice of each batch only: what one rank
@@ -134,8 +157,11 @@ def train_single(steps: int = 30, global_batch: int = 64, hidden: int = 128, lr:
     model = _model(hidden, seed)
     opt = train.make_optimizer(OPTIMIZER, model.parameters(), lr=lr)
     losses = [train.train_step(model, batch, opt).loss for batch in batches]
-    return {"losses": losses, "params": {k: v.detach().clone() for k, v in model.state_dict().items()},
-            "n_params": models.count_parameters(model)}
+    return {
+        "losses": losses,
+        "params": {k: v.detach().clone() for k, v in model.state_dict().items()},
+        "n_params": models.count_parameters(model),
+    }
 
 
 def max_abs_difference(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> float:
@@ -150,6 +176,7 @@ def max_abs_difference(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -
 
 # ---------------------------------------------------------------------------------------------- one rank
 
+
 def _local(t: torch.Tensor) -> torch.Tensor:
     return t.to_local() if hasattr(t, "to_local") else t
 
@@ -161,8 +188,9 @@ def _bytes(tensors) -> int:
 def _state_bytes(model: nn.Module, optimizer: torch.optim.Optimizer, grad_bytes: int) -> dict[str, int]:
     """Bytes of this rank's own model states: parameters, gradients (measured before the update), and the
     optimizer's per-parameter buffers (Adam's two moments; its one-number step counters are left out)."""
-    opt_tensors = [v for s in optimizer.state.values() for v in s.values()
-                   if isinstance(v, torch.Tensor) and v.dim() > 0]
+    opt_tensors = [
+        v for s in optimizer.state.values() for v in s.values() if isinstance(v, torch.Tensor) and v.dim() > 0
+    ]
     return {"params": _bytes(model.parameters()), "grads": grad_bytes, "optimizer": _bytes(opt_tensors)}
 
 
@@ -191,15 +219,18 @@ def _wrap(strategy: str, model: nn.Module, world: int, device: torch.device) -> 
     return fully_shard(model, mesh=mesh)
 
 
-def _train_replicated(strategy: str, batches, hidden: int, lr: float, seed: int, rank: int, world: int,
-                      device: torch.device) -> dict[str, Any]:
+def _train_replicated(
+    strategy: str, batches, hidden: int, lr: float, seed: int, rank: int, world: int, device: torch.device
+) -> dict[str, Any]:
     """Train with DDP or fully_shard on this rank's slices; losses are the global batches' mean losses."""
     model = _model(hidden, seed, device)
     wrapped = _wrap(strategy, model, world, device)
     opt = train.make_optimizer(OPTIMIZER, wrapped.parameters(), lr=lr)
     grads = _GradBytes()
-    losses = [train.train_step(wrapped, rank_slice(b, rank, world), opt, device=device, before_update=grads).loss
-              for b in batches]
+    losses = [
+        train.train_step(wrapped, rank_slice(b, rank, world), opt, device=device, before_update=grads).loss
+        for b in batches
+    ]
     loss = torch.tensor(losses, dtype=torch.float64, device=device)
     dist.all_reduce(loss)  # mean of the slices' mean losses = the global batch's mean loss
     memory = _state_bytes(wrapped, opt, grads.value)
@@ -208,12 +239,20 @@ def _train_replicated(strategy: str, batches, hidden: int, lr: float, seed: int,
         params = {k: v.detach().cpu().clone() for k, v in wrapped.module.state_dict().items()}
     else:  # every rank takes part in gathering the full tensors
         params = {k: v.full_tensor().detach().cpu() for k, v in model.state_dict().items()}
-    return {"losses": (loss / world).tolist(), "params": params if rank == 0 else None, "memory": memory,
-            "peak": peak}
+    return {"losses": (loss / world).tolist(), "params": params if rank == 0 else None, "memory": memory, "peak": peak}
 
 
-def _peak_memory(strategy: str, batches, hidden: int, lr: float, seed: int, rank: int, world: int,
-                 device: torch.device, steps: int = 2) -> dict[str, int]:
+def _peak_memory(
+    strategy: str,
+    batches,
+    hidden: int,
+    lr: float,
+    seed: int,
+    rank: int,
+    world: int,
+    device: torch.device,
+    steps: int = 2,
+) -> dict[str, int]:
     """The peak of live tensor bytes on this rank over ``steps`` training steps of a fresh copy of the model,
     from torch's own trackers (``FSDPMemTracker`` for ``fully_shard``, ``MemTracker`` for DDP): everything
     alive at the peak, all-gathered weights and prefetched layers included, by category."""
@@ -236,8 +275,17 @@ def _peak_memory(strategy: str, batches, hidden: int, lr: float, seed: int, rank
     return {str(getattr(k, "value", k)): int(v) for k, v in at_peak.items()}
 
 
-def _throughput(device: torch.device, rank: int, in_features: int, hidden: int, layers: int, batch_size: int,
-                steps: int, warmup: int, seed: int) -> dict[str, Any]:
+def _throughput(
+    device: torch.device,
+    rank: int,
+    in_features: int,
+    hidden: int,
+    layers: int,
+    batch_size: int,
+    steps: int,
+    warmup: int,
+    seed: int,
+) -> dict[str, Any]:
     """DDP steps on a batch of ``batch_size`` per rank (weak scaling) and on 1/world of it per rank (strong
     scaling: the same global batch as one process); before each, one step alone on rank 0 (the baseline)."""
     world = dist.get_world_size()
@@ -266,17 +314,29 @@ def _throughput(device: torch.device, rank: int, in_features: int, hidden: int, 
             dist.barrier()
             strong_s.append(train.train_step(ddp, strong, opt, device=device, measure=True).seconds)
     n_params = models.count_parameters(model)
-    return {"step_s": step_s[warmup:], "solo_s": solo_s[warmup:], "together_s": together_s[warmup:],
-            "strong_s": strong_s[warmup:], "n_params": n_params, "grad_bytes": 4 * n_params}
+    return {
+        "step_s": step_s[warmup:],
+        "solo_s": solo_s[warmup:],
+        "together_s": together_s[warmup:],
+        "strong_s": strong_s[warmup:],
+        "n_params": n_params,
+        "grad_bytes": 4 * n_params,
+    }
 
 
-def data_parallel_worker(batches: list[tuple[torch.Tensor, torch.Tensor]], hidden: int = 128, lr: float = 0.1,
-                         seed: int = 0, bench: dict[str, int] | None = None,
-                         link_sizes: list[int] | None = None) -> dict[str, Any]:
+def data_parallel_worker(
+    batches: list[tuple[torch.Tensor, torch.Tensor]],
+    hidden: int = 128,
+    lr: float = 0.1,
+    seed: int = 0,
+    bench: dict[str, int] | None = None,
+    link_sizes: list[int] | None = None,
+) -> dict[str, Any]:
     """Everything ``run_data_parallel`` runs on one world size, on this rank; run it under ``comm.launch``.
 
     Trains the digits MLP with DDP and with ``fully_shard`` on this rank's slice of each global batch
-    (``batches``, from ``global_batches`` in the parent: a rank then never imports scikit-learn), then times DDP steps of a larger MLP (``bench``: keys of ``DEFAULT_BENCH``;
+    (``batches``, from ``global_batches`` in the parent: a rank then never imports scikit-learn), then times DDP steps
+    of a larger MLP (``bench``: keys of ``DEFAULT_BENCH``;
     ``None`` uses it, ``{}`` skips the timing) and, with ``link_sizes`` and 2 or more ranks, times
     all-reduces of those sizes (bytes). Returns this rank's dict: ``rank``, ``world_size``, ``backend``,
     ``ddp`` and ``fully_shard`` (each ``{"losses", "params" (rank 0 only), "memory": {"params", "grads",
@@ -296,10 +356,19 @@ def data_parallel_worker(batches: list[tuple[torch.Tensor, torch.Tensor]], hidde
     return out
 
 
-def run_data_parallel(world_size: int, *, steps: int = 30, global_batch: int = 64, hidden: int = 128,
-                      lr: float = 0.1, seed: int = 0, bench: dict[str, int] | None = None,
-                      link_sizes: list[int] | None = None, backend: str = "gloo",
-                      timeout: float = 120.0) -> dict[str, Any]:
+def run_data_parallel(
+    world_size: int,
+    *,
+    steps: int = 30,
+    global_batch: int = 64,
+    hidden: int = 128,
+    lr: float = 0.1,
+    seed: int = 0,
+    bench: dict[str, int] | None = None,
+    link_sizes: list[int] | None = None,
+    backend: str = "gloo",
+    timeout: float = 120.0,
+) -> dict[str, Any]:
     """Launch ``data_parallel_worker`` on ``world_size`` ranks (one thread each) and summarise it.
     Notebook 06.1, all sections (one launch per world size).
 
@@ -327,15 +396,28 @@ def run_data_parallel(world_size: int, *, steps: int = 30, global_batch: int = 6
         link_sizes = arguments.int_list("link_sizes", link_sizes)
     start = time.perf_counter()
     batches = global_batches(steps, global_batch, seed)
-    ranks = launch(data_parallel_worker, world_size, batches, hidden=hidden, lr=lr,
-                   seed=seed, bench=bench, link_sizes=link_sizes, backend=backend, timeout=timeout,
-                   threads_per_rank=1)
-    out: dict[str, Any] = {"world_size": world_size, "backend": ranks[0]["backend"],
-                           "launch_s": time.perf_counter() - start, "link": ranks[0]["link"]}
+    ranks = launch(
+        data_parallel_worker,
+        world_size,
+        batches,
+        hidden=hidden,
+        lr=lr,
+        seed=seed,
+        bench=bench,
+        link_sizes=link_sizes,
+        backend=backend,
+        timeout=timeout,
+        threads_per_rank=1,
+    )
+    out: dict[str, Any] = {
+        "world_size": world_size,
+        "backend": ranks[0]["backend"],
+        "launch_s": time.perf_counter() - start,
+        "link": ranks[0]["link"],
+    }
     for s in STRATEGIES:
         out[s] = {"losses": ranks[0][s]["losses"], "params": ranks[0][s]["params"]}
-    out["memory"] = {s: [{**r[s]["memory"], "total": sum(r[s]["memory"].values())} for r in ranks]
-                     for s in STRATEGIES}
+    out["memory"] = {s: [{**r[s]["memory"], "total": sum(r[s]["memory"].values())} for r in ranks] for s in STRATEGIES}
     out["peak_memory"] = {s: [r[s]["peak"] for r in ranks] for s in STRATEGIES}
     if ranks[0]["bench"] is not None:
         b = ranks[0]["bench"]
@@ -343,19 +425,36 @@ def run_data_parallel(world_size: int, *, steps: int = 30, global_batch: int = 6
         step = max(representative(r["bench"]["step_s"]) for r in ranks)
         together = max(representative(r["bench"]["together_s"]) for r in ranks)
         per_rank = (bench or {}).get("batch_size", DEFAULT_BENCH["batch_size"])
-        strong = max((representative(r["bench"]["strong_s"]) for r in ranks if r["bench"]["strong_s"]),
-                     default=float("nan"))
+        strong = max(
+            (representative(r["bench"]["strong_s"]) for r in ranks if r["bench"]["strong_s"]), default=float("nan")
+        )
         out.update(strong_step_s=strong, strong_speedup=compute / strong)
-        out.update(compute_s=compute, together_s=together, step_s=step, speedup=world_size * compute / step,
-                   examples_per_s=world_size * per_rank / step, grad_bytes=b["grad_bytes"], n_params=b["n_params"])
+        out.update(
+            compute_s=compute,
+            together_s=together,
+            step_s=step,
+            speedup=world_size * compute / step,
+            examples_per_s=world_size * per_rank / step,
+            grad_bytes=b["grad_bytes"],
+            n_params=b["n_params"],
+        )
     return out
 
 
 # ---------------------------------------------------------------------------------------------- models
 
-def speedup_model(compute_s: float, grad_bytes: float, world_size: int, bandwidth: float, alpha: float = 0.0, *,
-                  free_cores: int | None = None, link_world_size: int = 2,
-                  slowdowns: tuple[float, float] | None = None) -> float:
+
+def speedup_model(
+    compute_s: float,
+    grad_bytes: float,
+    world_size: int,
+    bandwidth: float,
+    alpha: float = 0.0,
+    *,
+    free_cores: int | None = None,
+    link_world_size: int = 2,
+    slowdowns: tuple[float, float] | None = None,
+) -> float:
     """Predicted speed-up of ``world_size`` data-parallel processes over one (weak scaling), on this machine.
     Notebook 06.1, section 2.
 
@@ -385,8 +484,12 @@ def speedup_model(compute_s: float, grad_bytes: float, world_size: int, bandwidt
             raise TypeError(f"slowdowns must be a (world_size, link_world_size) pair of numbers, got {slowdowns!r}")
         compute_share = arguments.number("slowdowns[0]", slowdowns[0], minimum=1e-9)
         link_share = compute_share / arguments.number("slowdowns[1]", slowdowns[1], minimum=1e-9)
-    return comm.data_parallel_speedup(compute_s * compute_share, grad_bytes, world_size, bandwidth / link_share,
-                                      alpha * link_share) / compute_share
+    return (
+        comm.data_parallel_speedup(
+            compute_s * compute_share, grad_bytes, world_size, bandwidth / link_share, alpha * link_share
+        )
+        / compute_share
+    )
 
 
 def model_states_formula(n_params: int, world_size: int, strategy: str) -> int:

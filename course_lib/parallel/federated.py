@@ -25,6 +25,7 @@ The parts, in the order notebook 06.5 uses them:
   price) from the cited table ``course_lib/tables/prices.json`` and the accelerator catalog
   (section 4); they live in ``course_lib.cost`` and are imported here.
 """
+
 from __future__ import annotations
 
 import io
@@ -93,8 +94,10 @@ def fedavg(states: Sequence[Mapping[str, torch.Tensor]], weights: Sequence[float
             raise ValueError(f"states[{i}] has other keys than states[0]: missing {missing}, extra {extra}")
         for k in ref:
             if s[k].shape != ref[k].shape or s[k].dtype != ref[k].dtype:
-                raise ValueError(f"states[{i}][{k!r}] is {tuple(s[k].shape)} {s[k].dtype}, states[0][{k!r}] is "
-                                 f"{tuple(ref[k].shape)} {ref[k].dtype}: every client must send the same model")
+                raise ValueError(
+                    f"states[{i}][{k!r}] is {tuple(s[k].shape)} {s[k].dtype}, states[0][{k!r}] is "
+                    f"{tuple(ref[k].shape)} {ref[k].dtype}: every client must send the same model"
+                )
     total = sum(w)
     out: dict[str, torch.Tensor] = {}
     for k, r in ref.items():
@@ -120,8 +123,15 @@ def _labels(labels: Any) -> torch.Tensor:
     return labels
 
 
-def split_clients(labels: torch.Tensor, num_clients: int, how: str = "iid", *, shards_per_client: int = 2,
-                  alpha: float = 0.5, seed: int = 0) -> list[torch.Tensor]:
+def split_clients(
+    labels: torch.Tensor,
+    num_clients: int,
+    how: str = "iid",
+    *,
+    shards_per_client: int = 2,
+    alpha: float = 0.5,
+    seed: int = 0,
+) -> list[torch.Tensor]:
     """Split example indices among ``num_clients`` clients; returns one index tensor per client.
 
     Notebook 06.5, section 2.
@@ -151,8 +161,10 @@ def split_clients(labels: torch.Tensor, num_clients: int, how: str = "iid", *, s
     if how == "shards":
         s = arguments.integer("shards_per_client", shards_per_client, minimum=1)
         if k * s > n:
-            raise ValueError(f"num_clients * shards_per_client = {k} * {s} = {k * s} shards is more than the {n} "
-                             "examples: each shard needs at least one example")
+            raise ValueError(
+                f"num_clients * shards_per_client = {k} * {s} = {k * s} shards is more than the {n} "
+                "examples: each shard needs at least one example"
+            )
         order = torch.argsort(y * n + torch.randperm(n, generator=g), stable=True)  # by label, shuffled within
         classes = torch.unique(y)
         if (k * s) % len(classes) == 0:  # class-pure shards: each class cut into the same number of pieces
@@ -247,8 +259,9 @@ class Client:
 
     def __init__(self, client_id: int, x: torch.Tensor, y: torch.Tensor, model_fn: Callable[[], nn.Module]) -> None:
         if len(x) != len(y) or len(x) == 0:
-            raise ValueError(f"client {client_id}: x and y must hold the same number (>= 1) of examples, "
-                             f"got {len(x)} and {len(y)}")
+            raise ValueError(
+                f"client {client_id}: x and y must hold the same number (>= 1) of examples, got {len(x)} and {len(y)}"
+            )
         self.client_id = client_id
         self._x, self._y = x, y
         self._model = model_fn()
@@ -262,8 +275,9 @@ class Client:
         """The client's data (for checks on this machine only: a real client never hands it out)."""
         return self._x, self._y
 
-    def local_update(self, state: Mapping[str, torch.Tensor], *, epochs: int, lr: float, batch_size: int,
-                     seed: int) -> tuple[dict[str, torch.Tensor], int]:
+    def local_update(
+        self, state: Mapping[str, torch.Tensor], *, epochs: int, lr: float, batch_size: int, seed: int
+    ) -> tuple[dict[str, torch.Tensor], int]:
         """Train the received model for ``epochs`` passes over the local data; return (new state, examples seen)."""
         self._model.load_state_dict(state)
         self._model.train()
@@ -285,8 +299,9 @@ class Server:
     with ``weighting="uniform"``, all alike: the plain mean FedAvg is measured against.
     """
 
-    def __init__(self, model: nn.Module, num_clients: int, fraction: float = 1.0, seed: int = 0,
-                 weighting: str = "samples") -> None:
+    def __init__(
+        self, model: nn.Module, num_clients: int, fraction: float = 1.0, seed: int = 0, weighting: str = "samples"
+    ) -> None:
         self.num_clients = arguments.integer("num_clients", num_clients, minimum=1)
         self.fraction = arguments.fraction("fraction", fraction, allow_one=True)
         self.weighting = arguments.choice("weighting", weighting, WEIGHTINGS)
@@ -375,17 +390,29 @@ class FedResult:
         return max(self.acc) if self.acc else 0.0
 
 
-def make_clients(x: torch.Tensor, y: torch.Tensor, parts: Sequence[torch.Tensor],
-                 model_fn: Callable[[], nn.Module]) -> list[Client]:
+def make_clients(
+    x: torch.Tensor, y: torch.Tensor, parts: Sequence[torch.Tensor], model_fn: Callable[[], nn.Module]
+) -> list[Client]:
     """One ``Client`` per index tensor, each holding its own copy of its slice (notebook 06.5)."""
     if len(parts) == 0:
         raise ValueError("parts is empty: zero clients; pass at least one index tensor (split_clients)")
     return [Client(i, x[p].clone(), y[p].clone(), model_fn) for i, p in enumerate(parts)]
 
 
-def run_fedavg(model_fn: Callable[[], nn.Module], clients: Sequence[Client], test: tuple[torch.Tensor, torch.Tensor], *,
-               rounds: int = 50, fraction: float = 1.0, local_epochs: int = 1, lr: float = 0.1, batch_size: int = 16,
-               seed: int = 0, weighting: str = "samples", stop_at: float | None = None) -> FedResult:
+def run_fedavg(
+    model_fn: Callable[[], nn.Module],
+    clients: Sequence[Client],
+    test: tuple[torch.Tensor, torch.Tensor],
+    *,
+    rounds: int = 50,
+    fraction: float = 1.0,
+    local_epochs: int = 1,
+    lr: float = 0.1,
+    batch_size: int = 16,
+    seed: int = 0,
+    weighting: str = "samples",
+    stop_at: float | None = None,
+) -> FedResult:
     """Simulate FedAvg for ``rounds`` rounds and evaluate the global model after each (notebook 06.5).
 
     Per round: the server samples ``fraction`` of the clients; the global state goes down the ``Wire`` to
@@ -416,8 +443,9 @@ def run_fedavg(model_fn: Callable[[], nn.Module], clients: Sequence[Client], tes
         updates, counts = [], []
         for cid in server.select():
             received = result.wire.send(server.state, "down")
-            new_state, seen = clients[cid].local_update(received, epochs=local_epochs, lr=lr, batch_size=batch_size,
-                                                        seed=seed * 100_003 + r * 1_009 + cid)
+            new_state, seen = clients[cid].local_update(
+                received, epochs=local_epochs, lr=lr, batch_size=batch_size, seed=seed * 100_003 + r * 1_009 + cid
+            )
             updates.append(result.wire.send(new_state, "up"))
             counts.append(clients[cid].num_samples)
             examples += seen
@@ -438,9 +466,17 @@ def _accuracy(model: nn.Module, test: tuple[torch.Tensor, torch.Tensor]) -> floa
         return float((model(test[0]).argmax(1) == test[1]).float().mean())
 
 
-def train_centralised(model_fn: Callable[[], nn.Module], x: torch.Tensor, y: torch.Tensor,
-                      test: tuple[torch.Tensor, torch.Tensor], *, epochs: int = 30, lr: float = 0.1,
-                      batch_size: int = 16, seed: int = 0) -> FedResult:
+def train_centralised(
+    model_fn: Callable[[], nn.Module],
+    x: torch.Tensor,
+    y: torch.Tensor,
+    test: tuple[torch.Tensor, torch.Tensor],
+    *,
+    epochs: int = 30,
+    lr: float = 0.1,
+    batch_size: int = 16,
+    seed: int = 0,
+) -> FedResult:
     """The same model trained on all the data in one place, one epoch = one "round" (notebook 06.5).
 
     Runs through a single ``Client`` holding everything, so the step, optimizer and batching are exactly
@@ -453,8 +489,9 @@ def train_centralised(model_fn: Callable[[], nn.Module], x: torch.Tensor, y: tor
     state = {k: v.detach().clone() for k, v in model.state_dict().items()}
     result = FedResult(clients_per_round=1, model_bytes=state_bytes(state))
     for e in range(arguments.positive_int("epochs", epochs)):
-        state, seen = everyone.local_update(state, epochs=1, lr=lr, batch_size=batch_size,
-                                            seed=seed * 100_003 + e * 1_009)
+        state, seen = everyone.local_update(
+            state, epochs=1, lr=lr, batch_size=batch_size, seed=seed * 100_003 + e * 1_009
+        )
         model.load_state_dict(state)
         result.acc.append(_accuracy(model, test))
         result.examples.append((result.examples[-1] if result.examples else 0) + seen)
@@ -471,9 +508,17 @@ def data_bytes(*tensors: torch.Tensor) -> int:
 # --------------------------------------------------------------------------------------
 
 
-def fedavg_allreduce_round(state: dict[str, torch.Tensor], x: torch.Tensor, y: torch.Tensor,
-                           parts: Sequence[torch.Tensor], *, epochs: int = 1, lr: float = 0.1,
-                           batch_size: int = 16, seed: int = 0) -> dict[str, torch.Tensor]:
+def fedavg_allreduce_round(
+    state: dict[str, torch.Tensor],
+    x: torch.Tensor,
+    y: torch.Tensor,
+    parts: Sequence[torch.Tensor],
+    *,
+    epochs: int = 1,
+    lr: float = 0.1,
+    batch_size: int = 16,
+    seed: int = 0,
+) -> dict[str, torch.Tensor]:
     """Worker for ``comm.launch``: rank r is client r; returns the averaged state (notebook 06.5).
 
     Each rank trains its own slice ``parts[rank]`` from ``state``, multiplies its weights by its sample
@@ -494,7 +539,7 @@ def fedavg_allreduce_round(state: dict[str, torch.Tensor], x: torch.Tensor, y: t
     flat /= n
     out, i = {}, 0
     for k, v in new_state.items():
-        out[k] = flat[i:i + v.numel()].reshape(v.shape).to(v.dtype)
+        out[k] = flat[i : i + v.numel()].reshape(v.shape).to(v.dtype)
         i += v.numel()
     return out
 
@@ -504,10 +549,12 @@ class _ModelFromState:
 
     def __init__(self, state: Mapping[str, torch.Tensor]) -> None:
         self.widths = [state[k].shape[1] for k in state if k.endswith("weight")] + [
-            state[[k for k in state if k.endswith("weight")][-1]].shape[0]]
+            state[[k for k in state if k.endswith("weight")][-1]].shape[0]
+        ]
 
     def __call__(self) -> nn.Module:
         from ..models import MLP
+
         return MLP(self.widths[0], self.widths[1:-1], self.widths[-1])
 
 
@@ -519,6 +566,26 @@ class _ModelFromState:
 # 07.3 extends; it is imported at the top of this module so these names keep working here.
 
 
-__all__ = ["SPLITS", "WEIGHTINGS", "fedavg", "split_clients", "classes_per_client", "state_bytes", "Wire", "Client", "Server",
-           "reachable_tensors", "shares_memory", "FedResult", "make_clients", "run_fedavg", "train_centralised",
-           "data_bytes", "fedavg_allreduce_round", "PRICE_KINDS", "Price", "price_table", "job_cost"]
+__all__ = [
+    "SPLITS",
+    "WEIGHTINGS",
+    "fedavg",
+    "split_clients",
+    "classes_per_client",
+    "state_bytes",
+    "Wire",
+    "Client",
+    "Server",
+    "reachable_tensors",
+    "shares_memory",
+    "FedResult",
+    "make_clients",
+    "run_fedavg",
+    "train_centralised",
+    "data_bytes",
+    "fedavg_allreduce_round",
+    "PRICE_KINDS",
+    "Price",
+    "price_table",
+    "job_cost",
+]

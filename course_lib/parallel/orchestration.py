@@ -16,6 +16,7 @@ under torchrun) with :func:`validate_vertex_job`, and :func:`kubeflow_pipeline` 
 of Kubeflow Pipelines v2's compiled YAML) with :func:`validate_kubeflow_pipeline`. Inside the "train" step,
 torchrun's elastic agent is the orchestrator of the workers (``train_script.run_torchrun``).
 """
+
 from __future__ import annotations
 
 import json
@@ -30,15 +31,30 @@ from typing import Any
 from .. import arguments, catalog
 from ..files import write_atomic
 
-__all__ = ["Step", "pipeline_order", "run_pipeline", "flaky", "TransientError", "digits_job", "vertex_custom_job",
-           "validate_vertex_job", "cluster_env", "kubeflow_pipeline", "validate_kubeflow_pipeline", "to_yaml",
-           "torchrun_env_from_cluster_spec", "MACHINE_TYPES", "ACCELERATORS"]
+__all__ = [
+    "Step",
+    "pipeline_order",
+    "run_pipeline",
+    "flaky",
+    "TransientError",
+    "digits_job",
+    "vertex_custom_job",
+    "validate_vertex_job",
+    "cluster_env",
+    "kubeflow_pipeline",
+    "validate_kubeflow_pipeline",
+    "to_yaml",
+    "torchrun_env_from_cluster_spec",
+    "MACHINE_TYPES",
+    "ACCELERATORS",
+]
 
 RECORD = "run_record.json"
 
 
 # ----------------------------------------------------------------------------------------------
 # the local pipeline
+
 
 @dataclass(frozen=True)
 class Step:
@@ -117,8 +133,14 @@ class flaky:  # noqa: N801 - used like a function: flaky(fn, failures=1)
         return self.fn(workdir)
 
 
-def run_pipeline(steps: Sequence[Step], workdir: str | os.PathLike, *, force: Sequence[str] = (),
-                 record: str = RECORD, sleep: Callable[[float], Any] = time.sleep) -> list[dict]:
+def run_pipeline(
+    steps: Sequence[Step],
+    workdir: str | os.PathLike,
+    *,
+    force: Sequence[str] = (),
+    record: str = RECORD,
+    sleep: Callable[[float], Any] = time.sleep,
+) -> list[dict]:
     """Run the steps in dependency order in ``workdir``; return and write (``workdir/record``) one entry per
     step: ``step``, ``status`` ("ran", "skipped": outputs already there, "failed", "blocked": a dependency
     failed), ``attempts``, ``start``/``end`` (Unix times), ``seconds``, ``outputs`` ({path: bytes}) and
@@ -135,26 +157,33 @@ def run_pipeline(steps: Sequence[Step], workdir: str | os.PathLike, *, force: Se
     for name in order:
         step = by_name[name]
         paths = [workdir / o for o in step.outputs]
-        entry: dict[str, Any] = {"step": name, "deps": list(step.deps), "attempts": 0, "errors": [],
-                                 "start": time.time()}
+        entry: dict[str, Any] = {
+            "step": name,
+            "deps": list(step.deps),
+            "attempts": 0,
+            "errors": [],
+            "start": time.time(),
+        }
         if any(status[d] in ("failed", "blocked") for d in step.deps):
             entry["status"] = "blocked"
-        elif (name not in force and all(p.exists() for p in paths)
-              and not any(status[d] == "ran" for d in step.deps)):
+        elif name not in force and all(p.exists() for p in paths) and not any(status[d] == "ran" for d in step.deps):
             entry["status"] = "skipped"
         else:
             entry["status"] = _run_step(step, workdir, paths, entry, sleep)
         entry["end"] = time.time()
         entry["seconds"] = entry["end"] - entry["start"]
-        entry["outputs"] = {o: (p.stat().st_size if p.is_file() else None) for o, p in zip(step.outputs, paths)
-                            if p.exists()}
+        entry["outputs"] = {
+            o: (p.stat().st_size if p.is_file() else None) for o, p in zip(step.outputs, paths) if p.exists()
+        }
         status[name] = entry["status"]
         entries.append(entry)
     write_atomic(workdir / record, json.dumps(entries, indent=1))
     return entries
 
 
-def _run_step(step: Step, workdir: Path, paths: list[Path], entry: dict[str, Any], sleep: Callable[[float], Any]) -> str:
+def _run_step(
+    step: Step, workdir: Path, paths: list[Path], entry: dict[str, Any], sleep: Callable[[float], Any]
+) -> str:
     """Run one step with ``fault_tolerance.retry`` (any exception is retried: a step's failure is recorded, not
     raised); ``entry`` gets its attempts and errors. Returns "ran" or "failed"."""
     from .fault_tolerance.robust import retry
@@ -170,8 +199,14 @@ def _run_step(step: Step, workdir: Path, paths: list[Path], entry: dict[str, Any
         entry["errors"].append(f"attempt {number}: {type(exc).__name__}: {exc}")
 
     try:  # waits retry_delay, doubled after each failure (factor 2), before the next attempt
-        retry(attempt, attempts=step.retries + 1, backoff=step.retry_delay, retry_on=Exception, on_retry=failed,
-              sleep=sleep)
+        retry(
+            attempt,
+            attempts=step.retries + 1,
+            backoff=step.retry_delay,
+            retry_on=Exception,
+            on_retry=failed,
+            sleep=sleep,
+        )
     except Exception as exc:  # noqa: BLE001 - recorded, then reported as "failed"
         failed(entry["attempts"], exc)
         return "failed"
@@ -180,6 +215,7 @@ def _run_step(step: Step, workdir: Path, paths: list[Path], entry: dict[str, Any
 
 # ----------------------------------------------------------------------------------------------
 # the digits job: prepare data -> train -> evaluate -> export
+
 
 def _prepare(workdir: Path) -> None:
     from .train_script import prepare_data
@@ -238,13 +274,23 @@ class _Export:
         from . import fault_tolerance as ft
 
         state = ft.load_checkpoint(ft.checkpoint_path(workdir / "run" / "checkpoints", self.steps))
-        model = {"state_dict": state["model"], "hidden": self.hidden,
-                 "metrics": json.loads((workdir / "metrics.json").read_text())}
+        model = {
+            "state_dict": state["model"],
+            "hidden": self.hidden,
+            "metrics": json.loads((workdir / "metrics.json").read_text()),
+        }
         write_atomic(workdir / "model.pt", lambda f: torch.save(model, f))
 
 
-def digits_job(steps: int = 30, *, hidden: int = 256, nproc: int = 1, train_args: Sequence[str] = (),
-               retries: int = 2, export_failures: int = 0) -> list[Step]:
+def digits_job(
+    steps: int = 30,
+    *,
+    hidden: int = 256,
+    nproc: int = 1,
+    train_args: Sequence[str] = (),
+    retries: int = 2,
+    export_failures: int = 0,
+) -> list[Step]:
     """The course's training job as four steps: ``prepare`` (data.pt), ``train`` (the training script, in
     this process for ``nproc == 1``, else under torchrun), ``evaluate`` (metrics.json) and ``export``
     (model.pt, weights only). ``export_failures`` makes the export fail that many times first, to show a
@@ -256,10 +302,12 @@ def digits_job(steps: int = 30, *, hidden: int = 256, nproc: int = 1, train_args
     export: Callable[[Path], Any] = _Export(steps, hidden)
     if export_failures:
         export = flaky(export, export_failures)
-    return [Step("prepare", _prepare, ("data.pt",)),
-            Step("train", _Train(steps, tuple(extra), nproc), (ck,), deps=("prepare",), retries=retries),
-            Step("evaluate", _Evaluate(steps, hidden), ("metrics.json",), deps=("train",)),
-            Step("export", export, ("model.pt",), deps=("evaluate",), retries=retries, retry_delay=0.05)]
+    return [
+        Step("prepare", _prepare, ("data.pt",)),
+        Step("train", _Train(steps, tuple(extra), nproc), (ck,), deps=("prepare",), retries=retries),
+        Step("evaluate", _Evaluate(steps, hidden), ("metrics.json",), deps=("train",)),
+        Step("export", export, ("model.pt",), deps=("evaluate",), retries=retries, retry_delay=0.05),
+    ]
 
 
 # ----------------------------------------------------------------------------------------------
@@ -270,24 +318,38 @@ def digits_job(steps: int = 30, *, hidden: int = 256, nproc: int = 1, train_args
 # None for CPU only; the accelerator counts it takes)}.
 _MACHINES = {m.key: m for m in catalog.vertex_machines()}
 MACHINE_TYPES: dict[str, tuple[str | None, tuple[int, ...]]] = {
-    key: (m.accelerators[0] if len(m.accelerators) == 1 else m.kind.upper() if m.accelerators else None,
-          m.accelerator_counts) for key, m in _MACHINES.items()}
+    key: (
+        m.accelerators[0] if len(m.accelerators) == 1 else m.kind.upper() if m.accelerators else None,
+        m.accelerator_counts,
+    )
+    for key, m in _MACHINES.items()
+}
 N1_GPUS = catalog.vertex_machines("n1")[0].accelerators
 ACCELERATORS = tuple(sorted({a for m in _MACHINES.values() for a in m.accelerators}))
 # Every machine first takes the cluster's variables from the environment (Vertex AI's PyTorch containers set them)
 # or from CLUSTER_SPEC (set everywhere, also in an image of your own), and stops if it finds neither: with a
 # default of one machine, N replicas would each train alone into the same run directory.
-_TORCHRUN_ON_VERTEX = ("cluster=$(python -m course_lib.parallel.orchestration --cluster-env {machines}) || exit 1; "
-                       "eval \"$cluster\"; "
-                       "torchrun --nnodes=$WORLD_SIZE --node-rank=$RANK --nproc-per-node={nproc} "
-                       "--master-addr=$MASTER_ADDR --master-port=$MASTER_PORT --max-restarts=2 "
-                       "-m course_lib.parallel.train_script {args}")
+_TORCHRUN_ON_VERTEX = (
+    "cluster=$(python -m course_lib.parallel.orchestration --cluster-env {machines}) || exit 1; "
+    'eval "$cluster"; '
+    "torchrun --nnodes=$WORLD_SIZE --node-rank=$RANK --nproc-per-node={nproc} "
+    "--master-addr=$MASTER_ADDR --master-port=$MASTER_PORT --max-restarts=2 "
+    "-m course_lib.parallel.train_script {args}"
+)
 CLUSTER_VARIABLES = ("MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "RANK")
 
 
-def vertex_custom_job(display_name: str, *, image_uri: str, script_args: Sequence[str], machine_type: str = "n1-standard-8",
-                      accelerator_type: str | None = None, accelerator_count: int = 0, replica_count: int = 1,
-                      output_uri: str | None = None) -> dict:
+def vertex_custom_job(
+    display_name: str,
+    *,
+    image_uri: str,
+    script_args: Sequence[str],
+    machine_type: str = "n1-standard-8",
+    accelerator_type: str | None = None,
+    accelerator_count: int = 0,
+    replica_count: int = 1,
+    output_uri: str | None = None,
+) -> dict:
     """A Vertex AI CustomJob body (REST shape) that runs the training script under torchrun on
     ``replica_count`` machines: worker pool 0 is the primary replica (1 machine), pool 1 the other
     ``replica_count - 1``; each machine runs one process per GPU (one process on a CPU machine). Checked
@@ -297,10 +359,16 @@ def vertex_custom_job(display_name: str, *, image_uri: str, script_args: Sequenc
     machine: dict[str, Any] = {"machineType": machine_type}
     if accelerator_type is not None:
         machine.update(acceleratorType=accelerator_type, acceleratorCount=accelerator_count)
-    command = (_TORCHRUN_ON_VERTEX.replace("{machines}", str(replica_count)).replace("{nproc}", str(nproc))
-               .replace("{args}", shlex.join(script_args)))
-    pool = {"machineSpec": machine, "diskSpec": {"bootDiskType": "pd-ssd", "bootDiskSizeGb": 100},
-            "containerSpec": {"imageUri": image_uri, "command": ["sh", "-c", command]}}
+    command = (
+        _TORCHRUN_ON_VERTEX.replace("{machines}", str(replica_count))
+        .replace("{nproc}", str(nproc))
+        .replace("{args}", shlex.join(script_args))
+    )
+    pool = {
+        "machineSpec": machine,
+        "diskSpec": {"bootDiskType": "pd-ssd", "bootDiskSizeGb": 100},
+        "containerSpec": {"imageUri": image_uri, "command": ["sh", "-c", command]},
+    }
     pools = [{**pool, "replicaCount": 1}]
     if replica_count > 1:
         pools.append({**pool, "replicaCount": replica_count - 1})
@@ -333,19 +401,27 @@ def validate_vertex_job(job: Mapping[str, Any]) -> None:
             continue
         count = pool.get("replicaCount")
         if not isinstance(count, int) or count < 1 or (i == 0 and count != 1):
-            problems.append(f"{where}.replicaCount must be {'1 (the primary replica)' if i == 0 else 'a positive int'}, "
-                            f"got {count!r}")
+            problems.append(
+                f"{where}.replicaCount must be {'1 (the primary replica)' if i == 0 else 'a positive int'}, "
+                f"got {count!r}"
+            )
         spec = pool.get("machineSpec", {})
         mtype, acc, n = spec.get("machineType"), spec.get("acceleratorType"), spec.get("acceleratorCount", 0)
         if mtype not in MACHINE_TYPES:
-            problems.append(f"{where}.machineSpec.machineType {mtype!r} is not a known machine type; valid: "
-                            f"{', '.join(MACHINE_TYPES)}")
+            problems.append(
+                f"{where}.machineSpec.machineType {mtype!r} is not a known machine type; valid: "
+                f"{', '.join(MACHINE_TYPES)}"
+            )
         elif acc is not None:
             allowed, counts = _MACHINES[mtype].accelerators, _MACHINES[mtype].accelerator_counts
             if acc not in ACCELERATORS:
-                problems.append(f"{where}.machineSpec.acceleratorType {acc!r} is unknown; valid: {', '.join(ACCELERATORS)}")
+                problems.append(
+                    f"{where}.machineSpec.acceleratorType {acc!r} is unknown; valid: {', '.join(ACCELERATORS)}"
+                )
             elif acc not in allowed:
-                problems.append(f"{where}: {mtype} does not take {acc}; it takes {', '.join(allowed) or 'no accelerator'}")
+                problems.append(
+                    f"{where}: {mtype} does not take {acc}; it takes {', '.join(allowed) or 'no accelerator'}"
+                )
             elif n not in counts:
                 problems.append(f"{where}.machineSpec.acceleratorCount must be one of {counts} for {mtype}, got {n!r}")
         containers = [k for k in ("containerSpec", "pythonPackageSpec") if k in pool]
@@ -365,7 +441,8 @@ def validate_vertex_job(job: Mapping[str, Any]) -> None:
 def torchrun_env_from_cluster_spec(cluster_spec: str | Mapping[str, Any]) -> dict[str, str]:
     """MASTER_ADDR, MASTER_PORT, WORLD_SIZE (machines) and RANK (this machine) from Vertex AI's
     ``CLUSTER_SPEC``: the names Vertex AI's PyTorch containers set and the command of
-    :func:`vertex_custom_job` reads (``torchrun --nnodes=$WORLD_SIZE --node-rank=$RANK ...``, after :func:`cluster_env`), for a
+    :func:`vertex_custom_job` reads (``torchrun --nnodes=$WORLD_SIZE --node-rank=$RANK ...``, after
+    :func:`cluster_env`), for a
     container of your own to export before that command. The primary replica (workerpool0) is the master,
     pool 1's replica i is machine 1 + i. (torchrun gives its workers their own per-process RANK and
     WORLD_SIZE.) Notebook 06.4."""
@@ -380,8 +457,12 @@ def torchrun_env_from_cluster_spec(cluster_spec: str | Mapping[str, Any]) -> dic
     if kind not in ("workerpool0", "workerpool1"):
         raise ValueError(f"task.type must be workerpool0 or workerpool1 for torchrun, got {kind!r}")
     host, _, port = primary.rpartition(":")
-    return {"MASTER_ADDR": host, "MASTER_PORT": port, "WORLD_SIZE": str(1 + len(workers)),
-            "RANK": str(0 if kind == "workerpool0" else 1 + index)}
+    return {
+        "MASTER_ADDR": host,
+        "MASTER_PORT": port,
+        "WORLD_SIZE": str(1 + len(workers)),
+        "RANK": str(0 if kind == "workerpool0" else 1 + index),
+    }
 
 
 def cluster_env(environ: Mapping[str, str], machines: int) -> dict[str, str]:
@@ -397,20 +478,32 @@ def cluster_env(environ: Mapping[str, str], machines: int) -> dict[str, str]:
     elif machines == 1:
         return {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29500", "WORLD_SIZE": "1", "RANK": "0"}
     else:
-        raise ValueError(f"this job has {machines} machines, but neither {', '.join(CLUSTER_VARIABLES)} nor CLUSTER_SPEC "
-                         "is set here, so this machine cannot find the others. Vertex AI sets CLUSTER_SPEC on every "
-                         "replica of a custom job; elsewhere, export the four variables before the command.")
+        raise ValueError(
+            f"this job has {machines} machines, but neither {', '.join(CLUSTER_VARIABLES)} nor CLUSTER_SPEC "
+            "is set here, so this machine cannot find the others. Vertex AI sets CLUSTER_SPEC on every "
+            "replica of a custom job; elsewhere, export the four variables before the command."
+        )
     if env["WORLD_SIZE"] != str(machines):
-        raise ValueError(f"{source} describes {env['WORLD_SIZE']} machine(s), the job asked for {machines}: "
-                         "check the worker pools' replica counts")
+        raise ValueError(
+            f"{source} describes {env['WORLD_SIZE']} machine(s), the job asked for {machines}: "
+            "check the worker pools' replica counts"
+        )
     return env
 
 
 # ----------------------------------------------------------------------------------------------
 # the same job for Kubeflow Pipelines: a pipeline spec (YAML)
 
-def kubeflow_pipeline(steps: Sequence[Step], *, name: str, image: str, accelerator: str | None = None,
-                      gpus: int = 0, root: str = "/gcs/pipeline-root") -> dict:
+
+def kubeflow_pipeline(
+    steps: Sequence[Step],
+    *,
+    name: str,
+    image: str,
+    accelerator: str | None = None,
+    gpus: int = 0,
+    root: str = "/gcs/pipeline-root",
+) -> dict:
     """A pipeline spec in the shape of Kubeflow Pipelines v2's compiled YAML (the fields kfp 2.17's compiler
     writes for container steps; kfp's own loader reads it): one task per step, its
     ``dependentTasks`` from the step's deps, ``retryPolicy`` from its retries, one container executor per
@@ -427,28 +520,48 @@ def kubeflow_pipeline(steps: Sequence[Step], *, name: str, image: str, accelerat
     trained = next((getattr(s.fn, "steps", None) for s in steps if s.name == "train"), None)
     tasks, components, executors = {}, {}, {}
     for s in steps:
-        task: dict[str, Any] = {"taskInfo": {"name": s.name}, "componentRef": {"name": f"comp-{s.name}"},
-                                # off: Kubeflow's cache key is the task's spec and its declared inputs, and these steps
-                                # share files in a folder outside their declared artifacts, so a cached "train" would be
-                                # skipped after "prepare" wrote new data; each step's own check decides instead
-                                "cachingOptions": {"enableCache": False}}
+        task: dict[str, Any] = {
+            "taskInfo": {"name": s.name},
+            "componentRef": {"name": f"comp-{s.name}"},
+            # off: Kubeflow's cache key is the task's spec and its declared inputs, and these steps
+            # share files in a folder outside their declared artifacts, so a cached "train" would be
+            # skipped after "prepare" wrote new data; each step's own check decides instead
+            "cachingOptions": {"enableCache": False},
+        }
         if s.deps:
             task["dependentTasks"] = list(s.deps)
         if s.retries:
-            task["retryPolicy"] = {"maxRetryCount": s.retries, "backoffDuration": f"{round(s.retry_delay)}s",
-                                   "backoffFactor": 2.0, "backoffMaxDuration": "3600s"}
+            task["retryPolicy"] = {
+                "maxRetryCount": s.retries,
+                "backoffDuration": f"{round(s.retry_delay)}s",
+                "backoffFactor": 2.0,
+                "backoffMaxDuration": "3600s",
+            }
         tasks[s.name] = task
         components[f"comp-{s.name}"] = {"executorLabel": f"exec-{s.name}"}
-        container: dict[str, Any] = {"image": image, "command": ["python", "-m", "course_lib.parallel.orchestration"],
-                                     "args": ["--step", s.name, "--workdir", workdir]
-                                     + (["--steps", str(trained)] if trained else [])}
+        container: dict[str, Any] = {
+            "image": image,
+            "command": ["python", "-m", "course_lib.parallel.orchestration"],
+            "args": ["--step", s.name, "--workdir", workdir] + (["--steps", str(trained)] if trained else []),
+        }
         if s.name == "train" and accelerator is not None:
-            container["resources"] = {"accelerator": {"type": accelerator, "count": str(gpus),
-                                                      "resourceType": accelerator, "resourceCount": str(gpus)}}
+            container["resources"] = {
+                "accelerator": {
+                    "type": accelerator,
+                    "count": str(gpus),
+                    "resourceType": accelerator,
+                    "resourceCount": str(gpus),
+                }
+            }
         executors[f"exec-{s.name}"] = {"container": container}
-    spec = {"pipelineInfo": {"name": name}, "schemaVersion": "2.1.0", "sdkVersion": "kfp-2.17.3",
-            "root": {"dag": {"tasks": tasks}},
-            "components": components, "deploymentSpec": {"executors": executors}}
+    spec = {
+        "pipelineInfo": {"name": name},
+        "schemaVersion": "2.1.0",
+        "sdkVersion": "kfp-2.17.3",
+        "root": {"dag": {"tasks": tasks}},
+        "components": components,
+        "deploymentSpec": {"executors": executors},
+    }
     validate_kubeflow_pipeline(spec)
     return spec
 
@@ -480,9 +593,11 @@ def validate_kubeflow_pipeline(spec: Mapping[str, Any]) -> list[str]:
             raise ValueError(f"task {name!r} refers to component {comp!r}, which is not in components")
         declared = {"inputDefinitions", "outputDefinitions"} & set(spec["components"][comp])
         if task.get("cachingOptions", {}).get("enableCache") and not declared:
-            raise ValueError(f"task {name!r} caches its result but its component declares no inputs or outputs: the cache "
-                             "key cannot see the files it shares with other steps, so it would be skipped after they "
-                             "change. Declare them as artifacts, or set cachingOptions.enableCache to false")
+            raise ValueError(
+                f"task {name!r} caches its result but its component declares no inputs or outputs: the cache "
+                "key cannot see the files it shares with other steps, so it would be skipped after they "
+                "change. Declare them as artifacts, or set cachingOptions.enableCache to false"
+            )
         label = spec["components"][comp].get("executorLabel")
         container = executors.get(label, {}).get("container")
         if not container or not container.get("image"):
@@ -508,14 +623,20 @@ def _main(argv: Sequence[str] | None = None) -> None:
     """Run one step of :func:`digits_job` (what each Kubeflow container runs)."""
     import argparse
 
-    p = argparse.ArgumentParser(prog="python -m course_lib.parallel.orchestration",
-                                description="Run one step of the digits job (prepare, train, evaluate, export).")
+    p = argparse.ArgumentParser(
+        prog="python -m course_lib.parallel.orchestration",
+        description="Run one step of the digits job (prepare, train, evaluate, export).",
+    )
     p.add_argument("--step", choices=["prepare", "train", "evaluate", "export"])
     p.add_argument("--workdir", help="storage every step sees (e.g. a mounted bucket)")
     p.add_argument("--steps", type=int, default=30, help="training steps")
-    p.add_argument("--cluster-env", type=int, metavar="MACHINES",
-                   help="print `export` lines for torchrun's MASTER_ADDR, MASTER_PORT, WORLD_SIZE and RANK on a job of "
-                        "MACHINES machines (from the environment or CLUSTER_SPEC), or stop with the reason")
+    p.add_argument(
+        "--cluster-env",
+        type=int,
+        metavar="MACHINES",
+        help="print `export` lines for torchrun's MASTER_ADDR, MASTER_PORT, WORLD_SIZE and RANK on a job of "
+        "MACHINES machines (from the environment or CLUSTER_SPEC), or stop with the reason",
+    )
     args = p.parse_args(argv)
     if args.cluster_env is not None:
         import sys

@@ -16,6 +16,7 @@
 
 The worker functions (``*_step``, ``measure_schedules``) run inside ``comm.launch``.
 """
+
 from __future__ import annotations
 
 import copy
@@ -43,6 +44,7 @@ WIDTH = 1024
 
 # ----------------------------------------------------------------------------------------------
 # the cost model
+
 
 def bubble_fraction(stages: int, micro_batches: int) -> float:
     """The pipeline bubble ``(p - 1) / (m + p - 1)`` for ``p = stages`` and ``m = micro_batches``: the
@@ -136,8 +138,9 @@ class Timeline:
     def shifted(self) -> Timeline:
         """The same timeline with the first pass at time 0."""
         t0 = self.start
-        return Timeline([[(k, i, a - t0, b - t0) for k, i, a, b in rank] for rank in self.intervals], self.label,
-                        dict(self.info))
+        return Timeline(
+            [[(k, i, a - t0, b - t0) for k, i, a, b in rank] for rank in self.intervals], self.label, dict(self.info)
+        )
 
 
 def _times(name: str, values: float | Sequence[float], stages: int) -> list[float]:
@@ -149,8 +152,14 @@ def _times(name: str, values: float | Sequence[float], stages: int) -> list[floa
     return values
 
 
-def simulate(kind: str, micro_batches: int, forward_s: Sequence[float], backward_s: Sequence[float] | None = None,
-             *, link_s: float = 0.0) -> Timeline:
+def simulate(
+    kind: str,
+    micro_batches: int,
+    forward_s: Sequence[float],
+    backward_s: Sequence[float] | None = None,
+    *,
+    link_s: float = 0.0,
+) -> Timeline:
     """The predicted timeline of one step (notebook 06.2, sections 3-5): stage ``s`` needs
     ``forward_s[s]`` per micro-batch forward and ``backward_s[s]`` (default twice that) per backward,
     runs its passes in :func:`schedule_order`, and starts each as soon as its input has arrived
@@ -193,6 +202,7 @@ def simulate(kind: str, micro_batches: int, forward_s: Sequence[float], backward
 # ----------------------------------------------------------------------------------------------
 # splitting a model into stages
 
+
 def layer_costs(layers: Sequence[nn.Module], by: str = "params", example: torch.Tensor | None = None) -> list[float]:
     """Cost of each layer (notebook 06.2, section 1): its parameter count (``by="params"``) or the FLOPs
     of its forward pass on ``example``, the input of the first layer (``by="flops"``, counted with
@@ -202,8 +212,7 @@ def layer_costs(layers: Sequence[nn.Module], by: str = "params", example: torch.
     if by == "params":
         return [float(sum(p.numel() for p in layer.parameters())) for layer in layers]
     if not isinstance(example, torch.Tensor):
-        raise TypeError("by='flops' needs example=<a tensor: the first layer's input>, got "
-                        f"{type(example).__name__}")
+        raise TypeError(f"by='flops' needs example=<a tensor: the first layer's input>, got {type(example).__name__}")
     costs, x = [], example
     with torch.no_grad():
         for layer in layers:
@@ -220,8 +229,10 @@ def partition(costs: Sequence[float], stages: int) -> list[tuple[int, int]]:
     p = arguments.integer("stages", stages, minimum=1)
     n = len(costs)
     if p > n:
-        raise ValueError(f"stages={p} is more than the {n} layers: every stage needs at least one layer; "
-                         f"use at most {n} stages or split the model into more layers")
+        raise ValueError(
+            f"stages={p} is more than the {n} layers: every stage needs at least one layer; "
+            f"use at most {n} stages or split the model into more layers"
+        )
     prefix = [0.0]
     for c in costs:
         prefix.append(prefix[-1] + c)
@@ -242,8 +253,9 @@ def partition(costs: Sequence[float], stages: int) -> list[tuple[int, int]]:
     return bounds[::-1]
 
 
-def split_model(model: nn.Sequential, stages: int, *, by: str = "params",
-                example: torch.Tensor | None = None) -> list[nn.Sequential]:
+def split_model(
+    model: nn.Sequential, stages: int, *, by: str = "params", example: torch.Tensor | None = None
+) -> list[nn.Sequential]:
     """``model``'s layers in ``stages`` balanced ``nn.Sequential`` parts (:func:`partition` of
     :func:`layer_costs`); the parts share the model's parameters. Notebook 06.2, section 1."""
     if not isinstance(model, nn.Sequential):
@@ -297,6 +309,7 @@ def _stage_grads(stage: nn.Module, offset: int) -> dict[str, torch.Tensor]:
 # ----------------------------------------------------------------------------------------------
 # workers (run inside comm.launch)
 
+
 def _my_stage(widths: Sequence[int], seed: int, by: str) -> tuple[nn.Sequential, int, int, int, int]:
     """This rank's stage of ``mlp_stack(widths, seed)``, its first layer's index, rank, world size and
     the width of the activation that enters it."""
@@ -340,12 +353,18 @@ def model_parallel_step(widths: Sequence[int], x: torch.Tensor, y: torch.Tensor,
     if rank > 0:
         dist.send(inp.grad, rank - 1)
         sent += inp.grad.numel() * inp.grad.element_size()
-    return {"rank": rank, "layers": (first, first + len(stage)), "loss": None if loss is None else float(loss),
-            "grads": _stage_grads(stage, first), "bytes_sent": sent}
+    return {
+        "rank": rank,
+        "layers": (first, first + len(stage)),
+        "loss": None if loss is None else float(loss),
+        "grads": _stage_grads(stage, first),
+        "bytes_sent": sent,
+    }
 
 
-def library_pipeline_step(widths: Sequence[int], x: torch.Tensor, y: torch.Tensor, micro_batches: int,
-                          kind: str = "gpipe", seed: int = 0) -> dict[str, Any]:
+def library_pipeline_step(
+    widths: Sequence[int], x: torch.Tensor, y: torch.Tensor, micro_batches: int, kind: str = "gpipe", seed: int = 0
+) -> dict[str, Any]:
     """Pipeline parallelism with ``torch.distributed.pipelining`` (notebook 06.2, section 3): this rank's
     part of ``mlp_stack(widths, seed)`` as a ``PipelineStage``, one training step of ``ScheduleGPipe``
     or ``Schedule1F1B`` over ``micro_batches`` micro-batches of (``x``, ``y``). Returns the gradients
@@ -366,12 +385,22 @@ def library_pipeline_step(widths: Sequence[int], x: torch.Tensor, y: torch.Tenso
     else:
         schedule.step()
     loss = float(torch.stack(losses).mean()) if losses else None
-    return {"rank": rank, "layers": (first, first + len(stage_mod)), "loss": loss,
-            "grads": _stage_grads(stage_mod, first)}
+    return {
+        "rank": rank,
+        "layers": (first, first + len(stage_mod)),
+        "loss": loss,
+        "grads": _stage_grads(stage_mod, first),
+    }
 
 
-def measure_schedules(settings: Sequence[dict[str, Any]], repeats: int = 3, micro_batch: int = 128,
-                      width: int = WIDTH, warmup: int = 1, pin: bool = True) -> dict[str, Any]:
+def measure_schedules(
+    settings: Sequence[dict[str, Any]],
+    repeats: int = 3,
+    micro_batch: int = 128,
+    width: int = WIDTH,
+    warmup: int = 1,
+    pin: bool = True,
+) -> dict[str, Any]:
     """The bubble, measured (notebook 06.2, sections 4-5). Each setting is a dict with ``kind``
     (``"gpipe"``/``"1f1b"``), ``micro_batches`` and optionally ``layers`` (``Linear(width, width)`` layers
     per stage, default 4 each: balanced). This rank pins itself to its own core (``pipeline_runner.pin_to_core``),
@@ -401,8 +430,9 @@ def measure_schedules(settings: Sequence[dict[str, Any]], repeats: int = 3, micr
             mods += [nn.Linear(width, width), nn.ReLU()]
         stages.append(nn.Sequential(*mods).to(device))
         m = arguments.positive_int(f"settings[{k}]['micro_batches']", s["micro_batches"])
-        data.append([torch.randn(micro_batch, width, generator=gen).to(device) for _ in range(m)] if rank == 0
-                    else None)
+        data.append(
+            [torch.randn(micro_batch, width, generator=gen).to(device) for _ in range(m)] if rank == 0 else None
+        )
     runs: dict[int, list] = {k: [] for k in range(len(settings))}
     shape = (micro_batch, width)
     plan = [(k, False) for k in range(len(settings))] * warmup + [(k, True) for k in range(len(settings))] * repeats
@@ -438,8 +468,9 @@ def measure_schedules(settings: Sequence[dict[str, Any]], repeats: int = 3, micr
     return {"rank": rank, "core": core, "runs": runs, "layer_s": per_layer[len(per_layer) // 2], "memory": mem}
 
 
-def activation_rows(results: Sequence[dict[str, Any]], settings: Sequence[dict[str, Any]], micro_batch: int = 128,
-                    width: int = WIDTH) -> list[dict[str, Any]]:
+def activation_rows(
+    results: Sequence[dict[str, Any]], settings: Sequence[dict[str, Any]], micro_batch: int = 128, width: int = WIDTH
+) -> list[dict[str, Any]]:
     """Activation memory per setting and rank, measured against the count (notebook 06.2, section 4).
 
     Each ``Linear`` keeps its input for the backward pass and each ``ReLU`` its output, one and the same
@@ -460,10 +491,18 @@ def activation_rows(results: Sequence[dict[str, Any]], settings: Sequence[dict[s
             for kind, _ in schedule_order(s["kind"], len(results), s["micro_batches"])[r]:
                 alive += 1 if kind == "F" else -1
                 counts.append(alive)
-            rows.append({"label": label, "rank": r, "held": max(counts), "model_bytes": max(counts) * per_micro_batch,
-                         "measured_bytes": max(live for *_, live in mem["after_pass"]), "peak_bytes": mem["peak_bytes"],
-                         "model_after_pass": [n * per_micro_batch for n in counts],
-                         "after_pass": [live for *_, live in mem["after_pass"]]})
+            rows.append(
+                {
+                    "label": label,
+                    "rank": r,
+                    "held": max(counts),
+                    "model_bytes": max(counts) * per_micro_batch,
+                    "measured_bytes": max(live for *_, live in mem["after_pass"]),
+                    "peak_bytes": mem["peak_bytes"],
+                    "model_after_pass": [n * per_micro_batch for n in counts],
+                    "after_pass": [live for *_, live in mem["after_pass"]],
+                }
+            )
     return rows
 
 
@@ -504,10 +543,20 @@ def bubble_rows(measured: Sequence[Sequence[Timeline]]) -> list[dict[str, Any]]:
         bwd = [median([t.pass_times()[1][r] for t in reps]) for r in range(p)]
         layers = list(first.info.get("layers", [1] * p))
         per_layer = [(f + b) / n for f, b, n in zip(fwd, bwd, layers)]
-        rows.append({"label": first.label, "kind": kind, "stages": p, "micro_batches": m,
-                     "formula": bubble_fraction(p, m), "idle": median(idles), "idle_min": min(idles),
-                     "idle_max": max(idles), "span_s": median([t.span_s for t in reps]),
-                     "span_min": min(t.span_s for t in reps),
-                     "simulated": simulate(kind, m, fwd, bwd).idle_fraction,
-                     "speed_ratio": max(per_layer) / min(per_layer)})
+        rows.append(
+            {
+                "label": first.label,
+                "kind": kind,
+                "stages": p,
+                "micro_batches": m,
+                "formula": bubble_fraction(p, m),
+                "idle": median(idles),
+                "idle_min": min(idles),
+                "idle_max": max(idles),
+                "span_s": median([t.span_s for t in reps]),
+                "span_min": min(t.span_s for t in reps),
+                "simulated": simulate(kind, m, fwd, bwd).idle_fraction,
+                "speed_ratio": max(per_layer) / min(per_layer),
+            }
+        )
     return rows

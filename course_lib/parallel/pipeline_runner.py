@@ -1,5 +1,6 @@
 """Running a pipeline schedule by hand on ranks pinned to cores of their own (``pipeline.measure_schedules``
 uses it): every receive posted ahead, every send ``isend``, only the passes timed."""
+
 from __future__ import annotations
 
 import os
@@ -60,9 +61,18 @@ def _sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def run_schedule(stage: nn.Module, order: list[tuple[str, int]], inputs: list[torch.Tensor] | None,
-                 targets: list[torch.Tensor] | None, act_shape: tuple[int, ...], out_shape: tuple[int, ...],
-                 rank: int, world: int, device: torch.device, tracker: Any = None) -> list[tuple[str, int, float, float]]:
+def run_schedule(
+    stage: nn.Module,
+    order: list[tuple[str, int]],
+    inputs: list[torch.Tensor] | None,
+    targets: list[torch.Tensor] | None,
+    act_shape: tuple[int, ...],
+    out_shape: tuple[int, ...],
+    rank: int,
+    world: int,
+    device: torch.device,
+    tracker: Any = None,
+) -> list[tuple[str, int, float, float]]:
     """One step of a schedule by hand; every receive is posted before the first pass, every send is
     ``isend``, so no rank waits on a message it could have had earlier. Only the passes are timed.
     With a ``tracker`` (a ``memory.LiveTensorTracker``, entered once the receives are posted) each

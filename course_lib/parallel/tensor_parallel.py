@@ -8,6 +8,7 @@ partial sums: once in the forward pass, and once more in the backward pass (the 
 That all-reduce sits between two matrix products of every block, so it must be fast next to them:
 tensor parallelism wants NVLink-class links inside one machine (:func:`allreduce_vs_compute`).
 """
+
 from __future__ import annotations
 
 import copy
@@ -46,9 +47,12 @@ def reference(block: MLPBlock, x: torch.Tensor) -> dict[str, Any]:
     x = x.detach().clone().requires_grad_(True)
     out = block(x)
     out.square().mean().backward()
-    return {"output": out.detach(), "grads": {n: p.grad.detach().clone() for n, p in block.named_parameters()},
-            "input_grad": x.grad.detach().clone(),
-            "param_bytes": sum(p.numel() * p.element_size() for p in block.parameters())}
+    return {
+        "output": out.detach(),
+        "grads": {n: p.grad.detach().clone() for n, p in block.named_parameters()},
+        "input_grad": x.grad.detach().clone(),
+        "param_bytes": sum(p.numel() * p.element_size() for p in block.parameters()),
+    }
 
 
 def partial_output(block: MLPBlock, x: torch.Tensor, rank: int = 0, world_size: int = 2) -> torch.Tensor:
@@ -92,32 +96,52 @@ def tensor_parallel_step(dim: int, hidden: int, x: torch.Tensor, seed: int = 0) 
     info = rank_info()
     device = info["device"]
     mesh = init_device_mesh(device.type, (info["world_size"],))
-    block = parallelize_module(MLPBlock(dim, hidden, seed).to(device), mesh,
-                               {"up": ColwiseParallel(), "down": RowwiseParallel()})
-    local_bytes = sum(p.to_local().numel() * p.element_size() if isinstance(p, DTensor) else
-                      p.numel() * p.element_size() for p in block.parameters())
+    block = parallelize_module(
+        MLPBlock(dim, hidden, seed).to(device), mesh, {"up": ColwiseParallel(), "down": RowwiseParallel()}
+    )
+    local_bytes = sum(
+        p.to_local().numel() * p.element_size() if isinstance(p, DTensor) else p.numel() * p.element_size()
+        for p in block.parameters()
+    )
     x = x.to(device).requires_grad_(True)  # as in a deep model: the input's gradient goes to the layer before
     with CommDebugMode() as fwd_mode:
         out = block(x)
     loss = out.square().mean()
     with CommDebugMode() as bwd_mode:
         loss.backward()
-    grads = {n: (p.grad.full_tensor() if isinstance(p.grad, DTensor) else p.grad).detach().cpu()
-             for n, p in block.named_parameters()}
-    shapes = {n: tuple(p.to_local().shape) if isinstance(p, DTensor) else tuple(p.shape)
-              for n, p in block.named_parameters()}
+    grads = {
+        n: (p.grad.full_tensor() if isinstance(p.grad, DTensor) else p.grad).detach().cpu()
+        for n, p in block.named_parameters()
+    }
+    shapes = {
+        n: tuple(p.to_local().shape) if isinstance(p, DTensor) else tuple(p.shape) for n, p in block.named_parameters()
+    }
 
     def counts(mode: Any) -> dict[str, int]:
         return {str(getattr(op, "__name__", op)).split(".")[-1]: int(n) for op, n in mode.get_comm_counts().items()}
 
-    return {"rank": info["rank"], "output": out.detach().cpu(), "grads": grads, "input_grad": x.grad.detach().cpu(),
-            "param_bytes": local_bytes,
-            "local_shapes": shapes, "forward_comms": counts(fwd_mode), "backward_comms": counts(bwd_mode)}
+    return {
+        "rank": info["rank"],
+        "output": out.detach().cpu(),
+        "grads": grads,
+        "input_grad": x.grad.detach().cpu(),
+        "param_bytes": local_bytes,
+        "local_shapes": shapes,
+        "forward_comms": counts(fwd_mode),
+        "backward_comms": counts(bwd_mode),
+    }
 
 
-def allreduce_vs_compute(tokens: int, dim: int, hidden: int, world_size: int, links: tuple[str, ...] =
-                         ("nvlink4", "pcie4-x16", "ib-ndr", "eth-10g"), accelerator: str = "H100 SXM",
-                         dtype: str = "bf16", bytes_per_value: int = 2) -> list[dict[str, Any]]:
+def allreduce_vs_compute(
+    tokens: int,
+    dim: int,
+    hidden: int,
+    world_size: int,
+    links: tuple[str, ...] = ("nvlink4", "pcie4-x16", "ib-ndr", "eth-10g"),
+    accelerator: str = "H100 SXM",
+    dtype: str = "bf16",
+    bytes_per_value: int = 2,
+) -> list[dict[str, Any]]:
     """Per MLP block and pass, the all-reduce of ``tokens x dim`` activations over each link (ring model,
     ``comm.allreduce_time``, catalog bandwidths, no latency term) next to the block's matrix products on
     ``1 / world_size`` of the work at ``accelerator``'s dense ``dtype`` peak (catalog). Notebook 06.2,
@@ -134,6 +158,13 @@ def allreduce_vs_compute(tokens: int, dim: int, hidden: int, world_size: int, li
     for key in links:
         link = catalog.get_link(key)
         t = comm.allreduce_time(nbytes, p, 0.0, link.bandwidth_bytes_per_s)
-        rows.append({"link": link.name, "gbs": link.bandwidth_gbs, "allreduce_s": t, "compute_s": compute_s,
-                     "ratio": t / compute_s})
+        rows.append(
+            {
+                "link": link.name,
+                "gbs": link.bandwidth_gbs,
+                "allreduce_s": t,
+                "compute_s": compute_s,
+                "ratio": t / compute_s,
+            }
+        )
     return rows

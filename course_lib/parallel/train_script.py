@@ -46,6 +46,7 @@ Process groups get a timeout (``--timeout``, seconds), so a rank whose peer died
 forever. Each restart attempt of torchrun (``TORCHELASTIC_RESTART_COUNT``) joins through its own prefix of the
 rendezvous store, so keys left by the attempt that failed are never read by the next one.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -63,9 +64,26 @@ from .. import arguments
 from ..comm.launcher import choose_backend, init_process_group, tcp_store
 from ..files import write_atomic
 
-__all__ = ["main", "parse_args", "prepare_data", "load_data", "batch_indices", "read_log", "loss_curve",
-           "redone_steps", "make_model", "rank_seed", "drop_optimizer_state", "CHECKPOINT_DIR", "torchrun_args", "run_torchrun", "TorchrunResult",
-           "restart_summary", "steps_timeline", "free_port"]
+__all__ = [
+    "main",
+    "parse_args",
+    "prepare_data",
+    "load_data",
+    "batch_indices",
+    "read_log",
+    "loss_curve",
+    "redone_steps",
+    "make_model",
+    "rank_seed",
+    "drop_optimizer_state",
+    "CHECKPOINT_DIR",
+    "torchrun_args",
+    "run_torchrun",
+    "TorchrunResult",
+    "restart_summary",
+    "steps_timeline",
+    "free_port",
+]
 
 CHECKPOINT_DIR = "checkpoints"
 BACKENDS = ("auto", "gloo", "nccl")
@@ -73,6 +91,7 @@ BACKENDS = ("auto", "gloo", "nccl")
 
 # ----------------------------------------------------------------------------------------------
 # data: prepared once, read by every rank
+
 
 def prepare_data(path: str | os.PathLike, seed: int = 0) -> Path:
     """Write the digits split to ``path`` (a weights-only-loadable tensor file), so ranks need no
@@ -111,7 +130,7 @@ def batch_indices(step: int, n_examples: int, batch_size: int, seed: int) -> tor
     per_epoch = n_examples // batch_size
     epoch, j = divmod(step, per_epoch)
     order = torch.randperm(n_examples, generator=torch.Generator().manual_seed(seed * 100_003 + epoch))
-    return order[j * batch_size:(j + 1) * batch_size]
+    return order[j * batch_size : (j + 1) * batch_size]
 
 
 def make_model(hidden: int = 256, seed: int = 0, dropout: float = 0.0) -> torch.nn.Module:
@@ -132,9 +151,13 @@ def rank_seed(seed: int, rank: int) -> int:
 # ----------------------------------------------------------------------------------------------
 # the script
 
+
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m course_lib.parallel.train_script", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog="python -m course_lib.parallel.train_script",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("--run-dir", required=True, help="checkpoints and per-rank logs go here (shared by all machines)")
     p.add_argument("--data", default=None, help="a file from prepare_data (default: load the digits here)")
     p.add_argument("--steps", type=int, default=40, help="optimizer updates in all (default 40)")
@@ -144,14 +167,26 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--optimizer", default="momentum", help="sgd, momentum, adam or adamw")
     p.add_argument("--checkpoint-every", type=int, default=5, help="steps between checkpoints (rank 0 writes)")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--dropout", type=float, default=0.0, help="dropout after the hidden layer (each rank its own masks)")
-    p.add_argument("--restore-rng", default="each", choices=("each", "rank0"),
-                   help="each: every rank resumes its own random stream (saved in the checkpoint); rank0: every rank "
-                        "takes rank 0's, as a script that saves only rank 0's state does (for comparison)")
-    p.add_argument("--backend", default="auto", choices=BACKENDS, help="auto: nccl with a GPU per local rank, else gloo")
+    p.add_argument(
+        "--dropout", type=float, default=0.0, help="dropout after the hidden layer (each rank its own masks)"
+    )
+    p.add_argument(
+        "--restore-rng",
+        default="each",
+        choices=("each", "rank0"),
+        help="each: every rank resumes its own random stream (saved in the checkpoint); rank0: every rank "
+        "takes rank 0's, as a script that saves only rank 0's state does (for comparison)",
+    )
+    p.add_argument(
+        "--backend", default="auto", choices=BACKENDS, help="auto: nccl with a GPU per local rank, else gloo"
+    )
     p.add_argument("--timeout", type=float, default=30.0, help="process-group timeout in seconds (dead peers)")
-    p.add_argument("--step-delay", type=float, default=0.0,
-                   help="seconds to sleep after each step (stands in for a bigger model in demos)")
+    p.add_argument(
+        "--step-delay",
+        type=float,
+        default=0.0,
+        help="seconds to sleep after each step (stands in for a bigger model in demos)",
+    )
     p.add_argument("--threads", type=int, default=1, help="torch threads per process")
     return p
 
@@ -184,13 +219,19 @@ def _init(backend: str, timeout_s: float) -> tuple[int, int, int, torch.device, 
     addr = env["MASTER_ADDR"] if under_torchrun else None  # None: a world of one, no network
     if under_torchrun:
         agent_store = env.get("TORCHELASTIC_USE_AGENT_STORE") == "True"  # the agent hosts the store
-        base = tcp_store(addr, int(env["MASTER_PORT"]), world, is_master=(not agent_store and rank == 0),
-                         timeout=timedelta(seconds=timeout_s))
+        base = tcp_store(
+            addr,
+            int(env["MASTER_PORT"]),
+            world,
+            is_master=(not agent_store and rank == 0),
+            timeout=timedelta(seconds=timeout_s),
+        )
         store: dist.Store = dist.PrefixStore(f"course_train_script/attempt_{attempt}", base)
     else:
         store = dist.HashStore()
-    device = init_process_group(backend, store, rank=rank, world_size=world, local_rank=local_rank, timeout=timeout_s,
-                                master_addr=addr)
+    device = init_process_group(
+        backend, store, rank=rank, world_size=world, local_rank=local_rank, timeout=timeout_s, master_addr=addr
+    )
     return rank, world, local_rank, device, attempt
 
 
@@ -256,13 +297,27 @@ def main(argv: list[str] | None = None) -> dict:
         dist.all_gather_object(starts, start)  # every rank must resume from the same step
         if len(set(starts)) != 1:
             raise RuntimeError(f"ranks resumed from different checkpoints (steps {starts}); is --run-dir shared?")
-        ddp = torch.nn.parallel.DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
-        _log(log_path, {"event": "start", "attempt": attempt, "pid": os.getpid(), "rank": rank, "world_size": world,
-                        "resumed_from": start, "time": time.time(), "created": _created(), "backend": dist.get_backend()})
+        ddp = torch.nn.parallel.DistributedDataParallel(
+            model, device_ids=[device.index] if device.type == "cuda" else None
+        )
+        _log(
+            log_path,
+            {
+                "event": "start",
+                "attempt": attempt,
+                "pid": os.getpid(),
+                "rank": rank,
+                "world_size": world,
+                "resumed_from": start,
+                "time": time.time(),
+                "created": _created(),
+                "backend": dist.get_backend(),
+            },
+        )
         share = args.batch_size // world
         loss = float("nan")
         for step in range(start, args.steps):
-            idx = batch_indices(step, len(x), args.batch_size, args.seed)[rank * share:(rank + 1) * share]
+            idx = batch_indices(step, len(x), args.batch_size, args.seed)[rank * share : (rank + 1) * share]
             result = train_step(ddp, (x[idx].to(device), y[idx].to(device)), optimizer)
             total = torch.tensor([result.loss * share], dtype=torch.float64, device=device)
             dist.all_reduce(total)  # the global batch's mean loss, the same on every rank
@@ -274,14 +329,22 @@ def main(argv: list[str] | None = None) -> dict:
                 dist.all_gather_object(streams, ft.rng_state())  # every rank's generators, for rank 0 to save
                 if rank == 0:
                     position = {"step": done, "world_size": world, "rank_rng": streams}
-                    ft.save_checkpoint(ft.checkpoint_path(ck_dir, done), ft.capture_state(model, optimizer, position),
-                                       keep=3)
+                    ft.save_checkpoint(
+                        ft.checkpoint_path(ck_dir, done), ft.capture_state(model, optimizer, position), keep=3
+                    )
             if args.step_delay:
                 time.sleep(args.step_delay)
         dist.barrier()  # every rank (rank 0 writing the last checkpoint) done before any tears the group down
         _log(log_path, {"event": "done", "attempt": attempt, "pid": os.getpid(), "time": time.time()})
-        return {"rank": rank, "world_size": world, "attempt": attempt, "resumed_from": start,
-                "steps": args.steps, "final_loss": loss, "device": str(device)}
+        return {
+            "rank": rank,
+            "world_size": world,
+            "attempt": attempt,
+            "resumed_from": start,
+            "steps": args.steps,
+            "final_loss": loss,
+            "device": str(device),
+        }
     finally:
         dist.destroy_process_group()
 
@@ -303,6 +366,7 @@ def drop_optimizer_state(run_dir: str | os.PathLike) -> Path:
 
 # ----------------------------------------------------------------------------------------------
 # reading the logs
+
 
 def read_log(run_dir: str | os.PathLike, rank: int = 0) -> list[dict]:
     """Every JSON line rank ``rank`` wrote (a line cut short by a kill is skipped)."""
@@ -340,9 +404,18 @@ def redone_steps(run_dir: str | os.PathLike, rank: int = 0) -> list[int]:
 # ----------------------------------------------------------------------------------------------
 # running it under torchrun, from a notebook: every agent a child that never outlives the caller
 
-def torchrun_args(script_args: list[str], *, nproc_per_node: int = 2, max_restarts: int = 0, nnodes: int = 1,
-                  rdzv_endpoint: str | None = None, rdzv_id: str = "course", is_host: bool | None = None,
-                  join_timeout: float = 60.0) -> list[str]:
+
+def torchrun_args(
+    script_args: list[str],
+    *,
+    nproc_per_node: int = 2,
+    max_restarts: int = 0,
+    nnodes: int = 1,
+    rdzv_endpoint: str | None = None,
+    rdzv_id: str = "course",
+    is_host: bool | None = None,
+    join_timeout: float = 60.0,
+) -> list[str]:
     """torchrun's arguments (without the leading ``torchrun``) for this script. ``nnodes == 1`` without
     ``rdzv_endpoint``: ``--standalone`` (a private rendezvous on a free port); otherwise the c10d rendezvous
     at ``rdzv_endpoint`` ("host:port"), where ``is_host`` says whether this agent hosts its store.
@@ -359,8 +432,14 @@ def torchrun_args(script_args: list[str], *, nproc_per_node: int = 2, max_restar
         if not isinstance(rdzv_endpoint, str) or ":" not in rdzv_endpoint:
             raise ValueError(f"rdzv_endpoint must be 'host:port' for nnodes={nnodes}, got {rdzv_endpoint!r}")
         conf = f"join_timeout={join_timeout:g}" + ("" if is_host is None else f",is_host={int(bool(is_host))}")
-        args = [f"--nnodes={nnodes}", *args, "--rdzv-backend=c10d", f"--rdzv-endpoint={rdzv_endpoint}",
-                f"--rdzv-id={rdzv_id}", f"--rdzv-conf={conf}"]
+        args = [
+            f"--nnodes={nnodes}",
+            *args,
+            "--rdzv-backend=c10d",
+            f"--rdzv-endpoint={rdzv_endpoint}",
+            f"--rdzv-id={rdzv_id}",
+            f"--rdzv-conf={conf}",
+        ]
     return [*args, "-m", __name__, *script_args]
 
 
@@ -391,9 +470,17 @@ class TorchrunResult(dict):
     __getattr__ = dict.__getitem__
 
 
-def run_torchrun(script_args: list[str], run_dir: str | os.PathLike, *, nproc_per_node: int = 2, nnodes: int = 1,
-                 max_restarts: int = 0, kill_rank: int | None = None, kill_after_step: int | None = None,
-                 timeout: float = 120.0) -> TorchrunResult:
+def run_torchrun(
+    script_args: list[str],
+    run_dir: str | os.PathLike,
+    *,
+    nproc_per_node: int = 2,
+    nnodes: int = 1,
+    max_restarts: int = 0,
+    kill_rank: int | None = None,
+    kill_after_step: int | None = None,
+    timeout: float = 120.0,
+) -> TorchrunResult:
     """Run the script under ``nnodes`` local torchrun agents (``--nnodes > 1``: joined through a c10d
     rendezvous on 127.0.0.1, like machines would be) and return a :class:`TorchrunResult`. Notebook 06.4.
 
@@ -420,11 +507,24 @@ def run_torchrun(script_args: list[str], run_dir: str | os.PathLike, *, nproc_pe
         argvs = [torchrun_args(args, nproc_per_node=nproc_per_node, max_restarts=max_restarts)]
     else:
         endpoint, rid = f"127.0.0.1:{free_port()}", f"course{os.getpid()}_{time.monotonic_ns()}"
-        argvs = [torchrun_args(args, nproc_per_node=nproc_per_node, max_restarts=max_restarts, nnodes=nnodes,
-                               rdzv_endpoint=endpoint, rdzv_id=rid, is_host=(i == 0)) for i in range(nnodes)]
+        argvs = [
+            torchrun_args(
+                args,
+                nproc_per_node=nproc_per_node,
+                max_restarts=max_restarts,
+                nnodes=nnodes,
+                rdzv_endpoint=endpoint,
+                rdzv_id=rid,
+                is_host=(i == 0),
+            )
+            for i in range(nnodes)
+        ]
     package_root = str(Path(__file__).resolve().parents[2])
-    env = {"PYTHONPATH": os.pathsep.join(p for p in (package_root, os.environ.get("PYTHONPATH", "")) if p),
-           "OMP_NUM_THREADS": "1", "LOGLEVEL": "ERROR"}
+    env = {
+        "PYTHONPATH": os.pathsep.join(p for p in (package_root, os.environ.get("PYTHONPATH", "")) if p),
+        "OMP_NUM_THREADS": "1",
+        "LOGLEVEL": "ERROR",
+    }
     kill, t0 = {}, time.monotonic()
 
     def kill_worker() -> None:  # once rank kill_rank's log shows step kill_after_step done in the first attempt
@@ -433,33 +533,47 @@ def run_torchrun(script_args: list[str], run_dir: str | os.PathLike, *, nproc_pe
         for rec in read_log(run_dir, kill_rank):
             if rec.get("attempt") == 0 and rec.get("step", -1) >= kill_after_step:
                 os.kill(rec["pid"], getattr(signal, "SIGKILL", signal.SIGTERM))  # Windows: no SIGKILL
-                kill.update(pid=rec["pid"], rank=kill_rank, step=rec["step"], seconds=time.monotonic() - t0,
-                            time=time.time())
+                kill.update(
+                    pid=rec["pid"], rank=kill_rank, step=rec["step"], seconds=time.monotonic() - t0, time=time.time()
+                )
                 break
 
     with Children("torchrun", env=env) as kids:
         for argv in argvs:
             kids.start(_agent, argv, env)
-        job = kids.supervise(timeout=lambda: timeout - (time.monotonic() - t0), tick=0.02,
-                             every=kill_worker if kill_rank is not None else None)  # until every agent exits
+        job = kids.supervise(
+            timeout=lambda: timeout - (time.monotonic() - t0),
+            tick=0.02,
+            every=kill_worker if kill_rank is not None else None,
+        )  # until every agent exits
         exits = job.exits
         if job.timed_out:
             tails = "\n".join(f"--- agent {i} ---\n{kids.log_tail(i, 1500)}" for i in range(len(argvs)))
-            raise TimeoutError(f"the torchrun job did not finish within {timeout:g} s (agents exited: {exits}); "
-                               f"every process was stopped. Its output:\n{tails}")
+            raise TimeoutError(
+                f"the torchrun job did not finish within {timeout:g} s (agents exited: {exits}); "
+                f"every process was stopped. Its output:\n{tails}"
+            )
         tails = [kids.log_tail(i, 3000) for i in range(len(argvs))]
     kill = kill or None
     if any(code != 0 for code in exits.values()):
         raise RuntimeError(f"torchrun exited with codes {exits}; its output:\n" + "\n".join(tails))
     log = read_log(run_dir, 0)
-    return TorchrunResult(commands=["torchrun " + " ".join(a) for a in argvs], exit_codes=exits,
-                          seconds=time.monotonic() - t0, kill=kill, output=tails,
-                          attempts=1 + max(r.get("attempt", 0) for r in log), curve=loss_curve(run_dir),
-                          redone=redone_steps(run_dir), log=log)
+    return TorchrunResult(
+        commands=["torchrun " + " ".join(a) for a in argvs],
+        exit_codes=exits,
+        seconds=time.monotonic() - t0,
+        kill=kill,
+        output=tails,
+        attempts=1 + max(r.get("attempt", 0) for r in log),
+        curve=loss_curve(run_dir),
+        redone=redone_steps(run_dir),
+        log=log,
+    )
 
 
-def random_stream_resumes(script_args: list[str], work: str | os.PathLike, *, stop_after: int, dropout: float = 0.3,
-                          timeout: float = 150.0) -> dict[str, list[float]]:
+def random_stream_resumes(
+    script_args: list[str], work: str | os.PathLike, *, stop_after: int, dropout: float = 0.3, timeout: float = 150.0
+) -> dict[str, list[float]]:
     """Each rank's own random stream, resumed (notebook 06.4, section 3). With dropout on 2 workers: one run
     uninterrupted, then twice the same run resumed from its checkpoint after ``stop_after`` steps (a copy of its
     folder with the later checkpoints removed), once with each rank's own generators (``--restore-rng each``, the
@@ -475,8 +589,10 @@ def random_stream_resumes(script_args: list[str], work: str | os.PathLike, *, st
     args = [*script_args, "--dropout", str(dropout)]
     planned = parse_args([*args, "--run-dir", str(work)])
     if stop_after >= planned.steps or stop_after % planned.checkpoint_every:
-        raise ValueError(f"stop_after must be a step the run checkpoints before its end (a multiple of "
-                         f"--checkpoint-every {planned.checkpoint_every} below --steps {planned.steps}), got {stop_after}")
+        raise ValueError(
+            f"stop_after must be a step the run checkpoints before its end (a multiple of "
+            f"--checkpoint-every {planned.checkpoint_every} below --steps {planned.steps}), got {stop_after}"
+        )
     # max_restarts=1: a worker that dies of something else (a crash in the communication library's teardown, say)
     # is restarted from the checkpoint, which leaves each rank's own stream exactly where it was
     full = run_torchrun(args, work / "uninterrupted", max_restarts=1, timeout=timeout).curve
@@ -510,9 +626,14 @@ def restart_summary(result: TorchrunResult) -> dict[str, Any]:
     if 1 not in starts or 1 not in first:
         raise ValueError(f"the run has no restarted attempt (attempts: {sorted(starts)}); did the kill land?")
     kill_t = result.kill["time"]
-    return {"kill_step": result.kill["step"], "resumed_from": starts[1]["resumed_from"], "redone": len(result.redone),
-            "startup_s": first[0] - starts[0]["created"], "detect_s": starts[1]["created"] - kill_t,
-            "restart_s": first[1] - kill_t}
+    return {
+        "kill_step": result.kill["step"],
+        "resumed_from": starts[1]["resumed_from"],
+        "redone": len(result.redone),
+        "startup_s": first[0] - starts[0]["created"],
+        "detect_s": starts[1]["created"] - kill_t,
+        "restart_s": first[1] - kill_t,
+    }
 
 
 def steps_timeline(log: list[dict]) -> dict[int, tuple[list[float], list[int]]]:

@@ -34,19 +34,59 @@ Format names: ``fp32``, ``tf32``, ``bf16``, ``fp16``, ``fp8-e4m3`` (``torch.floa
 Each question has its own file: ``formats``, ``gradients``, ``master_weights``, ``step_time`` and
 ``compute_dtype``; every name can be reached from here.
 """
+
 from __future__ import annotations
 
 from .compute_dtype import COMPUTE_DTYPES, EmulatedDtypeWarning, check_compute_dtype
-from .formats import (FORMATS, STORAGE_FORMATS, NumberFormat, format_from_bits, format_name, format_table,
-                      number_format, number_formats)
-from .gradients import (BackwardUnderflow, CastResult, backward_underflow, gradient_values, gradients_while_training,
-                        largest_safe_scale, loss_scale_rescue, underflow)
+from .formats import (
+    FORMATS,
+    STORAGE_FORMATS,
+    NumberFormat,
+    format_from_bits,
+    format_name,
+    format_table,
+    number_format,
+    number_formats,
+)
+from .gradients import (
+    BackwardUnderflow,
+    CastResult,
+    backward_underflow,
+    gradient_values,
+    gradients_while_training,
+    largest_safe_scale,
+    loss_scale_rescue,
+    underflow,
+)
 from .master_weights import weights_run
 from .step_time import Product, StepDecomposition, predicted_step_ratio, products_fn, record_matmuls, step_decomposition
 
 
-__all__ = ["FORMATS", "STORAGE_FORMATS", "COMPUTE_DTYPES", "NumberFormat", "CastResult", "EmulatedDtypeWarning",
-           "BackwardUnderflow", "Product", "StepDecomposition", "format_name", "format_from_bits", "number_formats",
-           "number_format", "format_table", "gradient_values", "gradients_while_training", "underflow",
-           "loss_scale_rescue", "largest_safe_scale", "check_compute_dtype", "backward_underflow", "weights_run",
-           "record_matmuls", "products_fn", "predicted_step_ratio", "step_decomposition"]
+__all__ = [
+    "FORMATS",
+    "STORAGE_FORMATS",
+    "COMPUTE_DTYPES",
+    "NumberFormat",
+    "CastResult",
+    "EmulatedDtypeWarning",
+    "BackwardUnderflow",
+    "Product",
+    "StepDecomposition",
+    "format_name",
+    "format_from_bits",
+    "number_formats",
+    "number_format",
+    "format_table",
+    "gradient_values",
+    "gradients_while_training",
+    "underflow",
+    "loss_scale_rescue",
+    "largest_safe_scale",
+    "check_compute_dtype",
+    "backward_underflow",
+    "weights_run",
+    "record_matmuls",
+    "products_fn",
+    "predicted_step_ratio",
+    "step_decomposition",
+]

@@ -1,4 +1,5 @@
 """Will this dtype be fast here? ``check_compute_dtype`` refuses fp16 arithmetic on a CPU and flags emulated bf16."""
+
 from __future__ import annotations
 
 import functools
@@ -37,16 +38,23 @@ def _device_kind(device: Any) -> tuple[str, int]:
     if isinstance(device, torch.device):
         return device.type, device.index or 0
     if not isinstance(device, str):
-        raise TypeError("device must be a torch.device or a str such as 'cpu' or 'cuda:0', "
-                        f"got {type(device).__name__}")
+        raise TypeError(
+            f"device must be a torch.device or a str such as 'cpu' or 'cuda:0', got {type(device).__name__}"
+        )
     kind, _, index = device.strip().lower().partition(":")
     if index and not index.isdigit():
         raise ValueError(f"device {device!r}: the index after ':' must be a whole number, e.g. 'cuda:0'")
     return names.device_kind(kind), int(index or 0)
 
 
-def check_compute_dtype(dtype: Any, device: torch.device | str = "cpu", *, cpu: hardware.CPUInfo | None = None,
-                        gpu: devices.GPU | None = None, warn: bool = True) -> str:
+def check_compute_dtype(
+    dtype: Any,
+    device: torch.device | str = "cpu",
+    *,
+    cpu: hardware.CPUInfo | None = None,
+    gpu: devices.GPU | None = None,
+    warn: bool = True,
+) -> str:
     """Refuse or flag a compute dtype that would run far slower than fp32 on ``device``.
 
     * fp16 on a CPU without fp16 arithmetic raises ValueError: no fp16 units, so every operation
@@ -75,24 +83,31 @@ def check_compute_dtype(dtype: Any, device: torch.device | str = "cpu", *, cpu: 
     if kind == "cpu" and key != "fp32":
         info = cpu or _this_cpu()
         if key == "fp16" and not info.native_fp16:
-            raise ValueError(f"This CPU ({info.kind}) has no fp16 arithmetic units (AVX-512 FP16 or Arm FP16). "
-                             + FP16_ON_CPU)
+            raise ValueError(
+                f"This CPU ({info.kind}) has no fp16 arithmetic units (AVX-512 FP16 or Arm FP16). " + FP16_ON_CPU
+            )
         if key == "fp16":
-            note = (f"This CPU ({info.kind}) has fp16 arithmetic, but PyTorch uses it in few kernels: "
-                    "time fp16 against fp32 before relying on it.")
+            note = (
+                f"This CPU ({info.kind}) has fp16 arithmetic, but PyTorch uses it in few kernels: "
+                "time fp16 against fp32 before relying on it."
+            )
         elif not info.native_bf16:
-            note = (f"bf16 is emulated on this CPU ({info.kind}): without AVX-512 BF16, AMX or Arm BF16 "
-                    "instructions each bf16 matmul converts to fp32 inside the kernel, far slower than fp32 "
-                    "(a 2048x2048 matmul took 63 s on an AVX2-only CPU). bf16 still halves memory; "
-                    "course_lib.cpu.profile() measures the speed here and shrinks bf16 demos.")
+            note = (
+                f"bf16 is emulated on this CPU ({info.kind}): without AVX-512 BF16, AMX or Arm BF16 "
+                "instructions each bf16 matmul converts to fp32 inside the kernel, far slower than fp32 "
+                "(a 2048x2048 matmul took 63 s on an AVX2-only CPU). bf16 still halves memory; "
+                "course_lib.cpu.profile() measures the speed here and shrinks bf16 demos."
+            )
     elif kind == "cuda" and key == "bf16":
         if gpu is None:
             found = devices.DeviceFacts.here().gpus
             gpu = found[index] if index < len(found) else None
         if gpu is not None and not gpu.native_bf16:
             cc = f"{gpu.capability[0]}.{gpu.capability[1]}"
-            note = (f"bf16 is emulated on {gpu.name} (compute capability {cc}: bf16 tensor cores start at 8.0): "
-                    "use fp16 with a GradScaler there.")
+            note = (
+                f"bf16 is emulated on {gpu.name} (compute capability {cc}: bf16 tensor cores start at 8.0): "
+                "use fp16 with a GradScaler there."
+            )
     if note and warn:
         warnings.warn(note, EmulatedDtypeWarning, stacklevel=2)
     return note

@@ -4,6 +4,7 @@ built from their bit layout (``format_from_bits``).
 Format names: ``fp32``, ``tf32``, ``bf16``, ``fp16``, ``fp8-e4m3`` (``torch.float8_e4m3fn``) and
 ``fp8-e5m2`` (``torch.float8_e5m2``), any case, or the ``torch.dtype`` itself.
 """
+
 from __future__ import annotations
 
 import functools
@@ -20,25 +21,47 @@ FORMATS = ("fp32", "tf32", "bf16", "fp16", "fp8-e4m3", "fp8-e5m2")
 #: Formats a tensor can be cast to (tf32 is a matmul mode, not a storage type).
 STORAGE_FORMATS = ("fp32", "bf16", "fp16", "fp8-e4m3", "fp8-e5m2")
 
-_TORCH = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16,
-          "fp8-e4m3": torch.float8_e4m3fn, "fp8-e5m2": torch.float8_e5m2}
+_TORCH = {
+    "fp32": torch.float32,
+    "bf16": torch.bfloat16,
+    "fp16": torch.float16,
+    "fp8-e4m3": torch.float8_e4m3fn,
+    "fp8-e5m2": torch.float8_e5m2,
+}
 _FROM_TORCH = {str(v): k for k, v in _TORCH.items()}
-_ALIASES = {"float32": "fp32", "float": "fp32", "single": "fp32", "bfloat16": "bf16", "float16": "fp16",
-            "half": "fp16", "e4m3": "fp8-e4m3", "e4m3fn": "fp8-e4m3", "fp8-e4m3fn": "fp8-e4m3",
-            "fp8_e4m3": "fp8-e4m3", "float8_e4m3fn": "fp8-e4m3", "e5m2": "fp8-e5m2", "fp8_e5m2": "fp8-e5m2",
-            "float8_e5m2": "fp8-e5m2"}
+_ALIASES = {
+    "float32": "fp32",
+    "float": "fp32",
+    "single": "fp32",
+    "bfloat16": "bf16",
+    "float16": "fp16",
+    "half": "fp16",
+    "e4m3": "fp8-e4m3",
+    "e4m3fn": "fp8-e4m3",
+    "fp8-e4m3fn": "fp8-e4m3",
+    "fp8_e4m3": "fp8-e4m3",
+    "float8_e4m3fn": "fp8-e4m3",
+    "e5m2": "fp8-e5m2",
+    "fp8_e5m2": "fp8-e5m2",
+    "float8_e5m2": "fp8-e5m2",
+}
 
 _NOTES = {
     "fp32": "IEEE single precision: master weights, optimizer state and reductions stay here",
-    "tf32": ("not a storage type: NVIDIA tensor cores (Ampere and newer) round fp32 matmul inputs to 10 "
-             "mantissa bits; values stay 4-byte fp32, with fp32's range"),
+    "tf32": (
+        "not a storage type: NVIDIA tensor cores (Ampere and newer) round fp32 matmul inputs to 10 "
+        "mantissa bits; values stay 4-byte fp32, with fp32's range"
+    ),
     "bf16": "fp32's range with 8 significant bits: gradients do not underflow, no loss scaling needed",
     "fp16": "IEEE half precision: more precision than bf16 but a narrow range; small gradients need loss scaling",
-    "fp8-e4m3": ("no infinities: the top exponent holds normal numbers and only S.1111.111 is NaN, so the "
-                 "largest value is 448 (an IEEE-style layout would stop at 240); the spec leaves larger values "
-                 "to the implementation (PyTorch 2.13's CPU cast clips them to 448, others give NaN)"),
-    "fp8-e5m2": ("IEEE-style (infinities and NaN): fp16's range with 2 mantissa bits, used for gradients in "
-                 "fp8 training"),
+    "fp8-e4m3": (
+        "no infinities: the top exponent holds normal numbers and only S.1111.111 is NaN, so the "
+        "largest value is 448 (an IEEE-style layout would stop at 240); the spec leaves larger values "
+        "to the implementation (PyTorch 2.13's CPU cast clips them to 448, others give NaN)"
+    ),
+    "fp8-e5m2": (
+        "IEEE-style (infinities and NaN): fp16's range with 2 mantissa bits, used for gradients in fp8 training"
+    ),
 }
 
 
@@ -81,8 +104,16 @@ class NumberFormat:
 
     def numbers(self) -> tuple[float, ...]:
         """The fields compared between :func:`format_from_bits` and ``torch.finfo``."""
-        return (self.bits, self.exponent_bits, self.mantissa_bits, self.max, self.smallest_normal,
-                self.smallest_subnormal, self.eps, self.has_inf)
+        return (
+            self.bits,
+            self.exponent_bits,
+            self.mantissa_bits,
+            self.max,
+            self.smallest_normal,
+            self.smallest_subnormal,
+            self.eps,
+            self.has_inf,
+        )
 
 
 def format_name(value: Any, name: str = "dtype", accepted: tuple[str, ...] = FORMATS) -> str:
@@ -99,18 +130,22 @@ def format_name(value: Any, name: str = "dtype", accepted: tuple[str, ...] = FOR
     if isinstance(value, str):
         key = value.strip().lower()
         if key in ("fp8", "float8"):
-            raise ValueError(f"{name} {value!r} names two formats: use 'fp8-e4m3' (more precision, to 448) or "
-                             f"'fp8-e5m2' (more range, to 57344); accepted values are {accepted}")
+            raise ValueError(
+                f"{name} {value!r} names two formats: use 'fp8-e4m3' (more precision, to 448) or "
+                f"'fp8-e5m2' (more range, to 57344); accepted values are {accepted}"
+            )
         if key == "tf32" and "tf32" not in accepted:
-            raise ValueError(f"{name} 'tf32' is a matmul mode, not a storage type: tensors stay fp32 (same range, "
-                             f"so the same underflow as fp32); accepted values are {accepted}")
-    result = arguments.choice(name, value, accepted,
-                             aliases={k: v for k, v in _ALIASES.items() if v in accepted})
+            raise ValueError(
+                f"{name} 'tf32' is a matmul mode, not a storage type: tensors stay fp32 (same range, "
+                f"so the same underflow as fp32); accepted values are {accepted}"
+            )
+    result = arguments.choice(name, value, accepted, aliases={k: v for k, v in _ALIASES.items() if v in accepted})
     return result
 
 
-def format_from_bits(exponent_bits: int, mantissa_bits: int, *, has_inf: bool = True,
-                     name: str = "custom") -> NumberFormat:
+def format_from_bits(
+    exponent_bits: int, mantissa_bits: int, *, has_inf: bool = True, name: str = "custom"
+) -> NumberFormat:
     """A binary floating-point format from its bit layout: 1 sign bit, ``exponent_bits``, ``mantissa_bits``.
 
     It builds tf32 (8 exponent, 10 mantissa bits), and reproduces ``torch.finfo`` for the formats
@@ -132,10 +167,21 @@ def format_from_bits(exponent_bits: int, mantissa_bits: int, *, has_inf: bool = 
     else:
         largest = math.ldexp(2.0 - math.ldexp(1.0, 1 - m), bias + 1)
     eps = math.ldexp(1.0, -m)
-    return NumberFormat(name=name, torch_dtype=None, bits=1 + e + m, sign_bits=1, exponent_bits=e,
-                        mantissa_bits=m, max=largest, smallest_normal=math.ldexp(1.0, 1 - bias),
-                        smallest_subnormal=math.ldexp(1.0, 1 - bias - m), eps=eps,
-                        decimal_digits=-math.log10(eps), has_inf=has_inf, note=_NOTES.get(name, ""))
+    return NumberFormat(
+        name=name,
+        torch_dtype=None,
+        bits=1 + e + m,
+        sign_bits=1,
+        exponent_bits=e,
+        mantissa_bits=m,
+        max=largest,
+        smallest_normal=math.ldexp(1.0, 1 - bias),
+        smallest_subnormal=math.ldexp(1.0, 1 - bias - m),
+        eps=eps,
+        decimal_digits=-math.log10(eps),
+        has_inf=has_inf,
+        note=_NOTES.get(name, ""),
+    )
 
 
 def _from_finfo(key: str) -> NumberFormat:
@@ -144,11 +190,21 @@ def _from_finfo(key: str) -> NumberFormat:
     info = torch.finfo(dtype)
     m = round(-math.log2(info.eps))
     has_inf = bool(torch.isinf(torch.tensor(float("inf")).to(dtype).float()))
-    return NumberFormat(name=key, torch_dtype=str(dtype), bits=info.bits, sign_bits=1,
-                        exponent_bits=info.bits - 1 - m, mantissa_bits=m, max=float(info.max),
-                        smallest_normal=float(info.smallest_normal),
-                        smallest_subnormal=float(info.tiny) * float(info.eps), eps=float(info.eps),
-                        decimal_digits=-math.log10(info.eps), has_inf=has_inf, note=_NOTES[key])
+    return NumberFormat(
+        name=key,
+        torch_dtype=str(dtype),
+        bits=info.bits,
+        sign_bits=1,
+        exponent_bits=info.bits - 1 - m,
+        mantissa_bits=m,
+        max=float(info.max),
+        smallest_normal=float(info.smallest_normal),
+        smallest_subnormal=float(info.tiny) * float(info.eps),
+        eps=float(info.eps),
+        decimal_digits=-math.log10(info.eps),
+        has_inf=has_inf,
+        note=_NOTES[key],
+    )
 
 
 @functools.lru_cache(maxsize=1)
@@ -174,10 +230,15 @@ def number_format(dtype: Any) -> NumberFormat:
 def format_table() -> list[str]:
     """The formats as Markdown table lines (header, rule, one row each) for notebook 04:
     ``print("\\n".join(format_table()))`` or ``display(Markdown(...))``."""
-    lines = ["| format | bits (sign/exp/mantissa) | largest | smallest normal | smallest subnormal | eps "
-             "| decimal digits | infinities |", "|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "| format | bits (sign/exp/mantissa) | largest | smallest normal | smallest subnormal | eps "
+        "| decimal digits | infinities |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for f in number_formats():
-        lines.append(f"| {f.name} | {f.bits} ({f.sign_bits}/{f.exponent_bits}/{f.mantissa_bits}) | {f.max:.5g} | "
-                     f"{f.smallest_normal:.3g} | {f.smallest_subnormal:.3g} | {f.eps:.3g} | {f.decimal_digits:.1f} | "
-                     f"{'yes' if f.has_inf else 'no'} |")
+        lines.append(
+            f"| {f.name} | {f.bits} ({f.sign_bits}/{f.exponent_bits}/{f.mantissa_bits}) | {f.max:.5g} | "
+            f"{f.smallest_normal:.3g} | {f.smallest_subnormal:.3g} | {f.eps:.3g} | {f.decimal_digits:.1f} | "
+            f"{'yes' if f.has_inf else 'no'} |"
+        )
     return lines

@@ -1,6 +1,7 @@
 """Gradients on a format's scale: how many underflow, become subnormal or overflow when cast (``underflow``), what
 a loss scale rescues (``loss_scale_rescue``, ``largest_safe_scale``), and what fp16 loses inside a real backward pass
 (``backward_underflow``)."""
+
 from __future__ import annotations
 
 import math
@@ -33,8 +34,10 @@ class CastResult:
         return max(0.0, 1.0 - self.underflow - self.subnormal - self.overflow)
 
     def __str__(self) -> str:
-        return (f"{self.dtype} x {self.scale:g}: {self.underflow:.2%} of {self.nonzero} non-zero values become 0, "
-                f"{self.subnormal:.2%} subnormal, {self.overflow:.2%} overflow")
+        return (
+            f"{self.dtype} x {self.scale:g}: {self.underflow:.2%} of {self.nonzero} non-zero values become 0, "
+            f"{self.subnormal:.2%} subnormal, {self.overflow:.2%} overflow"
+        )
 
 
 def gradient_values(model: nn.Module) -> torch.Tensor:
@@ -47,13 +50,21 @@ def gradient_values(model: nn.Module) -> torch.Tensor:
         raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
     grads = [p.grad.detach().flatten().float().cpu() for p in model.parameters() if p.grad is not None]
     if not grads:
-        raise ValueError("model has no gradients: run a backward pass first, or collect them in train_step's "
-                         "before_update hook (the training step releases gradients after its update)")
+        raise ValueError(
+            "model has no gradients: run a backward pass first, or collect them in train_step's "
+            "before_update hook (the training step releases gradients after its update)"
+        )
     return torch.cat(grads)
 
 
-def gradients_while_training(model: nn.Module, batch: Sequence[torch.Tensor], at_steps: Sequence[int], *,
-                             optimizer: str = "adam", lr: float = 1e-2) -> dict[int, torch.Tensor]:
+def gradients_while_training(
+    model: nn.Module,
+    batch: Sequence[torch.Tensor],
+    at_steps: Sequence[int],
+    *,
+    optimizer: str = "adam",
+    lr: float = 1e-2,
+) -> dict[int, torch.Tensor]:
     """Train ``model`` on one batch, over and over, and keep its gradients at ``at_steps`` (notebook 04).
 
     Step 0's gradients are those of the untrained model; the run lasts ``max(at_steps) + 1``
@@ -173,12 +184,15 @@ class BackwardUnderflow:
 
     def __str__(self) -> str:
         parts = ", ".join(f"{name} {lost:.1%}" for name, _, lost in self.layers)
-        return (f"{self.dtype} backward x {self.scale:g}: weight gradients lost {self.param_lost:.2%} of "
-                f"{self.param_nonzero}; activation gradients lost {self.activation_lost:.1%} ({parts})")
+        return (
+            f"{self.dtype} backward x {self.scale:g}: weight gradients lost {self.param_lost:.2%} of "
+            f"{self.param_nonzero}; activation gradients lost {self.activation_lost:.1%} ({parts})"
+        )
 
 
-def _layer_output_grads(model: nn.Module, x: torch.Tensor, y: torch.Tensor, dtype: torch.dtype | None,
-                        scale: float, device: torch.device) -> tuple[list[tuple[str, torch.Tensor]], torch.Tensor]:
+def _layer_output_grads(
+    model: nn.Module, x: torch.Tensor, y: torch.Tensor, dtype: torch.dtype | None, scale: float, device: torch.device
+) -> tuple[list[tuple[str, torch.Tensor]], torch.Tensor]:
     from ..train import default_loss
 
     layers = [(name, m) for name, m in model.named_modules() if any(True for _ in m.parameters(recurse=False))]
@@ -188,6 +202,7 @@ def _layer_output_grads(model: nn.Module, x: torch.Tensor, y: torch.Tensor, dtyp
         def hook(module, inputs, output):
             if isinstance(output, torch.Tensor) and output.requires_grad:
                 output.register_hook(lambda g: found.append((name, g.detach().clone())))
+
         return hook
 
     handles = [m.register_forward_hook(keep(name)) for name, m in layers]
@@ -207,8 +222,9 @@ def _layer_output_grads(model: nn.Module, x: torch.Tensor, y: torch.Tensor, dtyp
     return found, grads
 
 
-def backward_underflow(model: nn.Module, batch: Sequence[torch.Tensor], dtype: Any = "fp16", *,
-                       scale: float = 1.0) -> BackwardUnderflow:
+def backward_underflow(
+    model: nn.Module, batch: Sequence[torch.Tensor], dtype: Any = "fp16", *, scale: float = 1.0
+) -> BackwardUnderflow:
     """Run one backward pass under ``torch.autocast`` in ``dtype`` and one in fp32; count what the
     16-bit pass flushed to zero (notebook 04: where fp16 underflow really happens).
 
@@ -239,9 +255,11 @@ def backward_underflow(model: nn.Module, batch: Sequence[torch.Tensor], dtype: A
     x, y = (t.to(device) for t in batch)
     macs = sum(p.numel() for p in params) * len(x)
     if device.type == "cpu" and key == "fp16" and macs > 5e7:
-        raise ValueError(f"an fp16 backward pass of {macs:.1e} multiply-adds on a CPU would run in its slow fp16 "
-                         "fallback: use fewer examples or a smaller model (at most 5e7 parameters x examples), "
-                         "or a GPU")
+        raise ValueError(
+            f"an fp16 backward pass of {macs:.1e} multiply-adds on a CPU would run in its slow fp16 "
+            "fallback: use fewer examples or a smaller model (at most 5e7 parameters x examples), "
+            "or a GPU"
+        )
     ref_layers, ref_grads = _layer_output_grads(model, x, y, None, 1.0, device)
     low_layers, low_grads = _layer_output_grads(model, x, y, _TORCH[key], scale, device)
     rows = []

@@ -1,4 +1,5 @@
 """Why the master weights stay fp32: a run with the weights stored in bf16 loses the small updates (``weights_run``)."""
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -11,8 +12,17 @@ from .. import arguments
 from .formats import format_name
 
 
-def weights_run(weights: Any, make_model: Any, batch: Sequence[torch.Tensor], *, optimizer: str = "adam",
-                lr: float = 1e-4, steps: int = 200, batch_size: int = 64, seed: int = 0) -> dict[str, float]:
+def weights_run(
+    weights: Any,
+    make_model: Any,
+    batch: Sequence[torch.Tensor],
+    *,
+    optimizer: str = "adam",
+    lr: float = 1e-4,
+    steps: int = 200,
+    batch_size: int = 64,
+    seed: int = 0,
+) -> dict[str, float]:
     """Train ``make_model()`` with its weights stored in ``weights`` ("fp32" or "bf16"), bf16 compute
     either way; count the updates the stored weights ignored (notebook 04: why master weights are fp32).
 
@@ -56,8 +66,13 @@ def weights_run(weights: Any, make_model: Any, batch: Sequence[torch.Tensor], *,
         idx = torch.randint(0, len(x), (batch_size,), generator=g).to(device)
         seen: list[tuple[torch.Tensor, torch.Tensor]] = []
         keep = lambda m: seen.extend((p.detach().clone(), p.grad != 0) for p in m.parameters())  # noqa: E731
-        train_step(model, (x[idx].to(store), y[idx]), opt, precision="bf16-mixed" if key == "fp32" else "fp32",
-                   before_update=keep)
+        train_step(
+            model,
+            (x[idx].to(store), y[idx]),
+            opt,
+            precision="bf16-mixed" if key == "fp32" else "fp32",
+            before_update=keep,
+        )
         moved = [(p.detach() == old) & live for p, (old, live) in zip(model.parameters(), seen)]
         live = sum(int(m.sum()) for _, m in seen)
         ignored.append(sum(int(m.sum()) for m in moved) / max(live, 1))

@@ -1,5 +1,6 @@
 """Where a mixed-precision step's time goes: its matrix products (``record_matmuls``, ``products_fn``), the rest, and
 the hand model ``share x product_ratio + (1 - share)`` (``predicted_step_ratio``, ``step_decomposition``)."""
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -66,8 +67,11 @@ def record_matmuls(fn: Any) -> list[Product]:
 
 
 def _operand(batch: int, rows: int, cols: int, transposed: bool, gen: torch.Generator) -> torch.Tensor:
-    t = torch.randn(batch, cols, rows, generator=gen).transpose(-2, -1) if transposed else \
-        torch.randn(batch, rows, cols, generator=gen)
+    t = (
+        torch.randn(batch, cols, rows, generator=gen).transpose(-2, -1)
+        if transposed
+        else torch.randn(batch, rows, cols, generator=gen)
+    )
     return t[0] if batch == 1 else t
 
 
@@ -177,8 +181,15 @@ def _casts_fn(model: nn.Module, half: torch.dtype):
     return run
 
 
-def step_decomposition(make_model: Any, batch: Sequence[torch.Tensor], *, low: str = "bf16-mixed",
-                       optimizer: str = "adam", rounds: int = 3, min_run_time: float = 0.05) -> StepDecomposition:
+def step_decomposition(
+    make_model: Any,
+    batch: Sequence[torch.Tensor],
+    *,
+    low: str = "bf16-mixed",
+    optimizer: str = "adam",
+    rounds: int = 3,
+    min_run_time: float = 0.05,
+) -> StepDecomposition:
     """Time a training step of ``make_model()`` on ``batch`` in fp32 and in ``low`` precision, the same
     step's matrix products alone in fp32 and in 16 bits, and autocast's weight casts, interleaved
     (A B C D E A B ...; notebook 04).
@@ -210,9 +221,13 @@ def step_decomposition(make_model: Any, batch: Sequence[torch.Tensor], *, low: s
         raise ValueError("the step ran no matrix products (mm, addmm, bmm): nothing to decompose")
     dev = batch[0].device
     half = "bf16" if low == "bf16-mixed" else "fp16"
-    fns = {"step fp32": steps["fp32"], f"step {low}": steps[low],
-           "products fp32": products_fn(shapes, "fp32", dev), f"products {half}": products_fn(shapes, half, dev),
-           "casts": _casts_fn(built[low], _TORCH[half])}
+    fns = {
+        "step fp32": steps["fp32"],
+        f"step {low}": steps[low],
+        "products fp32": products_fn(shapes, "fp32", dev),
+        f"products {half}": products_fn(shapes, half, dev),
+        "casts": _casts_fn(built[low], _TORCH[half]),
+    }
     timed = timing.compare_interleaved(fns, rounds=rounds, device=dev, min_run_time=min_run_time)
     s = [timed[k].seconds for k in fns]
     return StepDecomposition(len(batch[0]), low, len(shapes), *s, any(t.noisy for t in timed.values()))

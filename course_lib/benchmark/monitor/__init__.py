@@ -27,15 +27,51 @@ Three parts: ``resources`` (sampling), ``profiler`` (traces, bottlenecks, scenar
   TensorBoard scalars; ``read_scalars`` reads them back; ``tensorboard_instructions`` says how to
   open them (a terminal, Colab, Vertex AI Workbench).
 """
+
 from __future__ import annotations
 
 from .curves import LoggedRun, read_scalars, tensorboard_instructions, tensorboard_log
-from .profiler import (CATEGORIES, LABELS, SCENARIOS, Scenario, StepProfile, communication_worker, ddp_overlap,
-                       ddp_overlap_worker, find_bottleneck, hidden_share, op_category, profile_training_step,
-                       run_scenario, step_flops)
-from .resources import (MIB, ResourceSampler, Sample, data_dir, release_free_memory,
-                        sample_training)
+from .profiler import (
+    CATEGORIES,
+    LABELS,
+    SCENARIOS,
+    Scenario,
+    StepProfile,
+    communication_worker,
+    ddp_overlap,
+    ddp_overlap_worker,
+    find_bottleneck,
+    hidden_share,
+    op_category,
+    profile_training_step,
+    run_scenario,
+    step_flops,
+)
+from .resources import MIB, ResourceSampler, Sample, data_dir, release_free_memory, sample_training
 
-__all__ = ["Sample", "ResourceSampler", "data_dir", "MIB", "release_free_memory", "sample_training", "CATEGORIES", "LABELS", "op_category",
-           "StepProfile", "find_bottleneck", "profile_training_step", "Scenario", "SCENARIOS", "run_scenario", "step_flops",
-           "communication_worker", "ddp_overlap", "ddp_overlap_worker", "hidden_share", "tensorboard_log", "read_scalars", "tensorboard_instructions", "LoggedRun"]
+__all__ = [
+    "Sample",
+    "ResourceSampler",
+    "data_dir",
+    "MIB",
+    "release_free_memory",
+    "sample_training",
+    "CATEGORIES",
+    "LABELS",
+    "op_category",
+    "StepProfile",
+    "find_bottleneck",
+    "profile_training_step",
+    "Scenario",
+    "SCENARIOS",
+    "run_scenario",
+    "step_flops",
+    "communication_worker",
+    "ddp_overlap",
+    "ddp_overlap_worker",
+    "hidden_share",
+    "tensorboard_log",
+    "read_scalars",
+    "tensorboard_instructions",
+    "LoggedRun",
+]

@@ -1,4 +1,5 @@
 """Training curves in TensorBoard: write a run's scalars, read them back, open them (notebook 07.2)."""
+
 from __future__ import annotations
 
 import re
@@ -13,12 +14,15 @@ from ... import arguments, data, models, train
 from ...hardware import as_device, seed_everything, synchronize
 from .resources import MIB, data_dir
 
+
 def _summary_writer():
     try:
         from torch.utils.tensorboard import SummaryWriter
     except ImportError as e:  # tensorboard is a course dependency; a hand-made environment may lack it
-        raise ImportError("TensorBoard logging needs the tensorboard package: pip install tensorboard "
-                          "(Colab, Kaggle and Vertex AI Workbench already have it)") from e
+        raise ImportError(
+            "TensorBoard logging needs the tensorboard package: pip install tensorboard "
+            "(Colab, Kaggle and Vertex AI Workbench already have it)"
+        ) from e
     return SummaryWriter
 
 
@@ -32,9 +36,17 @@ class LoggedRun:
     steps: int
 
 
-def tensorboard_log(logdir: str | Path | None = None, *, run_name: str = "digits-mlp", epochs: int = 8,
-                    batch_size: int = 64, hidden: int = 64, lr: float = 0.05, seed: int = 0,
-                    device: torch.device | str | None = None) -> LoggedRun:
+def tensorboard_log(
+    logdir: str | Path | None = None,
+    *,
+    run_name: str = "digits-mlp",
+    epochs: int = 8,
+    batch_size: int = 64,
+    hidden: int = 64,
+    lr: float = 0.05,
+    seed: int = 0,
+    device: torch.device | str | None = None,
+) -> LoggedRun:
     """Train a small MLP on the digits data and log it to TensorBoard (notebook 07.2, "TensorBoard").
 
     Writes to ``logdir/run_name`` (default ``data_dir("tensorboard")``; event files left there by an
@@ -42,7 +54,8 @@ def tensorboard_log(logdir: str | Path | None = None, *, run_name: str = "digits
     (``train/loss``), per epoch the training and test accuracy (``train/accuracy``, ``test/accuracy``),
     the throughput (``speed/examples_per_s``), the process's CPU use over the epoch (CPU seconds / wall seconds, in %
     of one core, from ``time.process_time``: ``resources/cpu_percent``) and its resident memory at the epoch's end
-    (``resources/rss_mib``; on a GPU also ``resources/gpu_allocated_mib``). Returns what was logged, for comparison with ``read_scalars``.
+    (``resources/rss_mib``; on a GPU also ``resources/gpu_allocated_mib``). Returns what was logged, for comparison
+    with ``read_scalars``.
     """
     epochs = arguments.positive_int("epochs", epochs)
     batch_size = arguments.positive_int("batch_size", batch_size)
@@ -112,13 +125,15 @@ def tensorboard_instructions(logdir: str | Path) -> str:
     """How to open the logs in ``logdir``: a terminal, Colab and Vertex AI Workbench (notebook 07.2)."""
     arguments.path("logdir", logdir)
     logdir = str(logdir)
-    return "\n".join([
-        f"Logs are in {logdir}. To look at them:",
-        f"  on your machine, in a terminal : tensorboard --logdir {logdir}   then open http://localhost:6006",
-        "  in Colab or Vertex AI Workbench (a notebook cell):",
-        "      %load_ext tensorboard",
-        f"      %tensorboard --logdir {logdir}",
-        "  (Workbench also lists TensorBoard in its launcher; a Vertex AI custom job can write to a",
-        "   gs:// folder that Vertex AI TensorBoard reads.)",
-        "The SCALARS tab shows train/loss per step and the accuracy, speed and resource curves per epoch.",
-    ])
+    return "\n".join(
+        [
+            f"Logs are in {logdir}. To look at them:",
+            f"  on your machine, in a terminal : tensorboard --logdir {logdir}   then open http://localhost:6006",
+            "  in Colab or Vertex AI Workbench (a notebook cell):",
+            "      %load_ext tensorboard",
+            f"      %tensorboard --logdir {logdir}",
+            "  (Workbench also lists TensorBoard in its launcher; a Vertex AI custom job can write to a",
+            "   gs:// folder that Vertex AI TensorBoard reads.)",
+            "The SCALARS tab shows train/loss per step and the accuracy, speed and resource curves per epoch.",
+        ]
+    )

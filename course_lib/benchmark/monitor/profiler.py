@@ -1,5 +1,6 @@
 """Where a training step's time goes: torch.profiler traces, the bottleneck, and steps built to have a
 known one (notebook 07.2)."""
+
 from __future__ import annotations
 
 import math
@@ -21,8 +22,11 @@ from .resources import data_dir
 
 CATEGORIES = ("compute", "memory", "input", "communication", "overhead")
 LABELS = ("input", "forward", "backward", "optimizer", "communication")
-_COMM = re.compile(r"c10d|gloo|nccl|all_?reduce|all_?gather|reduce_scatter|broadcast|record_param_comms|barrier"
-                   r"|\bsend\b|\brecv\b", re.I)
+_COMM = re.compile(
+    r"c10d|gloo|nccl|all_?reduce|all_?gather|reduce_scatter|broadcast|record_param_comms|barrier"
+    r"|\bsend\b|\brecv\b",
+    re.I,
+)
 _COMPUTE = re.compile(r"mm\b|matmul|conv|gemm|linear|_scaled_dot_product|attention|einsum|bmm", re.I)
 
 
@@ -46,9 +50,9 @@ class StepProfile:
     """Where the profiled steps spent their time (seconds per category and per phase)."""
 
     steps: int
-    wall_s: float                      # the profiled steps' wall time (input + step regions)
-    seconds: dict[str, float]          # per category, summing to wall_s
-    phases: dict[str, float]           # input, forward, backward, optimizer, communication
+    wall_s: float  # the profiled steps' wall time (input + step regions)
+    seconds: dict[str, float]  # per category, summing to wall_s
+    phases: dict[str, float]  # input, forward, backward, optimizer, communication
     top_ops: list[tuple[str, str, float]]  # (name, category, seconds), largest first
     trace_path: str | None = None
     device: str = "cpu"
@@ -101,15 +105,20 @@ def find_bottleneck(prof: profile, *, steps: int = 1, on_device: bool | None = N
         on_device = any(getattr(e, "device_type", None) == torch.autograd.DeviceType.CUDA for e in events)
     regions = [e for e in events if e.name in ("input", "step") and e.cpu_parent is None]
     if not regions:
-        raise ValueError("the profile has no 'input' or 'step' region: record the steps with "
-                         "profile_training_step (or label them with record_function('step'))")
+        raise ValueError(
+            "the profile has no 'input' or 'step' region: record the steps with "
+            "profile_training_step (or label them with record_function('step'))"
+        )
     thread = regions[0].thread
     wall = sum(e.cpu_time_total for e in regions) / 1e6
     seconds = dict.fromkeys(CATEGORIES, 0.0)
     phases = dict.fromkeys(LABELS, 0.0)
     per_op: dict[tuple[str, str], float] = {}
     for e in events:
-        if e.thread != thread or getattr(e, "device_type", torch.autograd.DeviceType.CPU) != torch.autograd.DeviceType.CPU:
+        if (
+            e.thread != thread
+            or getattr(e, "device_type", torch.autograd.DeviceType.CPU) != torch.autograd.DeviceType.CPU
+        ):
             continue
         chain, parent = [e.name], e.cpu_parent
         while parent is not None:
@@ -125,7 +134,8 @@ def find_bottleneck(prof: profile, *, steps: int = 1, on_device: bool | None = N
         if e.name == "forward" and "forward" not in chain[1:]:
             phases["forward"] += e.cpu_time_total / 1e6
         elif e.name.startswith("autograd::engine::evaluate_function") and not any(
-                c.startswith("autograd::engine") for c in chain[1:]):
+            c.startswith("autograd::engine") for c in chain[1:]
+        ):
             phases["backward"] += e.cpu_time_total / 1e6
         elif e.name.startswith("Optimizer.") and not any(c.startswith("Optimizer.") for c in chain[1:]):
             phases["optimizer"] += e.cpu_time_total / 1e6
@@ -144,10 +154,13 @@ def find_bottleneck(prof: profile, *, steps: int = 1, on_device: bool | None = N
     if on_device:  # GPU kernels overlap the CPU: the total can exceed the CPU wall time
         wall = max(wall, sum(seconds.values()))
     top = sorted(((n, c, t) for (n, c), t in per_op.items()), key=lambda x: -x[2])[:8]
-    per_step = {name: [e.cpu_time_total / 1e6 for e in events if e.name == name and e.thread == thread]
-                for name in ("input", "step", "communication")}  # one entry per step: the least disturbed is min()
-    return StepProfile(steps, wall, seconds, phases, top, device="cuda" if on_device else "cpu",
-                       extra={"per_step": per_step})
+    per_step = {
+        name: [e.cpu_time_total / 1e6 for e in events if e.name == name and e.thread == thread]
+        for name in ("input", "step", "communication")
+    }  # one entry per step: the least disturbed is min()
+    return StepProfile(
+        steps, wall, seconds, phases, top, device="cuda" if on_device else "cpu", extra={"per_step": per_step}
+    )
 
 
 class _Labelled(nn.Module):
@@ -162,10 +175,18 @@ class _Labelled(nn.Module):
             return self.inner(*xs)
 
 
-def profile_training_step(model: nn.Module, batches: Iterable, optimizer: torch.optim.Optimizer, *,
-                          steps: int = 3, warmup: int = 1, loss_fn: Callable | None = None,
-                          communicate: Callable[[nn.Module], None] | None = None,
-                          trace_dir: str | Path | None = None, trace_name: str = "step") -> StepProfile:
+def profile_training_step(
+    model: nn.Module,
+    batches: Iterable,
+    optimizer: torch.optim.Optimizer,
+    *,
+    steps: int = 3,
+    warmup: int = 1,
+    loss_fn: Callable | None = None,
+    communicate: Callable[[nn.Module], None] | None = None,
+    trace_dir: str | Path | None = None,
+    trace_name: str = "step",
+) -> StepProfile:
     """Run ``warmup`` then ``steps`` training steps (``train.train_step``) under ``torch.profiler`` and
     return where the time went.
 
@@ -200,11 +221,13 @@ def profile_training_step(model: nn.Module, batches: Iterable, optimizer: torch.
             try:
                 batch = next(it)
             except StopIteration:
-                raise ValueError(f"batches ran out: it must yield at least warmup + steps = {warmup + steps} "
-                                 "batches") from None
+                raise ValueError(
+                    f"batches ran out: it must yield at least warmup + steps = {warmup + steps} batches"
+                ) from None
         with record_function("step"):
-            train.train_step(labelled, batch, optimizer, loss_fn, device,
-                             before_update=hook if communicate is not None else None)
+            train.train_step(
+                labelled, batch, optimizer, loss_fn, device, before_update=hook if communicate is not None else None
+            )
             synchronize(device)
 
     for _ in range(warmup):
@@ -234,24 +257,40 @@ class Scenario:
     """A training step built so that one category dominates."""
 
     name: str
-    designed: str   # the category the design makes the bottleneck (notebook 07.2 reveals it after the guesses)
-    what: str       # what the step does, in one sentence, without naming its bottleneck
+    designed: str  # the category the design makes the bottleneck (notebook 07.2 reveals it after the guesses)
+    what: str  # what the step does, in one sentence, without naming its bottleneck
 
 
-SCENARIOS = {s.name: s for s in (
-    Scenario("slow-input", "input", "the DataLoader (no workers) blurs every 32x32 image 5 times with a 5x5 "
-             "convolution; the model is an MLP 1024 -> 64 -> 10"),
-    Scenario("big-matmuls", "compute", "an MLP 1024 -> 2048 -> 2048 -> 10 on batches of 256 already in memory: "
-             "8.6 GFLOP of matrix products per step (forward 3.2, backward 5.4: the input needs no gradient)"),
-    Scenario("tiny-batch-ddp", "communication", "two processes (gloo) each train an MLP 512 -> 2048 -> 2048 -> 10 "
-             "(5.3 M parameters) on batches of 4 and all-reduce its 21 MB of gradients every step"),
-)}
+SCENARIOS = {
+    s.name: s
+    for s in (
+        Scenario(
+            "slow-input",
+            "input",
+            "the DataLoader (no workers) blurs every 32x32 image 5 times with a 5x5 "
+            "convolution; the model is an MLP 1024 -> 64 -> 10",
+        ),
+        Scenario(
+            "big-matmuls",
+            "compute",
+            "an MLP 1024 -> 2048 -> 2048 -> 10 on batches of 256 already in memory: "
+            "8.6 GFLOP of matrix products per step (forward 3.2, backward 5.4: the input needs no gradient)",
+        ),
+        Scenario(
+            "tiny-batch-ddp",
+            "communication",
+            "two processes (gloo) each train an MLP 512 -> 2048 -> 2048 -> 10 "
+            "(5.3 M parameters) on batches of 4 and all-reduce its 21 MB of gradients every step",
+        ),
+    )
+}
 
 
 def _random_batches(n: int, batch: int, features: int, classes: int, seed: int) -> list:
     g = torch.Generator().manual_seed(seed)
-    return [(torch.randn(batch, features, generator=g), torch.randint(0, classes, (batch,), generator=g))
-            for _ in range(n)]
+    return [
+        (torch.randn(batch, features, generator=g), torch.randint(0, classes, (batch,), generator=g)) for _ in range(n)
+    ]
 
 
 def _time_items(ds: torch.utils.data.Dataset, batch: int, repeats: int = 3) -> float:
@@ -285,19 +324,28 @@ def step_flops(batch: int, widths: list[int]) -> int:
     batch = arguments.positive_int("batch", batch)
     if not isinstance(widths, (list, tuple)) or len(widths) < 2:
         raise ValueError(f"widths must be a list of at least 2 layer widths (input ... output), got {widths!r}")
-    sizes = [arguments.positive_int("widths", w) * arguments.positive_int("widths", v) for w, v in zip(widths, widths[1:])]
+    sizes = [
+        arguments.positive_int("widths", w) * arguments.positive_int("widths", v) for w, v in zip(widths, widths[1:])
+    ]
     return 2 * batch * (3 * sum(sizes) - sizes[0])
 
 
-def _bare_matmul_seconds(batch: int, widths: list[int], repeats: int = 3,
-                         device: torch.device | None = None) -> tuple[float, float]:
+def _bare_matmul_seconds(
+    batch: int, widths: list[int], repeats: int = 3, device: torch.device | None = None
+) -> tuple[float, float]:
     """Best times (forward, backward) of one step's matrix products run alone, in the shapes autograd
     uses (weights stored out x in as in ``nn.Linear``): forward x @ W.T; backward dW = g.T @ x and,
     except for the first layer, dX = g @ W. The compute model behind ``step_flops``."""
     device = device if device is not None else torch.device("cpu")
     g = torch.Generator().manual_seed(1)
-    layers = [(torch.randn(batch, a, generator=g).to(device), torch.randn(b, a, generator=g).to(device),
-               torch.randn(batch, b, generator=g).to(device)) for a, b in zip(widths, widths[1:])]
+    layers = [
+        (
+            torch.randn(batch, a, generator=g).to(device),
+            torch.randn(b, a, generator=g).to(device),
+            torch.randn(batch, b, generator=g).to(device),
+        )
+        for a, b in zip(widths, widths[1:])
+    ]
 
     def forward() -> None:
         for x, w, _ in layers:
@@ -330,8 +378,9 @@ def _allreduce_grads(model: nn.Module) -> None:
             p.grad.div_(world)
 
 
-def communication_worker(width: int = 2048, batch: int = 4, steps: int = 3, seed: int = 0,
-                         trace_dir: str | None = None) -> dict[str, Any]:
+def communication_worker(
+    width: int = 2048, batch: int = 4, steps: int = 3, seed: int = 0, trace_dir: str | None = None
+) -> dict[str, Any]:
     """One rank of the "tiny-batch-ddp" scenario, run by ``comm.launch``: data
     parallelism by hand (every gradient all-reduced, then averaged) on a large MLP and a tiny batch.
     Also times a bare all-reduce of the same gradients, for the prediction."""
@@ -342,8 +391,16 @@ def communication_worker(width: int = 2048, batch: int = 4, steps: int = 3, seed
     model = models.MLP(512, [width, width], 10)
     opt = torch.optim.SGD(model.parameters(), lr=1e-3)
     batches = _random_batches(steps + 1, batch, 512, 10, seed + rank)
-    prof = profile_training_step(model, batches, opt, steps=steps, warmup=1, communicate=_allreduce_grads,
-                                 trace_dir=trace_dir, trace_name=f"tiny-batch-ddp-rank{rank}")
+    prof = profile_training_step(
+        model,
+        batches,
+        opt,
+        steps=steps,
+        warmup=1,
+        communicate=_allreduce_grads,
+        trace_dir=trace_dir,
+        trace_name=f"tiny-batch-ddp-rank{rank}",
+    )
     grads = [torch.ones_like(p) for p in model.parameters()]
     best = float("inf")
     for _ in range(3):
@@ -352,8 +409,13 @@ def communication_worker(width: int = 2048, batch: int = 4, steps: int = 3, seed
         for g in grads:
             dist.all_reduce(g)
         best = min(best, time.perf_counter() - t0)
-    prof.extra.update(allreduce_s=best, grad_bytes=sum(g.numel() * 4 for g in grads),
-                      params=models.count_parameters(model), world_size=dist.get_world_size(), batch=batch)
+    prof.extra.update(
+        allreduce_s=best,
+        grad_bytes=sum(g.numel() * 4 for g in grads),
+        params=models.count_parameters(model),
+        world_size=dist.get_world_size(),
+        batch=batch,
+    )
     return prof.to_dict() | {"rank": rank}
 
 
@@ -362,8 +424,15 @@ def _from_dict(d: dict[str, Any]) -> StepProfile:
     return StepProfile(**{k: v for k, v in d.items() if k in keys})
 
 
-def run_scenario(name: str, *, steps: int = 5, seed: int = 0, trace_dir: str | Path | None = None,
-                 passes: int = 5, device: torch.device | str | None = None) -> StepProfile:
+def run_scenario(
+    name: str,
+    *,
+    steps: int = 5,
+    seed: int = 0,
+    trace_dir: str | Path | None = None,
+    passes: int = 5,
+    device: torch.device | str | None = None,
+) -> StepProfile:
     """Profile one of ``SCENARIOS`` (notebook 07.2, "Three steps with a known bottleneck").
 
     ``device`` (default the CPU) is where "slow-input" and "big-matmuls" train: the input pipeline of
@@ -398,6 +467,7 @@ def run_scenario(name: str, *, steps: int = 5, seed: int = 0, trace_dir: str | P
         def one_step() -> None:
             train.train_step(model, ready, opt, device=device)
             synchronize(device)
+
         step_s = min(_timed(one_step) for _ in range(3))
         prof.extra.update(item_s=item_s, step_s=step_s, batch=16, passes=passes)
     elif name == "big-matmuls":
@@ -407,8 +477,13 @@ def run_scenario(name: str, *, steps: int = 5, seed: int = 0, trace_dir: str | P
         batches = [(x.to(device), y.to(device)) for x, y in _random_batches(steps + 1, batch, widths[0], 10, seed)]
         prof = profile_training_step(model, batches, opt, steps=steps, trace_dir=trace_dir, trace_name=name)
         fwd, bwd = _bare_matmul_seconds(batch, widths, device=device)
-        prof.extra.update(flops=step_flops(batch, widths), matmul_s=fwd + bwd, matmul_forward_s=fwd,
-                          matmul_backward_s=bwd, batch=batch)
+        prof.extra.update(
+            flops=step_flops(batch, widths),
+            matmul_s=fwd + bwd,
+            matmul_forward_s=fwd,
+            matmul_backward_s=bwd,
+            batch=batch,
+        )
     else:
         from ...comm import launch
 
@@ -445,8 +520,9 @@ def hidden_share(comm: list[tuple[float, float]], compute: tuple[float, float]) 
     return total, (inside / total if total > 0 else 0.0)
 
 
-def ddp_overlap_worker(width: int = 2048, batch: int = 4, steps: int = 3, seed: int = 0,
-                       bucket_cap_mb: float = 4.0) -> dict[str, Any]:
+def ddp_overlap_worker(
+    width: int = 2048, batch: int = 4, steps: int = 3, seed: int = 0, bucket_cap_mb: float = 4.0
+) -> dict[str, Any]:
     """One rank (of 2, gloo) comparing data parallelism by hand with ``DistributedDataParallel`` on the
     "tiny-batch-ddp" model, steps interleaved (hand, DDP, hand, DDP, ...).
 
@@ -456,7 +532,8 @@ def ddp_overlap_worker(width: int = 2048, batch: int = 4, steps: int = 3, seed: 
     backward produces the gradients (last layer first) and closes a bucket once it passes its cap, so a tensor
     larger than the cap ends a bucket with it; the first bucket's cap is 1 MB (``dist._DEFAULT_FIRST_BUCKET_BYTES``),
     so that the first all-reduce starts early. Here (21 MB: a 16.8 MB and a 4.2 MB weight) that gives 2 buckets,
-    16.9 MB (the last two layers) and 4.2 MB (the first), with the 4 MB cap or DDP's default of 25 MB alike. The hook records each
+    16.9 MB (the last two layers) and 4.2 MB (the first), with the 4 MB cap or DDP's default of 25 MB alike. The hook
+    records each
     bucket's launch and completion; the backward computation ends when the last bucket is launched
     (it holds the first layer, computed last). Returned per method, medians over ``steps``: ``step_s``,
     ``compute_s`` (forward and backward computation), ``backward_s`` (the backward computation alone: the
@@ -484,6 +561,7 @@ def ddp_overlap_worker(width: int = 2048, batch: int = 4, steps: int = 3, seed: 
         def done(f):
             rec[1] = time.perf_counter()
             return f.value()[0]
+
         return fut.then(done)
 
     ddp.register_comm_hook(None, hook)
@@ -513,19 +591,32 @@ def ddp_overlap_worker(width: int = 2048, batch: int = 4, steps: int = 3, seed: 
                 compute_end, t_end = max(a for a, _ in comm), t_ret
             total, share = hidden_share(comm, (tb, compute_end))
             if i:  # the first step of each warms up
-                rows[name].append({"step_s": t_end - t0, "compute_s": compute_end - t0,
-                                   "backward_s": compute_end - tb, "comm_s": total,
-                                   "hidden": share, "buckets": len(comm)})
+                rows[name].append(
+                    {
+                        "step_s": t_end - t0,
+                        "compute_s": compute_end - t0,
+                        "backward_s": compute_end - tb,
+                        "comm_s": total,
+                        "hidden": share,
+                        "buckets": len(comm),
+                    }
+                )
     # medians over the steps, not timing.representative for the times: "hidden" is a share, not a time, and
     # notebook 07.2 prints the step, backward and communication times beside it from the same steps
     med = {name: {k: statistics.median(r[k] for r in rs) for k in rs[0]} for name, rs in rows.items()}
-    return {"rank": rank, "batch": batch, "bucket_cap_mb": bucket_cap_mb, "per_method": med,
-            "steps": {name: rs for name, rs in rows.items()},
-            "grad_bytes": sum(p.numel() * 4 for p in hand.parameters())}
+    return {
+        "rank": rank,
+        "batch": batch,
+        "bucket_cap_mb": bucket_cap_mb,
+        "per_method": med,
+        "steps": {name: rs for name, rs in rows.items()},
+        "grad_bytes": sum(p.numel() * 4 for p in hand.parameters()),
+    }
 
 
-def ddp_overlap(*, batches: Iterable[int] = (4, 256), steps: int = 3, seed: int = 0,
-                bucket_cap_mb: float = 4.0) -> list[dict[str, Any]]:
+def ddp_overlap(
+    *, batches: Iterable[int] = (4, 256), steps: int = 3, seed: int = 0, bucket_cap_mb: float = 4.0
+) -> list[dict[str, Any]]:
     """Run :func:`ddp_overlap_worker` on 2 CPU processes (gloo) for each batch size; rank 0's results, with
     rank 1's as ``other_rank``. Notebook 07.2, "DDP overlaps, by hand does not"."""
     from ...comm import launch
@@ -537,7 +628,15 @@ def ddp_overlap(*, batches: Iterable[int] = (4, 256), steps: int = 3, seed: int 
     bucket_cap_mb = arguments.positive("bucket_cap_mb", bucket_cap_mb)
     out = []
     for b in batches:
-        ranks = launch(ddp_overlap_worker, 2, batch=b, steps=steps, seed=seed, bucket_cap_mb=bucket_cap_mb,
-                       timeout=180, threads_per_rank=1)
+        ranks = launch(
+            ddp_overlap_worker,
+            2,
+            batch=b,
+            steps=steps,
+            seed=seed,
+            bucket_cap_mb=bucket_cap_mb,
+            timeout=180,
+            threads_per_rank=1,
+        )
         out.append(ranks[0] | {"other_rank": ranks[1]})
     return out

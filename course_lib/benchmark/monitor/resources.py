@@ -1,4 +1,5 @@
 """Resource use sampled during a run: CPU, memory, and GPU where present (notebook 07.2)."""
+
 from __future__ import annotations
 
 import shutil
@@ -18,7 +19,7 @@ from ... import arguments, models, train
 from ...cpu import limit_threads
 from ...hardware import as_device, seed_everything, synchronize
 
-MIB = 2 ** 20
+MIB = 2**20
 
 
 def data_dir(name: str = "monitor") -> Path:
@@ -33,12 +34,12 @@ class Sample:
     """One reading: ``t`` seconds after the sampler started."""
 
     t: float
-    process_cpu_percent: float          # this process, % of one core (2 busy threads: ~200)
-    core_percent: tuple[float, ...]     # every core of the machine, % busy (any program)
-    rss_bytes: int                      # this process's resident memory
-    system_used_bytes: int              # the whole machine's used memory
+    process_cpu_percent: float  # this process, % of one core (2 busy threads: ~200)
+    core_percent: tuple[float, ...]  # every core of the machine, % busy (any program)
+    rss_bytes: int  # this process's resident memory
+    system_used_bytes: int  # the whole machine's used memory
     gpu_allocated_bytes: int | None = None  # torch.cuda.memory_allocated (CUDA only)
-    gpu_util_percent: float | None = None   # torch.cuda.utilization / nvidia-smi (CUDA only)
+    gpu_util_percent: float | None = None  # torch.cuda.utilization / nvidia-smi (CUDA only)
 
 
 def gpu_utilization_reader(device: torch.device) -> Callable[[], float] | None:
@@ -64,9 +65,14 @@ def gpu_utilization_reader(device: torch.device) -> Callable[[], float] | None:
     gpu_id = uuid if uuid.startswith("GPU-") else f"GPU-{uuid}"
 
     def read() -> float:
-        out = subprocess.run(["nvidia-smi", "--query-gpu=utilization.gpu", "--format=csv,noheader,nounits",
-                              f"--id={gpu_id}"], capture_output=True, text=True, timeout=2).stdout
+        out = subprocess.run(
+            ["nvidia-smi", "--query-gpu=utilization.gpu", "--format=csv,noheader,nounits", f"--id={gpu_id}"],
+            capture_output=True,
+            text=True,
+            timeout=2,
+        ).stdout
         return float(out.strip().splitlines()[0])
+
     return read
 
 
@@ -82,7 +88,8 @@ class ResourceSampler:
     CPU percentages are CPU time between two samples over the wall time between them: averages over each
     interval, unaffected by other callers of ``psutil.cpu_percent``. This process's CPU time comes from
     ``time.process_time()`` (on Linux the kernel's count of every thread's run time, to the nanosecond), so
-    even the last, short interval reads true there: at most 100 % per core. The per-core figures come from the system's counters
+    even the last, short interval reads true there: at most 100 % per core. The per-core figures come from the
+    system's counters
     (``psutil.cpu_times``), which advance in 10 ms ticks: a 0.1 s sample can read 10-20 % off, a shorter
     one more; ``summary()``'s means are over the whole run.
     """
@@ -105,8 +112,10 @@ class ResourceSampler:
             return f"no GPU readings: the device is {self.device.type}, not CUDA"
         self._util = gpu_utilization_reader(self.device)
         if self._util is None:
-            return ("GPU memory from torch.cuda; no utilisation: torch.cuda.utilization needs nvidia-ml-py "
-                    "(pip install nvidia-ml-py) and nvidia-smi is not on PATH")
+            return (
+                "GPU memory from torch.cuda; no utilisation: torch.cuda.utilization needs nvidia-ml-py "
+                "(pip install nvidia-ml-py) and nvidia-smi is not on PATH"
+            )
         return None
 
     def _gpu_util(self) -> float | None:
@@ -123,15 +132,26 @@ class ResourceSampler:
         # read from /proc, advance in 10 ms ticks: over a 20 ms interval one tick more reads 50 % high); read
         # right beside the wall clock, before anything that may hand the interpreter to another thread
         wall, cpu = time.perf_counter(), time.process_time()
-        cores = [(c.user + c.system + getattr(c, "nice", 0) + getattr(c, "irq", 0) + getattr(c, "softirq", 0),
-                  sum(c)) for c in psutil.cpu_times(percpu=True)]
+        cores = [
+            (c.user + c.system + getattr(c, "nice", 0) + getattr(c, "irq", 0) + getattr(c, "softirq", 0), sum(c))
+            for c in psutil.cpu_times(percpu=True)
+        ]
         return wall, cpu, cores
 
     def _sample(self, prev: tuple, now: tuple) -> Sample:
-        core_pct = tuple(100.0 * max(0.0, b - b0) / max(tot - tot0, 1e-9) for (b, tot), (b0, tot0) in zip(now[2], prev[2]))
+        core_pct = tuple(
+            100.0 * max(0.0, b - b0) / max(tot - tot0, 1e-9) for (b, tot), (b0, tot0) in zip(now[2], prev[2])
+        )
         gpu_alloc = torch.cuda.memory_allocated(self.device) if self.device.type == "cuda" else None
-        return Sample(now[0] - self._start[0], 100.0 * (now[1] - prev[1]) / max(now[0] - prev[0], 1e-9), core_pct,
-                      self._proc.memory_info().rss, psutil.virtual_memory().used, gpu_alloc, self._gpu_util())
+        return Sample(
+            now[0] - self._start[0],
+            100.0 * (now[1] - prev[1]) / max(now[0] - prev[0], 1e-9),
+            core_pct,
+            self._proc.memory_info().rss,
+            psutil.virtual_memory().used,
+            gpu_alloc,
+            self._gpu_util(),
+        )
 
     def _run(self) -> None:
         prev = self._start
@@ -144,9 +164,16 @@ class ResourceSampler:
 
     def __enter__(self) -> ResourceSampler:
         self._start, self._end = self._counters(), None  # the baseline is read before the measured work starts
-        self.samples = [Sample(0.0, 0.0, tuple(0.0 for _ in self._start[2]), self._proc.memory_info().rss,
-                               psutil.virtual_memory().used,
-                               torch.cuda.memory_allocated(self.device) if self.device.type == "cuda" else None)]
+        self.samples = [
+            Sample(
+                0.0,
+                0.0,
+                tuple(0.0 for _ in self._start[2]),
+                self._proc.memory_info().rss,
+                psutil.virtual_memory().used,
+                torch.cuda.memory_allocated(self.device) if self.device.type == "cuda" else None,
+            )
+        ]
         self._stop.clear()
         self._thread = threading.Thread(target=self._run, name="course-resource-sampler", daemon=True)
         self._thread.start()
@@ -172,19 +199,26 @@ class ResourceSampler:
         s = self.samples[1:]  # the first reading is the baseline, with no CPU interval behind it
         wall = self._end[0] - self._start[0]
         rss = [x.rss_bytes for x in self.samples]
-        out = {"seconds": wall, "samples": len(self.samples),
-               "process_cpu_mean_percent": 100.0 * (self._end[1] - self._start[1]) / max(wall, 1e-9),
-               "process_cpu_max_percent": max(x.process_cpu_percent for x in s),
-               "machine_cpu_mean_percent": 100.0 * sum(b - b0 for (b, _), (b0, _) in zip(self._end[2], self._start[2]))
-               / max(sum(t - t0 for (_, t), (_, t0) in zip(self._end[2], self._start[2])), 1e-9),
-               "rss_start_bytes": rss[0], "rss_peak_bytes": max(rss), "rss_end_bytes": rss[-1],
-               "rss_growth_bytes": max(rss) - rss[0],
-               "system_used_peak_bytes": max(x.system_used_bytes for x in self.samples),
-               "cores": len(self._start[2]),
-               "gpu": self.gpu_why or "GPU memory from torch.cuda, utilisation from NVML (nvidia-smi's counter)"}
+        out = {
+            "seconds": wall,
+            "samples": len(self.samples),
+            "process_cpu_mean_percent": 100.0 * (self._end[1] - self._start[1]) / max(wall, 1e-9),
+            "process_cpu_max_percent": max(x.process_cpu_percent for x in s),
+            "machine_cpu_mean_percent": 100.0
+            * sum(b - b0 for (b, _), (b0, _) in zip(self._end[2], self._start[2]))
+            / max(sum(t - t0 for (_, t), (_, t0) in zip(self._end[2], self._start[2])), 1e-9),
+            "rss_start_bytes": rss[0],
+            "rss_peak_bytes": max(rss),
+            "rss_end_bytes": rss[-1],
+            "rss_growth_bytes": max(rss) - rss[0],
+            "system_used_peak_bytes": max(x.system_used_bytes for x in self.samples),
+            "cores": len(self._start[2]),
+            "gpu": self.gpu_why or "GPU memory from torch.cuda, utilisation from NVML (nvidia-smi's counter)",
+        }
         # cores kept busy by other programs: the machine's busy core-seconds minus this process's
-        out["other_programs_cores"] = max(0.0, out["machine_cpu_mean_percent"] * out["cores"] / 100
-                                          - out["process_cpu_mean_percent"] / 100)
+        out["other_programs_cores"] = max(
+            0.0, out["machine_cpu_mean_percent"] * out["cores"] / 100 - out["process_cpu_mean_percent"] / 100
+        )
         if self.device.type == "cuda":
             out["gpu_allocated_peak_bytes"] = max(x.gpu_allocated_bytes or 0 for x in self.samples)
             utils = [x.gpu_util_percent for x in s if x.gpu_util_percent is not None]
@@ -210,9 +244,17 @@ def release_free_memory() -> bool:
         return False
 
 
-def sample_training(threads: int, *, width: int = 2048, steps: int = 8, batch: int = 256, interval: float = 0.1,
-                    seed: int = 0, device: torch.device | str | None = None,
-                    optimizer: str = "adam") -> tuple[ResourceSampler, int]:
+def sample_training(
+    threads: int,
+    *,
+    width: int = 2048,
+    steps: int = 8,
+    batch: int = 256,
+    interval: float = 0.1,
+    seed: int = 0,
+    device: torch.device | str | None = None,
+    optimizer: str = "adam",
+) -> tuple[ResourceSampler, int]:
     """Build an MLP 1024 -> width -> width -> 10 and train it ``steps`` steps with Adam (or, with
     ``optimizer="sgd"``, plain SGD, which keeps no state) on random data, on ``threads`` threads, inside a
     ``ResourceSampler`` (notebook 07.2, "Resource use during a run").
@@ -238,8 +280,11 @@ def sample_training(threads: int, *, width: int = 2048, steps: int = 8, batch: i
         release_free_memory()
         with ResourceSampler(interval, device) as rs:
             model = models.MLP(1024, [width, width], 10).to(device)
-            opt = (torch.optim.Adam(model.parameters(), lr=1e-4) if optimizer == "adam"
-                   else torch.optim.SGD(model.parameters(), lr=1e-4))
+            opt = (
+                torch.optim.Adam(model.parameters(), lr=1e-4)
+                if optimizer == "adam"
+                else torch.optim.SGD(model.parameters(), lr=1e-4)
+            )
             for _ in range(steps):
                 train.train_step(model, (x, y), opt)
             synchronize(device)

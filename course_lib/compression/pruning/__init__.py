@@ -27,19 +27,57 @@ sparse format saves only at high sparsity (it stores an index with every value).
 Each part lives in its own file: ``masks`` (the rule, the masks, ``copy_model``, ``make_permanent``),
 ``chains`` (the layers pruning follows), ``report``, ``shrink``, ``sparse`` and ``experiments``.
 """
+
 from __future__ import annotations
 
 from .chains import PRUNABLE
-from .experiments import (PRUNERS, Sensitivity, accuracy_sweep, inference_fn, norm_removed, sensitivity_scan,
-                          speed_models)
-from .masks import (copy_model, effective_weight, magnitude_mask, make_permanent, prunable_layers, prune_channels,
-                    prune_global, prune_unstructured)
+from .experiments import (
+    PRUNERS,
+    Sensitivity,
+    accuracy_sweep,
+    inference_fn,
+    norm_removed,
+    sensitivity_scan,
+    speed_models,
+)
+from .masks import (
+    copy_model,
+    effective_weight,
+    magnitude_mask,
+    make_permanent,
+    prunable_layers,
+    prune_channels,
+    prune_global,
+    prune_unstructured,
+)
 from .report import LayerSparsity, SparsityReport, sparsity_report
 from .shrink import remove_units
 from .sparse import SparseLinear, csr_bytes, sparse_device, to_sparse, useful_flops
 
-__all__ = ["PRUNABLE", "magnitude_mask", "prunable_layers", "prune_unstructured", "prune_global", "prune_channels",
-           "LayerSparsity", "SparsityReport", "sparsity_report", "make_permanent", "effective_weight",
-           "copy_model", "remove_units", "SparseLinear", "sparse_device", "csr_bytes", "to_sparse", "useful_flops",
-           "norm_removed", "PRUNERS", "accuracy_sweep", "Sensitivity", "sensitivity_scan", "speed_models",
-           "inference_fn"]
+__all__ = [
+    "PRUNABLE",
+    "magnitude_mask",
+    "prunable_layers",
+    "prune_unstructured",
+    "prune_global",
+    "prune_channels",
+    "LayerSparsity",
+    "SparsityReport",
+    "sparsity_report",
+    "make_permanent",
+    "effective_weight",
+    "copy_model",
+    "remove_units",
+    "SparseLinear",
+    "sparse_device",
+    "csr_bytes",
+    "to_sparse",
+    "useful_flops",
+    "norm_removed",
+    "PRUNERS",
+    "accuracy_sweep",
+    "Sensitivity",
+    "sensitivity_scan",
+    "speed_models",
+    "inference_fn",
+]

@@ -3,6 +3,7 @@
 A unit removed from one layer outputs 0, so the next layer's weights that read it can go too, but only where the
 order of the layers is known (an ``nn.Sequential`` chain) and what lies between them keeps a 0 at 0.
 """
+
 from __future__ import annotations
 
 from torch import nn
@@ -10,8 +11,7 @@ from torch import nn
 #: Layer types the pruning functions act on.
 PRUNABLE = (nn.Linear, nn.Conv2d)
 
-_ELEMENTWISE = (nn.ReLU, nn.ReLU6, nn.LeakyReLU, nn.GELU, nn.SiLU, nn.Tanh, nn.Sigmoid, nn.ELU, nn.Dropout,
-                nn.Identity)
+_ELEMENTWISE = (nn.ReLU, nn.ReLU6, nn.LeakyReLU, nn.GELU, nn.SiLU, nn.Tanh, nn.Sigmoid, nn.ELU, nn.Dropout, nn.Identity)
 _SPATIAL = (nn.MaxPool2d, nn.AvgPool2d, nn.Dropout2d)
 _NORMS = (nn.BatchNorm1d, nn.BatchNorm2d)
 
@@ -20,16 +20,20 @@ def _check_chain(layers: list[nn.Module]) -> type:
     """The one weighted kind (Linear or Conv2d) of a supported chain; ValueError naming the first misfit."""
     weighted = {type(m) for m in layers if isinstance(m, PRUNABLE)}
     if len(weighted) != 1:
-        raise ValueError("remove_units needs a chain of Linear layers or of Conv2d layers (not both, not none); "
-                         f"found {sorted(t.__name__ for t in weighted) or 'none'}")
+        raise ValueError(
+            "remove_units needs a chain of Linear layers or of Conv2d layers (not both, not none); "
+            f"found {sorted(t.__name__ for t in weighted) or 'none'}"
+        )
     kind = weighted.pop()
     allowed = _ELEMENTWISE + _NORMS + ((_SPATIAL + (nn.Conv2d,)) if kind is nn.Conv2d else (nn.Linear,))
     for i, m in enumerate(layers):
         if not isinstance(m, allowed) or (isinstance(m, nn.Conv2d) and m.groups != 1):
             what = type(m).__name__ + (" with groups" if isinstance(m, nn.Conv2d) else "")
-            raise ValueError(f"remove_units cannot shrink layer {i} ({what}): "
-                             f"it works on nn.Sequential chains of {kind.__name__} layers with activations, dropout"
-                             f"{', pooling' if kind is nn.Conv2d else ''} and BatchNorm between them")
+            raise ValueError(
+                f"remove_units cannot shrink layer {i} ({what}): "
+                f"it works on nn.Sequential chains of {kind.__name__} layers with activations, dropout"
+                f"{', pooling' if kind is nn.Conv2d else ''} and BatchNorm between them"
+            )
     if sum(isinstance(m, kind) for m in layers) < 2:
         raise ValueError(f"remove_units needs at least two {kind.__name__} layers: only hidden units can go")
     return kind

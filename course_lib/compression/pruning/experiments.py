@@ -1,4 +1,5 @@
 """The pruning notebook's experiments: accuracy against sparsity, per-layer sensitivity, models to time."""
+
 from __future__ import annotations
 
 import copy
@@ -10,8 +11,17 @@ from torch import nn
 from torch.nn.utils import prune
 
 from ... import arguments, models, train
-from .masks import (_model, _share, copy_model, effective_weight, make_permanent, prunable_layers, prune_channels,
-                    prune_global, prune_unstructured)
+from .masks import (
+    _model,
+    _share,
+    copy_model,
+    effective_weight,
+    make_permanent,
+    prunable_layers,
+    prune_channels,
+    prune_global,
+    prune_unstructured,
+)
 from .report import sparsity_report
 from .shrink import remove_units
 from .sparse import to_sparse
@@ -32,12 +42,24 @@ def norm_removed(original: nn.Module, pruned: nn.Module) -> float:
 
 #: Pruning method name -> function(model, amount), for ``accuracy_sweep``.
 PRUNERS: dict[str, Callable[[nn.Module, float], nn.Module]] = {
-    "global": prune_global, "layer": prune_unstructured, "channels": prune_channels}
+    "global": prune_global,
+    "layer": prune_unstructured,
+    "channels": prune_channels,
+}
 
 
-def accuracy_sweep(model: nn.Module, method: str, amounts: Sequence[float], train_data, test_data, *,
-                   finetune_epochs: int = 2, lr: float = 1e-3, device: torch.device | str | None = None,
-                   seed: int = 0) -> list[dict]:
+def accuracy_sweep(
+    model: nn.Module,
+    method: str,
+    amounts: Sequence[float],
+    train_data,
+    test_data,
+    *,
+    finetune_epochs: int = 2,
+    lr: float = 1e-3,
+    device: torch.device | str | None = None,
+    seed: int = 0,
+) -> list[dict]:
     """Accuracy against sparsity (notebook 05.1 section 2): for each amount, a copy of the trained
     ``model`` pruned by ``method`` ("global", "layer" or "channels"), evaluated, fine-tuned with
     ``train.fit`` (Adam, masks kept: pruned weights stay 0) and evaluated again.
@@ -56,9 +78,13 @@ def accuracy_sweep(model: nn.Module, method: str, amounts: Sequence[float], trai
     for amount in amounts:
         pruned = prune_fn(copy_model(model), amount)
         report = sparsity_report(pruned)
-        row = {"amount": amount, "sparsity": report.fraction, "removed": report.removed_fraction,
-               "norm_removed": norm_removed(model, pruned),
-               "acc": train.evaluate(pruned, test_data, device)["acc"]}
+        row = {
+            "amount": amount,
+            "sparsity": report.fraction,
+            "removed": report.removed_fraction,
+            "norm_removed": norm_removed(model, pruned),
+            "acc": train.evaluate(pruned, test_data, device)["acc"],
+        }
         if finetune_epochs:
             train.fit(pruned, train_data, epochs=finetune_epochs, lr=lr, optimizer="adam", progress=False, seed=seed)
         row["acc_finetuned"] = train.evaluate(pruned, test_data, device)["acc"]
@@ -100,8 +126,9 @@ class Sensitivity:
         return best
 
 
-def sensitivity_scan(model: nn.Module, amounts: Sequence[float], test_data, *,
-                     device: torch.device | str | None = None) -> list[Sensitivity]:
+def sensitivity_scan(
+    model: nn.Module, amounts: Sequence[float], test_data, *, device: torch.device | str | None = None
+) -> list[Sensitivity]:
     """Which layers tolerate pruning (notebook 05.1 section 3): each Linear/Conv2d layer of the trained
     ``model`` is pruned *alone*, by magnitude (``prune.l1_unstructured``), to each of ``amounts``, on a copy,
     and the copy is evaluated on ``test_data``, with no fine-tuning. One ``Sensitivity`` per layer, in module
@@ -125,9 +152,17 @@ def sensitivity_scan(model: nn.Module, amounts: Sequence[float], test_data, *,
     return out
 
 
-def speed_models(width: int = 1024, *, in_features: int = 64, out_features: int = 10, depth: int = 2,
-                 fraction: float = 0.5, sparse_at: Sequence[float] = (0.5, 0.95), seed: int = 0,
-                 device: torch.device | str = "cpu") -> dict[str, nn.Module]:
+def speed_models(
+    width: int = 1024,
+    *,
+    in_features: int = 64,
+    out_features: int = 10,
+    depth: int = 2,
+    fraction: float = 0.5,
+    sparse_at: Sequence[float] = (0.5, 0.95),
+    seed: int = 0,
+    device: torch.device | str = "cpu",
+) -> dict[str, nn.Module]:
     """The models notebook 05.1 section 4 times side by side, all from one seeded ``models.MLP``
     (``depth`` hidden layers of ``width``), in eval mode: "dense"; "zeros" (``fraction`` of each
     layer's weights zeroed, same shapes); "shrunk" (``fraction`` of the hidden units removed);
@@ -137,9 +172,11 @@ def speed_models(width: int = 1024, *, in_features: int = 64, out_features: int 
     fraction = _share("fraction", fraction)
     torch.manual_seed(arguments.nonnegative_int("seed", seed))
     dense = models.MLP(in_features, [width] * depth, out_features).to(device).eval()
-    out = {"dense": dense,
-           "zeros": make_permanent(prune_unstructured(copy.deepcopy(dense), fraction)),
-           "shrunk": remove_units(dense, fraction)}
+    out = {
+        "dense": dense,
+        "zeros": make_permanent(prune_unstructured(copy.deepcopy(dense), fraction)),
+        "shrunk": remove_units(dense, fraction),
+    }
     for s in sparse_at:
         out[f"CSR {_share('every entry of sparse_at', s):.0%}"] = to_sparse(prune_unstructured(copy.deepcopy(dense), s))
     return {name: m.eval() for name, m in out.items()}

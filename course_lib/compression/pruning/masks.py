@@ -4,6 +4,7 @@
 buffer, and recomputes ``weight = weight_orig * mask`` before every forward pass; ``make_permanent`` bakes the
 zeros in, ``copy_model`` copies a pruned model.
 """
+
 from __future__ import annotations
 
 import copy
@@ -85,8 +86,9 @@ def prune_global(model: nn.Module, sparsity: float) -> nn.Module:
     return model
 
 
-def prune_channels(model: nn.Module, fraction: float, *, n: int = 2, include_output: bool = False,
-                   inputs: bool = True) -> nn.Module:
+def prune_channels(
+    model: nn.Module, fraction: float, *, n: int = 2, include_output: bool = False, inputs: bool = True
+) -> nn.Module:
     """Remove whole output units (Linear rows) or channels (Conv2d filters) by masks: in every layer, the
     ``fraction`` with the smallest L``n`` norm, ``round(fraction * units)`` of them (at least one stays), ranked
     as ``prune.ln_structured`` ranks them (dim 0) and applied with ``prune.custom_from_mask``. In place; returns
@@ -110,9 +112,11 @@ def prune_channels(model: nn.Module, fraction: float, *, n: int = 2, include_out
     arguments.boolean("include_output", include_output)
     between = _between(model) if inputs else None
     if inputs and isinstance(between, str):
-        raise ValueError(f"prune_channels cannot follow the removed units into the layers that read them: {between}. "
-                         "Pass inputs=False to mask only the units' own weights and biases (the weights reading "
-                         "them then still count as alive)")
+        raise ValueError(
+            f"prune_channels cannot follow the removed units into the layers that read them: {between}. "
+            "Pass inputs=False to mask only the units' own weights and biases (the weights reading "
+            "them then still count as alive)"
+        )
     last = len(layers) - 1
     removed_in = None  # the inputs of the current layer that a removed unit of the previous one feeds
     for i, (_, layer) in enumerate(layers):
@@ -152,10 +156,14 @@ def effective_weight(layer: nn.Module, name: str = "weight") -> torch.Tensor | N
 def _pruned_tensors(model: nn.Module) -> list[tuple[nn.Module, str]]:
     """(layer, tensor name) for every tensor of ``model`` that ``torch.nn.utils.prune`` masks: a pruned layer
     holds the original as the parameter ``<name>_orig`` and the mask as the buffer ``<name>_mask``."""
-    return [(layer, name.removesuffix("_orig")) for layer in model.modules() if prune.is_pruned(layer)
-            for name, _ in layer.named_parameters(recurse=False)
-            if name.endswith("_orig") and isinstance(getattr(layer, name.removesuffix("_orig") + "_mask", None),
-                                                     torch.Tensor)]
+    return [
+        (layer, name.removesuffix("_orig"))
+        for layer in model.modules()
+        if prune.is_pruned(layer)
+        for name, _ in layer.named_parameters(recurse=False)
+        if name.endswith("_orig")
+        and isinstance(getattr(layer, name.removesuffix("_orig") + "_mask", None), torch.Tensor)
+    ]
 
 
 def _masked(layer: nn.Module, name: str) -> torch.Tensor:

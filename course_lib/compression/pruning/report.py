@@ -1,4 +1,5 @@
 """How much of a model pruning removed: zeros, and the weights that only ever multiply a removed unit's 0."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -74,12 +75,19 @@ class SparsityReport:
         width = max(8, *(len(r.name) for r in self.layers))
         lines = [f"{'layer':<{width}}  {'kind':<7}{'zeros':>10}{'dead':>8}{'weights':>10}{'zero':>8}{'removed':>9}"]
         for r in self.layers:
-            lines.append(f"{r.name:<{width}}  {r.kind:<7}{r.zeros:>10,}{r.dead:>8,}{r.parameters:>10,}"
-                         f"{r.fraction:>8.1%}{r.removed_fraction:>9.1%}")
-        lines.append(f"{'total':<{width}}  {'':<7}{self.zeros:>10,}{self.dead:>8,}{self.parameters:>10,}"
-                     f"{self.fraction:>8.1%}{self.removed_fraction:>9.1%}")
-        lines.append("dead: not zero, but multiplying a removed unit's output (always 0); removed = zeros + dead"
-                     if self.traced else "dead: not counted (the model is not an nn.Sequential chain to follow)")
+            lines.append(
+                f"{r.name:<{width}}  {r.kind:<7}{r.zeros:>10,}{r.dead:>8,}{r.parameters:>10,}"
+                f"{r.fraction:>8.1%}{r.removed_fraction:>9.1%}"
+            )
+        lines.append(
+            f"{'total':<{width}}  {'':<7}{self.zeros:>10,}{self.dead:>8,}{self.parameters:>10,}"
+            f"{self.fraction:>8.1%}{self.removed_fraction:>9.1%}"
+        )
+        lines.append(
+            "dead: not zero, but multiplying a removed unit's output (always 0); removed = zeros + dead"
+            if self.traced
+            else "dead: not counted (the model is not an nn.Sequential chain to follow)"
+        )
         return "\n".join(lines)
 
     __str__ = text
@@ -130,6 +138,13 @@ def sparsity_report(model: nn.Module) -> SparsityReport:
     rows = []
     for i, (name, layer) in enumerate(layers):
         w = effective_weight(layer).detach()
-        rows.append(LayerSparsity(name or type(layer).__name__, type(layer).__name__, int((w == 0).sum()), w.numel(),
-                                  dead[i] if dead is not None else 0))
+        rows.append(
+            LayerSparsity(
+                name or type(layer).__name__,
+                type(layer).__name__,
+                int((w == 0).sum()),
+                w.numel(),
+                dead[i] if dead is not None else 0,
+            )
+        )
     return SparsityReport(tuple(rows), traced=dead is not None)

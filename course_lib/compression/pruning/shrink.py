@@ -1,4 +1,5 @@
 """Really smaller: a new model without the weakest hidden units (``remove_units``)."""
+
 from __future__ import annotations
 
 import copy
@@ -16,8 +17,16 @@ def _rebuild(layer: nn.Module, weight: torch.Tensor, bias: torch.Tensor | None) 
     if isinstance(layer, nn.Linear):
         new = nn.Linear(weight.shape[1], weight.shape[0], **kw)
     else:
-        new = nn.Conv2d(weight.shape[1], weight.shape[0], layer.kernel_size, stride=layer.stride, padding=layer.padding,
-                        dilation=layer.dilation, padding_mode=layer.padding_mode, **kw)
+        new = nn.Conv2d(
+            weight.shape[1],
+            weight.shape[0],
+            layer.kernel_size,
+            stride=layer.stride,
+            padding=layer.padding,
+            dilation=layer.dilation,
+            padding_mode=layer.padding_mode,
+            **kw,
+        )
     with torch.no_grad():
         new.weight.copy_(weight)
         if bias is not None:
@@ -27,8 +36,14 @@ def _rebuild(layer: nn.Module, weight: torch.Tensor, bias: torch.Tensor | None) 
 
 def _slice_norm(norm: nn.Module, keep: torch.Tensor) -> nn.Module:
     """A new BatchNorm with only the ``keep`` channels of ``norm`` (its masked scale and shift, if pruned)."""
-    new = type(norm)(len(keep), eps=norm.eps, momentum=norm.momentum, affine=norm.affine,
-                     track_running_stats=norm.track_running_stats, device=keep.device)
+    new = type(norm)(
+        len(keep),
+        eps=norm.eps,
+        momentum=norm.momentum,
+        affine=norm.affine,
+        track_running_stats=norm.track_running_stats,
+        device=keep.device,
+    )
     with torch.no_grad():
         for name in ("weight", "bias"):
             if norm.affine:
@@ -59,16 +74,19 @@ def remove_units(model: nn.Module, fraction: float, *, n: int = 2) -> nn.Sequent
     fraction = _share("fraction", fraction)
     n = arguments.positive_int("n", n)
     if not isinstance(model, nn.Sequential):
-        raise ValueError(f"remove_units works on an nn.Sequential (such as models.MLP), got {type(model).__name__}: "
-                         "for other shapes, use prune_channels (masks) or rebuild the model by hand")
+        raise ValueError(
+            f"remove_units works on an nn.Sequential (such as models.MLP), got {type(model).__name__}: "
+            "for other shapes, use prune_channels (masks) or rebuild the model by hand"
+        )
     layers = list(model)
     kind = _check_chain(layers)
     last = max(i for i, m in enumerate(layers) if isinstance(m, kind))
     out, keep_in = [], None
     for i, layer in enumerate(layers):
         if isinstance(layer, _NORMS):
-            everything = torch.arange(layer.num_features, device=layer.running_mean.device
-                                      if layer.running_mean is not None else None)
+            everything = torch.arange(
+                layer.num_features, device=layer.running_mean.device if layer.running_mean is not None else None
+            )
             out.append(_slice_norm(layer, keep_in if keep_in is not None else everything))
             continue
         if not isinstance(layer, kind):

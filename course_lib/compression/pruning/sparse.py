@@ -1,4 +1,5 @@
 """A sparse format: Linear weights stored in CSR, so that only the non-zeros are stored and multiplied."""
+
 from __future__ import annotations
 
 import warnings
@@ -32,8 +33,9 @@ class SparseLinear(nn.Module):
             csr = weight.to_sparse_csr()
             # compact copies: to_sparse_csr's column indices are a view into a larger index tensor,
             # which torch.save would store whole
-            csr = torch.sparse_csr_tensor(csr.crow_indices().clone(), csr.col_indices().clone(), csr.values().clone(),
-                                          csr.shape)
+            csr = torch.sparse_csr_tensor(
+                csr.crow_indices().clone(), csr.col_indices().clone(), csr.values().clone(), csr.shape
+            )
             self.register_buffer("weight", csr)
         self.register_buffer("bias", bias.detach().clone() if bias is not None else None)
 

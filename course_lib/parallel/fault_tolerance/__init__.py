@@ -22,6 +22,7 @@ process, a writer killed mid-write, sharded checkpoints with ``torch.distributed
 ranks, a process-group timeout detecting a stuck peer) and ``robust`` (:func:`retry` with
 exponential back-off, redundancy, the cost of checkpointing and the best interval between them).
 """
+
 from __future__ import annotations
 
 from .checkpoint import *  # noqa: F403

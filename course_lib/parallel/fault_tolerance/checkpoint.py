@@ -1,5 +1,6 @@
 """Checkpoint files: what a checkpoint holds, atomic writes, digest-checked loads, falling back past
 corrupt files, the data position (notebook 06.3; notebook 06.4's training script uses them)."""
+
 from __future__ import annotations
 
 import hashlib
@@ -18,9 +19,23 @@ from torch import nn
 from ... import arguments
 from ...files import write_atomic
 
-__all__ = ["CheckpointError", "CheckpointWarning", "capture_state", "restore_state", "rng_state", "set_rng_state",
-           "save_checkpoint", "load_checkpoint", "load_latest", "checkpoint_path", "list_checkpoints",
-           "prune_checkpoints", "ShuffledBatches", "FORMAT", "naive_save"]
+__all__ = [
+    "CheckpointError",
+    "CheckpointWarning",
+    "capture_state",
+    "restore_state",
+    "rng_state",
+    "set_rng_state",
+    "save_checkpoint",
+    "load_checkpoint",
+    "load_latest",
+    "checkpoint_path",
+    "list_checkpoints",
+    "prune_checkpoints",
+    "ShuffledBatches",
+    "FORMAT",
+    "naive_save",
+]
 
 FORMAT = "course_lib.checkpoint/1"
 _NAME = re.compile(r"^ckpt-(\d+)\.pt$")
@@ -42,6 +57,7 @@ class CheckpointWarning(UserWarning):
 # ----------------------------------------------------------------------------------------------
 # random number generators, as weights_only-loadable values
 
+
 def rng_state() -> dict[str, Any]:
     """Every random number generator's state, as tensors and plain numbers (loadable with
     ``weights_only=True``): torch's CPU generator, CUDA's (one per GPU, where present), numpy's legacy
@@ -50,10 +66,18 @@ def rng_state() -> dict[str, Any]:
     version, internal, gauss_next = random.getstate()
     state: dict[str, Any] = {
         "torch": torch.get_rng_state(),
-        "numpy": {"kind": str(kind), "keys": torch.from_numpy(np.asarray(keys, dtype=np.int64)), "pos": int(pos),
-                  "has_gauss": int(has_gauss), "cached_gaussian": float(gauss)},
-        "python": {"version": int(version), "internal": torch.tensor(internal, dtype=torch.int64),
-                   "gauss_next": None if gauss_next is None else float(gauss_next)},
+        "numpy": {
+            "kind": str(kind),
+            "keys": torch.from_numpy(np.asarray(keys, dtype=np.int64)),
+            "pos": int(pos),
+            "has_gauss": int(has_gauss),
+            "cached_gaussian": float(gauss),
+        },
+        "python": {
+            "version": int(version),
+            "internal": torch.tensor(internal, dtype=torch.int64),
+            "gauss_next": None if gauss_next is None else float(gauss_next),
+        },
     }
     if torch.cuda.is_available() and torch.cuda.is_initialized():
         state["cuda"] = torch.cuda.get_rng_state_all()
@@ -63,12 +87,20 @@ def rng_state() -> dict[str, Any]:
 def set_rng_state(state: Mapping[str, Any]) -> None:
     """Put back what :func:`rng_state` returned (CUDA's only where it was saved and GPUs are present)."""
     if not isinstance(state, Mapping) or not {"torch", "numpy", "python"} <= set(state):
-        raise TypeError("state must be the dict rng_state() returned (keys 'torch', 'numpy', 'python'), got "
-                        f"{type(state).__name__}")
+        raise TypeError(
+            f"state must be the dict rng_state() returned (keys 'torch', 'numpy', 'python'), got {type(state).__name__}"
+        )
     torch.set_rng_state(state["torch"])
     n = state["numpy"]
-    np.random.set_state((n["kind"], n["keys"].numpy().astype(np.uint32), int(n["pos"]), int(n["has_gauss"]),
-                         float(n["cached_gaussian"])))
+    np.random.set_state(
+        (
+            n["kind"],
+            n["keys"].numpy().astype(np.uint32),
+            int(n["pos"]),
+            int(n["has_gauss"]),
+            float(n["cached_gaussian"]),
+        )
+    )
     p = state["python"]
     random.setstate((int(p["version"]), tuple(int(v) for v in p["internal"].tolist()), p["gauss_next"]))
     if "cuda" in state and torch.cuda.is_available():
@@ -77,6 +109,7 @@ def set_rng_state(state: Mapping[str, Any]) -> None:
 
 # ----------------------------------------------------------------------------------------------
 # what a checkpoint holds
+
 
 def _check_pair(model: Any, optimizer: Any) -> None:
     if not isinstance(model, nn.Module):
@@ -108,8 +141,13 @@ def capture_state(model: nn.Module, optimizer: torch.optim.Optimizer, position: 
     _check_pair(model, optimizer)
     if not isinstance(position, Mapping):
         raise TypeError(f"position must be a dict such as {{'epoch': 0, 'batch': 0}}, got {type(position).__name__}")
-    return {"format": FORMAT, "model": _copy(model.state_dict()), "optimizer": _copy(optimizer.state_dict()),
-            "rng": rng_state(), "position": _copy(dict(position))}
+    return {
+        "format": FORMAT,
+        "model": _copy(model.state_dict()),
+        "optimizer": _copy(optimizer.state_dict()),
+        "rng": rng_state(),
+        "position": _copy(dict(position)),
+    }
 
 
 def restore_state(state: Mapping[str, Any], model: nn.Module, optimizer: torch.optim.Optimizer) -> dict:
@@ -117,8 +155,10 @@ def restore_state(state: Mapping[str, Any], model: nn.Module, optimizer: torch.o
     random generator, and return the data position."""
     _check_pair(model, optimizer)
     if not isinstance(state, Mapping) or not {"model", "optimizer", "rng", "position"} <= set(state):
-        raise TypeError("state must be what capture_state() or load_checkpoint() returned (keys 'model', "
-                        f"'optimizer', 'rng', 'position'), got {type(state).__name__}")
+        raise TypeError(
+            "state must be what capture_state() or load_checkpoint() returned (keys 'model', "
+            f"'optimizer', 'rng', 'position'), got {type(state).__name__}"
+        )
     model.load_state_dict(state["model"])
     optimizer.load_state_dict(state["optimizer"])
     set_rng_state(state["rng"])
@@ -127,6 +167,7 @@ def restore_state(state: Mapping[str, Any], model: nn.Module, optimizer: torch.o
 
 # ----------------------------------------------------------------------------------------------
 # files
+
 
 def _digest(value: Any, h: Any = None) -> str:
     """SHA-256 over a state's structure and every tensor's bytes (the integrity check of a file)."""
@@ -159,8 +200,10 @@ def _as_path(name: str, value: Any) -> Path:
 def _directory(value: Any) -> Path:
     directory = _as_path("directory", value)
     if not directory.is_dir():
-        raise ValueError(f"directory {str(directory)!r} does not exist (or is not a directory): create it first "
-                         "(Path(directory).mkdir(parents=True, exist_ok=True))")
+        raise ValueError(
+            f"directory {str(directory)!r} does not exist (or is not a directory): create it first "
+            "(Path(directory).mkdir(parents=True, exist_ok=True))"
+        )
     return directory
 
 
@@ -197,7 +240,8 @@ def save_checkpoint(path: str | os.PathLike, state: Mapping[str, Any], *, keep: 
 
     The bytes go to a temporary file in the same directory (same file system, so the rename is
     atomic), which is flushed and fsynced before ``os.replace`` puts it in place (and the directory is
-    fsynced so the rename survives a power cut): ``files.write_atomic``. A process killed at any moment leaves either the old
+    fsynced so the rename survives a power cut): ``files.write_atomic``. A process killed at any moment leaves either
+    the old
     file or the new one, never half of one. The file stores ``state`` with a SHA-256 digest that
     :func:`load_checkpoint` checks. ``keep``: afterwards delete all but the newest ``keep``
     ``ckpt-<step>.pt`` files of the directory (name files with :func:`checkpoint_path`).
@@ -229,19 +273,24 @@ def load_checkpoint(path: str | os.PathLike, map_location: str | torch.device | 
         blob = torch.load(path, map_location=map_location, weights_only=True)
     except Exception as exc:  # noqa: BLE001 - every failure to read means the same: this file is unusable
         # torch's own message (kept as __cause__, shown in the traceback) varies with the torch version
-        raise CheckpointError(f"checkpoint {str(path)!r} cannot be read: it is truncated or corrupted",
-                              path) from exc
+        raise CheckpointError(f"checkpoint {str(path)!r} cannot be read: it is truncated or corrupted", path) from exc
     if not isinstance(blob, dict) or blob.get("format") != FORMAT or "state" not in blob:
-        raise CheckpointError(f"{str(path)!r} is not a checkpoint written by save_checkpoint (format "
-                              f"{FORMAT!r})", path)
+        raise CheckpointError(f"{str(path)!r} is not a checkpoint written by save_checkpoint (format {FORMAT!r})", path)
     if _digest(blob["state"]) != blob.get("sha256"):
-        raise CheckpointError(f"checkpoint {str(path)!r} is corrupted: its content does not match the SHA-256 "
-                              "digest stored when it was written (bits changed on disk or in transfer)", path)
+        raise CheckpointError(
+            f"checkpoint {str(path)!r} is corrupted: its content does not match the SHA-256 "
+            "digest stored when it was written (bits changed on disk or in transfer)",
+            path,
+        )
     return blob["state"]
 
 
-def load_latest(directory: str | os.PathLike, *, report: Callable[[str], Any] | None = None,
-                map_location: str | torch.device | None = "cpu") -> dict | None:
+def load_latest(
+    directory: str | os.PathLike,
+    *,
+    report: Callable[[str], Any] | None = None,
+    map_location: str | torch.device | None = "cpu",
+) -> dict | None:
     """The newest checkpoint of ``directory`` that loads, or None when there is none. The torchrun
     training script (``parallel.train_script``) resumes with it.
 
@@ -273,6 +322,7 @@ def load_latest(directory: str | os.PathLike, *, report: Callable[[str], Any] | 
 # ----------------------------------------------------------------------------------------------
 # the data position
 
+
 class ShuffledBatches:
     """Shuffled mini-batches whose order depends only on ``(seed, epoch)``, so a resumed run can
     start in the middle of an epoch and see the very batches the interrupted run would have seen.
@@ -301,7 +351,7 @@ class ShuffledBatches:
         start = arguments.integer("start", start, minimum=0, maximum=len(self))
         idx = self.order(epoch)
         for b in range(start, len(self)):
-            sel = idx[b * self.batch_size:(b + 1) * self.batch_size]
+            sel = idx[b * self.batch_size : (b + 1) * self.batch_size]
             yield b, (self.x[sel], self.y[sel])
 
 

@@ -1,5 +1,6 @@
 """The experiments of notebook 06.3: resuming in a fresh process, a checkpoint writer killed mid-write,
 sharded checkpoints with ``torch.distributed.checkpoint``, a stuck peer detected by a timeout."""
+
 from __future__ import annotations
 
 import os
@@ -14,20 +15,53 @@ from torch import nn
 
 from ... import arguments
 from ...files import write_atomic
-from .checkpoint import (CheckpointError, ShuffledBatches, _as_path, _blob, _directory, capture_state, checkpoint_path,
-                         load_checkpoint, load_latest, restore_state, save_checkpoint)
+from .checkpoint import (
+    CheckpointError,
+    ShuffledBatches,
+    _as_path,
+    _blob,
+    _directory,
+    capture_state,
+    checkpoint_path,
+    load_checkpoint,
+    load_latest,
+    restore_state,
+    save_checkpoint,
+)
 
-__all__ = ["training_run", "run_in_child", "killed_write_trial", "dcp_roundtrip", "load_dcp_unsharded",
-           "stuck_peer", "job_survival", "retry_storm"]
+__all__ = [
+    "training_run",
+    "run_in_child",
+    "killed_write_trial",
+    "dcp_roundtrip",
+    "load_dcp_unsharded",
+    "stuck_peer",
+    "job_survival",
+    "retry_storm",
+]
 
 
 # ----------------------------------------------------------------------------------------------
 # resuming on the same trajectory (notebook 06.3, section "Resume")
 
-def training_run(steps: int, directory: str | os.PathLike | None = None, *, every: int = 0, keep: int = 3,
-                 resume: bool = False, stop_after: int | None = None, partial: bool = False, seed: int = 0,
-                 batch_size: int = 64, hidden: int = 64, dropout: float = 0.2, lr: float = 3e-3, threads: int = 1,
-                 data: tuple[torch.Tensor, torch.Tensor] | None = None) -> dict:
+
+def training_run(
+    steps: int,
+    directory: str | os.PathLike | None = None,
+    *,
+    every: int = 0,
+    keep: int = 3,
+    resume: bool = False,
+    stop_after: int | None = None,
+    partial: bool = False,
+    seed: int = 0,
+    batch_size: int = 64,
+    hidden: int = 64,
+    dropout: float = 0.2,
+    lr: float = 3e-3,
+    threads: int = 1,
+    data: tuple[torch.Tensor, torch.Tensor] | None = None,
+) -> dict:
     """Train an MLP with dropout on the digits for ``steps`` optimizer steps (``train.train_step``), shuffled
     by :class:`ShuffledBatches`; checkpoint every ``every`` steps into ``directory``; with ``resume``, start
     from :func:`load_latest`; ``stop_after`` ends the run early (a crash stand-in). Returns ``{"losses":
@@ -74,8 +108,9 @@ def training_run(steps: int, directory: str | os.PathLike | None = None, *, ever
             pos.update(batch=b + 1, step=pos["step"] + 1)
             out["losses"][pos["step"]] = result.loss
             if every and pos["step"] % every == 0:
-                save_checkpoint(checkpoint_path(directory, pos["step"]), capture_state(model, optimizer, pos),
-                                keep=keep)
+                save_checkpoint(
+                    checkpoint_path(directory, pos["step"]), capture_state(model, optimizer, pos), keep=keep
+                )
             if pos["step"] >= steps or pos["step"] == stop_after:
                 return out
     return out
@@ -99,10 +134,12 @@ def run_in_child(kwargs: Mapping[str, Any], timeout: float = 120.0) -> dict:
 def _next_message(kids: Any, timeout: float) -> Any:
     """What the child sends next; its error or exit first is a RuntimeError with its output, nothing within
     ``timeout`` seconds a TimeoutError (the child is then stopped)."""
+
     def on_event(event) -> bool:
         if event.kind in ("error", "exit"):
-            raise RuntimeError(f"the child process failed ({event.kind}: {event.value}); its output:\n"
-                               f"{kids.log_tail(event.index)}")
+            raise RuntimeError(
+                f"the child process failed ({event.kind}: {event.value}); its output:\n{kids.log_tail(event.index)}"
+            )
         return True
 
     run = kids.supervise(on_event, timeout=arguments.seconds("timeout", timeout), tick=0.5)
@@ -113,6 +150,7 @@ def _next_message(kids: Any, timeout: float) -> Any:
 
 # ----------------------------------------------------------------------------------------------
 # a write killed half-way (notebook 06.3, section "Atomic writes")
+
 
 def _writer_child(channel: Any, path: str, megabytes: float, atomic: bool) -> None:  # pragma: no cover - child
     import time
@@ -129,8 +167,9 @@ def _writer_child(channel: Any, path: str, megabytes: float, atomic: bool) -> No
         last = time.perf_counter() - start
 
 
-def killed_write_trial(path: str | os.PathLike, megabytes: float, atomic: bool, kill_fraction: float,
-                       timeout: float = 60.0) -> dict:
+def killed_write_trial(
+    path: str | os.PathLike, megabytes: float, atomic: bool, kill_fraction: float, timeout: float = 60.0
+) -> dict:
     """Write a good checkpoint (step 1) to ``path``; then a child process (``procs.Children``) overwrites it
     with a ``megabytes``-sized one (step 2) over and over, atomically or straight onto ``path``, and is
     SIGKILLed ``kill_fraction`` of a write's duration into its third write. Returns ``{"loadable", "step" (1
@@ -160,6 +199,7 @@ def killed_write_trial(path: str | os.PathLike, megabytes: float, atomic: bool, 
 # ----------------------------------------------------------------------------------------------
 # sharded checkpoints with torch.distributed.checkpoint (notebook 06.3, section "Sharded state")
 
+
 def _sharded_model(seed: int, hidden: int) -> tuple[nn.Module, torch.optim.Optimizer]:
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import fully_shard
@@ -185,8 +225,12 @@ def dcp_roundtrip(directory: str, hidden: int = 256, steps: int = 3) -> dict:
     hidden, steps = arguments.positive_int("hidden", hidden), arguments.positive_int("steps", steps)
     import torch.distributed as dist
     import torch.distributed.checkpoint as dcp
-    from torch.distributed.checkpoint.state_dict import (StateDictOptions, get_model_state_dict, get_state_dict,
-                                                         set_state_dict)
+    from torch.distributed.checkpoint.state_dict import (
+        StateDictOptions,
+        get_model_state_dict,
+        get_state_dict,
+        set_state_dict,
+    )
 
     from ... import train
 
@@ -210,8 +254,14 @@ def dcp_roundtrip(directory: str, hidden: int = 256, steps: int = 3) -> dict:
     equal = all(torch.equal(full[k], full2[k]) for k in full) if dist.get_rank() == 0 else True
     loss_a = train.train_step(model, (x[steps], y[steps]), opt, device=device).loss
     loss_b = train.train_step(fresh, (x[steps], y[steps]), fresh_opt, device=device).loss
-    return {"rank": dist.get_rank(), "local_bytes": local, "equal": equal, "loss_saved": loss_a,
-            "loss_restored": loss_b, "full": full if dist.get_rank() == 0 else None}
+    return {
+        "rank": dist.get_rank(),
+        "local_bytes": local,
+        "equal": equal,
+        "loss_saved": loss_a,
+        "loss_restored": loss_b,
+        "full": full if dist.get_rank() == 0 else None,
+    }
 
 
 def load_dcp_unsharded(directory: str | os.PathLike, hidden: int = 256) -> dict[str, torch.Tensor]:
@@ -232,6 +282,7 @@ def load_dcp_unsharded(directory: str | os.PathLike, hidden: int = 256) -> dict[
 
 # ----------------------------------------------------------------------------------------------
 # a stuck peer, detected by a timeout (notebook 06.3, section "Timeouts")
+
 
 def stuck_peer(timeouts: list[float]) -> dict:
     """Run inside ``comm.launch`` with 2 ranks. For each timeout T, both ranks make a process
@@ -262,6 +313,7 @@ def stuck_peer(timeouts: list[float]) -> dict:
 # ----------------------------------------------------------------------------------------------
 # failures at scale (notebook 06.3, section "Restarts, and failures at scale")
 
+
 def _hazard_worker(channel: Any, steps: int, step_s: float, hazard: float, seed: int) -> None:  # pragma: no cover
     """One worker of a job: ``steps`` steps of ``step_s`` seconds; after each it dies (``os._exit(3)``, no
     clean-up, as a crashed process or a lost machine) with probability ``hazard``, from its own seeded draws."""
@@ -279,8 +331,15 @@ def _worker_failed(event: Any) -> bool:
     return event.kind == "error" or (event.kind == "exit" and event.value != 0)
 
 
-def job_survival(sizes: list[int], trials: int = 12, steps: int = 20, hazard: float = 0.004,
-                 step_s: float = 0.002, seed: int = 0, timeout: float = 60.0) -> dict[int, dict]:
+def job_survival(
+    sizes: list[int],
+    trials: int = 12,
+    steps: int = 20,
+    hazard: float = 0.004,
+    step_s: float = 0.002,
+    seed: int = 0,
+    timeout: float = 60.0,
+) -> dict[int, dict]:
     """Run ``trials`` jobs of each size in ``sizes``: a job of size N is N worker processes
     (``procs.Children``) that each take ``steps`` steps and die after any step with probability ``hazard``
     (seeded per job and worker, so a rerun injects the same failures). The job, like one under torchrun
@@ -301,7 +360,9 @@ def job_survival(sizes: list[int], trials: int = 12, steps: int = 20, hazard: fl
         for trial in range(trials):
             with Children("course-job") as kids:
                 for rank in range(n):
-                    kids.start(_hazard_worker, steps, step_s, hazard, (seed * 1_000_003 + n * 1_009 + trial) * 131 + rank)
+                    kids.start(
+                        _hazard_worker, steps, step_s, hazard, (seed * 1_000_003 + n * 1_009 + trial) * 131 + rank
+                    )
                 job = kids.supervise(_worker_failed, timeout=timeout, tick=0.5)  # until one fails or all finish
             if job.timed_out:
                 raise TimeoutError(f"a job of {n} workers did not end within {timeout:g} s")
@@ -313,8 +374,15 @@ def job_survival(sizes: list[int], trials: int = 12, steps: int = 20, hazard: fl
 # ----------------------------------------------------------------------------------------------
 # many clients retrying at once (notebook 06.3, section "Retries")
 
-def retry_storm(clients: int = 16, down_s: float = 0.5, backoff: float = 0.05, jitter: bool = False,
-                window_s: float = 0.01, timeout: float = 20.0) -> dict:
+
+def retry_storm(
+    clients: int = 16,
+    down_s: float = 0.5,
+    backoff: float = 0.05,
+    jitter: bool = False,
+    window_s: float = 0.01,
+    timeout: float = 20.0,
+) -> dict:
     """``clients`` threads lose a service at the same moment (it comes back after ``down_s`` seconds, a
     :class:`~.robust.DelayedService`) and reconnect with :func:`~.robust.retry` (``backoff``, factor 2,
     ``jitter`` or not; client i draws from seed i). Every connection attempt's time is recorded. Returns
@@ -343,8 +411,9 @@ def retry_storm(clients: int = 16, down_s: float = 0.5, backoff: float = 0.05, j
 
     def client(i: int, port: int, t0_box: list) -> None:
         go.wait()
-        at = retry(lambda: attempt(port), attempts=30, backoff=backoff, retry_on=ConnectionRefusedError,
-                   jitter=jitter, seed=i)
+        at = retry(
+            lambda: attempt(port), attempts=30, backoff=backoff, retry_on=ConnectionRefusedError, jitter=jitter, seed=i
+        )
         connected[i] = at - t0_box[0]
 
     with DelayedService(down_s) as service:
@@ -360,5 +429,10 @@ def retry_storm(clients: int = 16, down_s: float = 0.5, backoff: float = 0.05, j
         raise TimeoutError(f"some of the {clients} clients did not reconnect within {timeout:g} s")
     retries = sorted(attempts)[clients:]  # the first `clients` attempts are the failure itself, all at once
     peak = max((sum(1 for u in retries if t <= u < t + window_s) for t in retries), default=0)
-    return {"attempts": len(attempts), "retries": len(retries), "peak": peak, "peak_share": peak / clients,
-            "connected_s": connected}
+    return {
+        "attempts": len(attempts),
+        "retries": len(retries),
+        "peak": peak,
+        "peak_share": peak / clients,
+        "connected_s": connected,
+    }

@@ -13,6 +13,7 @@
   :func:`lost_fraction` is the fraction lost at any interval to first order, restarts included, and
   :func:`daly_lost_fraction` the exact expectation for random failures.
 """
+
 from __future__ import annotations
 
 import math
@@ -27,9 +28,24 @@ from typing import Any
 from ... import arguments
 from .checkpoint import CheckpointError, _as_path, load_checkpoint, save_checkpoint
 
-__all__ = ["retry", "retry_schedule", "predicted_success_time", "DelayedService", "connect", "availability",
-           "save_replicated", "load_first_good", "replica_trials", "timed_save", "write_cost_fit", "young_daly_interval",
-           "daly_interval", "lost_fraction", "daly_lost_fraction", "simulate_lost_fraction"]
+__all__ = [
+    "retry",
+    "retry_schedule",
+    "predicted_success_time",
+    "DelayedService",
+    "connect",
+    "availability",
+    "save_replicated",
+    "load_first_good",
+    "replica_trials",
+    "timed_save",
+    "write_cost_fit",
+    "young_daly_interval",
+    "daly_interval",
+    "lost_fraction",
+    "daly_lost_fraction",
+    "simulate_lost_fraction",
+]
 
 
 def _exception_types(retry_on: Any) -> tuple[type[BaseException], ...]:
@@ -39,10 +55,18 @@ def _exception_types(retry_on: Any) -> tuple[type[BaseException], ...]:
     return kinds
 
 
-def retry(fn: Callable[[], Any], attempts: int = 5, backoff: float = 0.1, retry_on: Any = (OSError, TimeoutError),
-          *, factor: float = 2.0, jitter: bool = False, seed: int | None = None,
-          on_retry: Callable[[int, BaseException, float], Any] | None = None,
-          sleep: Callable[[float], Any] = time.sleep) -> Any:
+def retry(
+    fn: Callable[[], Any],
+    attempts: int = 5,
+    backoff: float = 0.1,
+    retry_on: Any = (OSError, TimeoutError),
+    *,
+    factor: float = 2.0,
+    jitter: bool = False,
+    seed: int | None = None,
+    on_retry: Callable[[int, BaseException, float], Any] | None = None,
+    sleep: Callable[[float], Any] = time.sleep,
+) -> Any:
     """``fn()``, called up to ``attempts`` times while it raises one of ``retry_on``; the wait before retry
     ``i`` (1, 2, ...) is ``backoff * factor**(i - 1)``, or with ``jitter`` a uniform draw between 0 and that
     ("full jitter": many clients that failed together then retry at different moments instead of in
@@ -64,7 +88,7 @@ def retry(fn: Callable[[], Any], attempts: int = 5, backoff: float = 0.1, retry_
         except kinds as exc:
             if i == attempts - 1:
                 raise
-            delay = backoff * factor ** i * (draw() if jitter else 1.0)
+            delay = backoff * factor**i * (draw() if jitter else 1.0)
             if on_retry is not None:
                 on_retry(i + 1, exc, delay)
             sleep(delay)
@@ -80,12 +104,13 @@ def retry_schedule(attempts: int, backoff: float, factor: float = 2.0, attempt_s
     starts, t = [], 0.0
     for i in range(attempts):
         starts.append(t)
-        t += attempt_s + backoff * factor ** i
+        t += attempt_s + backoff * factor**i
     return starts
 
 
-def predicted_success_time(appears_after: float, attempts: int, backoff: float, factor: float = 2.0,
-                           attempt_s: float = 0.0) -> float | None:
+def predicted_success_time(
+    appears_after: float, attempts: int, backoff: float, factor: float = 2.0, attempt_s: float = 0.0
+) -> float | None:
     """The start of the first attempt at or after ``appears_after`` seconds (None: the retries run out
     first): when a client with this schedule first reaches a service that comes up late."""
     appears_after = arguments.nonnegative("appears_after", appears_after)
@@ -259,8 +284,11 @@ def lost_fraction(interval_s: float, write_s: float, mtbf_s: float, restart_s: f
     each failure pays (``restart_s / mtbf_s``: relaunch, rendezvous, reading the checkpoint). Notebook 06.3."""
     interval_s = arguments.positive("interval_s", interval_s)
     mtbf_s = arguments.positive("mtbf_s", mtbf_s)
-    return (arguments.nonnegative("write_s", write_s) / interval_s + interval_s / (2 * mtbf_s)
-            + arguments.nonnegative("restart_s", restart_s) / mtbf_s)
+    return (
+        arguments.nonnegative("write_s", write_s) / interval_s
+        + interval_s / (2 * mtbf_s)
+        + arguments.nonnegative("restart_s", restart_s) / mtbf_s
+    )
 
 
 def daly_lost_fraction(interval_s: float, write_s: float, mtbf_s: float, restart_s: float = 0.0) -> float:
@@ -275,8 +303,9 @@ def daly_lost_fraction(interval_s: float, write_s: float, mtbf_s: float, restart
     return 1.0 - tau / (m * math.exp(r / m) * math.expm1((tau + d) / m))
 
 
-def simulate_lost_fraction(interval_s: float, write_s: float, mtbf_s: float, failures: int = 100_000,
-                           seed: int = 0, restart_s: float = 0.0) -> float:
+def simulate_lost_fraction(
+    interval_s: float, write_s: float, mtbf_s: float, failures: int = 100_000, seed: int = 0, restart_s: float = 0.0
+) -> float:
     """The fraction of time lost, *simulated*: ``failures`` failures arrive at random (exponential gaps,
     mean ``mtbf_s``, seeded); after each failure the job first spends ``restart_s`` restarting (a failure
     during the restart starts it again), then repeats ``interval_s`` of work and a ``write_s`` checkpoint,
