@@ -2,7 +2,7 @@
 """Set up the course in a local virtual environment and run one task in it.
 
     python3 bootstrap.py lab        # set up, then open JupyterLab on the course
-    python3 bootstrap.py test       # set up, then run `ruff check` and the whole test suite
+    python3 bootstrap.py test       # set up, then `ruff format --check`, `ruff check` and the whole test suite
     python3 bootstrap.py test --fast  # the same checks, then only the unit tests that start no notebook, browser
                                       # or process
     python3 bootstrap.py test notebooks --plain  # the notebooks in a kernel of a plain `pip install .` (no extras)
@@ -37,7 +37,7 @@ ROOT = Path(__file__).resolve().parent
 VENV = ROOT / ".venv"
 STAMP = VENV / ".course-installed"
 FULL = "lab,test,site"  # the extras `test` and `site` need; `lab` and the rest need only lab,test
-#: what `test` runs `ruff check` on before pytest (pyproject.toml [tool.ruff.lint] says which rules)
+#: what `test` runs `ruff format --check` and `ruff check` on before pytest (pyproject.toml [tool.ruff])
 LINTED = ("course_lib", "tools", "tests", "conftest.py", "bootstrap.py")
 
 
@@ -190,11 +190,15 @@ def main(argv: list[str]) -> int:
             rest = [r for r in rest if r != "--plain"]
             os.environ.update(plain_env())
         else:  # the code's own checks first: seconds, and they name the line
-            lint = [str(python), "-m", "ruff", "check", *LINTED]
-            print("+", " ".join(lint), flush=True)
-            if subprocess.call(lint) != 0:
-                print("ruff check failed: fix the lines it names (or run `ruff check --fix`), then test again")
-                return 1
+            for check, fix in (
+                (["format", "--check"], "run `ruff format` on them"),
+                (["check"], "fix the lines it names (or run `ruff check --fix`)"),
+            ):
+                lint = [str(python), "-m", "ruff", *check, *LINTED]
+                print("+", " ".join(lint), flush=True)
+                if subprocess.call(lint) != 0:
+                    print(f"ruff {check[0]} failed: {fix}, then test again")
+                    return 1
         cmd = [python, "-m", "pytest"] + rest
     elif task == "timings":
         cmd = [python, str(ROOT / "tools" / "run_notebooks.py")] + rest

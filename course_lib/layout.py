@@ -30,6 +30,8 @@ LAYERS: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
             ),
             ("hardware", "what is this machine: CPU, memory, accelerators, usable cores"),
             ("procs_child", "the child's side of procs: what can be sent to a child, what it runs first, its channel"),
+            ("procs_tree", "process trees: kill a process with all it started, reap it, find what is left over"),
+            ("procs_start", "how a child starts: forkserver with torch preloaded or a fresh interpreter, hung starts"),
             ("procs", "child processes that never outlive their caller, and one supervision loop"),
             ("files", "atomic file writes: a reader sees the old file or the new one, never half of one"),
             ("timing", "timing (interleaved, low quantile), FLOP counting, achieved bandwidth"),

@@ -30,7 +30,8 @@ A child runs ``entry(channel, *args)``, where ``entry`` is an importable functio
 ``channel.send(obj)`` passes a picklable object to the parent, which reads it with
 :meth:`Children.events` (or :meth:`Children.supervise`). An exception escaping ``entry`` (or raised while
 its module is imported) reaches the parent as an ``"error"`` event with the child's traceback. What
-runs in the child is ``course_lib.procs_child``.
+runs in the child is ``course_lib.procs_child``; how it is started, ``course_lib.procs_start``; how a process
+tree is found and killed, ``course_lib.procs_tree``.
 
 Limits: on Windows there are no process groups or ``setsid``; children and their descendants are
 found with psutil and killed one by one. The forkserver itself is a helper process that lives as
@@ -55,6 +56,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .procs_child import _bootstrap, require_importable
+from .procs_start import START_TIMEOUT_S, start_method
+from .procs_start import main_module_hidden as _main_module_hidden
+from .procs_start import mp_context as _context
+from .procs_start import start_watched as _start_watched
+from .procs_tree import descendants as _descendants
+from .procs_tree import helper_processes, is_running, kill_tree, leftover_processes
+from .procs_tree import kill_group as _kill_group
+from .procs_tree import reap as _reap
 
 __all__ = [
     "Children",
@@ -68,11 +77,6 @@ __all__ = [
     "quiet_native_stderr",
 ]
 
-# Modules the forkserver imports once, so children start with them loaded: torch itself (~2-4 s),
-# torch._dynamo (~1.5 s; creating any torch optimizer imports it), psutil (a rank finds its network
-# interface with it) and the course library.
-_PRELOAD = ["torch", "torch._dynamo", "psutil", "course_lib.procs"]
-_KILL = getattr(signal, "SIGKILL", signal.SIGTERM)  # Windows has no SIGKILL
 _LOG_TAIL_CHARS = 3000
 _LOG_KEPT_BYTES = 16384  # the end of each child's log, kept when the log file is removed
 
@@ -94,85 +98,6 @@ def quiet_native_stderr() -> Iterator[None]:
     finally:
         os.dup2(saved, 2)
         os.close(saved)
-
-
-# ----------------------------------------------------------------------------------------------
-# how a child starts
-
-
-def start_method(fresh: bool = False) -> str:
-    """``"forkserver"`` where it exists (Linux, macOS) unless ``fresh``, else ``"spawn"``."""
-    if not fresh and "forkserver" in mp.get_all_start_methods():
-        return "forkserver"
-    return "spawn"
-
-
-_ATEXIT = False
-
-
-def _stop_forkserver_at_exit() -> None:
-    """Stop the forkserver when this process exits. Idle, it would notice by itself; but a process
-    interrupted while the server still imports torch would leave it running for seconds."""
-    pid = _forkserver_pid()
-    if pid:
-        with contextlib.suppress(OSError):
-            os.kill(pid, _KILL)
-
-
-# A child starts from the forkserver in ~0.05 s, and the server itself in a few seconds (it imports
-# torch). A start still waiting after START_TIMEOUT_S has hung on a server that never answers: the
-# server is killed (which ends the wait), and the start is tried once more with a new server.
-START_TIMEOUT_S = 120.0
-
-
-def _forkserver_pid() -> int | None:
-    """The forkserver among this process's children (found by its command line, as :func:`helper_processes`
-    finds it), or None while there is none."""
-    try:
-        import psutil
-
-        children = psutil.Process().children(recursive=False)
-    except Exception:  # noqa: BLE001 - psutil missing, or this process cannot be read
-        return None
-    return next((p.pid for p in children if _is_helper(p, ("forkserver",))), None)
-
-
-def _start_watched(proc: Any, timeout: float) -> bool:
-    """``proc.start()``, killing the forkserver if it takes over ``timeout`` s; False if it had to."""
-    done, fired = threading.Event(), []
-
-    def watch() -> None:
-        if not done.wait(timeout):
-            pid = _forkserver_pid()
-            if pid:
-                fired.append(pid)
-                with contextlib.suppress(OSError):
-                    os.kill(pid, _KILL)
-
-    threading.Thread(target=watch, daemon=True, name="course-start-watchdog").start()
-    try:
-        proc.start()
-        return True
-    except (EOFError, OSError):
-        if not fired:
-            raise
-        return False
-    finally:
-        done.set()
-
-
-def _context(fresh: bool):
-    global _ATEXIT
-    method = start_method(fresh)
-    ctx = mp.get_context(method)
-    if method == "forkserver":
-        ctx.set_forkserver_preload(_PRELOAD)  # only read when the server starts (once per process)
-        if not _ATEXIT:
-            import atexit
-
-            atexit.register(_stop_forkserver_at_exit)
-            _ATEXIT = True
-    return ctx
 
 
 # ----------------------------------------------------------------------------------------------
@@ -225,30 +150,6 @@ class _Child:
         self.reported_exit = False
         self.open = True
         self.kept: tuple[int, bytes] | None = None  # (log size, its end), once the log file is removed
-
-
-_MAIN_LOCK = threading.Lock()
-
-
-@contextlib.contextmanager
-def _main_module_hidden() -> Iterator[None]:
-    """Start children without the caller's main script.
-
-    multiprocessing makes every child re-import the parent's ``__main__`` (a script without an
-    ``if __name__ == "__main__":`` guard then runs again in every child, and a script read from stdin
-    cannot be re-imported at all). Our children only need ``entry``'s own module, so while a child is
-    being started ``__main__`` is replaced by an empty module that names no file to re-import.
-    """
-    import types
-
-    with _MAIN_LOCK:
-        real = sys.modules.get("__main__")
-        sys.modules["__main__"] = types.ModuleType("__main__")
-        try:
-            yield
-        finally:
-            if real is not None:
-                sys.modules["__main__"] = real
 
 
 @contextlib.contextmanager
@@ -544,94 +445,3 @@ def _read_end(path: str, max_bytes: int) -> tuple[int, bytes] | None:
             return size, f.read()
     except OSError:
         return None
-
-
-# ----------------------------------------------------------------------------------------------
-# process trees
-
-
-def _descendants(pids: list[int | None]) -> list:
-    try:
-        import psutil
-    except ImportError:  # pragma: no cover
-        return []
-    out = []
-    for pid in pids:
-        if pid is None:
-            continue
-        with contextlib.suppress(Exception):
-            out += psutil.Process(pid).children(recursive=True)
-    return out
-
-
-def is_running(pid: int) -> bool:
-    """Whether process ``pid`` exists and is not a zombie (dead, waiting to be reaped by its parent).
-    The tests and ``tools/launch_stress.py`` use it to check that nothing was left behind."""
-    import psutil
-
-    try:
-        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return False
-
-
-def _reap(procs: list, deadline: float) -> None:
-    """Wait until killed descendants are dead. They are no longer our children (their parent died
-    with them), so they cannot be waited for, only watched."""
-    left = [p.pid for p in procs]
-    while left and time.monotonic() < deadline:
-        left = [pid for pid in left if is_running(pid)]
-        if left:
-            time.sleep(0.01)
-
-
-def kill_tree(pid: int, group: bool = True) -> None:
-    """SIGKILL process ``pid``, its process group (if it leads one and ``group``) and its descendants."""
-    for p in _descendants([pid]):
-        with contextlib.suppress(Exception):
-            p.kill()
-    _kill_group(pid, group)
-
-
-def _kill_group(pid: int, group: bool = True) -> None:
-    if group and hasattr(os, "killpg"):
-        with contextlib.suppress(OSError):
-            if os.getpgid(pid) == pid:
-                os.killpg(pid, _KILL)
-    with contextlib.suppress(OSError):
-        os.kill(pid, _KILL)
-
-
-def _is_helper(p, kinds: tuple[str, ...] = ("resource_tracker", "forkserver")) -> bool:
-    """Whether psutil process ``p`` is one of multiprocessing's helpers (by its command line)."""
-    try:
-        cmd = " ".join(p.cmdline())
-    except Exception:  # noqa: BLE001 - gone, or a zombie
-        return False
-    return any(kind in cmd for kind in kinds)
-
-
-def helper_processes() -> list:
-    """multiprocessing's long-lived helpers under this process (psutil objects): the resource
-    tracker and the forkserver. They live as long as this process by design."""
-    import psutil
-
-    return [p for p in psutil.Process().children(recursive=False) if _is_helper(p)]
-
-
-def leftover_processes() -> list:
-    """Processes started from this one that are still running (psutil objects): children,
-    grandchildren, and children of the forkserver, except the helpers themselves and zombies
-    waiting to be reaped. The launches and the tests use it to show that nothing is left behind.
-    """
-    import psutil
-
-    out = []
-    for p in psutil.Process().children(recursive=True):
-        try:
-            if _is_helper(p) or p.status() == psutil.STATUS_ZOMBIE:
-                continue
-            out.append(p)
-        except psutil.NoSuchProcess:
-            pass
-    return out

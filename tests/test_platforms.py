@@ -15,7 +15,7 @@ from course_lib import train
 def _events(monkeypatch) -> list[str]:
     """'cut' for each graph cut, 'read' for each tensor value read into Python (float, int, item)."""
     events: list[str] = []
-    monkeypatch.setattr(train, "graph_cut", lambda device=None: events.append("cut"))
+    monkeypatch.setattr(train.step, "graph_cut", lambda device=None: events.append("cut"))
     for name in ("__float__", "__int__", "item"):
         real = getattr(torch.Tensor, name)
         monkeypatch.setattr(torch.Tensor, name, lambda t, _real=real: events.append("read") or _real(t))

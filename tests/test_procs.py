@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from course_lib import procs
+from course_lib import procs, procs_start
 from course_lib.procs import is_running
 
 needs_sessions = pytest.mark.skipif(not hasattr(os, "setsid"), reason="process groups and setsid need a POSIX system")
@@ -164,7 +164,7 @@ def test_a_start_that_hangs_kills_the_server_and_ends(monkeypatch):
     import subprocess
 
     server = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
-    monkeypatch.setattr(procs, "_forkserver_pid", lambda: server.pid)
+    monkeypatch.setattr(procs_start, "forkserver_pid", lambda: server.pid)
 
     class Hanging:
         def start(self):
@@ -172,14 +172,14 @@ def test_a_start_that_hangs_kills_the_server_and_ends(monkeypatch):
             raise EOFError
 
     t0 = time.monotonic()
-    assert procs._start_watched(Hanging(), timeout=0.2) is False
+    assert procs_start.start_watched(Hanging(), timeout=0.2) is False
     assert time.monotonic() - t0 < 10 and server.poll() is not None
 
     class Quick:
         def start(self):
             return None
 
-    assert procs._start_watched(Quick(), timeout=5) is True
+    assert procs_start.start_watched(Quick(), timeout=5) is True
 
 
 def test_two_hung_starts_give_a_clear_error(monkeypatch):
@@ -273,6 +273,6 @@ def test_the_forkserver_is_found_among_this_processs_children():
     with procs.Children("test") as kids:
         kids.start(say, 0)
         kids.supervise(timeout=60)
-    pid = procs._forkserver_pid()
+    pid = procs_start.forkserver_pid()
     assert pid is not None and "forkserver" in " ".join(psutil.Process(pid).cmdline())
     assert pid in [p.pid for p in procs.helper_processes()]

@@ -58,12 +58,12 @@ def main() -> int:
     data = torch.utils.data.TensorDataset(x, y)
     print(f"torch {torch.__version__}, torch_xla {torch_xla.__version__}, device {device}; 24 steps, 3 evaluations")
     cut = run(train, data, device, metrics)
-    real_cut = train.graph_cut
-    train.graph_cut = lambda device=None: None  # the loop without its cut
+    real_cut = train.step.graph_cut
+    train.step.graph_cut = lambda device=None: None  # the loop without its cut
     try:
         uncut = run(train, data, device, metrics)
     finally:
-        train.graph_cut = real_cut
+        train.step.graph_cut = real_cut
     for label, r in (("one cut per step", cut), ("no cut (the old loop)", uncut)):
         print(
             f"{label:22s} {r['compilations']:4d} compilations {r['seconds']:7.1f} s  test accuracy {r['test_acc']:.2f}"

@@ -69,6 +69,14 @@ def summary_text(result: dict) -> str:
         if key == "memory_bandwidth_gbs" and "all_cores_gbs" in bw:
             name = f"  on all {bw['all_cores']} cores"
             lines.append(f"  {name:<28}{_fmt(bw['all_cores_gbs']):>12}  {unit:<10} {'higher':<7} (not a headline)")
+    lines += _notes(result, rep, seeds)
+    return "\n".join(lines)
+
+
+def _notes(result: dict, rep: dict, seeds: dict) -> list[str]:
+    """The lines under the table: how a figure is combined, why time to accuracy varies, what was flagged."""
+    d, cvs, n_proc = result["details"], rep.get("cv", {}), rep.get("processes")
+    lines: list[str] = []
     if n_proc:
         lines.append(
             f"  each figure: the mean of {n_proc} processes' figures without the best and the worst "
@@ -101,4 +109,4 @@ def summary_text(result: dict) -> str:
     if d.get("mlperf_differences"):
         lines.append("  differences from the MLPerf Training rules (Mattson et al. 2020, MLSys):")
         lines.extend(f"    - {text}" for text in d["mlperf_differences"])
-    return "\n".join(lines)
+    return lines

@@ -24,7 +24,8 @@ digits MLP, the same data shards and the same seeds:
 =============  ================================================================================
 
 What each method sends (bytes, collective calls, seconds on a link) is computed in
-``comm.aggregation_cost``; the names are re-exported here.
+``comm.aggregation_cost``, and :class:`CollectiveCounter` (``comm.aggregation_counter``) counts what is really
+handed to the collectives; the names are re-exported here.
 
 The worker :func:`train_with_aggregation` runs under ``course_lib.comm.launch``;
 :func:`compare_methods` launches it and returns one row per method, :func:`compare_variants` one row
@@ -33,7 +34,6 @@ per named variant (a method with its options: momentum, PowerSGD without error f
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Iterable
 from typing import Any
@@ -61,6 +61,8 @@ from .aggregation_cost import (
     wire_factor,
 )
 from .aggregation_cost import _INDEX_DTYPE, _momentum, _period, _powersgd_rank, _ratio
+from .aggregation_counter import CollectiveCounter
+from .aggregation_variants import _checked_variant, _setting
 from .launcher import launch, rank_info
 
 __all__ = [
@@ -87,61 +89,6 @@ __all__ = [
     "compare_variants",
     "compare_methods",
 ]
-
-
-# ----------------------------------------------------------------------------------------------
-# counting what is handed to the collectives
-
-
-class CollectiveCounter:
-    """Count the bytes this process hands to ``dist.all_reduce`` and ``dist.all_gather`` while active.
-    The measurement set next to :func:`bytes_per_step`.
-
-    A context manager that wraps ``torch.distributed.all_reduce``, ``all_gather`` and
-    ``all_gather_into_tensor`` (torch's DDP hooks and the model averager call them through the
-    ``torch.distributed`` module, so they are seen, also from the callbacks PowerSGD chains on its
-    futures) and restores them on exit. For each call it adds ``numel * element_size`` of the tensor
-    this rank contributes (the all-gather's input, not its gathered output) to ``bytes`` and to
-    ``by_op[op]``, and counts the call in ``calls``. Payload per rank, not wire bytes (see
-    :func:`wire_factor`). DDP's one-time broadcast of the initial weights is not counted.
-    """
-
-    _OPS = {"all_reduce": 0, "all_gather": 1, "all_gather_into_tensor": 1}  # which argument is the payload
-
-    def __init__(self) -> None:
-        self.bytes = 0
-        self.calls = 0
-        self.by_op: dict[str, int] = {}
-        self._lock = threading.Lock()
-        self._saved: dict[str, Any] = {}
-
-    def _add(self, op: str, tensor: torch.Tensor) -> None:
-        n = tensor.numel() * tensor.element_size()
-        with self._lock:
-            self.bytes += n
-            self.calls += 1
-            self.by_op[op] = self.by_op.get(op, 0) + n
-
-    def _wrap(self, op: str, original: Any, position: int) -> Any:
-        def counted(*args: Any, **kwargs: Any) -> Any:
-            tensor = args[position] if len(args) > position else kwargs.get("tensor", kwargs.get("input_tensor"))
-            if isinstance(tensor, torch.Tensor):
-                self._add(op, tensor)
-            return original(*args, **kwargs)
-
-        counted.__wrapped__ = original  # type: ignore[attr-defined]
-        return counted
-
-    def __enter__(self) -> CollectiveCounter:
-        for op, position in self._OPS.items():
-            self._saved[op] = getattr(dist, op)
-            setattr(dist, op, self._wrap(op, self._saved[op], position))
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        for op, original in self._saved.items():
-            setattr(dist, op, original)
-        self._saved.clear()
 
 
 # ----------------------------------------------------------------------------------------------
@@ -432,75 +379,6 @@ def train_with_aggregation(
 def _train_variants(variants: list[dict[str, Any]], steps: int) -> list[dict[str, Any]]:
     """Worker: :func:`train_with_aggregation` for each variant in turn (one launch for all of them)."""
     return [train_with_aggregation(steps=steps, **options) for options in variants]
-
-
-_OPTIONS = (
-    "method",
-    "batch_size",
-    "hidden",
-    "optimizer",
-    "lr",
-    "ratio",
-    "powersgd_rank",
-    "period",
-    "seed",
-    "momentum",
-    "error_feedback",
-    "warm_start",
-)
-
-
-def _checked_variant(name: str, options: Any) -> dict[str, Any]:
-    if not isinstance(options, dict):
-        raise TypeError(
-            f"variant {name!r} must be a dict of train_with_aggregation options, got {type(options).__name__}"
-        )
-    unknown = sorted(set(options) - set(_OPTIONS))
-    if unknown:
-        raise ValueError(f"variant {name!r}: unknown option(s) {unknown}; accepted options are {_OPTIONS}")
-    out = dict(options)
-    out["method"] = method_name(out.get("method", "none"))
-    for key, check in (
-        ("ratio", _ratio),
-        ("powersgd_rank", _powersgd_rank),
-        ("period", _period),
-        ("momentum", _momentum),
-    ):
-        if key in out:
-            out[key] = check(out[key])
-    for key in ("batch_size", "hidden"):
-        if key in out:
-            out[key] = arguments.positive_int(key, out[key])
-    if "seed" in out:
-        out["seed"] = arguments.nonnegative_int("seed", out["seed"])
-    for key in ("error_feedback", "warm_start"):
-        if key in out:
-            arguments.boolean(key, out[key])
-    if (out.get("momentum", 0.0) > 0 or out["method"] == "dgc") and "optimizer" in out:
-        from .. import names
-
-        if names.optimizer(out["optimizer"]) != "sgd":
-            raise ValueError(f"variant {name!r}: momentum and 'dgc' need optimizer='sgd'")
-    return out
-
-
-def _setting(options: dict[str, Any]) -> str:
-    method = options["method"]
-    text = {
-        "none": "fp32",
-        "fp16": "fp16",
-        "powersgd": f"rank={options.get('powersgd_rank', 2)}",
-        "topk": f"ratio={options.get('ratio', 0.01):g}",
-        "dgc": f"ratio={options.get('ratio', 0.01):g}",
-        "local_sgd": f"period={options.get('period', 8)}",
-    }[method]
-    if options.get("momentum", 0.0) > 0:
-        text += f", momentum={options['momentum']:g}"
-    if method == "powersgd" and not options.get("error_feedback", True):
-        text += ", no error feedback"
-    if method == "powersgd" and not options.get("warm_start", True):
-        text += ", no warm start"
-    return text
 
 
 def compare_variants(

@@ -309,6 +309,21 @@ def run_with_memory_limit(
             exitcode=exitcode,
             **{**extra, "oom": bool(watch.payload.get("oom", False))},
         )
+    return _failed_run(run.timed_out, watch.started, seconds, limit, exitcode, tail, timeout, startup_timeout)
+
+
+def _failed_run(
+    timed_out: bool,
+    started: bool,
+    seconds: float,
+    limit: int,
+    exitcode: int | None,
+    tail: str,
+    timeout: float,
+    startup_timeout: float,
+) -> LimitedRun:
+    """The result of a capped run whose child reported nothing: timed out, killed (almost always out of memory
+    under a cap) or exited."""
     failed = {
         "ok": False,
         "value": None,
@@ -317,7 +332,7 @@ def run_with_memory_limit(
         "limit_bytes": limit,
         "exitcode": exitcode,
     }
-    if run.timed_out:
+    if timed_out:
         return LimitedRun(
             error_type="TimeoutError",
             oom=False,
@@ -325,7 +340,7 @@ def run_with_memory_limit(
             **failed,
             message=(
                 f"fn did not finish within timeout={timeout:g} s; the child process was killed"
-                if watch.started
+                if started
                 else f"the child process did not start within startup_timeout={startup_timeout:g} s; it was killed"
             ),
         )

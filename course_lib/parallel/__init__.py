@@ -14,8 +14,14 @@
                     timeouts and retries
 ``train_script``    the training script that runs unchanged under ``torchrun``: one machine or
                     several, CPU or GPU, restarted after a failure
-``orchestration``   a training job's steps as a small dependency-ordered pipeline with retries and
-                    a record of what ran; the same job for Vertex AI and Kubeflow, as validated text
+``torchrun_launch`` that script under ``torchrun`` from a notebook, a worker killed on purpose, its
+                    logs read back and what the restart cost (re-exported by ``train_script``)
+``orchestration``   the digits job as a small dependency-ordered pipeline, and the command each
+                    step's container runs; re-exports the three parts below
+``job_steps``       a job's steps in dependency order, with retries and a record of what ran
+``vertex_job``      the same job for Vertex AI: a CustomJob spec, validated, and the cluster's
+                    variables on each machine
+``kubeflow_job``    the same job for Kubeflow Pipelines: a pipeline spec, validated, as YAML
 ``federated``       FedAvg over simulated clients (IID and non-IID), client sampling, bytes sent
 ==================  ==========================================================================
 
@@ -34,7 +40,11 @@ PARTS = (
     "tensor_parallel",
     "fault_tolerance",
     "train_script",
+    "torchrun_launch",
     "orchestration",
+    "job_steps",
+    "vertex_job",
+    "kubeflow_job",
     "federated",
 )
 __all__ = list(PARTS)

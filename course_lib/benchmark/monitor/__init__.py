@@ -1,7 +1,8 @@
 """Watching a training run: where a step's time goes, what it uses, and its curves (notebook 07.2).
 
-Three parts: ``resources`` (sampling), ``profiler`` (traces, bottlenecks, scenarios), ``curves``
-(TensorBoard); everything is importable from ``course_lib.benchmark.monitor`` directly.
+Five parts: ``resources`` (sampling), ``profiler`` (traces, bottlenecks), ``scenarios`` (steps with a known
+bottleneck), ``overlap`` (DDP against data parallelism by hand), ``curves`` (TensorBoard); everything is
+importable from ``course_lib.benchmark.monitor`` directly.
 
 * ``ResourceSampler``: a background thread that samples, every ``interval`` seconds, this process's
   CPU use (% of one core, so two busy threads read about 200 %), every core's use, the process's
@@ -31,23 +32,10 @@ Three parts: ``resources`` (sampling), ``profiler`` (traces, bottlenecks, scenar
 from __future__ import annotations
 
 from .curves import LoggedRun, read_scalars, tensorboard_instructions, tensorboard_log
-from .profiler import (
-    CATEGORIES,
-    LABELS,
-    SCENARIOS,
-    Scenario,
-    StepProfile,
-    communication_worker,
-    ddp_overlap,
-    ddp_overlap_worker,
-    find_bottleneck,
-    hidden_share,
-    op_category,
-    profile_training_step,
-    run_scenario,
-    step_flops,
-)
+from .overlap import ddp_overlap, ddp_overlap_worker, hidden_share
+from .profiler import CATEGORIES, LABELS, StepProfile, find_bottleneck, op_category, profile_training_step
 from .resources import MIB, ResourceSampler, Sample, data_dir, release_free_memory, sample_training
+from .scenarios import SCENARIOS, Scenario, communication_worker, run_scenario, step_flops
 
 __all__ = [
     "Sample",
