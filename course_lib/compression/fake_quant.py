@@ -353,7 +353,9 @@ class FakeQuantLinear(nn.Linear):
         granularity: str = "per_channel",
         act_bits: int | None = None,
     ) -> None:
-        super().__init__(in_features, out_features, bias)
+        in_features = arguments.positive_int("in_features", in_features)
+        out_features = arguments.positive_int("out_features", out_features)
+        super().__init__(in_features, out_features, arguments.boolean("bias", bias))
         self.bits = arguments.integer("bits", bits, minimum=MIN_BITS, maximum=MAX_BITS)
         self.scheme = arguments.choice("scheme", scheme, SCHEMES)
         self.granularity = arguments.choice("granularity", granularity, GRANULARITIES)
