@@ -6,12 +6,12 @@ this moment, how many thread pools are loaded into this process and whether they
 cores, and how fast fp32 and bf16 arithmetic actually run (a CPU without bf16 instructions emulates
 bf16 matrix products in software, hundreds of times slower). Every notebook starts with::
 
-    machine = course_lib.cpu.profile()     # ~0.5 s: measures, sets the thread pools, decides
+    machine = course_lib.cpu.profile()     # measures, sets the thread pools, decides
     print(machine.summary())
 
 :func:`profile` measures the load (:func:`measure_load`), sets PyTorch's threads to the free
 physical cores and limits the other libraries' pools (:func:`set_threads`), times a small fp32
-and bf16 matrix product (:func:`calibrate`), and turns those into decisions (:func:`plan`, a pure
+and bf16 matrix product (:func:`calibrate`), and turns those into decisions (:func:`thread_plan`, a pure
 function, unit-tested with made-up machines): how many threads to use, whether bf16 pays here,
 and how much to shrink bf16 demos. Notebook 00 and ``course doctor`` print the summary.
 """
@@ -229,7 +229,7 @@ def calibrate(threads: int | None = None) -> Calibration:
 
 @dataclass(frozen=True)
 class Plan:
-    """What the notebooks do on this machine (:func:`plan`).
+    """What the notebooks do on this machine (:func:`thread_plan`).
 
     ``threads``: PyTorch threads (the free physical cores). ``bf16``: "native" (bf16 at least as
     fast as fp32: mixed precision pays), "slow" (it works, slower than fp32: it saves memory, not

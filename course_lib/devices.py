@@ -3,7 +3,7 @@
 Every choice the notebooks make about accelerators is a pure function of a :class:`DeviceFacts`
 (what the machine and its PyTorch build have), so each platform a learner may bring is tested here
 without the hardware: Colab's T4, an L4, an H100, four GPUs, Apple M1 and M3, a TPU v5e, and a TPU
-runtime without ``torch_xla``. ``DeviceFacts.here()`` reads this machine; :func:`plan` decides;
+runtime without ``torch_xla``. ``DeviceFacts.here()`` reads this machine; :func:`device_plan` decides;
 :func:`apply` sets full float32 matmul precision on the chosen device. ``course devices`` prints
 the decision table for ``EXAMPLES`` (the "Running on a GPU or TPU" page shows it) and this machine's
 plan.
@@ -207,7 +207,7 @@ def _xla_device():
 
 @dataclass(frozen=True)
 class DevicePlan:
-    """What the course does on a machine (:func:`plan`). ``skipped`` maps a key of ``DEMOS`` to the
+    """What the course does on a machine (:func:`device_plan`). ``skipped`` maps a key of ``DEMOS`` to the
     reason the notebook prints; ``hints`` are things the learner should know or fix."""
 
     device: str  # "cuda:0", "mps", "xla" or "cpu"

@@ -99,7 +99,7 @@ def adaptations(
 def adaptations_text(
     info: HardwareInfo | None = None, decided: Plan | None = None, device_plan: devices.DevicePlan | None = None
 ) -> str:
-    """``plan`` as aligned text."""
+    """``adaptations`` as aligned text."""
     rows = adaptations(info, decided, device_plan)
     width = max(len(topic) for topic, _ in rows)
     return "\n".join(f"{topic:<{width}} : {text}" for topic, text in rows)

@@ -1,7 +1,7 @@
 """Worker processes that never outlive their caller (the capped memory runs, every multi-process demo).
 
 :class:`Children` runs importable Python functions in separate processes and stops them together.
-``comm.launch`` (one process per rank) and ``limit.run_with_memory_limit`` (one capped
+``comm.launch`` (one process per rank) and ``memory.limit.run_with_memory_limit`` (one capped
 process) are both built on it, so they share these guarantees:
 
 * **Ordinary processes in a session of their own.** A child is not a daemon, so it may start
@@ -9,8 +9,8 @@ process) are both built on it, so they share these guarantees:
   so it leads a process group that holds everything it starts; stopping a child kills that whole
   group, and any descendant that left the group too.
 * **Fast starts.** Children fork from a server process that has already imported torch
-  (multiprocessing's ``forkserver`` with torch preloaded): about 0.05 s a child instead of the
-  2-4 s of ``import torch`` in a fresh interpreter. ``fresh=True`` starts a fresh interpreter
+  (multiprocessing's ``forkserver`` with torch preloaded): a child starts in a small fraction of the
+  time a fresh interpreter spends on ``import torch``. ``fresh=True`` starts a fresh interpreter
   instead (``spawn``), which is what environment variables read at start-up need (glibc's
   ``MALLOC_*``). Where ``forkserver`` does not exist (Windows) every child is fresh.
 * **A lifeline.** Each child holds the reading end of a pipe whose writing end only the parent

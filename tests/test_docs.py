@@ -67,7 +67,7 @@ def test_the_library_map_sees_every_form_of_use(tmp_path):
     assert ("course_lib.timing", "time_fn") not in found  # a magic line is not Python
     assert {
         ("course_lib.memory.streaming", "StreamingDataset"),
-        ("course_lib.comm.aggregation_cost", "bytes_per_step"),
+        ("course_lib.comm.aggregation_bytes", "bytes_per_step"),
         ("course_lib.hardware", "pick_device"),
         ("course_lib.comm.aggregation", ""),
     } <= found

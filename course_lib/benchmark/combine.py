@@ -51,7 +51,7 @@ _METHOD = (
     "time-to-accuracy run from its own seed, then runs every test once per round (a slow stretch "
     "of the machine hits all tests alike); a process's figure is its cold run's time (time to "
     "accuracy) or the median of its rounds (the others: each round's figure is the median of its "
-    "repeats, bench's low quantile of timed blocks for matmul and copy, p50/p95 of that round's "
+    "repeats, timing's low quantile of timed blocks for matmul and copy, p50/p95 of that round's "
     "calls for latency); a headline is the mean of the processes' figures after dropping the best "
     "and the worst, as MLPerf scores time to accuracy; the coefficient of variation over the "
     f"processes is flagged above {CV_FLAG:.0%} (time to accuracy: its time per step, since the seed "

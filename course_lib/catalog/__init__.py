@@ -66,7 +66,7 @@ memory and storage. Cloud rows name a key of the accelerator table; the tests ch
 A fifth table, of Vertex AI machine types (``vertex_machines()``), lists the machine types a Vertex AI
 custom job's worker pool can ask for and the accelerators each takes (Vertex AI's ``acceleratorType``
 names and the ``acceleratorCount`` values): a selection, against which
-``course_lib.parallel.orchestration`` checks job specs.
+``course_lib.parallel.vertex_job`` checks job specs.
 
 Each part has its own file: ``rows`` (the row classes and their kinds), ``loading`` (``SCHEMAS``,
 ``load_table``, ``parse_table``) and ``lookup`` (each table's rows by kind and by name); every name can be

@@ -1,9 +1,9 @@
 """Communication: processes that talk through ``torch.distributed``, and what their messages cost.
 
-Notebook 03 (interconnect) meets all of it; modules 04, 06 and 07 use it.
+Module 03 (interconnect) meets most of it; modules 04, 06 and 07 use it too.
 
 ================  ============================================================================
-``cost``          the alpha-beta cost of collectives (``allreduce_time``, ``fit_alpha_beta``, ``busbw``),
+``alpha_beta``    the alpha-beta cost of collectives (``allreduce_time``, ``fit_alpha_beta``, ``busbw``),
                   data-parallel speed-up, and the cited link table (``links``, ``get_link``)
 ``launcher``      ``launch`` (run an importable function on N ranks), ``rank_info``, ``RankError``,
                   ``LaunchTimeout``, ``last_launch_stats``, ``port_is_free``, ``max_world_size``
@@ -13,9 +13,11 @@ Notebook 03 (interconnect) meets all of it; modules 04, 06 and 07 use it.
                   ``measure_data_parallel`` (its speed-up over one rank)
 ``demos``         small workers that show what ``launch`` does: ``demo_rank_sum``,
                   ``demo_raise_on_rank``, ``demo_sleep_on_rank``, ``demo_dataloader_sum``, ...
-``aggregation``   gradient aggregation on thin links (notebook 04): DDP hooks that count the bytes
-                  they send (fp16, PowerSGD, ``topk_hook`` with error feedback), local SGD,
-                  ``bytes_per_step`` (the formulas), ``compare_methods``, ``CollectiveCounter``
+``aggregation``   gradient aggregation on thin links (notebook 04): DDP hooks (fp16, PowerSGD,
+                  ``topk_hook`` with error feedback), local SGD, ``compare_methods``; beside it
+                  ``aggregation_bytes`` (what each method sends: ``bytes_per_step``, collective
+                  calls, seconds on a link), ``aggregation_counter`` (``CollectiveCounter``: the
+                  bytes a run really hands over) and ``aggregation_variants`` (options, checked)
 ``async_sgd``     asynchronous SGD beside synchronous (notebook 06.1): ``run_hogwild`` (Hogwild! on
                   shared memory, staleness counted), ``run_sync`` (DDP on the same updates),
                   ``sgd_batches``, ``accuracy``
@@ -27,8 +29,8 @@ worker, ``rank_info()`` reads the same process group either way.
 
 from __future__ import annotations
 
-from . import cost
-from .cost import (
+from . import alpha_beta
+from .alpha_beta import (
     ALGORITHMS,
     LINK_KINDS,
     OPS,
@@ -79,7 +81,7 @@ from .launcher import (
 )
 
 __all__ = [
-    "cost",
+    "alpha_beta",
     "ALGORITHMS",
     "LINK_KINDS",
     "OPS",

@@ -24,7 +24,7 @@ digits MLP, the same data shards and the same seeds:
 =============  ================================================================================
 
 What each method sends (bytes, collective calls, seconds on a link) is computed in
-``comm.aggregation_cost``, and :class:`CollectiveCounter` (``comm.aggregation_counter``) counts what is really
+``comm.aggregation_bytes``, and :class:`CollectiveCounter` (``comm.aggregation_counter``) counts what is really
 handed to the collectives; the names are re-exported here.
 
 The worker :func:`train_with_aggregation` runs under ``course_lib.comm.launch``;
@@ -43,7 +43,7 @@ import torch.distributed as dist
 from torch import nn
 
 from .. import arguments, data, models, train
-from .aggregation_cost import (
+from .aggregation_bytes import (
     ALL_METHODS,
     DDP_BUCKET_BYTES,
     DDP_FIRST_BUCKET_BYTES,
@@ -60,7 +60,7 @@ from .aggregation_cost import (
     topk_count,
     wire_factor,
 )
-from .aggregation_cost import _INDEX_DTYPE, _momentum, _period, _powersgd_rank, _ratio
+from .aggregation_bytes import _INDEX_DTYPE, _momentum, _period, _powersgd_rank, _ratio
 from .aggregation_counter import CollectiveCounter
 from .aggregation_variants import _checked_variant, _setting
 from .launcher import launch, rank_info

@@ -1,5 +1,5 @@
 """Counting what a rank hands to the collectives: :class:`CollectiveCounter`, the measurement that
-``comm.aggregation`` sets beside the formulas of ``comm.aggregation_cost``."""
+``comm.aggregation`` sets beside the formulas of ``comm.aggregation_bytes``."""
 
 from __future__ import annotations
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from .. import arguments
-from .aggregation_cost import _momentum, _period, _powersgd_rank, _ratio, method_name
+from .aggregation_bytes import _momentum, _period, _powersgd_rank, _ratio, method_name
 
 
 _OPTIONS = (

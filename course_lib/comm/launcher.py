@@ -12,8 +12,8 @@ What it guarantees
 ------------------
 * Ranks are ordinary processes (``course_lib.procs.Children``), each in a session of its own: a
   rank may start DataLoader workers or subprocesses, and stopping the job kills every rank with
-  everything it started. Ranks fork from a server that has already imported torch, so a launch
-  costs ~0.05 s a rank after the first (which pays ``import torch`` once, 2-4 s).
+  everything it started. Ranks fork from a server that has already imported torch, so only the first
+  launch pays for ``import torch`` (``last_launch_stats`` says what a launch cost here).
 * ``fn`` must be importable: a module-level function in a ``.py`` file (a function defined in a
   notebook cell, a lambda or a nested function cannot reach another process). This is checked up
   front and reported as a ``TypeError``.

@@ -10,7 +10,7 @@ rented or bought, on 1, 2, 4, ... devices) with the estimators of the earlier mo
   activation estimate the states may fill 80 % of the device, the rule of
   ``memory.largest_model_that_fits``; with ``activation_bytes`` (e.g. from
   ``memory.transformer_activation_bytes``) states plus activations must leave 10 % spare, the rule
-  of the memory calculator (``memory.large_model_memory``). When they do not fit, gradient
+  of the memory calculator (``widgets.memory_calculator_text``). When they do not fit, gradient
   accumulation splits the batch of ``batch_size`` samples into k micro-batches (k divides the batch, so
   at most one sample per micro-batch); when one sample's activations do not fit either, only sharding or
   more devices can help here (activation checkpointing, named in ``methods``, is not modelled).
@@ -30,6 +30,10 @@ rented or bought, on 1, 2, 4, ... devices) with the estimators of the earlier mo
   ``energy="low"`` the one with the lowest kWh instead. Lightweight methods come first in
   ``methods``; more devices only when the deadline needs them. Nothing feasible: the
   recommendation says the smallest change (deadline, budget) that makes one feasible.
+
+The parts: ``assumptions`` (every constant, each printed with a result), ``candidates`` (the options
+priced), ``choice`` (picking one), ``options`` (``Option`` and ``Recommendation``, built by keyword) and
+``explain`` (the methods to try first and the reasons, in words); ``recommend`` itself is here.
 """
 
 from __future__ import annotations

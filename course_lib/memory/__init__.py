@@ -8,7 +8,7 @@ One import for the whole memory toolkit; each part lives in its own file:
 ``meters``        ``measure_peak_memory``, ``measure_training_memory`` (live tensor bytes and the
                   resident peak), ``measure_activation_bytes_per_example`` (what the forward
                   keeps, per example), ``memtracker_peak`` (PyTorch's own meter), ``storage_bytes``
-``checkpointing`` ``apply_activation_checkpointing``, ``CheckpointedBlock``
+``activation_checkpointing`` ``apply_activation_checkpointing``, ``CheckpointedBlock``
 ``formulas``      ``model_states_bytes`` (ZeRO), ``transformer_activation_bytes`` (Korthikanti et
                   al.), ``largest_model_that_fits``, ``largest_model_per_accelerator``,
                   ``large_model_memory``, an MLP by hand (``mlp_parameters``,
@@ -28,7 +28,7 @@ from .limit import LimitedRun, find_max_batch_size, run_with_memory_limit
 from ..names import OPTIMIZERS, PRECISIONS
 from .streaming import MemmapDataset, StreamingDataset
 from . import torch_internals
-from .checkpointing import CheckpointedBlock, apply_activation_checkpointing
+from .activation_checkpointing import CheckpointedBlock, apply_activation_checkpointing
 from .estimator import MemoryEstimate, estimate_training_memory
 from .formulas import (
     large_model_memory,

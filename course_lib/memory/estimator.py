@@ -52,7 +52,7 @@ from torch import nn
 from .. import names
 from ..train import autocast, default_loss
 from . import torch_internals as ti
-from .checkpointing import CheckpointedBlock, _plan_blocks
+from .activation_checkpointing import CheckpointedBlock, _plan_blocks
 from .meters import LiveTensorTracker, _as_inputs, _check_model, _key, storage_bytes
 
 _MiB = 2**20

@@ -19,7 +19,7 @@ What the limit means
 imported torch already reserves several hundred MB of address space (shared libraries, thread
 stacks, allocator arenas) before it allocates a single tensor. So the child first imports torch
 (and the module of ``fn``), warms up its thread pool, runs one tiny training step (autograd's
-first backward maps ~70 MB), measures its own address space (``VmSize``, ~780 MB here) and sets
+first backward maps tens of MB), measures its own address space (``VmSize``; ``LimitedRun`` reports it) and sets
 ``limit = baseline + limit_bytes``: ``limit_bytes`` is the head-room for *your* allocations.
 A 128 MB tensor fits under ``limit_bytes = 256 MB``; a 384 MB tensor does not.
 
@@ -167,7 +167,7 @@ def _check_limit(limit_bytes: int) -> int:
 
 def _warm_up() -> None:
     """Start torch's thread pool and run one tiny training step (autograd's first backward alone
-    maps ~70 MB), so the baseline includes what any torch program pays once."""
+    maps tens of MB), so the baseline includes what any torch program pays once."""
     import torch
 
     a = torch.ones(128, 128)

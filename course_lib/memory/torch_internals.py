@@ -123,6 +123,16 @@ def mem_tracker_class():
     return MemTracker
 
 
+def fsdp_mem_tracker_class():
+    """PyTorch's ``FSDPMemTracker`` class (``MemTracker`` for ``fully_shard`` models), or None where this PyTorch
+    has none."""
+    try:
+        from torch.distributed._tools.fsdp2_mem_tracker import FSDPMemTracker
+    except ImportError:
+        return None
+    return FSDPMemTracker
+
+
 #: The key of ``torch.amp.GradScaler.state_dict()`` holding the clean steps since the scale last changed: the
 #: scaler has no public getter or setter for that count.
 _GROWTH_TRACKER = "_growth_tracker"
@@ -182,6 +192,8 @@ def missing() -> list[str]:
         out.append("autograd Node._saved_* attributes")
     if mem_tracker_class() is None:
         out.append("torch.distributed._tools.mem_tracker.MemTracker")
+    if fsdp_mem_tracker_class() is None:
+        out.append("torch.distributed._tools.fsdp2_mem_tracker.FSDPMemTracker")
     return out
 
 
@@ -191,6 +203,6 @@ def require(allow_missing_memtracker: bool = True) -> None:
     if gone:
         raise RuntimeError(
             f"course_lib.memory needs PyTorch internals that torch {torch.__version__} does not have: "
-            f"{', '.join(gone)}. The course supports torch {SUPPORTED_TORCH} (tested on 2.13 and 2.14); "
-            "install one of those, or report this with your torch version."
+            f"{', '.join(gone)}. The course supports torch {SUPPORTED_TORCH} (the README says which releases are "
+            "tested); install one of those, or report this with your torch version."
         )

@@ -256,9 +256,11 @@ def _peak_memory(
     """The peak of live tensor bytes on this rank over ``steps`` training steps of a fresh copy of the model,
     from torch's own trackers (``FSDPMemTracker`` for ``fully_shard``, ``MemTracker`` for DDP): everything
     alive at the peak, all-gathered weights and prefetched layers included, by category."""
-    from torch.distributed._tools.fsdp2_mem_tracker import FSDPMemTracker
-    from torch.distributed._tools.mem_tracker import MemTracker
+    from ..memory import torch_internals
 
+    MemTracker, FSDPMemTracker = torch_internals.mem_tracker_class(), torch_internals.fsdp_mem_tracker_class()
+    if MemTracker is None or FSDPMemTracker is None:
+        raise RuntimeError(f"torch {torch.__version__} has no MemTracker/FSDPMemTracker: {torch_internals.missing()}")
     model = _model(hidden, seed, device)
     wrapped = _wrap(strategy, model, world, device)
     opt = train.make_optimizer(OPTIMIZER, wrapped.parameters(), lr=lr)

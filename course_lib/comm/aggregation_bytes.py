@@ -10,7 +10,7 @@ the size of every tensor this rank passes to ``dist.all_reduce`` (or its input t
 ``dist.all_gather``), counted while the training runs (:class:`CollectiveCounter`). That is not
 what crosses the wire: a ring all-reduce of ``n`` bytes sends ``2(p-1)/p * n`` bytes per rank, and
 an all-gather of ``n`` bytes per rank sends ``(p-1) * n`` (:func:`wire_factor`, the same factors as
-``cost.busbw_factor``). On 2 ranks both factors are 1. Top-k's all-gather grows with the number of
+``alpha_beta.busbw_factor``). On 2 ranks both factors are 1. Top-k's all-gather grows with the number of
 ranks, the all-reduce does not: top-k (8 bytes per kept entry) sends fewer wire bytes than an fp32
 all-reduce only while ``p * ratio < 1``, and fewer than an fp16 one only while ``2 * p * ratio < 1``.
 
@@ -36,7 +36,7 @@ from typing import Any
 import torch
 
 from .. import arguments
-from . import cost
+from . import alpha_beta
 
 METHODS = ("none", "fp16", "powersgd", "topk", "local_sgd")
 """The five ways to aggregate that notebook 04 compares with plain SGD."""
@@ -206,33 +206,33 @@ def bytes_total(method: str, n_params: int, steps: int, world_size: int = 2, **o
 def wire_factor(method: str, world_size: int) -> float:
     """Bytes a rank sends on a ring per byte of payload it hands over.
 
-    All-reduce methods (everything but ``topk``): ``2(p-1)/p`` (``cost.busbw_factor``; 1 on 2 ranks).
+    All-reduce methods (everything but ``topk``): ``2(p-1)/p`` (``alpha_beta.busbw_factor``; 1 on 2 ranks).
     ``topk``'s all-gather: every rank's ``8k`` bytes must reach the ``p-1`` others, ``p-1`` (equal to
-    ``p x cost.busbw_factor(p, "all_gather")``): sparse exchange gets dearer as ranks are added.
+    ``p x alpha_beta.busbw_factor(p, "all_gather")``): sparse exchange gets dearer as ranks are added.
     """
     method = method_name(method)
     p = arguments.positive_int("world_size", world_size)
     if method in ("topk", "dgc"):
-        return p * cost.busbw_factor(p, "all_gather")
-    return cost.busbw_factor(p, "all_reduce")
+        return p * alpha_beta.busbw_factor(p, "all_gather")
+    return alpha_beta.busbw_factor(p, "all_reduce")
 
 
 def link_seconds(method: str, payload_bytes: float, world_size: int, link: str) -> float:
     """Seconds the **bandwidth term** of one step's exchange takes on ``link`` (a key of
-    ``cost.link_names()``, e.g. "eth-1g", "nvlink4"). What the saved bytes are worth.
+    ``alpha_beta.link_names()``, e.g. "eth-1g", "nvlink4"). What the saved bytes are worth.
 
     ``payload_bytes`` is per rank per step (what :func:`bytes_per_step` predicts): a ring all-reduce
-    (``cost.allreduce_time``) or, for ``topk``/``dgc``, a ring all-gather of ``p x payload`` bytes
-    (``cost.allgather_time``), with latency set to 0. :func:`exchange_seconds` adds the latency
+    (``alpha_beta.allreduce_time``) or, for ``topk``/``dgc``, a ring all-gather of ``p x payload`` bytes
+    (``alpha_beta.allgather_time``), with latency set to 0. :func:`exchange_seconds` adds the latency
     term, which decides the time of small (compressed) payloads.
     """
     method = method_name(method)
     payload = arguments.nonnegative("payload_bytes", payload_bytes)
     p = arguments.positive_int("world_size", world_size)
-    bw = cost.get_link(link).bandwidth_bytes_per_s
+    bw = alpha_beta.get_link(link).bandwidth_bytes_per_s
     if method in ("topk", "dgc"):
-        return cost.allgather_time(p * payload, p, 0.0, bw)
-    return cost.allreduce_time(payload, p, 0.0, bw)
+        return alpha_beta.allgather_time(p * payload, p, 0.0, bw)
+    return alpha_beta.allreduce_time(payload, p, 0.0, bw)
 
 
 def ddp_bucket_numels(
@@ -293,7 +293,7 @@ def exchange_seconds(
 
     ``bandwidth_s`` is :func:`link_seconds`. ``latency_s`` charges ``alpha_s`` (seconds per message)
     for every ring step of every collective call of :func:`collective_calls`: ``2(p-1)`` per
-    all-reduce, ``p-1`` per all-gather (``cost.allreduce_time``, ``cost.allgather_time``). Returns
+    all-reduce, ``p-1`` per all-gather (``alpha_beta.allreduce_time``, ``alpha_beta.allgather_time``). Returns
     ``{"bandwidth_s", "latency_s", "total_s", "calls"}``. The ring model, no overlap with compute: a
     first-order estimate (NCCL switches to tree and low-latency protocols for small messages).
     """
@@ -302,9 +302,9 @@ def exchange_seconds(
     p = arguments.positive_int("world_size", world_size)
     bandwidth = link_seconds(method, payload_bytes, p, link)
     calls = collective_calls(method, buckets, period=period)
-    latency = calls["all_reduce"] * cost.allreduce_time(0, p, alpha, math.inf) + calls[
+    latency = calls["all_reduce"] * alpha_beta.allreduce_time(0, p, alpha, math.inf) + calls[
         "all_gather"
-    ] * cost.allgather_time(0, p, alpha, math.inf)
+    ] * alpha_beta.allgather_time(0, p, alpha, math.inf)
     return {
         "bandwidth_s": bandwidth,
         "latency_s": latency,
