@@ -15,7 +15,7 @@ public way. They all go through this module; nothing else in ``course_lib`` touc
 ``GradScaler`` state ``_growth_tracker``    its count of clean steps (``checks.gradscaler_step``)
 =========================================  ===================================================
 
-The course supports torch ``SUPPORTED_TORCH`` (tested on 2.13 and 2.14). :func:`missing` lists
+The course supports torch ``SUPPORTED_TORCH`` (the README says which releases the tests ran on). :func:`missing` lists
 the internals this PyTorch lacks; :func:`require` raises a ``RuntimeError`` naming them, the torch
 version and the supported range, so a new PyTorch release that moves one breaks with a clear
 message instead of a confusing traceback deep in the estimator.
