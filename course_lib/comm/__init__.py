@@ -30,31 +30,7 @@ worker, ``rank_info()`` reads the same process group either way.
 from __future__ import annotations
 
 from . import alpha_beta
-from .alpha_beta import (
-    ALGORITHMS,
-    LINK_KINDS,
-    OPS,
-    SCALINGS,
-    AlphaBeta,
-    Link,
-    algbw,
-    allgather_time,
-    allreduce_time,
-    bandwidth_needed,
-    broadcast_time,
-    busbw,
-    busbw_factor,
-    core_sharing,
-    data_parallel_speedup,
-    data_parallel_step_time,
-    fit_alpha_beta,
-    fit_ring_allreduce,
-    get_link,
-    link_names,
-    link_rows,
-    links,
-    reduce_scatter_time,
-)
+from .alpha_beta import *  # noqa: F403  (the cost model's names, listed once, in alpha_beta.__all__)
 from .collectives import ALLREDUCE_SIZES, allreduce_benchmark, check_ring_against_library, ring_all_reduce
 from .demos import (
     demo_dataloader_sum,
@@ -82,29 +58,7 @@ from .launcher import (
 
 __all__ = [
     "alpha_beta",
-    "ALGORITHMS",
-    "LINK_KINDS",
-    "OPS",
-    "SCALINGS",
-    "AlphaBeta",
-    "Link",
-    "algbw",
-    "allgather_time",
-    "allreduce_time",
-    "bandwidth_needed",
-    "broadcast_time",
-    "busbw",
-    "busbw_factor",
-    "core_sharing",
-    "data_parallel_speedup",
-    "data_parallel_step_time",
-    "fit_alpha_beta",
-    "fit_ring_allreduce",
-    "get_link",
-    "link_names",
-    "link_rows",
-    "links",
-    "reduce_scatter_time",
+    *alpha_beta.__all__,
     "ALLREDUCE_SIZES",
     "launch",
     "rank_info",
