@@ -162,7 +162,9 @@ def run_hogwild(
     batches = sgd_batches(updates, batch_size, seed).share_memory_()
     model = _model(seed).share_memory()
     tickets, landed = ctx.Value("l", 0), ctx.Value("l", 0)
-    start, results = ctx.Event(), ctx.Queue()
+    # every worker starts updating once all are running: one that is still starting would otherwise find the
+    # others' updates done and its own never stale
+    start, results = ctx.Barrier(workers), ctx.Queue()
     procs = [
         ctx.Process(
             target=_hogwild_worker,
@@ -175,7 +177,6 @@ def run_hogwild(
     try:
         for p in procs:
             p.start()
-        start.set()
         deadline = time.monotonic() + timeout
         while len(got) < workers:
             try:
