@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import torch
 from torch.utils.data import DataLoader, TensorDataset
 
-from . import arguments
+from . import arguments, seeds
 
 
 @dataclass(frozen=True)
@@ -73,7 +73,7 @@ def load_digits(test_fraction: float = 0.25, flat: bool = True, seed: int = 0, f
     x = torch.tensor(raw.data, dtype=torch.float32) / 16.0
     y = torch.tensor(raw.target, dtype=torch.long)
     if fraction != 1.0:
-        keep = torch.randperm(len(x), generator=torch.Generator().manual_seed(seed + 1))
+        keep = torch.randperm(len(x), generator=torch.Generator().manual_seed(seeds.derive(seed, "subset")))
         n = max(20, int(len(x) * fraction))
         x, y = x[keep[:n]], y[keep[:n]]
     if not flat:

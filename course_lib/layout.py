@@ -15,6 +15,7 @@ LAYERS: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
         (
             ("layout", "this list"),
             ("arguments", "argument checks, one wording for every bad input"),
+            ("seeds", "one rule for every derived seed: a base seed and the keys of one stream"),
             ("names", "dtypes, precisions, optimizers, device kinds"),
             ("lazy", "packages whose parts load on first use"),
             ("claims", "a lesson's live checks: a measurement, its bound, and the no-effect case it rejects"),

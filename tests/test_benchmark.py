@@ -455,7 +455,8 @@ def test_each_process_starts_cold_from_its_own_seed(monkeypatch):
     )
     r = suite.run_benchmark(quick=True, progress=False, device="cpu", fresh=False, seed=7)
     tta, rep = r["details"]["time_to_accuracy"], r["details"]["repeatability"]
-    assert tta["seeds"] == [7, 107, 207] and [run["cold"] for run in tta["cold_runs"]] == [True] * 3
+    assert tta["seeds"] == [suite._seed(7, p, 0) for p in range(3)] and len(set(tta["seeds"])) == 3
+    assert [run["cold"] for run in tta["cold_runs"]] == [True] * 3
     assert len(tta["per_round_s"]) == 6 and len(tta["warm_runs_s"]) == 3
     per = rep["per_process"]["time_to_accuracy_s"]
     assert per == [run["seconds"] for run in tta["cold_runs"]]

@@ -8,7 +8,7 @@ from importlib import resources
 import pytest
 import torch
 
-from course_lib import catalog, cost, data, models
+from course_lib import catalog, cost, data, models, seeds
 from course_lib.parallel import federated as fed
 
 
@@ -162,7 +162,7 @@ def test_uniform_weighting_is_the_plain_mean_of_the_updates(small):
     start = mf().state_dict()
     updates = [
         fed.make_clients(split.x_train, split.y_train, [p], mf)[0].local_update(
-            start, epochs=1, lr=0.1, batch_size=16, seed=cid
+            start, epochs=1, lr=0.1, batch_size=16, seed=seeds.derive(0, "round", 0, cid)
         )[0]
         for cid, p in enumerate(parts)
     ]

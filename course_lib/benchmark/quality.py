@@ -29,7 +29,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from .. import arguments, data, models, train
+from .. import arguments, data, models, seeds, train
 
 __all__ = [
     "classification_metrics",
@@ -218,8 +218,8 @@ def cross_validate(
 
     The examples are split into ``n_splits`` folds with the same class proportions each
     (``sklearn.model_selection.StratifiedKFold``, shuffled with ``seed``); for each fold a fresh
-    ``MLP(features, hidden, classes)``, seeded with ``seed + fold``, is trained on the other folds with
-    ``train.fit`` (Adam) and scored on the held-out fold with ``classification_metrics``. Every example is
+    ``MLP(features, hidden, classes)``, seeded with ``seeds.derive(seed, "fold", fold)``, is trained on the other
+    folds with ``train.fit`` (Adam) and scored on the held-out fold with ``classification_metrics``. Every example is
     held out exactly once. ``x``/``y`` default to the digits' training part (``data.load_digits()``: the test
     part stays untouched for a final check). ``keep_models`` keeps each fold's trained model in
     ``CVResult.models``. The MLP is tiny: run it on one thread (``torch.set_num_threads(1)``) on a CPU.
@@ -264,7 +264,8 @@ def cross_validate(
     folds, kept = [], []
     for k, (tr, va) in enumerate(tqdm(splits, desc="folds", disable=not progress)):
         tr, va = torch.as_tensor(tr), torch.as_tensor(va)
-        torch.manual_seed(seed + k)
+        fold_seed = seeds.derive(seed, "fold", k)
+        torch.manual_seed(fold_seed)
         model = models.MLP(x.shape[1], hidden, n_classes)
         if device is not None:
             model.to(device)
@@ -276,7 +277,7 @@ def cross_validate(
             lr=lr,
             batch_size=batch_size,
             progress=False,
-            seed=seed + k,
+            seed=fold_seed,
         )
         dev = next(model.parameters()).device
         model.eval()
@@ -362,9 +363,9 @@ def outlier_stress(
     (notebook 07.1, section 3: a stress test with outliers).
 
     The data are ``data.make_regression(n_samples, n_features, noise, seed=seed)``; for each fraction the
-    training targets are corrupted by ``corrupt_targets(..., magnitude, seed=seed + 1)`` (the test targets
-    never are). Each fit is ``steps`` full-batch gradient steps (``train.train_step``, plain SGD at ``lr``)
-    from the same seeded start: with the mean squared error this reaches the least-squares solution; the
+    training targets are corrupted by ``corrupt_targets(..., magnitude, seed=seeds.derive(seed, "corrupt"))``
+    (the test targets never are). Each fit is ``steps`` full-batch gradient steps (``train.train_step``, plain
+    SGD at ``lr``) from the same seeded start: with the mean squared error this reaches the least-squares solution; the
     Huber loss (quadratic within 1 of the fit, linear beyond) and L1 give a large error a bounded pull.
     Returns one row per (fraction, loss): ``fraction``, ``loss``, ``outliers`` (count), the clean test
     ``mse``, ``mae``, ``r2``, the ``predicted_mse`` of least squares (``predicted_test_mse``) and ``seconds``.
@@ -384,7 +385,7 @@ def outlier_stress(
     n_train = len(split.y_train)
     rows = []
     for f in fractions:
-        y, idx = corrupt_targets(split.y_train, f, magnitude, seed=seed + 1)
+        y, idx = corrupt_targets(split.y_train, f, magnitude, seed=seeds.derive(seed, "corrupt"))
         for name, loss_fn in loss_fns.items():
             torch.manual_seed(seed)
             model = nn.Linear(n_features, 1)

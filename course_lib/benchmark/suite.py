@@ -43,7 +43,7 @@ from typing import Any
 
 import torch
 
-from .. import arguments, comm, data, models, timing
+from .. import arguments, comm, data, models, seeds, timing
 from ..hardware import as_device, detect, pick_device, seed_everything, synchronize
 from ..train import train_step
 from .combine import Run, combine
@@ -150,8 +150,8 @@ def _allreduce_not_applicable(device: torch.device) -> str | None:
 
 
 def _seed(seed: int, process: int, round_: int) -> int:
-    """Each time-to-accuracy run gets its own seed: process p, round r trains from seed + 100 p + r."""
-    return seed + 100 * process + round_
+    """Each time-to-accuracy run gets its own seed, derived from the process and the round."""
+    return seeds.derive(seed, "time to accuracy", process, round_)
 
 
 def _process_share(

@@ -42,7 +42,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from .. import arguments, data, models, train
+from .. import arguments, data, models, seeds, train
 from .aggregation_bytes import (
     ALL_METHODS,
     DDP_BUCKET_BYTES,
@@ -323,7 +323,7 @@ def train_with_aggregation(
     shapes = [tuple(p.shape) for p in model.parameters()]
     n_params = models.count_parameters(model)
     opt = _optimizer(method, optimizer, model.parameters(), lr, momentum)
-    batches = _batches(x, y, batch_size, seed=1000 * (seed + 1) + rank)
+    batches = _batches(x, y, batch_size, seed=seeds.derive(seed, "rank", rank))
     state = None
     if method == "local_sgd":
         # torch's PeriodicModelAverager averages only parameters whose .grad is set, and train_step

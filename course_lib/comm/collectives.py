@@ -13,7 +13,7 @@ import time
 import torch
 import torch.distributed as dist
 
-from .. import arguments, names
+from .. import arguments, names, seeds
 from ..timing import representative
 from ..hardware import synchronize
 from .launcher import rank_info
@@ -201,7 +201,7 @@ def check_ring_against_library(sizes: list[int], seed: int = 0) -> list[dict]:
     rank, world, device = info["rank"], info["world_size"], info["device"]
     rows = []
     for i, size in enumerate(sizes):
-        gen = torch.Generator().manual_seed(seed * 1_000_003 + rank * 7_919 + i)
+        gen = torch.Generator().manual_seed(seeds.derive(seed, "rank", rank, "size", i))
         x = torch.randn(size, generator=gen).to(device)
         ours = ring_all_reduce(x)
         theirs = x.clone()

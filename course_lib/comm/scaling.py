@@ -24,7 +24,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from .. import arguments, models, train
+from .. import arguments, models, seeds, train
 from ..timing import representative
 from .launcher import launch, rank_info
 
@@ -109,7 +109,7 @@ def data_parallel_benchmark(
     rank, world = info["rank"], info["world_size"]
     torch.manual_seed(seed)  # the same initial weights on every rank
     model = models.MLP(in_features, [hidden] * layers, 10).to(info["device"])
-    g = torch.Generator().manual_seed(seed + 1 + rank)  # but a batch of its own
+    g = torch.Generator().manual_seed(seeds.derive(seed, "rank", rank))  # but a batch of its own
     batch = (torch.randn(batch_size, in_features, generator=g), torch.randint(0, 10, (batch_size,), generator=g))
     solo_model = copy.deepcopy(model)  # rank 0 also trains alone, on a copy, for the baseline
     opt = train.make_optimizer("sgd", model.parameters(), lr=0.01)

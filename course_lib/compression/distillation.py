@@ -35,7 +35,7 @@ from torch import nn
 from torch.nn import functional as F
 from torch.utils.data import BatchSampler, DataLoader, RandomSampler
 
-from .. import arguments
+from .. import arguments, seeds
 from ..cpu import limit_threads
 from ..data import Split
 from ..models import MLP, count_parameters
@@ -255,7 +255,7 @@ def _one_seed(
         device=device,
         progress=False,
     )
-    torch.manual_seed(10_000 + seed)
+    torch.manual_seed(seeds.derive(seed, "student"))
     start = MLP(features, student_hidden, split.n_classes).to(device)
     accs = []
     for loss_fn in (None, DistillationLoss(teacher, temperature, alpha)):

@@ -40,7 +40,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from .. import arguments, comm, data, models, train
+from .. import arguments, comm, data, models, seeds, train
 from ..timing import representative
 from ..comm import allreduce_benchmark, launch, max_world_size, rank_info
 from ..memory import formulas
@@ -297,7 +297,7 @@ def _throughput(
     solo.load_state_dict(model.state_dict())
     ids = [device.index] if device.type == "cuda" else None
     ddp = nn.parallel.DistributedDataParallel(model, device_ids=ids, gradient_as_bucket_view=True)
-    g = torch.Generator().manual_seed(seed + 1 + rank)  # a batch of this rank's own
+    g = torch.Generator().manual_seed(seeds.derive(seed, "rank", rank))  # a batch of this rank's own
     batch = (torch.randn(batch_size, in_features, generator=g), torch.randint(0, 10, (batch_size,), generator=g))
     opt = train.make_optimizer("sgd", ddp.parameters(), lr=0.01)
     solo_opt = train.make_optimizer("sgd", solo.parameters(), lr=0.01)

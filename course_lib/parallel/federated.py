@@ -37,7 +37,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from .. import arguments, train
+from .. import arguments, seeds, train
 from ..cost import PRICE_KINDS, Price, job_cost, price_table
 
 SPLITS = ("iid", "shards", "dirichlet")
@@ -444,7 +444,7 @@ def run_fedavg(
         for cid in server.select():
             received = result.wire.send(server.state, "down")
             new_state, seen = clients[cid].local_update(
-                received, epochs=local_epochs, lr=lr, batch_size=batch_size, seed=seed * 100_003 + r * 1_009 + cid
+                received, epochs=local_epochs, lr=lr, batch_size=batch_size, seed=seeds.derive(seed, "round", r, cid)
             )
             updates.append(result.wire.send(new_state, "up"))
             counts.append(clients[cid].num_samples)
@@ -481,7 +481,8 @@ def train_centralised(
 
     Runs through a single ``Client`` holding everything, so the step, optimizer and batching are exactly
     those of the federated clients; its wire is never used (the bytes of centralised training are the
-    data set's, sent once: ``data_bytes``).
+    data set's, sent once: ``data_bytes``). Epoch ``e`` shuffles with the stream of round ``e``'s client 0,
+    so FedAvg of one client holding everything is this run, number for number.
     """
     torch.manual_seed(seed)
     model = model_fn()
@@ -490,7 +491,7 @@ def train_centralised(
     result = FedResult(clients_per_round=1, model_bytes=state_bytes(state))
     for e in range(arguments.positive_int("epochs", epochs)):
         state, seen = everyone.local_update(
-            state, epochs=1, lr=lr, batch_size=batch_size, seed=seed * 100_003 + e * 1_009
+            state, epochs=1, lr=lr, batch_size=batch_size, seed=seeds.derive(seed, "round", e, 0)
         )
         model.load_state_dict(state)
         result.acc.append(_accuracy(model, test))
@@ -524,14 +525,16 @@ def fedavg_allreduce_round(
     Each rank trains its own slice ``parts[rank]`` from ``state``, multiplies its weights by its sample
     count, and one ``all_reduce(SUM)`` of those products and of the counts gives every rank
     ``sum n_k w_k / sum n_k``: FedAvg without a server. ``run_fedavg`` with the same seeds gives the same
-    numbers (client ``rank`` uses seed ``seed * 100_003 + rank``, as in round 0 of the simulation).
+    numbers (client ``rank`` uses seed ``seeds.derive(seed, "round", 0, rank)``, as in round 0 of the simulation).
     """
     import torch.distributed as dist
 
     rank = dist.get_rank()
     model_fn = _ModelFromState(state)
     client = Client(rank, x[parts[rank]], y[parts[rank]], model_fn)
-    new_state, _ = client.local_update(state, epochs=epochs, lr=lr, batch_size=batch_size, seed=seed * 100_003 + rank)
+    new_state, _ = client.local_update(
+        state, epochs=epochs, lr=lr, batch_size=batch_size, seed=seeds.derive(seed, "round", 0, rank)
+    )
     n = torch.tensor([float(client.num_samples)], dtype=torch.float64)
     flat = torch.cat([v.double().flatten() for v in new_state.values()]) * n
     dist.all_reduce(flat)

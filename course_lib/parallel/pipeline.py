@@ -28,7 +28,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from .. import arguments, timing
+from .. import arguments, seeds, timing
 from ..comm import rank_info
 from .pipeline_runner import pin_to_core, run_schedule
 
@@ -424,7 +424,7 @@ def measure_schedules(
         layers = list(s.get("layers", [4] * world))
         if len(layers) != world:
             raise ValueError(f"settings[{k}]['layers'] needs one layer count per rank ({world}), got {layers}")
-        torch.manual_seed(1000 * k + rank)
+        torch.manual_seed(seeds.derive(0, "setting", k, "rank", rank))
         mods = []
         for _ in range(arguments.positive_int(f"settings[{k}]['layers']", layers[rank])):
             mods += [nn.Linear(width, width), nn.ReLU()]

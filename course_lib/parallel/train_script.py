@@ -59,7 +59,7 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
-from .. import arguments
+from .. import arguments, seeds
 from ..comm.launcher import choose_backend, init_process_group, tcp_store
 from ..files import write_atomic
 from .torchrun_launch import (
@@ -85,7 +85,6 @@ __all__ = [
     "loss_curve",
     "redone_steps",
     "make_model",
-    "rank_seed",
     "drop_optimizer_state",
     "CHECKPOINT_DIR",
     "torchrun_args",
@@ -141,7 +140,7 @@ def batch_indices(step: int, n_examples: int, batch_size: int, seed: int) -> tor
         raise ValueError(f"batch_size must be at most the number of examples ({n_examples}), got {batch_size}")
     per_epoch = n_examples // batch_size
     epoch, j = divmod(step, per_epoch)
-    order = torch.randperm(n_examples, generator=torch.Generator().manual_seed(seed * 100_003 + epoch))
+    order = torch.randperm(n_examples, generator=torch.Generator().manual_seed(seeds.derive(seed, "epoch", epoch)))
     return order[j * batch_size : (j + 1) * batch_size]
 
 
@@ -152,12 +151,6 @@ def make_model(hidden: int = 256, seed: int = 0, dropout: float = 0.0) -> torch.
 
     torch.manual_seed(seed)
     return MLP(64, hidden, 10, dropout=dropout)
-
-
-def rank_seed(seed: int, rank: int) -> int:
-    """The seed of rank ``rank``'s own random stream (dropout masks, augmentation): different on every rank,
-    as it must be, or all ranks drop the same units and data parallelism averages N copies of one mask."""
-    return arguments.nonnegative_int("seed", seed) * 1_000_003 + 7_919 * (arguments.nonnegative_int("rank", rank) + 1)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -283,7 +276,7 @@ def _resume(args, ck_dir: Path, log_path: Path, model, optimizer, rank: int, wor
         saved = state["position"].get("rank_rng")
         if args.restore_rng == "each" and saved is not None:
             if len(saved) != world:  # another world size: no saved stream fits, derive a fresh one per rank
-                torch.manual_seed(rank_seed(args.seed + start, rank))
+                torch.manual_seed(seeds.derive(args.seed, "resumed", start, "rank", rank))
             else:
                 ft.set_rng_state(saved[rank])
     starts = [None] * world
@@ -316,7 +309,9 @@ def main(argv: list[str] | None = None) -> dict:
         x, y = data["x_train"], data["y_train"]
         model = make_model(args.hidden, args.seed, args.dropout).to(device)
         optimizer = make_optimizer(args.optimizer, model.parameters(), lr=args.lr)
-        torch.manual_seed(rank_seed(args.seed, rank))  # same weights everywhere, then each rank its own stream
+        # same weights everywhere, then each rank its own stream (dropout masks): with one stream, every rank would
+        # drop the same units and data parallelism would average N copies of one mask
+        torch.manual_seed(seeds.derive(args.seed, "rank", rank))
         start = _resume(args, ck_dir, log_path, model, optimizer, rank, world)
         ddp = torch.nn.parallel.DistributedDataParallel(
             model, device_ids=[device.index] if device.type == "cuda" else None

@@ -10,7 +10,7 @@ from typing import Any
 
 from torch import nn
 
-from ... import arguments, models
+from ... import arguments, models, seeds
 from ...hardware import seed_everything
 from .scenarios import _random_batches
 
@@ -87,7 +87,7 @@ def ddp_overlap_worker(
 
     ddp.register_comm_hook(None, hook)
     loss_fn = nn.CrossEntropyLoss()
-    batches = _random_batches(steps + 1, batch, 512, 10, seed + rank)
+    batches = _random_batches(steps + 1, batch, 512, 10, seeds.derive(seed, "rank", rank))
     rows: dict[str, list[dict]] = {"by hand": [], "DDP": []}
     for i, (x, y) in enumerate(batches):
         for name, model in (("by hand", hand), ("DDP", ddp)):

@@ -12,7 +12,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from ... import arguments, data, models, train
+from ... import arguments, data, models, seeds, train
 from ...hardware import as_device, seed_everything, synchronize
 from .profiler import StepProfile, profile_training_step
 from .resources import data_dir
@@ -156,7 +156,7 @@ def communication_worker(
     rank = dist.get_rank()
     model = models.MLP(512, [width, width], 10)
     opt = torch.optim.SGD(model.parameters(), lr=1e-3)
-    batches = _random_batches(steps + 1, batch, 512, 10, seed + rank)
+    batches = _random_batches(steps + 1, batch, 512, 10, seeds.derive(seed, "rank", rank))
     prof = profile_training_step(
         model,
         batches,

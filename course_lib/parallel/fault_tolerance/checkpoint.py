@@ -16,7 +16,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from ... import arguments
+from ... import arguments, seeds
 from ...files import write_atomic
 
 __all__ = [
@@ -345,7 +345,9 @@ class ShuffledBatches:
     def order(self, epoch: int) -> torch.Tensor:
         """The permutation of epoch ``epoch`` (its own generator: the global RNG is untouched)."""
         epoch = arguments.nonnegative_int("epoch", epoch)
-        return torch.randperm(len(self.x), generator=torch.Generator().manual_seed(self.seed * 100_003 + epoch))
+        return torch.randperm(
+            len(self.x), generator=torch.Generator().manual_seed(seeds.derive(self.seed, "epoch", epoch))
+        )
 
     def batches(self, epoch: int, start: int = 0) -> Iterator[tuple[int, tuple[torch.Tensor, torch.Tensor]]]:
         start = arguments.integer("start", start, minimum=0, maximum=len(self))

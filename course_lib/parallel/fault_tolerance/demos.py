@@ -13,7 +13,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from ... import arguments
+from ... import arguments, seeds
 from ...files import write_atomic
 from .checkpoint import (
     CheckpointError,
@@ -98,7 +98,7 @@ def training_run(
             pos = restore_state(state, model, optimizer)
             out["resumed_from"] = pos["step"]
             if partial:
-                torch.manual_seed(seed + 1)
+                torch.manual_seed(seeds.derive(seed, "after a partial restore"))
                 pos["batch"] = 0
     while pos["step"] < steps:
         if pos["batch"] >= len(stream):
@@ -360,9 +360,7 @@ def job_survival(
         for trial in range(trials):
             with Children("course-job") as kids:
                 for rank in range(n):
-                    kids.start(
-                        _hazard_worker, steps, step_s, hazard, (seed * 1_000_003 + n * 1_009 + trial) * 131 + rank
-                    )
+                    kids.start(_hazard_worker, steps, step_s, hazard, seeds.derive(seed, "hazard", n, trial, rank))
                 job = kids.supervise(_worker_failed, timeout=timeout, tick=0.5)  # until one fails or all finish
             if job.timed_out:
                 raise TimeoutError(f"a job of {n} workers did not end within {timeout:g} s")
