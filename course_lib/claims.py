@@ -17,9 +17,9 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass
 
-MIME = "application/vnd.course.claim+json"
+_MIME = "application/vnd.course.claim+json"
 
-__all__ = ["BoundAcceptsNoEffect", "ClaimFailed", "Claim", "claim", "judge", "MIME"]
+__all__ = ["BoundAcceptsNoEffect", "ClaimFailed", "Claim", "claim", "judge"]
 
 
 class ClaimFailed(AssertionError):
@@ -62,7 +62,7 @@ class Claim:
         p.text(self.line())
 
     def _repr_mimebundle_(self, include=None, exclude=None) -> dict:
-        return {"text/plain": self.line(), MIME: asdict(self)}
+        return {"text/plain": self.line(), _MIME: asdict(self)}
 
 
 def _fmt(x: float) -> str:

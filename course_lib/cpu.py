@@ -44,10 +44,9 @@ __all__ = [
     "thread_plan",
     "profile",
     "free_cores",
-    "BF16_MODES",
 ]
 
-BF16_MODES = ("native", "slow", "emulated", "unknown")
+_BF16_MODES = ("native", "slow", "emulated", "unknown")
 _PROFILE: CPUProfile | None = None
 _FREE_CORES: tuple[float, int] | None = None  # (when measured, value) without a profile
 

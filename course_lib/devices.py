@@ -53,7 +53,6 @@ __all__ = [
     "EXAMPLE_CHIPS",
     "decision_table",
     "peaks_table",
-    "tpu_generation",
 ]
 
 #: Demos that need something not every machine has: key -> what it is.
@@ -111,7 +110,7 @@ class DeviceFacts:
         return _here()
 
 
-def tpu_generation(pci_root: str = "/sys/bus/pci/devices") -> str | None:
+def _tpu_generation(pci_root: str = "/sys/bus/pci/devices") -> str | None:
     """TPU chips attached to this machine as '<count> x <generation>', from the PCI bus; None if none.
 
     Works without torch_xla, which is what lets the course say "this is a TPU runtime, but PyTorch
@@ -175,7 +174,7 @@ def _here() -> DeviceFacts:
         nccl=bool(torch.distributed.is_available() and torch.distributed.is_nccl_available()),
         mps=bool(mps is not None and mps.is_available()),
         xla=_xla_device() is not None,
-        tpu_on_pci=tpu_generation(),
+        tpu_on_pci=_tpu_generation(),
         nvidia_driver=any(os.path.exists(p) for p in _NVIDIA_DEVICE_NODES),
         torch_cuda=torch.version.cuda is not None,
         torch_arch=tuple(torch.cuda.get_arch_list()) if available else (),

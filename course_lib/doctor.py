@@ -7,7 +7,7 @@ from .cpu import Plan
 from .cpu import thread_plan
 from .hardware import HardwareInfo, detect
 
-GET_AN_ACCELERATOR = {
+_GET_AN_ACCELERATOR = {
     "colab": "Runtime > Change runtime type > pick a GPU (T4 on the free tier) or a TPU, then re-run from the top.",
     "kaggle": "Notebook sidebar > Session options > Accelerator > GPU T4 x2 or TPU (needs a verified phone number).",
     "vertex-ai-workbench": "Stop the instance, then Hardware > Modify: attach a GPU (T4, L4, V100, A100) "
@@ -92,7 +92,7 @@ def adaptations(
     if ram_gib < 4:
         rows.append(("Warning", "less than 4 GiB of RAM: close other programs; some demos shrink their sizes"))
     if dp.kind == "cpu":
-        rows.append(("Want an accelerator?", GET_AN_ACCELERATOR.get(info.platform, GET_AN_ACCELERATOR["local"])))
+        rows.append(("Want an accelerator?", _GET_AN_ACCELERATOR.get(info.platform, _GET_AN_ACCELERATOR["local"])))
     return rows
 
 

@@ -112,7 +112,7 @@ class TinyTransformer(nn.Module):
 
 
 OPTIMIZERS = names.OPTIMIZERS
-ADAMW_DEFAULT_WEIGHT_DECAY = 0.01  # torch.optim.AdamW's own default
+_ADAMW_DEFAULT_WEIGHT_DECAY = 0.01  # torch.optim.AdamW's own default
 
 
 def make_optimizer(
@@ -132,7 +132,7 @@ def make_optimizer(
     name = names.optimizer(name)
     lr = arguments.positive("lr", lr)
     if weight_decay is None:
-        weight_decay = ADAMW_DEFAULT_WEIGHT_DECAY if name == "adamw" else 0.0
+        weight_decay = _ADAMW_DEFAULT_WEIGHT_DECAY if name == "adamw" else 0.0
     weight_decay = arguments.nonnegative("weight_decay", weight_decay)
     arguments.optional(arguments.boolean, "foreach", foreach)
     if name in ("sgd", "momentum"):

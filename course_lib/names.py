@@ -24,13 +24,11 @@ from . import arguments
 
 __all__ = [
     "DTYPES",
-    "TENSOR_DTYPES",
     "PRECISIONS",
     "OPTIMIZERS",
     "DEVICE_KINDS",
     "OPTIMIZER_STATE_BUFFERS",
     "dtype",
-    "tensor_dtype",
     "torch_dtype",
     "bytes_per_element",
     "precision",
@@ -40,7 +38,7 @@ __all__ = [
 ]
 
 DTYPES = ("fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "int8")
-TENSOR_DTYPES = ("fp64", "fp32", "bf16", "fp16", "int8")  # the dtypes a tensor can be stored in
+_TENSOR_DTYPES = ("fp64", "fp32", "bf16", "fp16", "int8")  # the dtypes a tensor can be stored in
 PRECISIONS = ("fp32", "bf16-mixed", "fp16-mixed")
 OPTIMIZERS = ("sgd", "momentum", "adam", "adamw")
 DEVICE_KINDS = ("cuda", "mps", "xla", "cpu")
@@ -100,16 +98,16 @@ def dtype(value: Any, name: str = "dtype", accepted: tuple[str, ...] = DTYPES) -
     return arguments.choice(name, value, accepted, aliases={k: v for k, v in _DTYPE_ALIASES.items() if v in accepted})
 
 
-def tensor_dtype(value: Any, name: str = "dtype") -> str:
+def _tensor_dtype(value: Any, name: str = "dtype") -> str:
     """Like :func:`dtype`, for formats a tensor can be stored in (not tf32 or generic fp8)."""
-    return dtype(value, name, TENSOR_DTYPES)
+    return dtype(value, name, _TENSOR_DTYPES)
 
 
 def torch_dtype(value: Any, name: str = "dtype"):
     """The ``torch.dtype`` for a name or dtype: ``"bf16"`` -> ``torch.bfloat16``."""
     import torch
 
-    key = tensor_dtype(value, name)
+    key = _tensor_dtype(value, name)
     return {
         "fp64": torch.float64,
         "fp32": torch.float32,

@@ -8,8 +8,8 @@ from collections.abc import Mapping, Sequence
 
 import matplotlib.pyplot as plt
 
-FIGSIZE = (7.0, 4.0)
-DPI = 90
+_FIGSIZE = (7.0, 4.0)
+_DPI = 90
 
 
 def _text(name: str, text: object) -> str:
@@ -29,12 +29,12 @@ def new_figure(
     *,
     logx: bool = False,
     logy: bool = False,
-    figsize: tuple[float, float] = FIGSIZE,
+    figsize: tuple[float, float] = _FIGSIZE,
 ):
     """A figure and axes with labelled axes (include units, e.g. 'matrix size n') and a title."""
     for name, text in (("title", title), ("xlabel", xlabel), ("ylabel", ylabel)):
         _text(name, text)
-    fig, ax = plt.subplots(figsize=figsize, dpi=DPI)
+    fig, ax = plt.subplots(figsize=figsize, dpi=_DPI)
     ax.set_title(title, fontsize=11)
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
@@ -142,8 +142,8 @@ def estimate_vs_measured(
         )
     if not 0 <= tolerance < 1:
         raise ValueError(f"tolerance must be in [0, 1), got {tolerance!r}")
-    height = max(FIGSIZE[1], 0.3 * len(labels) + 1.5)
-    fig, ax = new_figure(title, f"peak memory ({unit})", "configuration", figsize=(FIGSIZE[0], height))
+    height = max(_FIGSIZE[1], 0.3 * len(labels) + 1.5)
+    fig, ax = new_figure(title, f"peak memory ({unit})", "configuration", figsize=(_FIGSIZE[0], height))
     y = np.arange(len(labels))
     ax.barh(y - 0.2, measured, 0.4, label="measured", color="tab:blue")
     ax.barh(y + 0.2, estimated, 0.4, label="estimated", color="tab:orange")
@@ -220,7 +220,7 @@ def timeline_chart(
     if not rows or any(not rank for _, _, rank in rows):
         raise ValueError("every rank needs at least one (pass, micro_batch, start_s, end_s) interval")
     height = max(2.5, 0.45 * len(rows) + 1.8)
-    fig, ax = new_figure(title, f"time since the first pass ({unit})", "rank", figsize=(FIGSIZE[0], height))
+    fig, ax = new_figure(title, f"time since the first pass ({unit})", "rank", figsize=(_FIGSIZE[0], height))
     colors = {"F": "tab:blue", "B": "tab:orange"}
     labels = []
     for y, (name, r, rank) in enumerate(rows):
@@ -250,7 +250,7 @@ def _plain(text: str) -> str:
     return str(text).replace("$", r"\$")
 
 
-def short_number(value: float) -> str:
+def _short_number(value: float) -> str:
     """3 significant digits without scientific notation for the sizes benchmarks produce (312,000; 15.8; 0.42)."""
     size = abs(value)
     if size >= 1000:
@@ -274,7 +274,7 @@ def reference_bars(panels: Sequence[Mapping], *, title: str, ncols: int = 2, log
     _text("title", title)
     ncols = min(ncols, len(panels))
     nrows = -(-len(panels) // ncols)
-    fig, grid = plt.subplots(nrows, ncols, figsize=(4.6 * ncols, 2.9 * nrows + 0.7), dpi=DPI, squeeze=False)
+    fig, grid = plt.subplots(nrows, ncols, figsize=(4.6 * ncols, 2.9 * nrows + 0.7), dpi=_DPI, squeeze=False)
     axes = [ax for row in grid for ax in row]
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     for ax, p in zip(axes, panels):
@@ -328,7 +328,7 @@ def _reference_panel(ax, p: Mapping, colors: list[str], log_spread: float) -> No
         color=[colors[i % len(colors)] for i in present],
         width=0.6,
     )
-    ax.bar_label(bars, labels=[short_number(values[i]) for i in present], fontsize=7, padding=2)
+    ax.bar_label(bars, labels=[_short_number(values[i]) for i in present], fontsize=7, padding=2)
     where = transforms.blended_transform_factory(ax.transData, ax.transAxes)
     for i in x:
         if values[i] is None and present:

@@ -56,14 +56,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .procs_child import _bootstrap, require_importable
-from .procs_start import START_TIMEOUT_S, start_method
-from .procs_start import main_module_hidden as _main_module_hidden
+from .procs_start import _START_TIMEOUT_S, start_method
+from .procs_start import _main_module_hidden
 from .procs_start import mp_context as _context
 from .procs_start import start_watched as _start_watched
-from .procs_tree import descendants as _descendants
-from .procs_tree import helper_processes, is_running, kill_tree, leftover_processes
-from .procs_tree import kill_group as _kill_group
-from .procs_tree import reap as _reap
+from .procs_tree import _descendants
+from .procs_tree import helper_processes, is_running, leftover_processes
+from .procs_tree import _kill_group
+from .procs_tree import _reap
 
 __all__ = [
     "Children",
@@ -72,7 +72,6 @@ __all__ = [
     "start_method",
     "helper_processes",
     "leftover_processes",
-    "kill_tree",
     "is_running",
     "quiet_native_stderr",
 ]
@@ -189,7 +188,7 @@ class Children:
         self.fresh = fresh
         self.env = dict(env or {})
         self._ctx = _context(fresh)
-        self.start_timeout = START_TIMEOUT_S
+        self.start_timeout = _START_TIMEOUT_S
         self._children: list[_Child] = []
         self._pending: list[Event] = []  # read, not yet handed out (supervise)
         self._stopped = False

@@ -12,13 +12,13 @@ import os
 import signal
 import time
 
-# the rest (descendants, kill_group, reap, is_helper, KILL) is procs' own machinery
-__all__ = ["is_running", "kill_tree", "helper_processes", "leftover_processes"]
+# the rest (_descendants, _kill_group, _reap, _is_helper, _KILL) is procs' own machinery
+__all__ = ["is_running", "helper_processes", "leftover_processes"]
 
-KILL = getattr(signal, "SIGKILL", signal.SIGTERM)  # Windows has no SIGKILL
+_KILL = getattr(signal, "SIGKILL", signal.SIGTERM)  # Windows has no SIGKILL
 
 
-def descendants(pids: list[int | None]) -> list:
+def _descendants(pids: list[int | None]) -> list:
     """Every live descendant of the processes ``pids`` (psutil objects; None entries are skipped)."""
     try:
         import psutil
@@ -44,7 +44,7 @@ def is_running(pid: int) -> bool:
         return False
 
 
-def reap(procs: list, deadline: float) -> None:
+def _reap(procs: list, deadline: float) -> None:
     """Wait until killed descendants are dead. They are no longer our children (their parent died
     with them), so they cannot be waited for, only watched."""
     left = [p.pid for p in procs]
@@ -54,25 +54,17 @@ def reap(procs: list, deadline: float) -> None:
             time.sleep(0.01)
 
 
-def kill_tree(pid: int, group: bool = True) -> None:
-    """SIGKILL process ``pid``, its process group (if it leads one and ``group``) and its descendants."""
-    for p in descendants([pid]):
-        with contextlib.suppress(Exception):
-            p.kill()
-    kill_group(pid, group)
-
-
-def kill_group(pid: int, group: bool = True) -> None:
+def _kill_group(pid: int, group: bool = True) -> None:
     """SIGKILL process ``pid``, and the process group it leads (if it leads one and ``group``)."""
     if group and hasattr(os, "killpg"):
         with contextlib.suppress(OSError):
             if os.getpgid(pid) == pid:
-                os.killpg(pid, KILL)
+                os.killpg(pid, _KILL)
     with contextlib.suppress(OSError):
-        os.kill(pid, KILL)
+        os.kill(pid, _KILL)
 
 
-def is_helper(p, kinds: tuple[str, ...] = ("resource_tracker", "forkserver")) -> bool:
+def _is_helper(p, kinds: tuple[str, ...] = ("resource_tracker", "forkserver")) -> bool:
     """Whether psutil process ``p`` is one of multiprocessing's helpers (by its command line)."""
     try:
         cmd = " ".join(p.cmdline())
@@ -86,7 +78,7 @@ def helper_processes() -> list:
     tracker and the forkserver. They live as long as this process by design."""
     import psutil
 
-    return [p for p in psutil.Process().children(recursive=False) if is_helper(p)]
+    return [p for p in psutil.Process().children(recursive=False) if _is_helper(p)]
 
 
 def leftover_processes() -> list:
@@ -99,7 +91,7 @@ def leftover_processes() -> list:
     out = []
     for p in psutil.Process().children(recursive=True):
         try:
-            if is_helper(p) or p.status() == psutil.STATUS_ZOMBIE:
+            if _is_helper(p) or p.status() == psutil.STATUS_ZOMBIE:
                 continue
             out.append(p)
         except psutil.NoSuchProcess:

@@ -40,7 +40,6 @@ EXEMPT: dict[str, str] = {
     "torch made",
     "course_lib.parallel.federated.reachable_tensors": "walks any Python object for the tensors it holds",
     "course_lib.comm.aggregation.topk_hook": "a DDP communication hook: torch calls it with its own bucket",
-    "course_lib.parallel.data_parallel.data_parallel_worker": RANK_WORKER,
     "course_lib.parallel.federated.fedavg_allreduce_round": RANK_WORKER,
     "course_lib.parallel.pipeline.model_parallel_step": RANK_WORKER,
     "course_lib.parallel.pipeline.measure_schedules": RANK_WORKER,

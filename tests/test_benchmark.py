@@ -113,7 +113,7 @@ def test_save_and_load_round_trip(quick, tmp_path):
 
 
 def test_labels_and_file_names():
-    assert results.slug("Colab Intel(R) Xeon(R), 2 cores") == "colab-intel-r-xeon-r-2-cores"
+    assert results._slug("Colab Intel(R) Xeon(R), 2 cores") == "colab-intel-r-xeon-r-2-cores"
     assert results.default_label("cpu")
     path = results.default_result_path("My Laptop", __import__("datetime").date(2026, 1, 2))
     assert str(path) == "benchmark-my-laptop-2026-01-02.json"
@@ -146,7 +146,7 @@ def _good() -> dict:
         "seconds": 1.0,
         "headline": {k: 1.0 for k in results.HEADLINES} | {"energy_j": None},
         "details": {},
-        "energy": energy.not_available("none here"),
+        "energy": energy._not_available("none here"),
     }
 
 
@@ -212,7 +212,7 @@ def test_not_json_message_names_line_and_column(tmp_path):
 
 def test_huge_files_are_not_read(tmp_path, monkeypatch):
     path = _write(tmp_path / "big.json", _good())
-    monkeypatch.setattr(results, "MAX_RESULT_BYTES", 100)
+    monkeypatch.setattr(results, "_MAX_RESULT_BYTES", 100)
     with pytest.raises(results.ResultError, match="too large") as info:
         results.load_result(path)
     assert str(path) in str(info.value)
@@ -495,7 +495,7 @@ def test_bad_arguments():
 
 
 def test_energy_not_available_says_why(tmp_path, monkeypatch):
-    monkeypatch.setattr(energy, "RAPL_ROOT", tmp_path / "powercap")
+    monkeypatch.setattr(energy, "_RAPL_ROOT", tmp_path / "powercap")
     meter = energy.EnergyMeter("cpu")
     with meter.window():
         pass
@@ -520,8 +520,8 @@ def test_energy_from_a_fake_rapl_directory_with_wrap_around(tmp_path, monkeypatc
     _fake_rapl(
         root, {"intel-rapl:0": (top - 1_000_000, top), "intel-rapl:1": (5_000_000, top), "intel-rapl:0:0": (7, top)}
     )  # a sub-domain: part of package 0, never added
-    monkeypatch.setattr(energy, "RAPL_ROOT", root)
-    assert [p.name for p in energy.rapl_domains()] == ["intel-rapl:0", "intel-rapl:1"]
+    monkeypatch.setattr(energy, "_RAPL_ROOT", root)
+    assert [p.name for p in energy._rapl_domains()] == ["intel-rapl:0", "intel-rapl:1"]
     meter = energy.EnergyMeter()
     assert meter.available and meter.source == "rapl"
     with meter.window():  # package 0 wraps: 1 J to the top, then 2.5 J; package 1 adds 3 J
@@ -537,9 +537,9 @@ def test_energy_from_a_fake_rapl_directory_with_wrap_around(tmp_path, monkeypatc
 
 
 def test_energy_counter_arithmetic():
-    assert energy.counter_delta(10, 25, 100) == 15
-    assert energy.counter_delta(90, 5, 100) == 16  # 10 to the top, 1 to wrap, 5 after
-    assert energy.counter_delta(90, 5, 0) == 0  # no known range: never negative
+    assert energy._counter_delta(10, 25, 100) == 15
+    assert energy._counter_delta(90, 5, 100) == 16  # 10 to the top, 1 to wrap, 5 after
+    assert energy._counter_delta(90, 5, 0) == 0  # no known range: never negative
 
 
 def test_energy_without_permission(tmp_path, monkeypatch):
@@ -548,7 +548,7 @@ def test_energy_without_permission(tmp_path, monkeypatch):
     def denied(root=None):
         raise PermissionError(13, "Permission denied")
 
-    monkeypatch.setattr(energy, "read_rapl", denied)
+    monkeypatch.setattr(energy, "_read_rapl", denied)
     r = energy.EnergyMeter(rapl_root=tmp_path).result()
     assert not r["available"] and "may not read" in r["why"] and "root" in r["why"]
     (tmp_path / "intel-rapl:0" / "energy_uj").write_text("garbage")
@@ -568,7 +568,7 @@ def test_nvidia_smi_power_is_sampled_and_integrated(tmp_path, monkeypatch):
     )
     fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
     monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
-    sampler = energy.PowerSampler(0, 0.02)
+    sampler = energy._PowerSampler(0, 0.02)
     try:
         time.sleep(0.3)
         t0 = time.perf_counter()

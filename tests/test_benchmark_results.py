@@ -30,7 +30,7 @@ def _share(p: int, *, joules: float | None = None, all_cores: bool = True) -> di
         for r in range(2)
     ]
     meter = (
-        energy.not_available("no counters")
+        energy._not_available("no counters")
         if joules is None
         else {"available": True, "source": "rapl", "joules": joules, "seconds": 2.0, "why": "RAPL"}
     )
@@ -191,7 +191,7 @@ def test_a_result_saved_before_the_dataclasses_still_loads(tmp_path):
             "allreduce": {"applicable": False, "why": "one GPU"},
             "repeatability": {"cv": {"matmul_gflops": 0.01}, "processes": 5, "fresh": True},
         },
-        "energy": energy.not_available("no counters"),
+        "energy": energy._not_available("no counters"),
     }
     path = tmp_path / "old.json"
     path.write_text(json.dumps(old, indent=2))

@@ -151,7 +151,7 @@ def test_bad_measurements_are_refused():
 
 def test_a_claim_publishes_its_record_for_the_executed_copy():
     bundle = C.judge("x", 3.0, between=(2, 4), no_effect=1.0)._repr_mimebundle_()
-    record = bundle[C.MIME]
+    record = bundle[C._MIME]
     assert record == {
         "text": "x",
         "measured": 3.0,

@@ -16,7 +16,6 @@ from course_lib.comm import (
     ALGORITHMS,
     OPS,
     AlphaBeta,
-    Link,
     algbw,
     allgather_time,
     allreduce_time,
@@ -27,10 +26,9 @@ from course_lib.comm import (
     data_parallel_step_time,
     fit_alpha_beta,
     fit_ring_allreduce,
-    get_link,
-    links,
     reduce_scatter_time,
 )
+from course_lib.catalog import Link, get_link, links
 
 A = 1e-5  # 10 us per message
 BW = 1e9  # 1 GB/s
@@ -355,7 +353,7 @@ GBS = {link.key: link.bandwidth_gbs for link in ALL_LINKS}
 
 
 def test_required_rows_present_and_keys_unique():
-    keys = comm.link_names()
+    keys = catalog.link_names()
     required = {
         "pcie3-x16",
         "pcie4-x16",
@@ -383,7 +381,7 @@ def test_required_rows_present_and_keys_unique():
 
 @pytest.mark.parametrize("link", ALL_LINKS, ids=lambda link: link.key)
 def test_every_link_is_cited_and_sane(link: Link):
-    assert link.kind in comm.LINK_KINDS
+    assert link.kind in catalog.LINK_KINDS
     assert link.name.strip()
     for url in link.source.split("; "):
         assert url.startswith("https://"), url
@@ -472,8 +470,8 @@ def test_get_link_aliases(alias, key):
 def test_links_by_kind():
     assert {link.key for link in links("pcie")} == {"pcie3-x16", "pcie4-x16", "pcie5-x16"}
     assert all(link.kind == "infiniband" for link in links("infiniband"))
-    assert sum(len(links(kind)) for kind in comm.LINK_KINDS) == len(ALL_LINKS)
-    rows = comm.link_rows()
+    assert sum(len(links(kind)) for kind in catalog.LINK_KINDS) == len(ALL_LINKS)
+    rows = catalog.link_rows()
     assert len(rows) == len(ALL_LINKS) and rows[0]["bandwidth_gbs_per_direction"] > 0
 
 

@@ -37,7 +37,7 @@ def test_fbgemm_isa_off_x86_and_bad_input():
 
 
 def test_fbgemm_isa_reads_the_environment(monkeypatch):
-    monkeypatch.setenv(int8_cpu.FBGEMM_ENV, "AVX2")
+    monkeypatch.setenv(int8_cpu._FBGEMM_ENV, "AVX2")
     assert int8_cpu.fbgemm_isa(frozenset(AVX512 | {"avx512_vnni"}), "x86_64") == "AVX2"
 
 
@@ -58,12 +58,12 @@ def test_pytorch_int8_dynamic_is_close_and_leaves_the_model_alone():
 
 
 def test_weight_stack_and_bad_sizes():
-    stack = int8_cpu.weight_stack(3 * 64 * 64, 64)
+    stack = int8_cpu._weight_stack(3 * 64 * 64, 64)
     assert len(stack) == 3 and sum(p.numel() for p in stack.parameters()) == 3 * 64 * 64
-    assert len(int8_cpu.weight_stack(10, 64)) == 1
+    assert len(int8_cpu._weight_stack(10, 64)) == 1
     for bad in (0, -5, 2.5, True):
         with pytest.raises((ValueError, TypeError)):
-            int8_cpu.weight_stack(bad)
+            int8_cpu._weight_stack(bad)
 
 
 def test_batch1_sweep_counts_bytes_per_kind():

@@ -123,8 +123,8 @@ def test_tpu_found_on_the_pci_bus(tmp_path):
         d.mkdir()
         (d / "vendor").write_text(vendor + "\n")
         (d / "device").write_text(device + "\n")
-    assert devices.tpu_generation(str(tmp_path)) == "2 x v5e"
-    assert devices.tpu_generation(str(tmp_path / "missing")) is None
+    assert devices._tpu_generation(str(tmp_path)) == "2 x v5e"
+    assert devices._tpu_generation(str(tmp_path / "missing")) is None
 
 
 def test_this_machine():
@@ -140,7 +140,7 @@ def test_this_machine():
 
 
 def test_pick_device_sets_full_float32(monkeypatch):
-    monkeypatch.delenv(hardware.DEVICE_ENV_VAR, raising=False)
+    monkeypatch.delenv(hardware._DEVICE_ENV_VAR, raising=False)
     torch.set_float32_matmul_precision("medium")
     try:
         hardware.pick_device()

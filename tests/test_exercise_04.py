@@ -159,14 +159,15 @@ def test_checks_compare_tensors_and_show_them_briefly():
     import torch
 
     from course_lib import checks
+    from course_lib.checks import core
 
-    assert checks._close(torch.tensor([1.0, float("nan")]), torch.tensor([1.0 + 1e-9, float("nan")]), 1e-6, 0.0)
-    assert not checks._close(torch.tensor([1.0, 2.0]), torch.tensor([[1.0, 2.0]]), 1e-6, 0.0)  # shape matters
-    assert not checks._close([1.0, 2.0], torch.tensor([1.0, 2.0]), 1e-6, 0.0)  # a list is not a tensor
-    assert checks._close(None, None, 0, 0) and not checks._close(torch.zeros(1), None, 0, 0)
-    shown = checks._show((torch.nn.Linear(3, 2), torch.zeros(100, 3), [torch.ones(2)], 4))
+    assert core._close(torch.tensor([1.0, float("nan")]), torch.tensor([1.0 + 1e-9, float("nan")]), 1e-6, 0.0)
+    assert not core._close(torch.tensor([1.0, 2.0]), torch.tensor([[1.0, 2.0]]), 1e-6, 0.0)  # shape matters
+    assert not core._close([1.0, 2.0], torch.tensor([1.0, 2.0]), 1e-6, 0.0)  # a list is not a tensor
+    assert core._close(None, None, 0, 0) and not core._close(torch.zeros(1), None, 0, 0)
+    shown = core._show((torch.nn.Linear(3, 2), torch.zeros(100, 3), [torch.ones(2)], 4))
     assert shown == "(<Linear model>, tensor(shape [100, 3], float32: 0, 0, 0, 0, ...), [tensor([1., 1.])], 4)"
-    assert checks._show((1, "a")) == repr((1, "a"))  # everything else as before
+    assert core._show((1, "a")) == repr((1, "a"))  # everything else as before
     with pytest.raises(checks.CheckFailed, match=r"expected tensor\(\[2\.\]\), got tensor\(\[1\.\]\)"):
         checks.check_function(lambda t: t, [((torch.tensor([1.0]),), torch.tensor([2.0]))])
 

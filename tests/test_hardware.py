@@ -26,11 +26,11 @@ def test_simd_names():
 
 
 def test_pick_device_default_and_forced(monkeypatch):
-    monkeypatch.delenv(hardware.DEVICE_ENV_VAR, raising=False)
+    monkeypatch.delenv(hardware._DEVICE_ENV_VAR, raising=False)
     dev = hardware.pick_device()
     assert torch.ones(2, device=dev).sum().item() == 2
     assert hardware.pick_device("cpu") == torch.device("cpu")
-    monkeypatch.setenv(hardware.DEVICE_ENV_VAR, "cpu")
+    monkeypatch.setenv(hardware._DEVICE_ENV_VAR, "cpu")
     assert hardware.pick_device() == torch.device("cpu")
 
 
@@ -41,7 +41,7 @@ def test_pick_device_rejects_nonsense(monkeypatch):
         hardware.pick_device("GPU:0")
     with pytest.raises(TypeError):
         hardware.pick_device(3)
-    monkeypatch.setenv(hardware.DEVICE_ENV_VAR, "quantum")
+    monkeypatch.setenv(hardware._DEVICE_ENV_VAR, "quantum")
     with pytest.raises(ValueError, match="COURSE_DEVICE"):
         hardware.pick_device()
 

@@ -274,19 +274,19 @@ def test_gpu_utilization_reader_prefers_torch_then_nvidia_smi_by_uuid(monkeypatc
 
     dev = torch.device("cuda", 0)
     monkeypatch.setattr(torch.cuda, "utilization", lambda d=None: 42)
-    assert resources.gpu_utilization_reader(dev)() == 42.0
+    assert resources._gpu_utilization_reader(dev)() == 42.0
 
     def no_nvml(d=None):
         raise ModuleNotFoundError("nvidia-ml-py does not seem to be installed")
 
     monkeypatch.setattr(torch.cuda, "utilization", no_nvml)
     monkeypatch.setattr(resources.shutil, "which", lambda name: None)
-    assert resources.gpu_utilization_reader(dev) is None
+    assert resources._gpu_utilization_reader(dev) is None
     calls = []
     monkeypatch.setattr(resources.shutil, "which", lambda name: "/usr/bin/nvidia-smi")
     monkeypatch.setattr(torch.cuda, "get_device_properties", lambda d: SimpleNamespace(uuid="1234-abcd"))
     monkeypatch.setattr(
         resources.subprocess, "run", lambda args, **kw: calls.append(args) or SimpleNamespace(stdout="37\n")
     )
-    assert resources.gpu_utilization_reader(dev)() == 37.0
+    assert resources._gpu_utilization_reader(dev)() == 37.0
     assert "--id=GPU-1234-abcd" in calls[0]

@@ -19,6 +19,7 @@ import yaml
 from course_lib import models, procs
 from course_lib.parallel import fault_tolerance as ft
 from course_lib.parallel import orchestration as orch
+from course_lib.parallel import torchrun_launch as tl
 from course_lib.parallel import train_script as ts
 
 
@@ -40,14 +41,14 @@ def _args(data_file, run_dir, steps, *extra):
 
 
 def test_batches_depend_on_the_step_only_and_cover_an_epoch():
-    a = [ts.batch_indices(s, 100, 20, seed=3) for s in range(5)]
-    assert all(torch.equal(x, ts.batch_indices(s, 100, 20, seed=3)) for s, x in enumerate(a))
+    a = [ts._batch_indices(s, 100, 20, seed=3) for s in range(5)]
+    assert all(torch.equal(x, ts._batch_indices(s, 100, 20, seed=3)) for s, x in enumerate(a))
     assert sorted(torch.cat(a).tolist()) == list(range(100))  # one epoch: every example once
-    assert not torch.equal(ts.batch_indices(5, 100, 20, seed=3), a[0])  # the next epoch is shuffled anew
+    assert not torch.equal(ts._batch_indices(5, 100, 20, seed=3), a[0])  # the next epoch is shuffled anew
     with pytest.raises(ValueError, match="batch_size"):
-        ts.batch_indices(0, 10, 11, seed=0)
+        ts._batch_indices(0, 10, 11, seed=0)
     with pytest.raises(ValueError, match="step"):
-        ts.batch_indices(-1, 10, 5, seed=0)
+        ts._batch_indices(-1, 10, 5, seed=0)
 
 
 def test_bad_arguments_name_themselves(tmp_path):
@@ -58,7 +59,7 @@ def test_bad_arguments_name_themselves(tmp_path):
     with pytest.raises(ValueError, match="does not exist"):
         ts.load_data(tmp_path / "missing.pt")
     with pytest.raises(ValueError, match="no log for rank 3"):
-        ts.read_log(tmp_path, 3)
+        tl.read_log(tmp_path, 3)
 
 
 def test_a_resumed_run_continues_the_same_trajectory(data_file, tmp_path):
@@ -67,9 +68,9 @@ def test_a_resumed_run_continues_the_same_trajectory(data_file, tmp_path):
     ts.main(_args(data_file, tmp_path / "cut", 10))
     summary = ts.main(_args(data_file, tmp_path / "cut", 20))
     assert summary["resumed_from"] == 10 and summary["world_size"] == 1
-    assert ts.loss_curve(tmp_path / "cut") == ts.loss_curve(tmp_path / "full")
-    assert ts.redone_steps(tmp_path / "cut") == []
-    starts = [r for r in ts.read_log(tmp_path / "cut") if r.get("event") == "start"]
+    assert tl.loss_curve(tmp_path / "cut") == tl.loss_curve(tmp_path / "full")
+    assert tl.redone_steps(tmp_path / "cut") == []
+    starts = [r for r in tl.read_log(tmp_path / "cut") if r.get("event") == "start"]
     assert [r["resumed_from"] for r in starts] == [0, 10] and starts[0]["backend"] == "gloo"
 
 
@@ -81,7 +82,7 @@ def test_a_checkpoint_without_momentum_resumes_off_the_trajectory(data_file, tmp
     newest = ts.drop_optimizer_state(tmp_path / "cut")
     assert ft.load_checkpoint(newest)["optimizer"]["state"] == {}
     ts.main(_args(data_file, tmp_path / "cut", 20))
-    gap = max(abs(a - b) for a, b in zip(ts.loss_curve(tmp_path / "cut"), ts.loss_curve(tmp_path / "full")))
+    gap = max(abs(a - b) for a, b in zip(tl.loss_curve(tmp_path / "cut"), tl.loss_curve(tmp_path / "full")))
     assert gap > 1e-3
     with pytest.raises(ValueError, match="no checkpoint"):
         ts.drop_optimizer_state(tmp_path / "nothing")
@@ -100,24 +101,24 @@ def test_loss_curve_keeps_the_latest_value_of_a_redone_step(tmp_path):
         {"step": 2, "loss": 1.0, "attempt": 1},
     ]
     (tmp_path / "rank0.jsonl").write_text("\n".join(json.dumps(x) for x in lines) + '\n{"step": 3, "lo')
-    assert ts.loss_curve(tmp_path) == [3.0, 2.5, 1.0]  # the line cut short by a kill is skipped
-    assert ts.redone_steps(tmp_path) == [1]
+    assert tl.loss_curve(tmp_path) == [3.0, 2.5, 1.0]  # the line cut short by a kill is skipped
+    assert tl.redone_steps(tmp_path) == [1]
 
 
 def test_torchrun_arguments():
-    single = ts.torchrun_args(["--run-dir", "r"], nproc_per_node=2, max_restarts=2)
+    single = tl.torchrun_args(["--run-dir", "r"], nproc_per_node=2, max_restarts=2)
     assert single[:3] == ["--standalone", "--nproc-per-node=2", "--max-restarts=2"]
     assert single[-4:] == ["-m", "course_lib.parallel.train_script", "--run-dir", "r"]
-    multi = ts.torchrun_args([], nnodes=2, rdzv_endpoint="10.0.0.1:29400", is_host=False)
+    multi = tl.torchrun_args([], nnodes=2, rdzv_endpoint="10.0.0.1:29400", is_host=False)
     assert "--nnodes=2" in multi and "--rdzv-backend=c10d" in multi and "--rdzv-conf=join_timeout=60,is_host=0" in multi
     with pytest.raises(ValueError, match="rdzv_endpoint"):
-        ts.torchrun_args([], nnodes=2)
+        tl.torchrun_args([], nnodes=2)
     with pytest.raises(TypeError, match="script_args"):
-        ts.torchrun_args("--run-dir r")
+        tl.torchrun_args("--run-dir r")
     with pytest.raises(ValueError, match="kill_rank must be a rank"):
-        ts.run_torchrun([], "unused", nproc_per_node=2, kill_rank=2, kill_after_step=1)
+        tl.run_torchrun([], "unused", nproc_per_node=2, kill_rank=2, kill_after_step=1)
     with pytest.raises(ValueError, match="both"):
-        ts.run_torchrun([], "unused", kill_rank=1)
+        tl.run_torchrun([], "unused", kill_rank=1)
 
 
 def test_help_documents_the_multi_machine_commands(capsys):
@@ -132,7 +133,7 @@ def test_help_documents_the_multi_machine_commands(capsys):
 def test_a_killed_worker_is_restarted_and_the_curve_is_unchanged(data_file, tmp_path):
     """torchrun --standalone --nproc-per-node=2 --max-restarts=2; rank 1 gets SIGKILL after step 7."""
     ts.main(_args(data_file, tmp_path / "one", 16))
-    result = ts.run_torchrun(
+    result = tl.run_torchrun(
         _script(data_file, 16, "--step-delay", "0.05"),
         tmp_path / "killed",
         nproc_per_node=2,
@@ -141,10 +142,10 @@ def test_a_killed_worker_is_restarted_and_the_curve_is_unchanged(data_file, tmp_
         kill_after_step=7,
         timeout=240,
     )
-    summary = ts.restart_summary(result)
+    summary = tl.restart_summary(result)
     assert result.attempts == 2 and result.kill["step"] >= 7, result.kill
     assert summary["resumed_from"] in (5, 10) and 1 <= summary["redone"] <= 6, summary
-    one = ts.loss_curve(tmp_path / "one")
+    one = tl.loss_curve(tmp_path / "one")
     assert len(result.curve) == 16
     assert max(abs(a - b) for a, b in zip(result.curve, one)) <= 1e-5 * max(one)
     assert not procs.leftover_processes()
@@ -155,16 +156,16 @@ def test_each_rank_resumes_its_own_random_stream(data_file, tmp_path):
     """Dropout on two ranks: resumed from the checkpoint after step 10, the run repeats the uninterrupted run's
     losses exactly; resumed with rank 0's generators on every rank (a checkpoint of rank 0's state alone), it does
     not."""
-    curves = ts.random_stream_resumes(_script(data_file, 20), tmp_path, stop_after=10)
+    curves = tl.random_stream_resumes(_script(data_file, 20), tmp_path, stop_after=10)
     full = curves["uninterrupted"]
     assert len(full) == 20 and curves["each rank's own stream"] == full
     rank0 = curves["rank 0's stream on every rank"]
     assert rank0[:10] == full[:10] and max(abs(a - b) for a, b in zip(rank0[10:], full[10:])) > 1e-4
     for bad in (7, 20):  # not a checkpoint; the end, where nothing is left to resume
         with pytest.raises(ValueError, match="stop_after"):
-            ts.random_stream_resumes(_script(data_file, 20), tmp_path / "bad", stop_after=bad)
+            tl.random_stream_resumes(_script(data_file, 20), tmp_path / "bad", stop_after=bad)
     with pytest.raises(ValueError, match="dropout"):
-        ts.random_stream_resumes(_script(data_file, 20), tmp_path / "bad", stop_after=10, dropout=0.0)
+        tl.random_stream_resumes(_script(data_file, 20), tmp_path / "bad", stop_after=10, dropout=0.0)
 
 
 def test_dropout_is_checked():

@@ -79,26 +79,27 @@ def test_windows_cpu_flags_come_from_is_processor_feature_present(monkeypatch):
     import types
 
     from course_lib import hardware
+    from course_lib.hardware import processor
 
     has = {10, 38, 39, 40}  # SSE2, SSE4.2, AVX, AVX2: an AVX2 laptop
     fake = types.SimpleNamespace(kernel32=types.SimpleNamespace(IsProcessorFeaturePresent=lambda n: n in has))
     monkeypatch.setattr(ctypes, "windll", fake, raising=False)
-    flags = hardware._windows_flags()
+    flags = processor._windows_flags()
     assert flags == {"sse2", "sse4_2", "avx", "avx2"}
     assert hardware.cpu_capabilities(flags, "AMD64")["vector_isa"] == "AVX2"
     assert not hardware.bf16_flags_known("Windows", flags)
     assert hardware.bf16_flags_known("Linux", {"avx2"}) and not hardware.bf16_flags_known("Linux", set())
     monkeypatch.delattr(ctypes, "windll")
-    assert hardware._windows_flags() == set()  # not Windows after all: nothing, no error
+    assert processor._windows_flags() == set()  # not Windows after all: nothing, no error
 
 
 def test_compiled_timings_are_skipped_with_a_reason_without_a_cxx_compiler(monkeypatch, capsys):
     from course_lib.compression import quantization
 
-    assert quantization.cxx_compiler("win32", which=lambda name: None) is None
-    assert quantization.cxx_compiler("win32", which=lambda name: f"C:/VS/{name}.exe") == "C:/VS/cl.exe"
-    assert quantization.cxx_compiler("linux", which=lambda name: "/usr/bin/g++" if name == "g++" else None)
-    monkeypatch.setattr(quantization, "cxx_compiler", lambda *a, **k: None)
+    assert quantization._cxx_compiler("win32", which=lambda name: None) is None
+    assert quantization._cxx_compiler("win32", which=lambda name: f"C:/VS/{name}.exe") == "C:/VS/cl.exe"
+    assert quantization._cxx_compiler("linux", which=lambda name: "/usr/bin/g++" if name == "g++" else None)
+    monkeypatch.setattr(quantization, "_cxx_compiler", lambda *a, **k: None)
     assert not quantization.compile_ready("cpu")
     assert "C++ compiler" in capsys.readouterr().out
     assert quantization.compile_ready("cuda")  # a GPU's kernels come from Triton

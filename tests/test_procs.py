@@ -164,7 +164,7 @@ def test_a_start_that_hangs_kills_the_server_and_ends(monkeypatch):
     import subprocess
 
     server = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
-    monkeypatch.setattr(procs_start, "forkserver_pid", lambda: server.pid)
+    monkeypatch.setattr(procs_start, "_forkserver_pid", lambda: server.pid)
 
     class Hanging:
         def start(self):
@@ -273,6 +273,6 @@ def test_the_forkserver_is_found_among_this_processs_children():
     with procs.Children("test") as kids:
         kids.start(say, 0)
         kids.supervise(timeout=60)
-    pid = procs_start.forkserver_pid()
+    pid = procs_start._forkserver_pid()
     assert pid is not None and "forkserver" in " ".join(psutil.Process(pid).cmdline())
     assert pid in [p.pid for p in procs.helper_processes()]

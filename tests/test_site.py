@@ -125,7 +125,7 @@ def test_a_claims_record_is_not_published_its_line_is(tmp_path):
     path = _notebook(tmp_path / "07_1_benchmarking.ipynb", [_ran("claim(...)", [out])])
     build_site.stage_notebook(path, tmp_path / "staged.ipynb")
     data = nbformat.read(tmp_path / "staged.ipynb", as_version=4).cells[1].outputs[0].data
-    assert claims.MIME not in data and data["text/plain"].startswith("Claim held: x.")
+    assert claims._MIME not in data and data["text/plain"].startswith("Claim held: x.")
 
 
 def test_a_missing_executed_copy_is_made_or_reported(tmp_path):

@@ -19,7 +19,7 @@ from course_lib.memory import limit
 from course_lib.memory.streaming import (
     MemmapDataset,
     StreamingDataset,
-    cached_fraction,
+    _cached_fraction,
     dataset_info,
     disk_read_throughput,
     stream_once,
@@ -132,7 +132,7 @@ def _check_streaming_4x(tmp_path: Path) -> None:
 
 def test_cold_and_cached_reads(tmp_path):
     path = write_synthetic_dataset(tmp_path / "mid", 16 * MiB // (64 * 4), 64) / "x.npy"
-    if cached_fraction(path) is None:
+    if _cached_fraction(path) is None:
         pytest.skip("this OS cannot tell which pages are cached (no mincore)")
     cold = disk_read_throughput(path)
     if not cold.cache_dropped:
@@ -141,12 +141,12 @@ def test_cold_and_cached_reads(tmp_path):
     assert cold.nbytes == warm.nbytes == path.stat().st_size and cold.bytes_per_second > 0
     assert cold.cached_fraction_before < 0.05, cold  # the drop worked: nothing cached before the cold read
     assert warm.cached_fraction_before > 0.95, warm  # the cold read itself put every page in the cache
-    assert cached_fraction(path) > 0.95
+    assert _cached_fraction(path) > 0.95
 
 
 def test_cached_fraction_and_throughput_small(small):
     disk_read_throughput(small / "x.npy", drop_cache=False)  # read it: now it is in the cache
-    f = cached_fraction(small / "x.npy")
+    f = _cached_fraction(small / "x.npy")
     if f is None:
         pytest.skip("this OS cannot tell which pages are cached (no mincore)")
     assert f == 1.0

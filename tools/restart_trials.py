@@ -7,7 +7,7 @@ A benchmark command, not a test (about 15-40 s a trial on 2 cores: every worker 
     python tools/restart_trials.py --report                # summarise the results file only
 
 Each trial runs ``torchrun --standalone --nproc-per-node=2 --max-restarts=2 -m course_lib.parallel.train_script``
-(through ``train_script.run_torchrun``: the agent is a child of this process, stopped with everything it started
+(through ``tl.run_torchrun``: the agent is a child of this process, stopped with everything it started
 whatever happens) and sends SIGKILL to one worker, rank 0 or 1 chosen at random, after a random step. Rank 0
 writes the checkpoints, so its kills may land in the middle of a write. A trial succeeds when the job ends
 with exit code 0 after exactly one restart, its loss curve equals the one-process run's (relative 1e-5), and no
@@ -27,6 +27,7 @@ import time
 import traceback
 from pathlib import Path
 
+from course_lib.parallel import torchrun_launch as tl
 from course_lib.parallel import train_script as ts
 from course_lib.procs import leftover_processes
 
@@ -40,7 +41,7 @@ def _trial(index: int, seed: int, data: Path, reference: list[float], root: Path
     row: dict = {"trial": index, "kill_rank": rank, "kill_after_step": step, "time": time.time()}
     t0 = time.monotonic()
     try:
-        result = ts.run_torchrun(
+        result = tl.run_torchrun(
             args,
             root / f"trial{index}",
             nproc_per_node=2,
@@ -49,7 +50,7 @@ def _trial(index: int, seed: int, data: Path, reference: list[float], root: Path
             kill_after_step=step,
             timeout=timeout,
         )
-        summary = ts.restart_summary(result)
+        summary = tl.restart_summary(result)
         gap = max(abs(a - b) for a, b in zip(result.curve, reference))
         row.update(
             outcome="ok",
@@ -143,7 +144,7 @@ def main(argv: list[str] | None = None) -> int:
                 str(root / "reference"),
             ]
         )
-        reference = ts.loss_curve(root / "reference")
+        reference = tl.loss_curve(root / "reference")
         for i in range(args.first, args.first + args.trials):
             row = _trial(i, args.seed, data, reference, root, args.timeout)
             rows.append(row)

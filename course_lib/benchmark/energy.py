@@ -37,27 +37,20 @@ from .. import arguments
 from ..hardware import as_device
 
 __all__ = [
-    "RAPL_ROOT",
-    "rapl_domains",
-    "read_rapl",
-    "counter_delta",
     "EnergyMeter",
-    "PowerSampler",
-    "nvidia_smi_id",
-    "not_available",
 ]
 
 #: Where Linux exposes RAPL (tests point it at a fake directory).
-RAPL_ROOT = Path("/sys/class/powercap")
+_RAPL_ROOT = Path("/sys/class/powercap")
 
 
-def not_available(why: str) -> dict:
+def _not_available(why: str) -> dict:
     """The energy record of a machine that reports none (``why`` says which reason)."""
     why = arguments.text("why", why)
     return {"available": False, "source": None, "joules": None, "seconds": None, "why": why}
 
 
-def rapl_domains(root: Path | str | None = None) -> list[Path]:
+def _rapl_domains(root: Path | str | None = None) -> list[Path]:
     """The top-level RAPL package domains (``intel-rapl:0``, ``intel-rapl:1``, ...) under ``root``.
 
     Sub-domains (``intel-rapl:0:0``: cores, uncore, DRAM) are parts of a package and are left out,
@@ -65,7 +58,7 @@ def rapl_domains(root: Path | str | None = None) -> list[Path]:
     laptops): only domains named ``package-N`` count (or unnamed ones), so adding them up never
     counts a joule twice.
     """
-    base = Path(root) if root is not None else RAPL_ROOT
+    base = Path(root) if root is not None else _RAPL_ROOT
     if not base.is_dir():
         return []
 
@@ -89,14 +82,14 @@ def rapl_domains(root: Path | str | None = None) -> list[Path]:
     )
 
 
-def read_rapl(root: Path | str | None = None) -> dict[str, tuple[int, int]]:
+def _read_rapl(root: Path | str | None = None) -> dict[str, tuple[int, int]]:
     """``{domain: (energy_uj, max_energy_range_uj)}`` for every package domain.
 
     Raises ``PermissionError`` when a counter exists but may not be read (Linux >= 5.10 as a normal
     user) and ``OSError``/``ValueError`` for an unreadable or garbled file.
     """
     out = {}
-    for domain in rapl_domains(root):
+    for domain in _rapl_domains(root):
         energy = int((domain / "energy_uj").read_text().strip())
         limit_file = domain / "max_energy_range_uj"
         limit = int(limit_file.read_text().strip()) if limit_file.exists() else 0
@@ -104,10 +97,10 @@ def read_rapl(root: Path | str | None = None) -> dict[str, tuple[int, int]]:
     return out
 
 
-def counter_delta(before: int, after: int, max_range: int) -> int:
+def _counter_delta(before: int, after: int, max_range: int) -> int:
     """Microjoules between two readings of a counter that wraps to 0 after ``max_range``.
 
-    ``counter_delta(max_range - 10, 5, max_range)`` is 16 (10 to the top, 1 to wrap, 5 after). A
+    ``_counter_delta(max_range - 10, 5, max_range)`` is 16 (10 to the top, 1 to wrap, 5 after). A
     counter that went backwards without a known range is reported as 0 rather than negative.
     """
     if after >= before:
@@ -116,16 +109,16 @@ def counter_delta(before: int, after: int, max_range: int) -> int:
 
 
 def _rapl_status(root: Path | str | None) -> tuple[bool, str]:
-    base = Path(root) if root is not None else RAPL_ROOT
+    base = Path(root) if root is not None else _RAPL_ROOT
     if not base.is_dir():
         return False, (
             f"no RAPL energy counters ({base} does not exist: not Linux, or a virtual machine or "
             "container that does not expose them)"
         )
-    if not rapl_domains(base):
+    if not _rapl_domains(base):
         return False, f"no RAPL package domain (intel-rapl:N/energy_uj) under {base}"
     try:
-        read_rapl(base)
+        _read_rapl(base)
     except PermissionError:
         return False, (
             f"RAPL counters exist under {base} but this user may not read them (Linux allows only root "
@@ -139,7 +132,7 @@ def _rapl_status(root: Path | str | None) -> tuple[bool, str]:
     )
 
 
-def nvidia_smi_id(index: int) -> str:
+def _nvidia_smi_id(index: int) -> str:
     """The GPU's UUID for ``nvidia-smi --id``: torch's index follows ``CUDA_VISIBLE_DEVICES`` and CUDA's
     own order, nvidia-smi's index the PCI order, so the index alone can name another GPU."""
     index = arguments.nonnegative_int("index", index)
@@ -150,7 +143,7 @@ def nvidia_smi_id(index: int) -> str:
     return uuid if uuid.startswith("GPU-") else f"GPU-{uuid}"
 
 
-class PowerSampler:
+class _PowerSampler:
     """``nvidia-smi ... --loop-ms=N`` running in the background; keeps (time, watts) samples.
 
     ``power.draw`` is the board's power as the driver reports it (averaged over up to a second on recent
@@ -161,7 +154,7 @@ class PowerSampler:
             "nvidia-smi",
             "--query-gpu=power.draw",
             "--format=csv,noheader,nounits",
-            f"--id={nvidia_smi_id(index)}",
+            f"--id={_nvidia_smi_id(index)}",
             f"--loop-ms={max(20, int(interval * 1000))}",
         ]
         self.samples: list[tuple[float, float]] = []
@@ -210,14 +203,14 @@ class EnergyMeter:
         self.joules = 0.0
         self.seconds = 0.0
         self.windows = 0
-        self._sampler: PowerSampler | None = None
+        self._sampler: _PowerSampler | None = None
         self.source: str | None = None
         if self.device.type == "cuda":
             if shutil.which("nvidia-smi") is None:
                 self.available, self.why = False, "a CUDA GPU without the nvidia-smi tool on PATH: no power reading"
             else:
                 index = self.device.index if self.device.index is not None else torch.cuda.current_device()
-                self._sampler = PowerSampler(index, interval)
+                self._sampler = _PowerSampler(index, interval)
                 self.available, self.source = True, "nvidia-smi"
                 self.why = (
                     "nvidia-smi power.draw: the GPU board's power, sampled every "
@@ -234,7 +227,7 @@ class EnergyMeter:
         if not self.available:
             yield
             return
-        before = read_rapl(self.rapl_root) if self.source == "rapl" else None
+        before = _read_rapl(self.rapl_root) if self.source == "rapl" else None
         t0 = time.perf_counter()
         try:
             yield
@@ -245,11 +238,11 @@ class EnergyMeter:
     def _add(self, before: dict | None, t0: float, t1: float) -> None:
         if self.source == "rapl":
             try:
-                after = read_rapl(self.rapl_root)
+                after = _read_rapl(self.rapl_root)
             except (OSError, ValueError) as exc:
                 self.available, self.why = False, f"RAPL counters stopped being readable: {exc}"
                 return
-            uj = sum(counter_delta(before[d][0], after[d][0], after[d][1]) for d in after if d in before)
+            uj = sum(_counter_delta(before[d][0], after[d][0], after[d][1]) for d in after if d in before)
             self.joules += uj / 1e6
         else:
             assert self._sampler is not None
@@ -266,7 +259,7 @@ class EnergyMeter:
         if self._sampler is not None and self._sampler.bad_line is not None and not self._sampler.samples:
             self.available, self.why = False, f"nvidia-smi reports no power draw here ({self._sampler.bad_line})"
         if not self.available:
-            return not_available(self.why)
+            return _not_available(self.why)
         if self.windows == 0:
             return {
                 "available": True,

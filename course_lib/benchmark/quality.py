@@ -40,14 +40,12 @@ __all__ = [
     "corrupt_targets",
     "predicted_test_mse",
     "outlier_stress",
-    "LOSSES",
     "CLASSIFICATION_METRICS",
-    "REGRESSION_METRICS",
 ]
 
 CLASSIFICATION_METRICS = ("accuracy", "precision", "recall", "f1")
-REGRESSION_METRICS = ("mse", "mae", "r2")
-LOSSES = ("mse", "huber", "l1")
+_REGRESSION_METRICS = ("mse", "mae", "r2")
+_LOSSES = ("mse", "huber", "l1")
 
 
 @contextlib.contextmanager
@@ -343,7 +341,7 @@ def predicted_test_mse(noise: float, fraction: float, magnitude: float, n_train:
 
 
 def _loss(name: str) -> nn.Module:
-    name = arguments.choice("loss", name, LOSSES)
+    name = arguments.choice("loss", name, _LOSSES)
     return {"mse": nn.MSELoss(), "huber": nn.HuberLoss(delta=1.0), "l1": nn.L1Loss()}[name]
 
 
@@ -374,8 +372,8 @@ def outlier_stress(
         raise TypeError("fractions must be a non-empty list of numbers in [0, 1]")
     fractions = [arguments.fraction("every entry of fractions", f, allow_zero=True, allow_one=True) for f in fractions]
     if isinstance(losses, (str, bytes)) or not isinstance(losses, Sequence) or not losses:
-        raise TypeError(f"losses must be a non-empty list of names from {LOSSES}")
-    loss_fns = {arguments.choice("every entry of losses", name, LOSSES): None for name in losses}
+        raise TypeError(f"losses must be a non-empty list of names from {_LOSSES}")
+    loss_fns = {arguments.choice("every entry of losses", name, _LOSSES): None for name in losses}
     loss_fns = {name: _loss(name) for name in loss_fns}
     magnitude = arguments.nonnegative("magnitude", magnitude)
     steps = arguments.positive_int("steps", steps)

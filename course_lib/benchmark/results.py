@@ -23,7 +23,6 @@ from ..hardware import as_device, detect
 __all__ = [
     "SCHEMA",
     "HEADLINES",
-    "OPTIONAL_HEADLINES",
     "ResultError",
     "Headline",
     "SeedSpread",
@@ -41,10 +40,8 @@ __all__ = [
     "check_result",
     "save_result",
     "load_result",
-    "MAX_RESULT_BYTES",
     "default_label",
     "default_result_path",
-    "slug",
 ]
 
 SCHEMA = "course-benchmark/1"
@@ -63,7 +60,7 @@ HEADLINES: dict[str, tuple[str, str, bool]] = {
     "energy_j": ("energy to accuracy", "J", False),
 }
 #: headlines that may be null (the machine cannot measure them: one GPU, no energy counters).
-OPTIONAL_HEADLINES = ("allreduce_gbs", "energy_j")
+_OPTIONAL_HEADLINES = ("allreduce_gbs", "energy_j")
 
 
 class ResultError(ValueError):
@@ -315,12 +312,12 @@ def check_result(result: Any, where: str = "the result") -> dict:
         raise ResultError(f"{where}: missing headline keys: {', '.join(missing)}")
     for key in HEADLINES:
         value = head[key]
-        if value is None and key in OPTIONAL_HEADLINES:
+        if value is None and key in _OPTIONAL_HEADLINES:
             continue
         if not _is_number(value) or value < 0:
             raise ResultError(
                 f"{where}: headline {key!r} must be a finite number >= 0"
-                f"{' or null' if key in OPTIONAL_HEADLINES else ''}, got {value!r}"
+                f"{' or null' if key in _OPTIONAL_HEADLINES else ''}, got {value!r}"
             )
     if not isinstance(result["label"], str) or not isinstance(result["hardware"], dict):
         raise ResultError(f"{where}: 'label' must be a string and 'hardware' an object")
@@ -344,14 +341,14 @@ def save_result(result: dict, path: str | os.PathLike) -> Path:
 
 
 #: Larger files are not read (a result is about 10 kB).
-MAX_RESULT_BYTES = 10 * 2**20
+_MAX_RESULT_BYTES = 10 * 2**20
 
 
 def load_result(path: str | os.PathLike) -> dict:
     """Read a result written by :func:`save_result`.
 
     Raises :class:`ResultError` naming the file and why: it cannot be read, is larger than
-    ``MAX_RESULT_BYTES``, is empty, truncated or not JSON (also JSON nested too deeply to parse), is
+    ``_MAX_RESULT_BYTES``, is empty, truncated or not JSON (also JSON nested too deeply to parse), is
     foreign JSON (no course benchmark schema), has a newer schema, misses headline keys, or holds
     values that are not numbers.
     """
@@ -359,10 +356,10 @@ def load_result(path: str | os.PathLike) -> dict:
     where = str(p)
     try:
         size = p.stat().st_size
-        if size > MAX_RESULT_BYTES:
+        if size > _MAX_RESULT_BYTES:
             raise ResultError(
                 f"{where}: too large for a benchmark result ({size / 2**20:.1f} MB; results are "
-                f"about 10 kB, and files over {MAX_RESULT_BYTES // 2**20} MB are not read)"
+                f"about 10 kB, and files over {_MAX_RESULT_BYTES // 2**20} MB are not read)"
             )
         raw = p.read_bytes()
     except OSError as exc:
@@ -409,7 +406,7 @@ def default_label(device: torch.device | str | None = None) -> str:
     return f"{info.platform} {_short_cpu(info.cpu.model)}, {n} core{'' if n == 1 else 's'}"
 
 
-def slug(text: str) -> str:
+def _slug(text: str) -> str:
     """'Colab Intel Xeon, 2 cores' -> 'colab-intel-xeon-2-cores' (for file names)."""
     text = arguments.text("text", text)
     return re.sub(r"[^a-z0-9]+", "-", str(text).lower()).strip("-")[:60] or "machine"
@@ -419,4 +416,4 @@ def default_result_path(label: str, when: _dt.date | None = None) -> Path:
     """``./benchmark-<label slug>-<YYYY-MM-DD>.json`` (``course benchmark --out``'s default)."""
     label = arguments.text("label", label)
     day = (when or _dt.date.today()).isoformat()
-    return Path(f"benchmark-{slug(label)}-{day}.json")
+    return Path(f"benchmark-{_slug(label)}-{day}.json")

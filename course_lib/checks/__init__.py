@@ -37,9 +37,8 @@ from .hardware_choice import (
 from .references import gradscaler_step, topk_step
 from .resume import check_resume
 
-# private names that notebooks and tests reach through the package: exercise 06's reference, the comparison and
-# display helpers, and exercise 07's counted references (a learner's code that reaches them is refused)
-from .core import _close as _close, _show as _show
+# private names that notebooks and tests reach through the package: exercise 06's reference and exercise 07's
+# counted references (a learner's code that reaches them is refused)
 from .hardware_choice import _hardware_option as _hardware_option, _hardware_options as _hardware_options
 from .references import _fewest_micro_batches as _fewest_micro_batches
 

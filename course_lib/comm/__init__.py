@@ -3,8 +3,8 @@
 Module 03 (interconnect) meets most of it; modules 04, 06 and 07 use it too.
 
 ================  ============================================================================
-``alpha_beta``    the alpha-beta cost of collectives (``allreduce_time``, ``fit_alpha_beta``, ``busbw``),
-                  data-parallel speed-up, and the cited link table (``links``, ``get_link``)
+``alpha_beta``    the alpha-beta cost of collectives (``allreduce_time``, ``fit_alpha_beta``, ``busbw``) and
+                  data-parallel speed-up, over the cited link table (``catalog.links``, ``catalog.get_link``)
 ``launcher``      ``launch`` (run an importable function on N ranks), ``rank_info``, ``RankError``,
                   ``LaunchTimeout``, ``last_launch_stats``, ``port_is_free``, ``max_world_size``
 ``collectives``   ``allreduce_benchmark``, ``ring_all_reduce`` (written by hand) and

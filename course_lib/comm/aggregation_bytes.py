@@ -35,7 +35,7 @@ from typing import Any
 
 import torch
 
-from .. import arguments
+from .. import arguments, catalog
 from . import alpha_beta
 
 METHODS = ("none", "fp16", "powersgd", "topk", "local_sgd")
@@ -57,7 +57,7 @@ _ALIASES = {
 POWERSGD_START_ITER = 2
 """PowerSGD runs plain all-reduces for the first 2 steps (torch's minimum with error feedback or warm
 start: DDP rebuilds its buckets after the first step)."""
-POWERSGD_MIN_COMPRESSION_RATE = 2  # torch's default: compress a matrix only if it shrinks more than 2x
+_POWERSGD_MIN_COMPRESSION_RATE = 2  # torch's default: compress a matrix only if it shrinks more than 2x
 DDP_FIRST_BUCKET_BYTES = 1024 * 1024
 """DDP's first (last-layer) gradient bucket: 1 MiB (``torch.distributed._DEFAULT_FIRST_BUCKET_BYTES``)."""
 DDP_BUCKET_BYTES = 25 * 1024 * 1024
@@ -119,7 +119,7 @@ def powersgd_payload(shapes: Iterable[Sequence[int]], powersgd_rank: int) -> dic
         dims = [arguments.positive_int("every dimension in shapes", d) for d in shape] or [1]
         n, m = dims[0], math.prod(dims[1:])
         r = min(n, m, r_max)
-        if (n + m) * r * POWERSGD_MIN_COMPRESSION_RATE < n * m:
+        if (n + m) * r * _POWERSGD_MIN_COMPRESSION_RATE < n * m:
             out["p"] += n * r
             out["q"] += m * r
         else:
@@ -219,7 +219,7 @@ def wire_factor(method: str, world_size: int) -> float:
 
 def link_seconds(method: str, payload_bytes: float, world_size: int, link: str) -> float:
     """Seconds the **bandwidth term** of one step's exchange takes on ``link`` (a key of
-    ``alpha_beta.link_names()``, e.g. "eth-1g", "nvlink4"). What the saved bytes are worth.
+    ``catalog.link_names()``, e.g. "eth-1g", "nvlink4"). What the saved bytes are worth.
 
     ``payload_bytes`` is per rank per step (what :func:`bytes_per_step` predicts): a ring all-reduce
     (``alpha_beta.allreduce_time``) or, for ``topk``/``dgc``, a ring all-gather of ``p x payload`` bytes
@@ -229,7 +229,7 @@ def link_seconds(method: str, payload_bytes: float, world_size: int, link: str) 
     method = method_name(method)
     payload = arguments.nonnegative("payload_bytes", payload_bytes)
     p = arguments.positive_int("world_size", world_size)
-    bw = alpha_beta.get_link(link).bandwidth_bytes_per_s
+    bw = catalog.get_link(link).bandwidth_bytes_per_s
     if method in ("topk", "dgc"):
         return alpha_beta.allgather_time(p * payload, p, 0.0, bw)
     return alpha_beta.allreduce_time(payload, p, 0.0, bw)

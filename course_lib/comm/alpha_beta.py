@@ -26,7 +26,7 @@ misses on the machine it runs on.
 
 The link table
 --------------
-``links()`` / ``get_link()`` list what common links can carry **per direction**, in
+``catalog.links()`` / ``catalog.get_link()`` list what common links can carry **per direction**, in
 GB/s (10^9 bytes/s). Links are full duplex: a PCIe 4.0 x16 slot moves ~31.5 GB/s each
 way at the same time. Vendors often print the sum of both directions (NVLink "900 GB/s",
 TPU "bidirectional ICI bandwidth"); those are halved here and each row's notes say so.
@@ -44,7 +44,7 @@ from typing import Sequence
 
 import numpy as np
 
-from .. import arguments, catalog
+from .. import arguments
 
 ALGORITHMS = ("ring", "tree", "parameter_server")
 """All-reduce algorithms that ``allreduce_time`` models."""
@@ -52,7 +52,7 @@ ALGORITHMS = ("ring", "tree", "parameter_server")
 OPS = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce", "all_to_all")
 """Collective names ``busbw`` knows the nccl-tests correction factor for."""
 
-SCALINGS = ("weak", "strong")
+_SCALINGS = ("weak", "strong")
 """``data_parallel_speedup`` modes: fixed per-rank batch (weak) or fixed global batch."""
 
 _NVIDIA_NCCL_TESTS = "https://github.com/NVIDIA/nccl-tests/blob/master/doc/PERFORMANCE.md"
@@ -455,7 +455,7 @@ def data_parallel_speedup(
         raise ValueError(f"compute_s must be a finite number of seconds > 0, got {c!r}")
     p = arguments.integer("world_size (the number of ranks)", world_size, minimum=1)
     ov = arguments.number("overlap (0: none, 1: communication fully hidden)", overlap, minimum=0, maximum=1)
-    scaling = arguments.choice("scaling", scaling, SCALINGS)
+    scaling = arguments.choice("scaling", scaling, _SCALINGS)
     comm = allreduce_time(grad_bytes, p, alpha, bandwidth, algorithm)
     if scaling == "weak":
         return p * c / (c + (1.0 - ov) * comm)
@@ -496,25 +496,10 @@ def bandwidth_needed(compute_s: float, grad_bytes: float, world_size: int, effic
     return busbw_factor(p) * g / (c * (1 / e - 1))
 
 
-# --------------------------------------------------------------------------------------
-# 5. The cited link table lives with the other data tables (course_lib/tables/links.json)
-# --------------------------------------------------------------------------------------
-
-Link = catalog.Link
-LINK_KINDS = catalog.LINK_KINDS
-links = catalog.links
-link_names = catalog.link_names
-get_link = catalog.get_link
-link_rows = catalog.link_rows
-
-
 __all__ = [
     "ALGORITHMS",
-    "LINK_KINDS",
     "OPS",
-    "SCALINGS",
     "AlphaBeta",
-    "Link",
     "algbw",
     "allgather_time",
     "allreduce_time",
@@ -527,9 +512,5 @@ __all__ = [
     "data_parallel_step_time",
     "fit_alpha_beta",
     "fit_ring_allreduce",
-    "get_link",
-    "link_names",
-    "link_rows",
-    "links",
     "reduce_scatter_time",
 ]

@@ -217,7 +217,7 @@ def run_hogwild(
 # ---------------------------------------------------------------------------------------------- synchronous
 
 
-def sync_worker(batches: torch.Tensor, lr: float, seed: int, delays: Sequence[float]) -> dict[str, Any]:
+def _sync_worker(batches: torch.Tensor, lr: float, seed: int, delays: Sequence[float]) -> dict[str, Any]:
     """One rank of ``run_sync`` (run it under ``comm.launch``): DDP on this rank's half of every batch."""
     info = rank_info()
     rank, world = info["rank"], info["world_size"]
@@ -264,7 +264,7 @@ def run_sync(
     if batch_size % world_size:
         raise ValueError(f"batch_size={batch_size} must split evenly over world_size={world_size} ranks")
     batches = sgd_batches(updates, batch_size, seed)
-    ranks = launch(sync_worker, world_size, batches, lr, seed, delays, timeout=timeout, threads_per_rank=1)
+    ranks = launch(_sync_worker, world_size, batches, lr, seed, delays, timeout=timeout, threads_per_rank=1)
     params = ranks[0]["params"]
     return {
         "world_size": world_size,

@@ -72,8 +72,8 @@ __all__ = [
 
 BACKENDS = ("gloo", "nccl")
 HOST = "127.0.0.1"
-LOOPBACK_ADDRESSES = (HOST, "localhost")
-MAX_WORLD_SIZE = 64  # absolute cap on local processes, whatever the core count
+_LOOPBACK_ADDRESSES = (HOST, "localhost")
+_MAX_WORLD_SIZE = 64  # absolute cap on local processes, whatever the core count
 _GRACE_S = 2.0  # how long ranks that finished may take to leave the process group and exit
 _ERROR_COLLECT_S = 0.5  # after the first error, how long to wait for the other ranks' reports
 
@@ -129,7 +129,7 @@ def _free_physical_cores() -> int:
 
 def max_world_size() -> int:
     """The largest ``world_size`` :func:`launch` accepts here: ``min(64, 4 x usable logical cores)``."""
-    return max(1, min(MAX_WORLD_SIZE, 4 * _logical_cores()))
+    return max(1, min(_MAX_WORLD_SIZE, 4 * _logical_cores()))
 
 
 def default_threads_per_rank(world_size: int) -> int:
@@ -145,7 +145,7 @@ def _check_world_size(world_size: int) -> int:
     if world_size > limit:
         raise ValueError(
             f"world_size={world_size} is more processes than this machine can usefully run: launch accepts "
-            f"at most {limit} (min({MAX_WORLD_SIZE}, 4 x {_logical_cores()} logical cores)). Use a smaller "
+            f"at most {limit} (min({_MAX_WORLD_SIZE}, 4 x {_logical_cores()} logical cores)). Use a smaller "
             "world_size (2-4 show every effect on a laptop), or run the script with torchrun on several "
             "machines."
         )
@@ -217,7 +217,7 @@ def init_process_group(
     with several). Under NCCL the device is ``cuda:<local_rank>``, with full fp32 (no TF32). ``timeout``
     (seconds) is the collectives' timeout.
     """
-    if backend == "gloo" and master_addr in LOOPBACK_ADDRESSES:
+    if backend == "gloo" and master_addr in _LOOPBACK_ADDRESSES:
         ifname = loopback_interface()
         if ifname:
             os.environ.setdefault("GLOO_SOCKET_IFNAME", ifname)

@@ -39,7 +39,6 @@ __all__ = [
     "build_variants",
     "accuracy_difference",
     "predict",
-    "time_calls",
     "measure",
     "best_variant",
     "format_rows",
@@ -245,7 +244,7 @@ def predict(variants: Mapping[str, nn.Module | Variant], batch_size: int = 256) 
 
 @dataclass(frozen=True)
 class CallTiming:
-    """Single calls of one variant, each timed alone (``time_calls``): median, 95th percentile, fastest."""
+    """Single calls of one variant, each timed alone (``_time_calls``): median, 95th percentile, fastest."""
 
     median_s: float
     p95_s: float
@@ -258,7 +257,7 @@ class CallTiming:
         return self.p95_s / self.median_s if self.median_s > 0 else float("nan")
 
 
-def time_calls(
+def _time_calls(
     fns: Mapping[str, Callable[[], object]],
     *,
     calls: int = 200,
@@ -324,7 +323,7 @@ def measure(
     """Size, latency and accuracy of each variant (a model, or a ``Variant`` from ``build_variants``),
     notebook 05.4. Latency twice, every variant interleaved with the others: a forward pass on ``batch_size``
     held-out examples (``timing.compare_interleaved``, ``rounds`` rounds on torch's threads) and, with
-    ``single_calls``, single calls on one example (``time_calls``: median and p95 of that many calls on
+    ``single_calls``, single calls on one example (``_time_calls``: median and p95 of that many calls on
     ``single_threads``; 0 leaves it out). ``baseline`` (default: the first variant) is listed first."""
     if not isinstance(variants, Mapping) or not variants:
         raise ValueError("variants must be a non-empty mapping of name -> model")
@@ -343,7 +342,7 @@ def measure(
     single = {}
     if single_calls:
         x1 = _batch(test_data, 1, device)
-        single = time_calls(
+        single = _time_calls(
             {k: _forward(m, x1) for k, m in variants.items()},
             calls=single_calls,
             num_threads=single_threads,

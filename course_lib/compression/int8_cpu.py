@@ -36,13 +36,11 @@ __all__ = [
     "INT8_UNITS",
     "INT8_EXPECTATIONS",
     "int8_units",
-    "FBGEMM_ENV",
     "fbgemm_isa",
     "pytorch_int8_problem",
     "pytorch_int8_dynamic",
     "product_profile",
     "read_bandwidth",
-    "weight_stack",
     "Batch1Point",
     "batch1_sweep",
     "ms_per_token",
@@ -50,7 +48,7 @@ __all__ = [
 ]
 
 # FBGEMM picks its int8 kernels from the CPU's flags; this variable holds it lower (AVX2, AVX512, AVX512_E1 = VNNI)
-FBGEMM_ENV = "FBGEMM_ENABLE_INSTRUCTIONS"
+_FBGEMM_ENV = "FBGEMM_ENABLE_INSTRUCTIONS"
 _FBGEMM_LEVELS = {
     "AVX2": "AVX2",
     "AVX512": "AVX-512",
@@ -130,7 +128,7 @@ def fbgemm_isa(
         best = "AVX-512"
         if any(INT8_UNITS.get(f) == "AVX-512 VNNI" for f in flags):
             best = "AVX-512 VNNI"
-    held = _FBGEMM_LEVELS.get((os.environ.get(FBGEMM_ENV, "") if env is None else env).strip().upper())
+    held = _FBGEMM_LEVELS.get((os.environ.get(_FBGEMM_ENV, "") if env is None else env).strip().upper())
     return min(best, held, key=_ORDER.index) if held and best != "none" else best
 
 
@@ -223,7 +221,7 @@ def read_bandwidth(n_bytes: int = 256 * 2**20, *, num_threads: int | None = None
     return timing.achieved_bandwidth(n * 4, t.seconds)
 
 
-def weight_stack(n_params: int, width: int = 1024, *, seed: int = 0) -> nn.Sequential:
+def _weight_stack(n_params: int, width: int = 1024, *, seed: int = 0) -> nn.Sequential:
     """Square bias-free Linear layers of ``width`` (default 1024: 4 MiB each in fp32, within most CPUs' last-level
     cache) holding about ``n_params`` weights in fp32 (at least one layer):
     a stand-in for a model's weights at batch 1, where only their bytes matter."""
@@ -265,7 +263,7 @@ def batch1_sweep(
     min_run_time: float = 0.05,
     num_threads: int | None = None,
 ) -> list[Batch1Point]:
-    """Time one batch-1 forward pass of ``weight_stack(n)`` for each ``n`` in ``param_counts``, with its weights in
+    """Time one batch-1 forward pass of ``_weight_stack(n)`` for each ``n`` in ``param_counts``, with its weights in
     each of ``kinds`` (fp32; bf16 weights and input; int8 weights through ``pytorch_int8_dynamic``), interleaved
     per size, on ``num_threads`` threads (default: torch's setting). Sizes are built one at a time and freed, so the
     largest sets the memory needed (7 bytes a weight)."""
@@ -278,7 +276,7 @@ def batch1_sweep(
         raise RuntimeError(pytorch_int8_problem())
     out = []
     for n in counts:
-        fp32 = weight_stack(n, width)
+        fp32 = _weight_stack(n, width)
         x = torch.randn(1, width)
         models = {"fp32": (fp32, x)}
         if "bf16" in kinds:

@@ -31,17 +31,17 @@ from torch import nn
 from .. import arguments, hardware, timing
 
 __all__ = [
-    "TORCHAO_MIN_VERSION",
     "torchao_problem",
     "torchao_ready",
     "int8_dynamic",
     "int8_weight_only",
     "dequantized_weights",
     "predicted_int8_bytes",
+    "ROW_BYTES",
+    "row_bytes",
     "Compiled",
     "compile_timed",
     "compile_ready",
-    "cxx_compiler",
     "latency",
 ]
 
@@ -52,7 +52,7 @@ def _model(model: nn.Module) -> nn.Module:
     return model
 
 
-TORCHAO_MIN_VERSION = (0, 10)
+_TORCHAO_MIN_VERSION = (0, 10)
 _INSTALL = "pip install -U torchao  (its release must match your torch: see https://github.com/pytorch/ao#installation)"
 _QUIET_LOGGERS = ("torchao", "torch.utils._pytree")
 
@@ -88,8 +88,8 @@ def _load_torchao() -> ModuleType | None:
         except importlib.metadata.PackageNotFoundError:
             _TORCHAO.extend([None, f"torchao is not installed. To run the int8 cells: {_INSTALL}"])
             return None
-        if _version(found) < TORCHAO_MIN_VERSION:
-            need = ".".join(map(str, TORCHAO_MIN_VERSION))
+        if _version(found) < _TORCHAO_MIN_VERSION:
+            need = ".".join(map(str, _TORCHAO_MIN_VERSION))
             _TORCHAO.extend([None, f"torchao {found} is too old (int8 configs need torchao >= {need}): {_INSTALL}"])
             return None
         try:
@@ -126,7 +126,7 @@ def torchao_ready() -> bool:
     return problem is None
 
 
-def cxx_compiler(platform: str | None = None, which=None) -> str | None:
+def _cxx_compiler(platform: str | None = None, which=None) -> str | None:
     """The C++ compiler ``torch.compile``'s CPU back end (inductor) would call, or None: on Windows Microsoft's
     ``cl`` (from Visual Studio's Build Tools, found only in a developer prompt), elsewhere $CXX, g++ or clang++."""
     import shutil
@@ -152,7 +152,7 @@ def _xcode_tools() -> bool:
 def compile_ready(device: torch.device | str = "cpu") -> bool:
     """True when ``torch.compile`` can build kernels for ``device`` here; otherwise prints why the compiled timings
     are left out (a CPU needs a C++ compiler; a GPU's kernels come from Triton, which PyTorch brings)."""
-    if torch.device(device).type != "cpu" or cxx_compiler() is not None:
+    if torch.device(device).type != "cpu" or _cxx_compiler() is not None:
         return True
     how = (
         "install Visual Studio's Build Tools (the C++ workload) and start Jupyter from a developer prompt"
@@ -280,6 +280,8 @@ def dequantized_weights(model: nn.Module) -> list[torch.Tensor]:
     for layer in _model(model).modules():
         if isinstance(layer, nn.Linear):
             w = layer.weight
+            # older torchao (for torch 2.6) wraps a dynamic int8 weight with the activation's quantizer
+            w = getattr(w, "original_weight_tensor", w)
             out.append(
                 (w.dequantize() if hasattr(w, "dequantize") and type(w) not in (torch.Tensor, nn.Parameter) else w)
                 .detach()
@@ -288,15 +290,39 @@ def dequantized_weights(model: nn.Module) -> list[torch.Tensor]:
     return out
 
 
-def predicted_int8_bytes(model: nn.Module) -> int:
-    """Bytes of ``model`` with int8 Linear weights, one fp32 scale and one int8 zero point per output row
-    (torchao's per-row int8 keeps a zero point even when it is 0), everything else in its own dtype: the size
-    notebook 05.2 predicts before quantizing."""
+#: Bytes per output row the hand count gives an int8 weight: one fp32 scale and one int8 zero point (symmetric int8
+#: needs no zero point; torchao's per-row int8 stores one anyway). How a library stores them is its own choice: the
+#: torchao releases for torch 2.6 store an int64 zero point for weight-only int8 (12 bytes a row) and none for
+#: dynamic int8 (4). ``row_bytes`` reads what the installed one stores.
+ROW_BYTES = 5
+
+
+def predicted_int8_bytes(model: nn.Module, row_bytes: int = ROW_BYTES) -> int:
+    """Bytes of ``model`` with int8 Linear weights, ``row_bytes`` per output row besides (a scale and a zero point),
+    everything else in its own dtype: the size notebook 05.2 predicts before quantizing."""
+    row_bytes = arguments.nonnegative_int("row_bytes", row_bytes)
     total = 0
     for layer in _model(model).modules():
         for name, p in layer.named_parameters(recurse=False):
             if isinstance(layer, nn.Linear) and name == "weight":
-                total += p.numel() + 5 * p.shape[0]
+                total += p.numel() + row_bytes * p.shape[0]
             else:
                 total += p.numel() * p.element_size()
     return total
+
+
+def row_bytes(model: nn.Module) -> int:
+    """Bytes per output row that a quantized model's int8 Linear weights hold besides one byte per weight (scales
+    and zero points, as the installed torchao stores them). Raises ValueError when no Linear weight is quantized."""
+    from .size import tensor_bytes
+
+    per_row = set()
+    for layer in _model(model).modules():
+        w = getattr(layer, "weight", None)
+        if isinstance(layer, nn.Linear) and type(w) not in (torch.Tensor, nn.Parameter):
+            per_row.add((tensor_bytes(w) - w.numel()) / w.shape[0])
+    if not per_row:
+        raise ValueError("model has no quantized Linear weight: pass a copy made by int8_dynamic or int8_weight_only")
+    if len(per_row) > 1 or not float(next(iter(per_row))).is_integer():
+        raise ValueError(f"the quantized layers store different bytes per row: {sorted(per_row)}")
+    return int(per_row.pop())

@@ -46,15 +46,12 @@ from .processor import (
     simd_features,
     usable_cpus,
 )
-from .processor import _windows_flags as _windows_flags  # tests fake Windows' feature calls through it
 
-DEVICE_ENV_VAR = "COURSE_DEVICE"
+_DEVICE_ENV_VAR = "COURSE_DEVICE"
 DEVICE_KINDS = names.DEVICE_KINDS
 
 __all__ = [
-    "DEVICE_ENV_VAR",
     "DEVICE_KINDS",
-    "available_devices",
     "as_device",
     "pick_device",
     "synchronize",
@@ -101,7 +98,7 @@ def _device_count(kind: str) -> int:
     return 1 if _kind_available(kind) else 0
 
 
-def available_devices() -> list[str]:
+def _available_devices() -> list[str]:
     """Device strings this machine can use, e.g. ['cuda:0', 'cuda:1', 'cpu']."""
     out = []
     for kind in DEVICE_KINDS:
@@ -136,12 +133,12 @@ def as_device(value: torch.device | str | None, name: str = "device") -> torch.d
         raise TypeError(f"{name} must be a torch.device or a str such as 'cpu' or 'cuda:0', got {type(value).__name__}")
     if not _kind_available(kind):
         raise ValueError(
-            f"{name} {value!r} was requested but this machine has no {kind} device; available: {available_devices()}"
+            f"{name} {value!r} was requested but this machine has no {kind} device; available: {_available_devices()}"
         )
     if index is not None and index >= _device_count(kind):
         raise ValueError(
             f"{name} {value!r}: this machine has {_device_count(kind)} {kind} device(s); "
-            f"available: {available_devices()}"
+            f"available: {_available_devices()}"
         )
     if kind == "xla":
         return devices.xla_device()
@@ -156,11 +153,11 @@ def pick_device(prefer: str | None = None) -> torch.device:
     'xla', 'cpu'; asking for one this machine lacks raises ValueError listing what it has. float32
     matmuls on the chosen device are set to full float32 precision (``devices.apply``).
     """
-    choice = prefer if prefer is not None else os.environ.get(DEVICE_ENV_VAR) or None
+    choice = prefer if prefer is not None else os.environ.get(_DEVICE_ENV_VAR) or None
     if choice is not None:
         if not isinstance(choice, str):
             raise TypeError(f"prefer must be a str such as 'cpu', got {type(choice).__name__}")
-        device = as_device(choice, "prefer" if prefer is not None else f"${DEVICE_ENV_VAR}")
+        device = as_device(choice, "prefer" if prefer is not None else f"${_DEVICE_ENV_VAR}")
     else:
         device = as_device(devices.current_plan().device)
     devices.apply(device.type)

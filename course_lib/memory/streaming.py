@@ -53,8 +53,6 @@ __all__ = [
     "stream_once",
     "ReadThroughput",
     "disk_read_throughput",
-    "drop_file_cache",
-    "cached_fraction",
 ]
 
 MiB = 2**20
@@ -469,11 +467,11 @@ def stream_once(
 # disk throughput and the page cache
 
 
-def drop_file_cache(path: str | os.PathLike) -> bool:
+def _drop_file_cache(path: str | os.PathLike) -> bool:
     """Ask the OS to drop ``path`` from the page cache (flushes it first). False where unsupported.
 
     Call it before timing a "cold" read. It is a request: check the result with
-    :func:`cached_fraction`.
+    :func:`_cached_fraction`.
     """
     fd = os.open(os.fspath(path), os.O_RDONLY)
     try:
@@ -486,7 +484,7 @@ def drop_file_cache(path: str | os.PathLike) -> bool:
         os.close(fd)
 
 
-def cached_fraction(path: str | os.PathLike) -> float | None:
+def _cached_fraction(path: str | os.PathLike) -> float | None:
     """Fraction of ``path``'s pages now in the page cache (Linux ``mincore``), or None if unknown.
 
     Shows whether the next read will come from RAM or from the disk.
@@ -549,8 +547,8 @@ def disk_read_throughput(path: str | os.PathLike, block_size: int = 8 * MiB, dro
     p = Path(path)
     if not p.is_file():
         raise ValueError(f"path must be an existing file, got {p}")
-    dropped = drop_file_cache(p) if drop_cache else False
-    frac = cached_fraction(p)
+    dropped = _drop_file_cache(p) if drop_cache else False
+    frac = _cached_fraction(p)
     if dropped and frac is not None:
         dropped = frac < 0.05
     buf = bytearray(block_size)

@@ -2,7 +2,7 @@
 
 * ``train_single``: the reference, one process training the course's digits MLP on whole global batches
   (``train.train_step``).
-* ``data_parallel_worker``: the worker run by ``comm.launch`` on N ranks. In one launch it does
+* ``_data_parallel_worker``: the worker run by ``comm.launch`` on N ranks. In one launch it does
   all of the notebook's work for that world size, so each world size pays for starting its processes
   once:
 
@@ -50,19 +50,17 @@ __all__ = [
     "global_batches",
     "rank_slice",
     "train_single",
-    "data_parallel_worker",
     "run_data_parallel",
     "speedup_model",
     "model_states_formula",
     "max_abs_difference",
-    "DEFAULT_BENCH",
 ]
 
 STRATEGIES = ("ddp", "fully_shard")
 """The two ways of section 1 and 3: full replicas (DDP) and sharded model states (FSDP2)."""
 
-OPTIMIZER = "momentum"  # SGD with momentum: 4 B of state per parameter, and updates proportional to the gradient
-DEFAULT_BENCH = {"in_features": 512, "hidden": 1024, "layers": 3, "batch_size": 64, "steps": 6, "warmup": 2}
+_OPTIMIZER = "momentum"  # SGD with momentum: 4 B of state per parameter, and updates proportional to the gradient
+_DEFAULT_BENCH = {"in_features": 512, "hidden": 1024, "layers": 3, "batch_size": 64, "steps": 6, "warmup": 2}
 """The throughput measurement's MLP (2.6 M parameters, 10.5 MB of gradients) and its steps."""
 
 
@@ -155,7 +153,7 @@ def train_single(
             raise TypeError(f"slice_of must be a (rank, world_size) tuple or None, got {slice_of!r}")
         batches = [rank_slice(b, slice_of[0], slice_of[1]) for b in batches]
     model = _model(hidden, seed)
-    opt = train.make_optimizer(OPTIMIZER, model.parameters(), lr=lr)
+    opt = train.make_optimizer(_OPTIMIZER, model.parameters(), lr=lr)
     losses = [train.train_step(model, batch, opt).loss for batch in batches]
     return {
         "losses": losses,
@@ -225,7 +223,7 @@ def _train_replicated(
     """Train with DDP or fully_shard on this rank's slices; losses are the global batches' mean losses."""
     model = _model(hidden, seed, device)
     wrapped = _wrap(strategy, model, world, device)
-    opt = train.make_optimizer(OPTIMIZER, wrapped.parameters(), lr=lr)
+    opt = train.make_optimizer(_OPTIMIZER, wrapped.parameters(), lr=lr)
     grads = _GradBytes()
     losses = [
         train.train_step(wrapped, rank_slice(b, rank, world), opt, device=device, before_update=grads).loss
@@ -263,7 +261,7 @@ def _peak_memory(
         raise RuntimeError(f"torch {torch.__version__} has no MemTracker/FSDPMemTracker: {torch_internals.missing()}")
     model = _model(hidden, seed, device)
     wrapped = _wrap(strategy, model, world, device)
-    opt = train.make_optimizer(OPTIMIZER, wrapped.parameters(), lr=lr)
+    opt = train.make_optimizer(_OPTIMIZER, wrapped.parameters(), lr=lr)
     tracker = MemTracker() if strategy == "ddp" else FSDPMemTracker(wrapped, opt)
     if strategy == "ddp":
         tracker.track_external(wrapped, opt)
@@ -326,7 +324,7 @@ def _throughput(
     }
 
 
-def data_parallel_worker(
+def _data_parallel_worker(
     batches: list[tuple[torch.Tensor, torch.Tensor]],
     hidden: int = 128,
     lr: float = 0.1,
@@ -338,7 +336,7 @@ def data_parallel_worker(
 
     Trains the digits MLP with DDP and with ``fully_shard`` on this rank's slice of each global batch
     (``batches``, from ``global_batches`` in the parent: a rank then never imports scikit-learn), then times DDP steps
-    of a larger MLP (``bench``: keys of ``DEFAULT_BENCH``;
+    of a larger MLP (``bench``: keys of ``_DEFAULT_BENCH``;
     ``None`` uses it, ``{}`` skips the timing) and, with ``link_sizes`` and 2 or more ranks, times
     all-reduces of those sizes (bytes). Returns this rank's dict: ``rank``, ``world_size``, ``backend``,
     ``ddp`` and ``fully_shard`` (each ``{"losses", "params" (rank 0 only), "memory": {"params", "grads",
@@ -349,7 +347,7 @@ def data_parallel_worker(
     if not batches:
         raise ValueError("batches must hold at least one global batch (global_batches makes them)")
     _check_training(len(batches), len(batches[0][0]), hidden, lr, world)
-    settings = dict(DEFAULT_BENCH) if bench is None else {**DEFAULT_BENCH, **bench} if bench else None
+    settings = dict(_DEFAULT_BENCH) if bench is None else {**_DEFAULT_BENCH, **bench} if bench else None
     out: dict[str, Any] = {"rank": rank, "world_size": world, "backend": info["backend"]}
     for strategy in STRATEGIES:
         out[strategy] = _train_replicated(strategy, batches, hidden, lr, seed, rank, world, device)
@@ -371,7 +369,7 @@ def run_data_parallel(
     backend: str = "gloo",
     timeout: float = 120.0,
 ) -> dict[str, Any]:
-    """Launch ``data_parallel_worker`` on ``world_size`` ranks (one thread each) and summarise it.
+    """Launch ``_data_parallel_worker`` on ``world_size`` ranks (one thread each) and summarise it.
     Notebook 06.1, all sections (one launch per world size).
 
     Returns ``{"world_size", "backend", "launch_s", "ddp": {"losses", "params"}, "fully_shard": {...},
@@ -389,9 +387,9 @@ def run_data_parallel(
     world_size = _check_world(world_size)
     _check_training(steps, global_batch, hidden, lr, world_size)
     if bench:
-        unknown = set(bench) - set(DEFAULT_BENCH)
+        unknown = set(bench) - set(_DEFAULT_BENCH)
         if unknown:
-            raise ValueError(f"unknown bench setting(s) {sorted(unknown)}; accepted: {sorted(DEFAULT_BENCH)}")
+            raise ValueError(f"unknown bench setting(s) {sorted(unknown)}; accepted: {sorted(_DEFAULT_BENCH)}")
         for k, v in bench.items():
             (arguments.nonnegative_int if k == "warmup" else arguments.positive_int)(f"bench[{k!r}]", v)
     if link_sizes is not None:
@@ -399,7 +397,7 @@ def run_data_parallel(
     start = time.perf_counter()
     batches = global_batches(steps, global_batch, seed)
     ranks = launch(
-        data_parallel_worker,
+        _data_parallel_worker,
         world_size,
         batches,
         hidden=hidden,
@@ -426,7 +424,7 @@ def run_data_parallel(
         compute = representative(b["solo_s"])
         step = max(representative(r["bench"]["step_s"]) for r in ranks)
         together = max(representative(r["bench"]["together_s"]) for r in ranks)
-        per_rank = (bench or {}).get("batch_size", DEFAULT_BENCH["batch_size"])
+        per_rank = (bench or {}).get("batch_size", _DEFAULT_BENCH["batch_size"])
         strong = max(
             (representative(r["bench"]["strong_s"]) for r in ranks if r["bench"]["strong_s"]), default=float("nan")
         )
@@ -501,4 +499,4 @@ def model_states_formula(n_params: int, world_size: int, strategy: str) -> int:
     strategy = arguments.choice("strategy", strategy, STRATEGIES)
     world_size = _check_world(world_size)
     stage = 0 if strategy == "ddp" else 3
-    return formulas.model_states_bytes(n_params, "fp32", OPTIMIZER, zero_stage=stage, data_parallel=world_size)
+    return formulas.model_states_bytes(n_params, "fp32", _OPTIMIZER, zero_stage=stage, data_parallel=world_size)

@@ -21,10 +21,10 @@ from typing import Any
 from .. import arguments
 from ..files import write_atomic
 
-# and topological_order, which kubeflow_job's check shares
-__all__ = ["Step", "pipeline_order", "run_pipeline", "flaky", "TransientError", "RECORD"]
+# and _topological_order, which kubeflow_job's check shares
+__all__ = ["Step", "pipeline_order", "run_pipeline", "flaky", "TransientError"]
 
-RECORD = "run_record.json"
+_RECORD = "run_record.json"
 
 
 @dataclass(frozen=True)
@@ -66,10 +66,10 @@ def pipeline_order(steps: Sequence[Step]) -> list[str]:
         unknown = [d for d in s.deps if d not in names]
         if unknown:
             raise ValueError(f"step {s.name!r} depends on {unknown}, which are not steps; the steps are {names}")
-    return topological_order({s.name: list(s.deps) for s in steps})
+    return _topological_order({s.name: list(s.deps) for s in steps})
 
 
-def topological_order(graph: Mapping[str, Sequence[str]]) -> list[str]:
+def _topological_order(graph: Mapping[str, Sequence[str]]) -> list[str]:
     """Kahn's algorithm over ``{node: [nodes it depends on]}``; ValueError naming the nodes of a cycle."""
     left = {n: set(d) for n, d in graph.items()}
     order: list[str] = []
@@ -109,7 +109,7 @@ def run_pipeline(
     workdir: str | os.PathLike,
     *,
     force: Sequence[str] = (),
-    record: str = RECORD,
+    record: str = _RECORD,
     sleep: Callable[[float], Any] = time.sleep,
 ) -> list[dict]:
     """Run the steps in dependency order in ``workdir``; return and write (``workdir/record``) one entry per

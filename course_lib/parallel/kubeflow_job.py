@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .job_steps import Step, pipeline_order, topological_order
+from .job_steps import Step, _topological_order, pipeline_order
 from .vertex_job import ACCELERATORS
 
 __all__ = ["kubeflow_pipeline", "validate_kubeflow_pipeline", "to_yaml"]
@@ -130,7 +130,7 @@ def validate_kubeflow_pipeline(spec: Mapping[str, Any]) -> list[str]:
         if unknown:
             raise ValueError(f"task {name!r} depends on {unknown}, which are not tasks; the tasks are {list(tasks)}")
         graph[name] = list(task.get("dependentTasks", []))
-    return topological_order(graph)
+    return _topological_order(graph)
 
 
 def to_yaml(spec: Mapping[str, Any]) -> str:

@@ -14,7 +14,7 @@ The same job for managed orchestrators, as text that is checked but never submit
 :func:`vertex_custom_job` (a Vertex AI CustomJob: worker pools of machines running the training script
 under torchrun) with :func:`validate_vertex_job`, and :func:`kubeflow_pipeline` (a pipeline spec in the shape
 of Kubeflow Pipelines v2's compiled YAML) with :func:`validate_kubeflow_pipeline`. Inside the "train" step,
-torchrun's elastic agent is the orchestrator of the workers (``train_script.run_torchrun``).
+torchrun's elastic agent is the orchestrator of the workers (``torchrun_launch.run_torchrun``).
 
 Those parts live in ``job_steps`` (the local runner), ``vertex_job`` and ``kubeflow_job``, and are re-exported
 here; this module holds the digits job and is what every step's container runs
@@ -33,11 +33,8 @@ from typing import Any
 
 from .. import arguments
 from ..files import write_atomic
-from .job_steps import RECORD as RECORD
 from .job_steps import Step, TransientError, flaky, pipeline_order, run_pipeline
 from .kubeflow_job import kubeflow_pipeline, to_yaml, validate_kubeflow_pipeline
-from .vertex_job import CLUSTER_VARIABLES as CLUSTER_VARIABLES
-from .vertex_job import N1_GPUS as N1_GPUS
 from .vertex_job import (
     ACCELERATORS,
     MACHINE_TYPES,
@@ -87,13 +84,13 @@ class _Train:
     nproc: int
 
     def __call__(self, workdir: Path) -> None:
-        from . import train_script
+        from . import torchrun_launch, train_script
 
         args = _train_args(workdir, self.steps, self.extra)
         if self.nproc == 1:
             train_script.main(args)
         else:  # torchrun's elastic agent runs the workers (and restarts them after a failure)
-            train_script.run_torchrun(args[2:], workdir / "run", nproc_per_node=self.nproc, max_restarts=2)
+            torchrun_launch.run_torchrun(args[2:], workdir / "run", nproc_per_node=self.nproc, max_restarts=2)
 
 
 @dataclass(frozen=True)

@@ -30,16 +30,16 @@ from torch import nn
 
 from .. import arguments, seeds, timing
 from ..comm import rank_info
-from .pipeline_runner import pin_to_core, run_schedule
+from .pipeline_runner import _pin_to_core, _run_schedule
 
 KINDS = ("gpipe", "1f1b")
 """Pipeline schedules that :func:`schedule_order` writes (and ``torch.distributed.pipelining`` runs)."""
 
-BY = ("params", "flops")
+_BY = ("params", "flops")
 """What :func:`layer_costs` counts per layer."""
 
-WIDTH = 1024
-"""Width of the ``Linear(WIDTH, WIDTH)`` layers of the bubble measurement (section 4)."""
+_WIDTH = 1024
+"""Width of the ``Linear(_WIDTH, _WIDTH)`` layers of the bubble measurement (section 4)."""
 
 
 # ----------------------------------------------------------------------------------------------
@@ -207,7 +207,7 @@ def layer_costs(layers: Sequence[nn.Module], by: str = "params", example: torch.
     """Cost of each layer (notebook 06.2, section 1): its parameter count (``by="params"``) or the FLOPs
     of its forward pass on ``example``, the input of the first layer (``by="flops"``, counted with
     ``timing.count_flops``; the layers run in order)."""
-    by = arguments.choice("by", by, BY)
+    by = arguments.choice("by", by, _BY)
     layers = list(layers)
     if by == "params":
         return [float(sum(p.numel() for p in layer.parameters())) for layer in layers]
@@ -397,13 +397,13 @@ def measure_schedules(
     settings: Sequence[dict[str, Any]],
     repeats: int = 3,
     micro_batch: int = 128,
-    width: int = WIDTH,
+    width: int = _WIDTH,
     warmup: int = 1,
     pin: bool = True,
 ) -> dict[str, Any]:
     """The bubble, measured (notebook 06.2, sections 4-5). Each setting is a dict with ``kind``
     (``"gpipe"``/``"1f1b"``), ``micro_batches`` and optionally ``layers`` (``Linear(width, width)`` layers
-    per stage, default 4 each: balanced). This rank pins itself to its own core (``pipeline_runner.pin_to_core``),
+    per stage, default 4 each: balanced). This rank pins itself to its own core (``pipeline_runner._pin_to_core``),
     builds its stage for every setting, and runs the settings interleaved (all settings once, then
     again, ``repeats`` times, after ``warmup`` rounds), so a slow moment of the machine hits all alike.
     Then each setting runs once more, untimed, under a ``memory.LiveTensorTracker`` with the weight
@@ -417,7 +417,7 @@ def measure_schedules(
     info = rank_info()
     rank, world, device = info["rank"], info["world_size"], info["device"]
     repeats = arguments.positive_int("repeats", repeats)
-    core = pin_to_core() if pin else None
+    core = _pin_to_core() if pin else None
     gen = torch.Generator().manual_seed(rank)
     stages, data = [], []
     for k, s in enumerate(settings):
@@ -439,7 +439,7 @@ def measure_schedules(
     for k, keep in plan:
         order = schedule_order(settings[k]["kind"], world, settings[k]["micro_batches"])[rank]
         dist.barrier()
-        record = run_schedule(stages[k], order, data[k], None, shape, shape, rank, world, device)
+        record = _run_schedule(stages[k], order, data[k], None, shape, shape, rank, world, device)
         for p in stages[k].parameters():
             p.grad = None
         if keep:
@@ -459,7 +459,7 @@ def measure_schedules(
         order = schedule_order(s["kind"], world, s["micro_batches"])[rank]
         tracker = LiveTensorTracker()
         dist.barrier()
-        record = run_schedule(stages[k], order, data[k], None, shape, shape, rank, world, device, tracker)
+        record = _run_schedule(stages[k], order, data[k], None, shape, shape, rank, world, device, tracker)
         mem[k] = {"peak_bytes": tracker.peak, "after_pass": [(kind, i, live) for kind, i, _, _, live in record]}
         for p in stages[k].parameters():
             p.grad = None
@@ -469,7 +469,7 @@ def measure_schedules(
 
 
 def activation_rows(
-    results: Sequence[dict[str, Any]], settings: Sequence[dict[str, Any]], micro_batch: int = 128, width: int = WIDTH
+    results: Sequence[dict[str, Any]], settings: Sequence[dict[str, Any]], micro_batch: int = 128, width: int = _WIDTH
 ) -> list[dict[str, Any]]:
     """Activation memory per setting and rank, measured against the count (notebook 06.2, section 4).
 

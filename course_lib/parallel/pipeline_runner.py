@@ -13,7 +13,7 @@ from torch import nn
 
 from ..comm import rank_info
 
-__all__ = ["pin_to_core", "run_schedule"]
+__all__: list[str] = []
 
 
 def _one_cpu_per_physical_core(cpus: list[int]) -> list[int]:
@@ -35,7 +35,7 @@ def _one_cpu_per_physical_core(cpus: list[int]) -> list[int]:
     return out
 
 
-def pin_to_core() -> int | None:
+def _pin_to_core() -> int | None:
     """Pin this process (all its threads) to one core of its own, chosen by rank among the cores it
     may use; return the core, or None where that is not possible (macOS and Windows have no
     ``os.sched_setaffinity``; fewer usable physical cores than ranks; GPU ranks, which need no pinning).
@@ -61,7 +61,7 @@ def _sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def run_schedule(
+def _run_schedule(
     stage: nn.Module,
     order: list[tuple[str, int]],
     inputs: list[torch.Tensor] | None,

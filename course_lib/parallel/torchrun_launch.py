@@ -2,7 +2,7 @@
 launched under ``torchrun`` with every agent a child process that never outlives the caller, a worker killed on
 purpose, and what the restart cost.
 
-``train_script`` re-exports these names; it runs in the workers, this module in the process that launches them.
+``train_script`` runs in the workers; this module runs in the process that launches them.
 """
 
 from __future__ import annotations
@@ -26,10 +26,9 @@ __all__ = [
     "restart_summary",
     "steps_timeline",
     "free_port",
-    "SCRIPT_MODULE",
 ]
 
-SCRIPT_MODULE = f"{__package__}.train_script"  # what torchrun runs with -m
+_SCRIPT_MODULE = f"{__package__}.train_script"  # what torchrun runs with -m
 
 
 # ----------------------------------------------------------------------------------------------
@@ -108,7 +107,7 @@ def torchrun_args(
             f"--rdzv-id={rdzv_id}",
             f"--rdzv-conf={conf}",
         ]
-    return [*args, "-m", SCRIPT_MODULE, *script_args]
+    return [*args, "-m", _SCRIPT_MODULE, *script_args]
 
 
 def _agent(channel, argv: list[str], env: dict[str, str]) -> None:  # pragma: no cover - runs in a child

@@ -62,38 +62,15 @@ import torch.distributed as dist
 from .. import arguments, seeds
 from ..comm.launcher import choose_backend, init_process_group, tcp_store
 from ..files import write_atomic
-from .torchrun_launch import (
-    TorchrunResult,
-    free_port,
-    loss_curve,
-    random_stream_resumes,
-    read_log,
-    redone_steps,
-    restart_summary,
-    run_torchrun,
-    steps_timeline,
-    torchrun_args,
-)
 
 __all__ = [
     "main",
     "parse_args",
     "prepare_data",
     "load_data",
-    "batch_indices",
-    "read_log",
-    "loss_curve",
-    "redone_steps",
     "make_model",
     "drop_optimizer_state",
     "CHECKPOINT_DIR",
-    "torchrun_args",
-    "run_torchrun",
-    "TorchrunResult",
-    "restart_summary",
-    "steps_timeline",
-    "free_port",
-    "random_stream_resumes",
 ]
 
 CHECKPOINT_DIR = "checkpoints"
@@ -131,7 +108,7 @@ def load_data(path: str | os.PathLike | None, seed: int = 0) -> dict[str, torch.
     return torch.load(path, weights_only=True)
 
 
-def batch_indices(step: int, n_examples: int, batch_size: int, seed: int) -> torch.Tensor:
+def _batch_indices(step: int, n_examples: int, batch_size: int, seed: int) -> torch.Tensor:
     """Indices of the global batch of update ``step``: a seeded shuffle per epoch, the last partial batch
     dropped. The step number is the whole data position, so a resumed run reads the same batches."""
     arguments.nonnegative_int("step", step)
@@ -333,7 +310,7 @@ def main(argv: list[str] | None = None) -> dict:
         share = args.batch_size // world
         loss = float("nan")
         for step in range(start, args.steps):
-            idx = batch_indices(step, len(x), args.batch_size, args.seed)[rank * share : (rank + 1) * share]
+            idx = _batch_indices(step, len(x), args.batch_size, args.seed)[rank * share : (rank + 1) * share]
             result = train_step(ddp, (x[idx].to(device), y[idx].to(device)), optimizer)
             total = torch.tensor([result.loss * share], dtype=torch.float64, device=device)
             dist.all_reduce(total)  # the global batch's mean loss, the same on every rank

@@ -22,8 +22,6 @@ __all__ = [
     "torchrun_env_from_cluster_spec",
     "MACHINE_TYPES",
     "ACCELERATORS",
-    "N1_GPUS",
-    "CLUSTER_VARIABLES",
 ]
 
 # Machine types and the accelerators each takes: the cited table tables/vertex_machines.json (a selection, not every
@@ -37,7 +35,6 @@ MACHINE_TYPES: dict[str, tuple[str | None, tuple[int, ...]]] = {
     )
     for key, m in _MACHINES.items()
 }
-N1_GPUS = catalog.vertex_machines("n1")[0].accelerators
 ACCELERATORS = tuple(sorted({a for m in _MACHINES.values() for a in m.accelerators}))
 # Every machine first takes the cluster's variables from the environment (Vertex AI's PyTorch containers set them)
 # or from CLUSTER_SPEC (set everywhere, also in an image of your own), and stops if it finds neither: with a
@@ -49,7 +46,7 @@ _TORCHRUN_ON_VERTEX = (
     "--master-addr=$MASTER_ADDR --master-port=$MASTER_PORT --max-restarts=2 "
     "-m course_lib.parallel.train_script {args}"
 )
-CLUSTER_VARIABLES = ("MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "RANK")
+_CLUSTER_VARIABLES = ("MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "RANK")
 
 
 def vertex_custom_job(
@@ -184,15 +181,15 @@ def cluster_env(environ: Mapping[str, str], machines: int) -> dict[str, str]:
     (:func:`torchrun_env_from_cluster_spec`), else, for one machine only, this machine alone. Anything else is a
     ValueError that says what is missing: a replica that guessed "one machine" would train alone."""
     machines = arguments.positive_int("machines", machines)
-    if all(environ.get(k) for k in CLUSTER_VARIABLES):
-        env, source = {k: environ[k] for k in CLUSTER_VARIABLES}, "the environment"
+    if all(environ.get(k) for k in _CLUSTER_VARIABLES):
+        env, source = {k: environ[k] for k in _CLUSTER_VARIABLES}, "the environment"
     elif environ.get("CLUSTER_SPEC"):
         env, source = torchrun_env_from_cluster_spec(environ["CLUSTER_SPEC"]), "CLUSTER_SPEC"
     elif machines == 1:
         return {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29500", "WORLD_SIZE": "1", "RANK": "0"}
     else:
         raise ValueError(
-            f"this job has {machines} machines, but neither {', '.join(CLUSTER_VARIABLES)} nor CLUSTER_SPEC "
+            f"this job has {machines} machines, but neither {', '.join(_CLUSTER_VARIABLES)} nor CLUSTER_SPEC "
             "is set here, so this machine cannot find the others. Vertex AI sets CLUSTER_SPEC on every "
             "replica of a custom job; elsewhere, export the four variables before the command."
         )

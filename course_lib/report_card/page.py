@@ -9,12 +9,12 @@ from datetime import datetime, timezone
 
 import course_lib
 
-from .. import plots
+from ..plots import _short_number
 from .reading import _compared
 
 
 def _fmt(value) -> str:
-    return "n/a" if value is None else plots.short_number(float(value))
+    return "n/a" if value is None else _short_number(float(value))
 
 
 def _hardware_rows(results: list[dict], labels: list[str], files: list[str]) -> list[dict]:

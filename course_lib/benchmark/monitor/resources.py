@@ -42,7 +42,7 @@ class Sample:
     gpu_util_percent: float | None = None  # torch.cuda.utilization / nvidia-smi (CUDA only)
 
 
-def gpu_utilization_reader(device: torch.device) -> Callable[[], float] | None:
+def _gpu_utilization_reader(device: torch.device) -> Callable[[], float] | None:
     """A function that returns ``device``'s utilisation in %, or None.
 
     First ``torch.cuda.utilization(device)`` (NVML through nvidia-ml-py; it maps the torch index to
@@ -110,7 +110,7 @@ class ResourceSampler:
         self._util = None
         if self.device.type != "cuda":
             return f"no GPU readings: the device is {self.device.type}, not CUDA"
-        self._util = gpu_utilization_reader(self.device)
+        self._util = _gpu_utilization_reader(self.device)
         if self._util is None:
             return (
                 "GPU memory from torch.cuda; no utilisation: torch.cuda.utilization needs nvidia-ml-py "

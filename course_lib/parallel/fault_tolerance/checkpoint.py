@@ -31,13 +31,10 @@ __all__ = [
     "load_latest",
     "checkpoint_path",
     "list_checkpoints",
-    "prune_checkpoints",
     "ShuffledBatches",
-    "FORMAT",
-    "naive_save",
 ]
 
-FORMAT = "course_lib.checkpoint/1"
+_FORMAT = "course_lib.checkpoint/1"
 _NAME = re.compile(r"^ckpt-(\d+)\.pt$")
 
 
@@ -142,7 +139,7 @@ def capture_state(model: nn.Module, optimizer: torch.optim.Optimizer, position: 
     if not isinstance(position, Mapping):
         raise TypeError(f"position must be a dict such as {{'epoch': 0, 'batch': 0}}, got {type(position).__name__}")
     return {
-        "format": FORMAT,
+        "format": _FORMAT,
         "model": _copy(model.state_dict()),
         "optimizer": _copy(optimizer.state_dict()),
         "rng": rng_state(),
@@ -221,7 +218,7 @@ def list_checkpoints(directory: str | os.PathLike) -> list[Path]:
     return [p for _, p in sorted(found)]
 
 
-def prune_checkpoints(directory: str | os.PathLike, keep: int) -> list[Path]:
+def _prune_checkpoints(directory: str | os.PathLike, keep: int) -> list[Path]:
     """Delete all but the newest ``keep`` checkpoints in ``directory``; return the deleted paths."""
     keep = arguments.positive_int("keep", keep)
     old = list_checkpoints(directory)[:-keep]
@@ -232,7 +229,7 @@ def prune_checkpoints(directory: str | os.PathLike, keep: int) -> list[Path]:
 
 def _blob(state: Mapping[str, Any]) -> dict:
     """What a checkpoint file stores: the state with its format and SHA-256 digest."""
-    return {"format": FORMAT, "sha256": _digest(state), "state": state}
+    return {"format": _FORMAT, "sha256": _digest(state), "state": state}
 
 
 def save_checkpoint(path: str | os.PathLike, state: Mapping[str, Any], *, keep: int | None = None) -> Path:
@@ -256,7 +253,7 @@ def save_checkpoint(path: str | os.PathLike, state: Mapping[str, Any], *, keep: 
     blob = _blob(state)
     write_atomic(path, lambda f: torch.save(blob, f))
     if keep is not None:
-        prune_checkpoints(directory, keep)
+        _prune_checkpoints(directory, keep)
     return path
 
 
@@ -274,8 +271,10 @@ def load_checkpoint(path: str | os.PathLike, map_location: str | torch.device | 
     except Exception as exc:  # noqa: BLE001 - every failure to read means the same: this file is unusable
         # torch's own message (kept as __cause__, shown in the traceback) varies with the torch version
         raise CheckpointError(f"checkpoint {str(path)!r} cannot be read: it is truncated or corrupted", path) from exc
-    if not isinstance(blob, dict) or blob.get("format") != FORMAT or "state" not in blob:
-        raise CheckpointError(f"{str(path)!r} is not a checkpoint written by save_checkpoint (format {FORMAT!r})", path)
+    if not isinstance(blob, dict) or blob.get("format") != _FORMAT or "state" not in blob:
+        raise CheckpointError(
+            f"{str(path)!r} is not a checkpoint written by save_checkpoint (format {_FORMAT!r})", path
+        )
     if _digest(blob["state"]) != blob.get("sha256"):
         raise CheckpointError(
             f"checkpoint {str(path)!r} is corrupted: its content does not match the SHA-256 "
@@ -355,11 +354,3 @@ class ShuffledBatches:
         for b in range(start, len(self)):
             sel = idx[b * self.batch_size : (b + 1) * self.batch_size]
             yield b, (self.x[sel], self.y[sel])
-
-
-def naive_save(path: str | os.PathLike, state: Mapping[str, Any]) -> Path:
-    """``torch.save`` straight onto ``path`` (same format as :func:`save_checkpoint`, no temporary file):
-    the unsafe way, for comparison. A kill mid-write leaves a truncated file."""
-    path = _as_path("path", path)
-    torch.save(_blob(state), path)
-    return path

@@ -116,7 +116,7 @@ def training_run(
     return out
 
 
-def training_run_child(channel: Any, kwargs: dict) -> None:  # pragma: no cover - runs in a child process
+def _training_run_child(channel: Any, kwargs: dict) -> None:  # pragma: no cover - runs in a child process
     """``training_run(**kwargs)`` in a fresh process (``procs.Children``); sends the result back."""
     channel.send(training_run(**kwargs))
 
@@ -127,7 +127,7 @@ def run_in_child(kwargs: Mapping[str, Any], timeout: float = 120.0) -> dict:
     from ...procs import Children
 
     with Children("course-train") as kids:
-        kids.start(training_run_child, dict(kwargs))
+        kids.start(_training_run_child, dict(kwargs))
         return _next_message(kids, timeout)
 
 
