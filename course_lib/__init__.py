@@ -9,7 +9,8 @@ before it; ``docs/library-map.md`` says which notebook uses what).
 from __future__ import annotations
 
 from . import layout
-from .hardware import detect, pick_device, seed_everything
+from .hardware import detect, pick_device
+from .seeds import seed_everything
 
 __doc__ = (__doc__ or "") + "\n" + layout.text()
 

@@ -398,9 +398,9 @@ def test_utilization_by_kind_and_sensitive_markup_and_one_host_power_rule():
     d = next(o for o in bare.options if o.hardware == "l4" and o.devices == 1 and o.where == "cloud")
     l4_w = catalog.get_accelerator("l4").power_w
     assert a.kwh == pytest.approx(
-        d.kwh + a.hours * decision.HOST_POWER_RATIO * l4_w * catalog.get_price("pue-google").value / 1e3
+        d.kwh + a.hours * cost.HOST_POWER_RATIO * l4_w * catalog.get_price("pue-google").value / 1e3
     )
-    assert a.kwh == pytest.approx(d.kwh * (1 + decision.HOST_POWER_RATIO))  # the host doubles the chip's energy
+    assert a.kwh == pytest.approx(d.kwh * (1 + cost.HOST_POWER_RATIO))  # the host doubles the chip's energy
     # a bought data-centre card by the same rule, a bought desk card its workstation's watts
     reg = recommend(124e6, 2.5e9, privacy="regulated", flips=False)
     reg0 = recommend(124e6, 2.5e9, privacy="regulated", host_power_ratio=0, flips=False)

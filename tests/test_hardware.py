@@ -4,7 +4,7 @@ import sys
 import pytest
 import torch
 
-from course_lib import hardware
+from course_lib import hardware, seeds
 
 
 def test_detect_is_consistent():
@@ -82,15 +82,15 @@ def test_platform_markers(monkeypatch):
 
 
 def test_seed_everything_repeats():
-    hardware.seed_everything(3)
+    seeds.seed_everything(3)
     a = torch.randn(4)
-    hardware.seed_everything(3)
+    seeds.seed_everything(3)
     assert torch.equal(a, torch.randn(4))
     with pytest.raises(ValueError, match="seed"):
-        hardware.seed_everything(-1)
+        seeds.seed_everything(-1)
     for bad in (1.5, "3", True):
         with pytest.raises(TypeError, match="seed"):
-            hardware.seed_everything(bad)
+            seeds.seed_everything(bad)
 
 
 def test_synchronize_checks_its_device():

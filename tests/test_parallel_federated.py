@@ -209,7 +209,7 @@ def test_allreduce_round_equals_the_simulated_round(small):
 
 
 def test_price_table_is_cited_and_names_catalog_chips():
-    rows = fed.price_table()  # notebook 06.5's rows of tables/prices.json, in the order it prints them
+    rows = cost.price_table()  # notebook 06.5's rows of tables/prices.json, in the order it prints them
     raw = {
         r["key"]: r
         for r in json.loads(resources.files("course_lib").joinpath("tables", "prices.json").read_text("utf-8"))["rows"]
@@ -220,18 +220,18 @@ def test_price_table_is_cited_and_names_catalog_chips():
         assert p.value == raw[p.key]["value"]
         if p.kind == "cloud-on-demand":
             assert catalog.get_accelerator(p.accelerator).key == p.accelerator
-    assert fed.job_cost is cost.job_cost and fed.Price is catalog.Price
+    assert cost.job_cost is cost.job_cost and cost.Price is catalog.Price
 
 
 def test_job_cost_arithmetic():
     acc = catalog.get_accelerator("a100-40gb")
     flops = 8 * acc.peak_flops("bf16") * 3600  # one hour of 8 chips at peak
-    c = fed.job_cost(flops, "a100-40gb", chips=8, utilization=1.0, scaling_efficiency=1.0)
+    c = cost.job_cost(flops, "a100-40gb", chips=8, utilization=1.0, scaling_efficiency=1.0)
     assert c["hours"] == pytest.approx(1.0) and c["chip_hours"] == pytest.approx(8.0)
-    assert c["usd"] == pytest.approx(8 * fed.price_table()["gcp-a100-40gb"].value)
-    assert c["kwh"] == pytest.approx(8 * acc.power_w * fed.price_table()["pue-google"].value / 1000)
-    assert fed.job_cost(flops, "tpu-v5e")["kwh"] is None  # Google publishes no TDP for v5e
+    assert c["usd"] == pytest.approx(8 * cost.price_table()["gcp-a100-40gb"].value)
+    assert c["kwh"] == pytest.approx(8 * acc.power_w * cost.price_table()["pue-google"].value / 1000)
+    assert cost.job_cost(flops, "tpu-v5e")["kwh"] is None  # Google publishes no TDP for v5e
     with pytest.raises(ValueError, match="no price"):
-        fed.job_cost(flops, "l40s")  # not rented on Google Cloud
+        cost.job_cost(flops, "l40s")  # not rented on Google Cloud
     with pytest.raises(ValueError, match="utilization"):
-        fed.job_cost(flops, "a100", utilization=0)
+        cost.job_cost(flops, "a100", utilization=0)

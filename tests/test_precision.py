@@ -4,7 +4,7 @@ import warnings
 import pytest
 import torch
 
-from course_lib import cpu, data, devices, hardware, models, precision
+from course_lib import cpu, data, devices, hardware, models, precision, seeds
 from course_lib.hardware import CPUInfo
 
 AVX2 = CPUInfo("AMD EPYC (Zen 3)", "x86_64", 2, 2, ("AVX2", "FMA"), "AVX2", "AVX2", native_bf16=False)
@@ -206,7 +206,7 @@ def test_gradient_values_gathers_every_gradient():
 def digits_gradients():
     """The digits MLP trained full-batch with Adam: gradients at the first step and after 100 steps."""
     with cpu.limit_threads(1):  # a tiny model: one thread is fastest and deterministic
-        hardware.seed_everything(0)
+        seeds.seed_everything(0)
         split = data.load_digits()
         model = models.MLP(64, 128, 10)
         return precision.gradients_while_training(model, (split.x_train, split.y_train), [0, 100])
@@ -357,7 +357,7 @@ def test_bf16_flushes_no_normal_fp32_value():
 
 def _trained_digits_mlp():
     with cpu.limit_threads(1):
-        hardware.seed_everything(0)
+        seeds.seed_everything(0)
         split = data.load_digits()
         model = models.MLP(64, 128, 10)
         precision.gradients_while_training(model, (split.x_train, split.y_train), [100])

@@ -19,9 +19,17 @@ def test_same_path_same_seed_and_every_path_its_own():
     assert seeds.derive(0, 1, 2) != seeds.derive(0, 2, 1)  # the order of the keys matters
 
 
+def test_paths_numpy_would_pad_or_split_alike_stay_apart():
+    import zlib
+
+    assert seeds.derive(5) != seeds.derive(5, 0) != seeds.derive(5, 0, 0)  # numpy pads short entropy with zeros
+    assert seeds.derive(2**32) != seeds.derive(0, 1)  # and splits large integers into 32-bit words
+    assert seeds.derive(0, "epoch") != seeds.derive(0, zlib.crc32(b"epoch"))  # a name is not its checksum
+
+
 def test_known_value_so_outputs_stay_put_across_versions():
     # a change of the rule changes every notebook's numbers; this pins it
-    assert seeds.derive(7, "rank", 1) == 1674718699
+    assert seeds.derive(7, "rank", 1) == 4156505951
 
 
 def test_fits_every_generator():
@@ -35,7 +43,15 @@ def test_fits_every_generator():
 
 @pytest.mark.parametrize(
     "args, error",
-    [((-1,), ValueError), ((0, -2), ValueError), ((1.5,), TypeError), ((0, 1.0), TypeError), ((True,), TypeError)],
+    [
+        ((-1,), ValueError),
+        ((0, -2), ValueError),
+        ((1.5,), TypeError),
+        ((0, 1.0), TypeError),
+        ((True,), TypeError),
+        ((2**64,), ValueError),
+        ((0, 2**64), ValueError),
+    ],
 )
 def test_bad_keys(args, error):
     with pytest.raises(error):

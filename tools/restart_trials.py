@@ -27,6 +27,7 @@ import time
 import traceback
 from pathlib import Path
 
+from course_lib import seeds
 from course_lib.parallel import torchrun_launch as tl
 from course_lib.parallel import train_script as ts
 from course_lib.procs import leftover_processes
@@ -35,7 +36,7 @@ STEPS, EVERY = 30, 5
 
 
 def _trial(index: int, seed: int, data: Path, reference: list[float], root: Path, timeout: float) -> dict:
-    rng = random.Random(seed * 1000 + index)
+    rng = random.Random(seeds.derive(seed, "trial", index))
     rank, step = rng.choice([0, 1]), rng.randint(2, STEPS - 6)
     args = ["--data", str(data), "--steps", str(STEPS), "--checkpoint-every", str(EVERY), "--step-delay", "0.05"]
     row: dict = {"trial": index, "kill_rank": rank, "kill_after_step": step, "time": time.time()}

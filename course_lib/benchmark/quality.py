@@ -385,7 +385,7 @@ def outlier_stress(
     for f in fractions:
         y, idx = corrupt_targets(split.y_train, f, magnitude, seed=seeds.derive(seed, "corrupt"))
         for name, loss_fn in loss_fns.items():
-            torch.manual_seed(seed)
+            torch.manual_seed(seeds.derive(seed, "init"))  # not the data's stream
             model = nn.Linear(n_features, 1)
             opt = models.make_optimizer("sgd", model.parameters(), lr=lr)
             start = time.perf_counter()

@@ -44,7 +44,8 @@ from typing import Any
 import torch
 
 from .. import arguments, comm, data, models, seeds, timing
-from ..hardware import as_device, detect, pick_device, seed_everything, synchronize
+from ..hardware import as_device, detect, pick_device, synchronize
+from ..seeds import seed_everything
 from ..train import train_step
 from .combine import Run, combine
 from .energy import EnergyMeter

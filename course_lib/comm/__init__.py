@@ -45,7 +45,6 @@ from .scaling import data_parallel_benchmark, measure_data_parallel
 from .async_sgd import run_hogwild, run_sync
 from .launcher import (
     BACKENDS,
-    HOST,
     LaunchTimeout,
     RankError,
     default_threads_per_rank,
@@ -65,7 +64,6 @@ __all__ = [
     "RankError",
     "LaunchTimeout",
     "BACKENDS",
-    "HOST",
     "max_world_size",
     "default_threads_per_rank",
     "last_launch_stats",

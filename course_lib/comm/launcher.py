@@ -67,12 +67,11 @@ __all__ = [
     "default_threads_per_rank",
     "last_launch_stats",
     "port_is_free",
-    "HOST",
 ]
 
 BACKENDS = ("gloo", "nccl")
-HOST = "127.0.0.1"
-_LOOPBACK_ADDRESSES = (HOST, "localhost")
+_HOST = "127.0.0.1"
+_LOOPBACK_ADDRESSES = (_HOST, "localhost")
 _MAX_WORLD_SIZE = 64  # absolute cap on local processes, whatever the core count
 _GRACE_S = 2.0  # how long ranks that finished may take to leave the process group and exit
 _ERROR_COLLECT_S = 0.5  # after the first error, how long to wait for the other ranks' reports
@@ -242,7 +241,7 @@ def _loopback_interface() -> str | None:
         import psutil
 
         for name, addrs in psutil.net_if_addrs().items():
-            if any(a.family == socket.AF_INET and a.address == HOST for a in addrs):
+            if any(a.family == socket.AF_INET and a.address == _HOST for a in addrs):
                 return name
     except Exception:  # noqa: BLE001 - gloo then picks an interface itself
         pass
@@ -282,7 +281,7 @@ def _rank(
     try:
         os.environ.update(
             {
-                "MASTER_ADDR": HOST,
+                "MASTER_ADDR": _HOST,
                 "MASTER_PORT": str(port),
                 "RANK": str(rank),
                 "LOCAL_RANK": str(rank),
@@ -291,9 +290,9 @@ def _rank(
             }
         )
         torch.set_num_threads(threads)
-        store = tcp_store(HOST, port, world_size, is_master=False, timeout=timedelta(seconds=startup_s))
+        store = tcp_store(_HOST, port, world_size, is_master=False, timeout=timedelta(seconds=startup_s))
         init_process_group(
-            backend, store, rank=rank, world_size=world_size, local_rank=rank, timeout=timeout_s, master_addr=HOST
+            backend, store, rank=rank, world_size=world_size, local_rank=rank, timeout=timeout_s, master_addr=_HOST
         )
         channel.send(("started", None))
         value = fn(*args, **kwargs)
@@ -423,7 +422,7 @@ def launch(
     # The parent owns the rendezvous store: port 0 lets the OS pick a free port, and the server keeps
     # it bound for the whole job, so no other process can take it between "pick" and "use".
     store = tcp_store(
-        HOST, 0, world_size, is_master=True, wait_for_workers=False, timeout=timedelta(seconds=max(startup, 10.0))
+        _HOST, 0, world_size, is_master=True, wait_for_workers=False, timeout=timedelta(seconds=max(startup, 10.0))
     )
     _LAST["port"] = port = store.port
     try:
@@ -552,7 +551,7 @@ def port_is_free(port: int, reuse: bool = True) -> bool:
         if reuse:
             s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
-            s.bind((HOST, port))
+            s.bind((_HOST, port))
         except OSError:
             return False
     return True

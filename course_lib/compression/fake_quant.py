@@ -33,6 +33,7 @@ import torch
 from torch import nn
 
 from .. import arguments, data, hardware, models, train
+from ..seeds import seed_everything
 
 __all__ = [
     "SCHEMES",
@@ -460,7 +461,7 @@ def qat_vs_ptq(
     dev = hardware.as_device(device)
     rows = []
     for seed in seeds:
-        hardware.seed_everything(seed)
+        seed_everything(seed)
         model = models.MLP(split.x_train.shape[1], hidden, split.n_classes).to(dev)
         train.fit(model, split.train, epochs=epochs, lr=lr, optimizer="adam", progress=False, seed=seed)
         qat = to_qat(model, bits)

@@ -290,16 +290,15 @@ def dequantized_weights(model: nn.Module) -> list[torch.Tensor]:
     return out
 
 
-#: Bytes per output row the hand count gives an int8 weight: one fp32 scale and one int8 zero point (symmetric int8
-#: needs no zero point; torchao's per-row int8 stores one anyway). How a library stores them is its own choice: the
-#: torchao releases for torch 2.6 store an int64 zero point for weight-only int8 (12 bytes a row) and none for
-#: dynamic int8 (4). ``row_bytes`` reads what the installed one stores.
+#: Bytes per output row that the hand count gives an int8 weight besides its weights: one fp32 scale and one int8
+#: zero point. What a library stores per row is its own choice and differs between torchao releases; ``row_bytes``
+#: reads what the installed one stores.
 ROW_BYTES = 5
 
 
 def predicted_int8_bytes(model: nn.Module, row_bytes: int = ROW_BYTES) -> int:
-    """Bytes of ``model`` with int8 Linear weights, ``row_bytes`` per output row besides (a scale and a zero point),
-    everything else in its own dtype: the size notebook 05.2 predicts before quantizing."""
+    """Bytes of ``model`` with every Linear weight in int8, ``row_bytes`` per output row besides (a scale and a zero
+    point), everything else in its own dtype: the size notebook 05.2 predicts before quantizing."""
     row_bytes = arguments.nonnegative_int("row_bytes", row_bytes)
     total = 0
     for layer in _model(model).modules():
@@ -323,6 +322,8 @@ def row_bytes(model: nn.Module) -> int:
             per_row.add((tensor_bytes(w) - w.numel()) / w.shape[0])
     if not per_row:
         raise ValueError("model has no quantized Linear weight: pass a copy made by int8_dynamic or int8_weight_only")
-    if len(per_row) > 1 or not float(next(iter(per_row))).is_integer():
+    if len(per_row) > 1:
         raise ValueError(f"the quantized layers store different bytes per row: {sorted(per_row)}")
+    if not float(next(iter(per_row))).is_integer():
+        raise ValueError(f"the quantized layers store {per_row.pop():g} bytes per row, not a whole number (per-group?)")
     return int(per_row.pop())

@@ -28,8 +28,7 @@ The parts, in the order notebook 07.3 (choosing hardware) uses them:
 * ``storage_ladder()``: USD per GB from GPU memory down to hard disks, next to their speed, and
   ``raid(level, disks, disk_tb)``: RAID 10 against RAID 6 (section 3, "Cost and energy": the memory and
   storage ladder).
-* ``price_table()`` and ``job_cost(...)``: the cost model of notebook 06.5, section 4 (also reachable as
-  ``course_lib.parallel.federated.price_table`` / ``job_cost``).
+* ``price_table()`` and ``job_cost(...)``: the cost model of notebook 06.5, section 4.
 
 Formulas (the notebook derives them):
 

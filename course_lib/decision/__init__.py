@@ -41,6 +41,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from .. import arguments, catalog, cost, names
+from ..cost import HOST_POWER_RATIO
 from ..memory.formulas import model_states_bytes
 from .assumptions import *  # noqa: F403  the constants, re-exported
 from .assumptions import (
@@ -51,7 +52,6 @@ from .assumptions import (
     ENERGY,
     FLOPS_PER_PARAM_TOKEN,
     FRAMEWORKS,
-    HOST_POWER_RATIO,
     METHODS,
     MICRO_BATCH,
     PORTING_USD,

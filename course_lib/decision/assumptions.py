@@ -30,7 +30,6 @@ __all__ = [
     "QLORA_SLOWDOWN",
     "PORTING_USD",
     "PURCHASE_SHARE",
-    "HOST_POWER_RATIO",
     "SENSITIVE_MARKUP",
     "UTILIZATION",
     "DESK_HOST_USD",
@@ -88,11 +87,6 @@ PORTING_USD = 10_000.0
 #: hardware that serves more projects, pass e.g. 1 - resale (0.7 at ``cost.owned_vs_cloud``'s 30 % resale) or
 #: this job's hours over the hardware's life.
 PURCHASE_SHARE = 1.0
-#: ASSUMED, one rule for every chip in a server (rented, or a bought data-centre GPU): its host (CPUs, memory,
-#: network, fans) draws ``cost.HOST_POWER_RATIO`` x the chip's TDP (1.0, read from the DGX A100 data sheet: a 72 W L4
-#: is charged 72 W of host, an A100 400 W); 0 counts the chips alone, as ``cost.training_footprint`` does. Bought
-#: consumer and pro cards are charged their workstation instead (``DESK_HOST_W``).
-HOST_POWER_RATIO = cost.HOST_POWER_RATIO
 #: ASSUMED: renting for "sensitive" data (e.g. finance) costs the on-demand price: the provider's standard
 #: controls (encryption at rest and in transit, a region you choose, access control, audit logs) and a contract
 #: such as a HIPAA business associate agreement come with ordinary instances; such contracts do not require

@@ -18,7 +18,6 @@ from .assumptions import (
     DEVICE_COUNTS,
     ELECTRICITY_ROW,
     FROZEN_BYTES,
-    HOST_POWER_RATIO,
     PORTING_USD,
     PURCHASE_SHARE,
     STATES_FRACTION,
@@ -45,7 +44,7 @@ class _Job:
     porting_usd: float = PORTING_USD
     purchase_share: float = PURCHASE_SHARE
     spot: bool = False
-    host_power_ratio: float = HOST_POWER_RATIO  # host watts per watt of chip in a server (cost.HOST_POWER_RATIO)
+    host_power_ratio: float = cost.HOST_POWER_RATIO  # host watts per watt of chip in a server
     markup: float = 0.0  # on cloud prices (sensitive data, where rules demand dedicated hosts)
     desk_host_usd: float = DESK_HOST_USD
 

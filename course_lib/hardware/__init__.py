@@ -1,11 +1,11 @@
 """What is this machine? CPU, memory, accelerators, platform, and which device to use.
 
 Used by notebook 00 (setup and hardware check) and by every notebook through
-``pick_device()`` and ``seed_everything()``. These are the machine's fixed facts; how busy it is
+``pick_device()``. These are the machine's fixed facts; how busy it is
 right now and how fast its arithmetic really runs is measured by ``course_lib.cpu``.
 
-Which device to use (``pick_device``, ``as_device``, ``synchronize``, ``graph_cut``) and the seed
-(``seed_everything``) are defined here; the facts live in the package's parts, and every name can be
+Which device to use (``pick_device``, ``as_device``, ``synchronize``, ``graph_cut``) is defined here
+(the seed is ``course_lib.seeds``); the facts live in the package's parts, and every name can be
 reached from here:
 
 ==================  ==========================================================================
@@ -20,11 +20,10 @@ reached from here:
 from __future__ import annotations
 
 import os
-import random
 
 import torch
 
-from .. import arguments, devices, names
+from .. import devices, names
 from .machine import PLATFORMS, AcceleratorInfo, HardwareInfo, blas_library, detect, detect_platform
 from .peak import (
     FP32_FLOPS_PER_CYCLE,
@@ -48,15 +47,12 @@ from .processor import (
 )
 
 _DEVICE_ENV_VAR = "COURSE_DEVICE"
-DEVICE_KINDS = names.DEVICE_KINDS
 
 __all__ = [
-    "DEVICE_KINDS",
     "as_device",
     "pick_device",
     "synchronize",
     "graph_cut",
-    "seed_everything",
     "PLATFORMS",
     "AcceleratorInfo",
     "HardwareInfo",
@@ -101,7 +97,7 @@ def _device_count(kind: str) -> int:
 def _available_devices() -> list[str]:
     """Device strings this machine can use, e.g. ['cuda:0', 'cuda:1', 'cpu']."""
     out = []
-    for kind in DEVICE_KINDS:
+    for kind in names.DEVICE_KINDS:
         n = _device_count(kind)
         out += [f"{kind}:{i}" for i in range(n)] if kind == "cuda" else ([kind] if n else [])
     return out
@@ -118,7 +114,7 @@ def as_device(value: torch.device | str | None, name: str = "device") -> torch.d
         return torch.device("cpu")
     if isinstance(value, torch.device):
         kind, index = value.type, value.index
-        if kind not in DEVICE_KINDS:
+        if kind not in names.DEVICE_KINDS:
             return value  # e.g. 'meta': PyTorch's own, left to PyTorch
     elif isinstance(value, str):
         text = value.strip().lower()
@@ -194,14 +190,3 @@ def graph_cut(device: torch.device | str | None = None) -> None:
         import torch_xla.core.xla_model as xm  # type: ignore[import-not-found]
 
         xm.mark_step()
-
-
-def seed_everything(seed: int = 0) -> int:
-    """Seed Python, numpy and torch (all devices) so deterministic cells repeat exactly."""
-    arguments.nonnegative_int("seed", seed)
-    import numpy as np
-
-    random.seed(seed)
-    np.random.seed(seed)
-    torch.manual_seed(seed)  # also seeds CUDA and MPS generators
-    return seed

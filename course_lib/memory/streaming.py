@@ -40,7 +40,7 @@ import torch
 
 from torch.utils.data import Dataset, IterableDataset, get_worker_info
 
-from .. import arguments, names
+from .. import arguments, names, seeds
 from ..hardware import current_rss_bytes, peak_rss_bytes, reset_peak_rss
 
 __all__ = [
@@ -140,7 +140,7 @@ def write_synthetic_dataset(
     if out.exists() and not out.is_dir():
         raise ValueError(f"path must be a directory (it will hold x.npy, y.npy, meta.json), got a file: {out}")
     out.mkdir(parents=True, exist_ok=True)
-    centres = np.random.default_rng([seed, 0]).standard_normal((n_classes, n_features)) * (
+    centres = np.random.default_rng(seeds.derive(seed, "centres")).standard_normal((n_classes, n_features)) * (
         separation * 2 / math.sqrt(n_features)
     )
     with open(out / "x.npy", "wb") as fx, open(out / "y.npy", "wb") as fy:
@@ -148,7 +148,7 @@ def write_synthetic_dataset(
         _write_header(fy, (n_samples,), np.dtype(np.int64))
         for i, start in enumerate(range(0, n_samples, chunk_rows)):
             rows = min(chunk_rows, n_samples - start)
-            rng = np.random.default_rng([seed, 1, i])
+            rng = np.random.default_rng(seeds.derive(seed, "chunk", i))
             y = rng.integers(0, n_classes, rows, dtype=np.int64)
             x = rng.standard_normal((rows, n_features), dtype=np.float32)
             x += centres[y].astype(np.float32)
@@ -232,8 +232,7 @@ class StreamingDataset(IterableDataset):
         for name, flag in (("shuffle", shuffle), ("drop_last", drop_last), ("drop_cache", drop_cache)):
             if not isinstance(flag, bool):  # bool("no") would be True
                 raise TypeError(f"{name} must be True or False, got {flag!r}")
-        if not isinstance(seed, int) or isinstance(seed, bool):
-            raise TypeError(f"seed must be an int, got {seed!r}")
+        seed = arguments.nonnegative_int("seed", seed)
         self.shuffle, self.seed, self.drop_last, self.drop_cache = shuffle, seed, drop_last, drop_cache
         self.epoch = 0
 
@@ -255,7 +254,7 @@ class StreamingDataset(IterableDataset):
     def _chunks(self) -> list[int]:
         starts = list(range(0, self.info.n_samples, self.chunk_rows))
         if self.shuffle:
-            np.random.default_rng([self.seed, self.epoch]).shuffle(starts)
+            np.random.default_rng(seeds.derive(self.seed, "chunk order", self.epoch)).shuffle(starts)
         w = get_worker_info()
         if w is not None:
             starts = starts[w.id :: w.num_workers]
@@ -266,7 +265,7 @@ class StreamingDataset(IterableDataset):
         dt = np.dtype(info.dtype)
         xbuf = np.empty((self.chunk_rows, info.n_features), dtype=dt)
         ybuf = np.empty(self.chunk_rows, dtype=np.int64)
-        rng = np.random.default_rng([self.seed, self.epoch, 1])
+        rng = np.random.default_rng(seeds.derive(self.seed, "rows", self.epoch))
         with open(info.path / "x.npy", "rb", buffering=0) as fx, open(info.path / "y.npy", "rb", buffering=0) as fy:
             for start in self._chunks():
                 rows = min(self.chunk_rows, info.n_samples - start)

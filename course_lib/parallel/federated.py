@@ -21,9 +21,9 @@ The parts, in the order notebook 06.5 uses them:
   course's shared ``train.train_step`` (the clients use it too).
 * ``fedavg_allreduce_round``: one FedAvg round run for real as processes (``comm.launch``),
   each rank a client and a weighted all-reduce as the averaging (section 3).
-* ``price_table()``, ``job_cost(...)``: a small cost model (chip-hours x price, kWh x electricity
-  price) from the cited table ``course_lib/tables/prices.json`` and the accelerator catalog
-  (section 4); they live in ``course_lib.cost`` and are imported here.
+
+What the heavyweight options cost (section 4: chip-hours x price, kWh x electricity price) is
+``course_lib.cost`` (``price_table``, ``job_cost``).
 """
 
 from __future__ import annotations
@@ -38,7 +38,6 @@ import torch
 from torch import nn
 
 from .. import arguments, seeds, train
-from ..cost import PRICE_KINDS, Price, job_cost, price_table
 
 SPLITS = ("iid", "shards", "dirichlet")
 #: How ``Server.aggregate`` weights the clients: by example count (FedAvg) or all alike (a plain mean, the
@@ -435,7 +434,7 @@ def run_fedavg(
     if stop_at is not None:
         stop_at = arguments.fraction("stop_at", stop_at, allow_one=True)
     torch.manual_seed(seed)
-    server = Server(model_fn(), len(clients), fraction, seed, weighting)
+    server = Server(model_fn(), len(clients), fraction, seeds.derive(seed, "select"), weighting)
     evaluator = model_fn()
     result = FedResult(clients_per_round=server.per_round, model_bytes=state_bytes(server.state))
     examples = 0
@@ -565,8 +564,7 @@ class _ModelFromState:
 # 4. What the heavyweight options cost: money and energy
 # --------------------------------------------------------------------------------------
 
-# The cost model (``price_table``, ``job_cost``, ``Price``) lives in ``course_lib.cost``, which notebook
-# 07.3 extends; it is imported at the top of this module so these names keep working here.
+# The cost model (``price_table``, ``job_cost``, ``Price``) is ``course_lib.cost``, which notebook 07.3 extends.
 
 
 __all__ = [
@@ -587,8 +585,4 @@ __all__ = [
     "train_centralised",
     "data_bytes",
     "fedavg_allreduce_round",
-    "PRICE_KINDS",
-    "Price",
-    "price_table",
-    "job_cost",
 ]

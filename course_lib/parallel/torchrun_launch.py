@@ -25,7 +25,6 @@ __all__ = [
     "random_stream_resumes",
     "restart_summary",
     "steps_timeline",
-    "free_port",
 ]
 
 _SCRIPT_MODULE = f"{__package__}.train_script"  # what torchrun runs with -m
@@ -120,7 +119,7 @@ def _agent(channel, argv: list[str], env: dict[str, str]) -> None:  # pragma: no
     channel.send(("finished", os.getpid()))
 
 
-def free_port() -> int:
+def _free_port() -> int:
     """A TCP port on 127.0.0.1 that was free a moment ago (for a rendezvous endpoint both agents must know)."""
     import socket
 
@@ -173,7 +172,7 @@ def run_torchrun(
     if nnodes == 1:
         argvs = [torchrun_args(args, nproc_per_node=nproc_per_node, max_restarts=max_restarts)]
     else:
-        endpoint, rid = f"127.0.0.1:{free_port()}", f"course{os.getpid()}_{time.monotonic_ns()}"
+        endpoint, rid = f"127.0.0.1:{_free_port()}", f"course{os.getpid()}_{time.monotonic_ns()}"
         argvs = [
             torchrun_args(
                 args,

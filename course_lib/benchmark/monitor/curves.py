@@ -11,7 +11,8 @@ import psutil
 import torch
 
 from ... import arguments, data, models, train
-from ...hardware import as_device, seed_everything, synchronize
+from ...hardware import as_device, synchronize
+from ...seeds import seed_everything
 from .resources import MIB, data_dir
 
 

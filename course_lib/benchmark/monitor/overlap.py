@@ -11,7 +11,7 @@ from typing import Any
 from torch import nn
 
 from ... import arguments, models, seeds
-from ...hardware import seed_everything
+from ...seeds import seed_everything
 from .scenarios import _random_batches
 
 

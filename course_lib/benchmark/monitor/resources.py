@@ -17,7 +17,8 @@ import torch
 
 from ... import arguments, models, train
 from ...cpu import limit_threads
-from ...hardware import as_device, seed_everything, synchronize
+from ...hardware import as_device, synchronize
+from ...seeds import seed_everything
 
 MIB = 2**20
 

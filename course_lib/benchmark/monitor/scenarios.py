@@ -13,7 +13,8 @@ import torch
 from torch import nn
 
 from ... import arguments, data, models, seeds, train
-from ...hardware import as_device, seed_everything, synchronize
+from ...hardware import as_device, synchronize
+from ...seeds import seed_everything
 from .profiler import StepProfile, profile_training_step
 from .resources import data_dir
 

@@ -9,7 +9,6 @@ import warnings
 from collections.abc import Mapping
 from typing import Any
 
-import numpy as np
 import torch
 from torch import nn
 
@@ -81,9 +80,7 @@ def training_run(
     if directory is not None:
         _as_path("directory", directory).mkdir(parents=True, exist_ok=True)
     torch.set_num_threads(arguments.positive_int("threads", threads))
-    torch.manual_seed(seed)
-    np.random.seed(seed)
-    random.seed(seed)
+    seeds.seed_everything(seed)
     if data is None:
         split = load_digits(seed=0)
         data = (split.x_train, split.y_train)
