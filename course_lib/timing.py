@@ -20,12 +20,30 @@ programs steal cores at random moments:
 from __future__ import annotations
 
 import contextlib
+import io
+import logging
 import statistics
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 
 import torch
-from torch.utils import benchmark
+
+
+def _import_quietly():
+    """``torch.utils.benchmark`` imports ``cpp_extension``, which logs "No CUDA runtime is found" at import on a CUDA
+    build of torch run without a GPU (the default ``pip install torch`` on Linux): a warning about nothing here."""
+    log = logging.getLogger("torch.utils.cpp_extension")
+    level = log.level
+    log.setLevel(logging.ERROR)  # newer torch logs it; torch 2.6 prints it to stderr
+    try:
+        with contextlib.redirect_stderr(io.StringIO()):
+            from torch.utils import benchmark
+    finally:
+        log.setLevel(level)
+    return benchmark
+
+
+_torch_benchmark = _import_quietly()
 
 from . import arguments, names
 from .hardware import as_device, synchronize
@@ -123,7 +141,7 @@ def _summary(label: str, times: list[float], threads: int, device: str, noisy: b
 
 
 def _block_times(call: Callable[[], None], threads: int, min_run_time: float) -> list[float]:
-    timer = benchmark.Timer(stmt="call()", globals={"call": call}, num_threads=threads)
+    timer = _torch_benchmark.Timer(stmt="call()", globals={"call": call}, num_threads=threads)
     return list(timer.blocked_autorange(min_run_time=min_run_time).times)
 
 

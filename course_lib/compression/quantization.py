@@ -54,13 +54,14 @@ def _model(model: nn.Module) -> nn.Module:
 
 _TORCHAO_MIN_VERSION = (0, 10)
 _INSTALL = "pip install -U torchao  (its release must match your torch: see https://github.com/pytorch/ao#installation)"
-_QUIET_LOGGERS = ("torchao", "torch.utils._pytree")
+_QUIET_LOGGERS = ("torchao", "torch.utils._pytree", "torch.utils.cpp_extension")
 
 
 @contextlib.contextmanager
 def _quiet() -> Iterator[None]:
-    """Hold back what importing torchao prints: "Failed to load ... .so" (its optional CUDA kernels, through
-    logging), torch's pytree deprecation notice (logging) and any warning, so no notebook shows stderr."""
+    """Hold back what importing torchao prints: "Failed to load ... .so" (its optional CUDA kernels), torch's pytree
+    deprecation notice and a CUDA build's "No CUDA runtime is found" (all through logging), and any warning, so no
+    notebook shows stderr."""
     levels = {name: logging.getLogger(name).level for name in _QUIET_LOGGERS}
     for name in _QUIET_LOGGERS:
         logging.getLogger(name).setLevel(logging.ERROR)
