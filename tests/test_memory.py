@@ -330,3 +330,21 @@ def test_bf16_mixed_adam_state_split_is_4_4_8():
     assert M.storage_bytes([p.grad for p in model.parameters()]) == 4 * n
     assert M.storage_bytes(moments) == 8 * n
     assert M.model_states_bytes(n, "bf16-mixed", "adam") == 16 * n
+
+
+def test_distributed_paths_that_failed_on_a_release_say_what_to_install(monkeypatch):
+    ti = M.torch_internals
+    monkeypatch.setattr(torch, "__version__", "2.8.0+cu128")
+    with pytest.raises(RuntimeError, match=r"fully_shard training .*torch 2\.8\.0.*pip install -U torch"):
+        ti.require_distributed("fully_shard training", "cpu")
+    ti.require_distributed("fully_shard", "cpu")  # a checkpoint round trip worked there
+    ti.require_distributed("pipelining", "cpu")
+    ti.require_distributed("fully_shard training", "meta")  # only CPUs were tested
+    monkeypatch.setattr(torch, "__version__", "2.9.1")
+    with pytest.raises(RuntimeError, match="gloo aborted"):
+        ti.require_distributed("pipelining", torch.device("cpu"))
+    monkeypatch.setattr(torch, "__version__", "2.13.0+cpu")
+    for path in ("fully_shard", "fully_shard training", "pipelining"):
+        ti.require_distributed(path)
+    with pytest.raises(ValueError, match="path"):
+        ti.require_distributed("ring")

@@ -206,3 +206,32 @@ def require(allow_missing_memtracker: bool = True) -> None:
             f"{', '.join(gone)}. The course supports torch {SUPPORTED_TORCH} (the README says which releases are "
             "tested); install one of those, or report this with your torch version."
         )
+
+
+#: Distributed paths that went wrong in the course's tests on a CPU (gloo) with some torch releases (the README's
+#: "Tested PyTorch releases"): path -> (releases, what happened there).
+_BROKEN_ON_CPU = {
+    "fully_shard": (("2.6",), "fully_shard's CPU streams lack record_event"),
+    "fully_shard training": (
+        ("2.6", "2.7", "2.8"),
+        "fully_shard's CPU streams lack record_event (2.6), or two ranks trained to other weights than one process "
+        "(2.7, 2.8)",
+    ),
+    "pipelining": (("2.6", "2.7", "2.9"), "the schedule hung (2.6, 2.7) or gloo aborted on a message size (2.9)"),
+}
+
+
+def require_distributed(path: str, device: torch.device | str = "cpu") -> None:
+    """Raise a RuntimeError that says what to install where ``path`` (a key of ``_BROKEN_ON_CPU``) failed in the
+    course's tests with this torch release on a CPU. Other devices are not checked (not tested on GPUs)."""
+    if path not in _BROKEN_ON_CPU:
+        raise ValueError(f"path must be one of {sorted(_BROKEN_ON_CPU)}, got {path!r}")
+    if torch.device(device).type != "cpu":
+        return
+    release = ".".join(torch.__version__.split("+")[0].split(".")[:2])
+    releases, what = _BROKEN_ON_CPU[path]
+    if release in releases:
+        raise RuntimeError(
+            f"{path} on a CPU (gloo) does not work with torch {torch.__version__} in this course's tests: {what}. "
+            "Install torch 2.10 or newer (pip install -U torch, then restart the kernel) to run this demo."
+        )

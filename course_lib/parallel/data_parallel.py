@@ -43,7 +43,7 @@ from torch import nn
 from .. import arguments, comm, data, models, seeds, train
 from ..timing import representative
 from ..comm import allreduce_benchmark, launch, max_world_size, rank_info
-from ..memory import formulas
+from ..memory import formulas, torch_internals
 
 __all__ = [
     "STRATEGIES",
@@ -210,6 +210,7 @@ def _wrap(strategy: str, model: nn.Module, world: int, device: torch.device) -> 
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import fully_shard
 
+    torch_internals.require_distributed("fully_shard training", device)
     mesh = init_device_mesh(device.type, (world,))
     for layer in model:
         if isinstance(layer, nn.Linear):
@@ -254,7 +255,6 @@ def _peak_memory(
     """The peak of live tensor bytes on this rank over ``steps`` training steps of a fresh copy of the model,
     from torch's own trackers (``FSDPMemTracker`` for ``fully_shard``, ``MemTracker`` for DDP): everything
     alive at the peak, all-gathered weights and prefetched layers included, by category."""
-    from ..memory import torch_internals
 
     MemTracker, FSDPMemTracker = torch_internals.mem_tracker_class(), torch_internals.fsdp_mem_tracker_class()
     if MemTracker is None or FSDPMemTracker is None:

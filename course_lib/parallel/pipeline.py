@@ -29,6 +29,7 @@ import torch.distributed as dist
 from torch import nn
 
 from .. import arguments, seeds, timing
+from ..memory import torch_internals
 from ..comm import rank_info
 from .pipeline_runner import _pin_to_core, _run_schedule
 
@@ -373,8 +374,9 @@ def library_pipeline_step(
 
     kind = arguments.choice("kind", kind, KINDS)
     m = arguments.integer("micro_batches", micro_batches, minimum=1)
-    stage_mod, first, rank, world, _ = _my_stage(widths, seed, "params")
     device = rank_info()["device"]
+    torch_internals.require_distributed("pipelining", device)
+    stage_mod, first, rank, world, _ = _my_stage(widths, seed, "params")
     stage = PipelineStage(stage_mod, rank, world, device)
     schedule = (ScheduleGPipe if kind == "gpipe" else Schedule1F1B)(stage, m, loss_fn=nn.functional.cross_entropy)
     losses: list[torch.Tensor] = []

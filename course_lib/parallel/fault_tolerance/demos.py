@@ -13,6 +13,7 @@ import torch
 from torch import nn
 
 from ... import arguments, seeds
+from ...memory import torch_internals
 from ...files import write_atomic
 from .checkpoint import (
     CheckpointError,
@@ -207,6 +208,7 @@ def _sharded_model(seed: int, hidden: int) -> tuple[nn.Module, torch.optim.Optim
     torch.manual_seed(seed)
     model = MLP(64, [hidden, hidden], 10)
     info = rank_info()
+    torch_internals.require_distributed("fully_shard", info["device"])
     fully_shard(model, mesh=init_device_mesh(info["device"].type, (info["world_size"],)))
     return model, torch.optim.Adam(model.parameters(), lr=1e-2)
 
