@@ -144,13 +144,7 @@ def reduce_scatter_time(nbytes: float, world_size: int, alpha: float, bandwidth:
     ``(p-1)*alpha + (p-1)/p * n/bw``. ``allgather_time + reduce_scatter_time`` equals
     the ring ``allreduce_time``. ``world_size == 1`` costs 0.
     """
-    n = arguments.nonnegative("nbytes", nbytes)
-    p = arguments.integer("world_size (the number of ranks)", world_size, minimum=1)
-    a = arguments.nonnegative("alpha (per-message latency in seconds)", alpha)
-    bw = arguments.positive("bandwidth (bytes per second; float('inf') is a free link)", bandwidth, allow_inf=True)
-    if p == 1:
-        return 0.0
-    return (p - 1) * a + (p - 1) / p * n / bw
+    return allgather_time(nbytes, world_size, alpha, bandwidth)  # the same messages, run in the other direction
 
 
 def broadcast_time(nbytes: float, world_size: int, alpha: float, bandwidth: float) -> float:
