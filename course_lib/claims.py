@@ -17,6 +17,8 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass
 
+from . import record
+
 _MIME = "application/vnd.course.claim+json"
 
 __all__ = ["BoundAcceptsNoEffect", "ClaimFailed", "Claim", "claim", "judge"]
@@ -42,6 +44,7 @@ class Claim:
     no_effect_is: str
     unit: str
     held: bool
+    key: str = ""
 
     def bound(self) -> str:
         u = self.unit
@@ -62,7 +65,27 @@ class Claim:
         p.text(self.line())
 
     def _repr_mimebundle_(self, include=None, exclude=None) -> dict:
-        return {"text/plain": self.line(), _MIME: asdict(self)}
+        bundle = {"text/plain": self.line(), _MIME: asdict(self)}
+        if self.key:
+            bundle[record.VALUE_MIME] = _entry(self)
+        return bundle
+
+
+def _entry(result: Claim, status: str | None = None, why: str = "") -> dict:
+    """The log entry of a judged claim: its key, what it says, the measurement, the bound and the verdict."""
+    return {
+        "kind": "claim",
+        "key": result.key,
+        "text": result.text,
+        "value": result.measured,
+        "low": result.low,
+        "high": result.high,
+        "no_effect": result.no_effect,
+        "no_effect_is": result.no_effect_is,
+        "unit": result.unit,
+        "status": status or ("held" if result.held else "not held"),
+        "why": why,
+    }
 
 
 def _fmt(x: float) -> str:
@@ -99,14 +122,17 @@ def judge(
     no_effect: float,
     no_effect_is: str = "no effect",
     unit: str = "",
+    key: str = "",
 ) -> Claim:
     """The :class:`Claim` that :func:`claim` shows, without showing it or raising when it does not hold.
     Raises ``ValueError`` when the bound also accepts ``no_effect`` (the check could not fail)."""
     if not isinstance(text, str) or not text.strip():
         raise TypeError("text must be a non-empty string saying what the claim is")
-    for arg, value in (("no_effect_is", no_effect_is), ("unit", unit)):
+    for arg, value in (("no_effect_is", no_effect_is), ("unit", unit), ("key", key)):
         if not isinstance(value, str):
             raise TypeError(f"{arg} must be a string, got {type(value).__name__}")
+    if key:
+        record.check_key(key)
     given = [b for b in (above, below, between) if b is not None]
     if len(given) != 1:
         raise ValueError("give exactly one bound: above=..., below=... or between=(low, high)")
@@ -121,13 +147,13 @@ def judge(
         high = _number(below, "below") if below is not None else None
     m = _number(measured, "measured")
     n = _number(no_effect, "no_effect")
-    probe = Claim(text, m, low, high, n, no_effect_is, unit, held=False)
+    probe = Claim(text, m, low, high, n, no_effect_is, unit, held=False, key=key)
     if _inside(n, low, high):
         raise BoundAcceptsNoEffect(
             f"the bound {probe.bound()} also accepts the no-effect value {_fmt(n)}{unit} "
             f"({no_effect_is}), so this check could not fail: tighten the bound"
         )
-    return Claim(text, m, low, high, n, no_effect_is, unit, held=_inside(m, low, high))
+    return Claim(text, m, low, high, n, no_effect_is, unit, held=_inside(m, low, high), key=key)
 
 
 def claim(
@@ -141,6 +167,7 @@ def claim(
     no_effect_is: str = "no effect",
     unit: str = "",
     hint: str = "",
+    key: str = "",
 ) -> None:
     """Judge the lesson's claim ``text`` on this machine and show the verdict as one line: ``measured`` must lie
     ``above`` a bound, ``below`` one, or ``between`` two (strictly). ``no_effect`` is what ``measured`` would be
@@ -152,6 +179,10 @@ def claim(
     raises :class:`BoundAcceptsNoEffect`, a ``ValueError``, there); ``hint`` is added to that message (what the
     learner can do: rerun on an idle machine, which setting changes the result). Returns nothing, so a claim
     on a cell's last line is not shown twice; :func:`judge` returns the :class:`Claim` instead.
+
+    ``key`` is the claim's stable name (``"04/bf16_step_speedup"``, see :mod:`course_lib.record`): the verdict is
+    logged under it, with "not judged" and why where the bound accepted the no-effect value, so the lesson's run
+    file and the atlas of recorded runs carry it.
     """
     if not isinstance(hint, str):
         raise TypeError(f"hint must be a string, got {type(hint).__name__}")
@@ -165,13 +196,27 @@ def claim(
             no_effect=no_effect,
             no_effect_is=no_effect_is,
             unit=unit,
+            key=key,
         )
     except BoundAcceptsNoEffect as err:  # a control measured here landed inside the bound: nothing to tell apart
+        if key:
+            m, n = _number(measured, "measured"), _number(no_effect, "no_effect")
+            low, high = (float(b) if b is not None else None for b in (between or (above, below)))
+            probe = Claim(text, m, low, high, n, no_effect_is, unit, held=False, key=key)
+            record.log(
+                _entry(
+                    probe,
+                    "not judged",
+                    f"the no-effect value {_fmt(n)}{unit} ({no_effect_is}) measured here lies inside the bound",
+                )
+            )
         raise ClaimFailed(
             f"Claim not judged: {text}. Measured {_fmt(_number(measured, 'measured'))}{unit}, but {err}. "
             "On this machine the effect cannot be told from its absence; the cells above show why."
             + (f"\n{hint}" if hint else "")
         ) from None
+    if key:
+        record.log(_entry(result))
     _show(result)
     if not result.held:
         raise ClaimFailed(f"{result.line()}" + (f"\n{hint}" if hint else ""))

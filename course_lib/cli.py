@@ -10,6 +10,10 @@ course benchmark [--quick] [--label L] [--out PATH] [--threads N] [--processes N
                          processes (trimmed mean, CV flagged above 5 %), saved as JSON
                          (default ./benchmark-<label>-<date>.json; --out FOLDER puts that name there);
                          --quick takes ~15-30 s, the full run 1-3 min
+course run-file NOTEBOOK.ipynb [--label L] [--out DIR]
+                         a lesson notebook saved with its outputs, as one run file (what its last cell writes)
+course class FOLDER [--out DIR]
+                         a folder of learners' run files merged into one offline HTML page for the room
 course report-card RESULT.json... [--out DIR]
                          put saved benchmark results side by side (PNG and HTML in DIR, default
                          ./report-card) with the catalog's accelerators as reference lines
@@ -116,6 +120,25 @@ def _report_card(args: argparse.Namespace) -> int:
     return 0
 
 
+def _run_file(args: argparse.Namespace) -> int:
+    from .files import write_atomic
+    from .runs.runfile import kind_of, run_from_notebook, summary
+
+    run = run_from_notebook(args.notebook, args.label)
+    folder = Path(args.out)
+    folder.mkdir(parents=True, exist_ok=True)
+    name = f"{run['lesson']}-{_slug(run['label'] or kind_of(run['machine']))}-{run['date']}.json"
+    path = write_atomic(folder / name, json.dumps(run, indent=1, sort_keys=True) + "\n")
+    print(f"{summary(run)}\nsaved {path}  (a class page: course class {folder} --out class-page)")
+    return 0
+
+
+def _slug(text: str) -> str:
+    import re
+
+    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")[:40] or "run"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="course", description="Training on the hardware you have.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -165,6 +188,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     bench.add_argument("--no-progress", action="store_true", help="no progress bar")
     bench.set_defaults(func=_benchmark)
+    rf = sub.add_parser("run-file", help="a lesson notebook saved with its outputs, as one run file (JSON)")
+    rf.add_argument("notebook", help="a lesson notebook (.ipynb) saved after running its cells")
+    rf.add_argument("--label", default=None, help="a name for this run on a class page (at most 60 characters)")
+    rf.add_argument("--out", default="course-runs", help="folder to write the run file in (default ./course-runs)")
+    rf.set_defaults(func=_run_file)
     card = sub.add_parser("report-card", help="compare saved benchmark results (PNG and HTML)")
     card.add_argument("results", nargs="+", help="result files written by `course benchmark` (or folders of them)")
     card.add_argument("--out", default="report-card", help="folder for the PNG and HTML (default ./report-card)")

@@ -421,3 +421,32 @@ def resource_use(runs: Mapping, *, title: str = "Resource use during training"):
     fig.suptitle(title, fontsize=11)
     fig.tight_layout()
     return fig, axes
+
+
+def atlas_strips(rows: Sequence[Mapping], *, title: str = "This run among the recorded runs"):
+    """One strip per quantity: each recorded run a dot coloured by its machine kind, this run a red star
+    (``runs.compare(...).plot()``). Each row: ``label`` (with units), ``value`` (this run), ``groups`` (machine kind ->
+    values)."""
+    _text("title", title)
+    if not rows:
+        raise ValueError("rows must hold at least one quantity")
+    kinds = list(dict.fromkeys(k for r in rows for k in r["groups"]))
+    colours = {k: f"C{i % 10}" for i, k in enumerate(kinds)}
+    fig, axes = plt.subplots(
+        len(rows), 1, figsize=(7.0, 0.6 + 0.9 * len(rows) + 0.22 * len(kinds)), dpi=_DPI, squeeze=False
+    )
+    for ax, row in zip(axes[:, 0], rows):
+        for kind, values in row["groups"].items():
+            ax.plot(list(values), [0] * len(values), "o", alpha=0.65, color=colours[kind], label=kind)
+        ax.plot([row["value"]], [0], "*", color="crimson", markersize=13, label="this run")
+        ax.set_yticks([])
+        ax.set_xlabel(_text("label", row["label"]), fontsize=8)
+        ax.grid(True, axis="x", alpha=0.3)
+    axes[0, 0].set_title(title, fontsize=11)
+    handles = {}
+    for ax in axes[:, 0]:
+        for h, lab in zip(*ax.get_legend_handles_labels()):
+            handles.setdefault(lab, h)
+    fig.tight_layout()
+    fig.legend(handles.values(), handles.keys(), fontsize=7, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=1)
+    return fig

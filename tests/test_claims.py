@@ -161,6 +161,7 @@ def test_a_claim_publishes_its_record_for_the_executed_copy():
         "no_effect_is": "no effect",
         "unit": "",
         "held": True,
+        "key": "",
     }
     assert bundle["text/plain"].startswith("Claim held: x.")
 

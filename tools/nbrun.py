@@ -45,8 +45,14 @@ KERNEL_NAME = os.environ.get("COURSE_KERNEL", "python3")
 def kernel_env() -> dict:
     """The environment a notebook kernel starts with: this process's, less MPLBACKEND (the test run sets Agg for
     itself; a kernel left with it would draw no inline figures, and the executed copy would hold no plots). A kernel
-    of another environment (COURSE_KERNEL_ENV) gets that environment's programs first on PATH."""
+    of another environment (COURSE_KERNEL_ENV) gets that environment's programs first on PATH.
+
+    The executed copies are made with the answers revealed (``COURSE_REVEAL=1``: no learner is there to guess, and the
+    website shows each answer, saying so in the cell), and a lesson's last cell writes its run file under
+    build/runs/, never beside the notebook."""
     env = {k: v for k, v in os.environ.items() if k != "MPLBACKEND"}
+    env.setdefault("COURSE_REVEAL", "1")
+    env.setdefault("COURSE_RUNS_DIR", str(ROOT / "build" / "runs"))
     other = os.environ.get("COURSE_KERNEL_ENV")
     if other:
         bin_dir = Path(other) / ("Scripts" if os.name == "nt" else "bin")

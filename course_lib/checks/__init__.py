@@ -15,7 +15,8 @@ One import for every check; each part lives in its own file:
 ===================  ==========================================================================
 ``core``             ``check_function``, ``check_value``, ``check_largest``, ``CheckFailed``,
                      ``ExerciseNotDone``: the checks every exercise uses, and their messages
-``guesses``          ``score_guess``: a learner's prediction against the measurement
+``guesses``          ``score_guess``: a learner's prediction against the measurement; ``guess_first``:
+                     the prediction lock (``COURSE_REVEAL=1`` shows answers without a guess)
 ``references``       ``gradscaler_step``, ``topk_step``: one step of a stateful object, as a function
 ``resume``           ``check_resume``: exercise 06's checkpoint and resume
 ``hardware_choice``  ``check_option_numbers``, ``check_hardware_choice``: exercise 07
@@ -25,7 +26,7 @@ One import for every check; each part lives in its own file:
 from __future__ import annotations
 
 from .core import CheckFailed, Checked, ExerciseNotDone, check_function, check_largest, check_value
-from .guesses import GuessScore, score_guess
+from .guesses import GuessFirst, GuessScore, guess_first, revealing, score_guess
 from .hardware_choice import (
     PICK_DEVICE_COUNTS,
     PICK_STATES_FRACTION,
@@ -49,7 +50,10 @@ __all__ = [
     "check_function",
     "check_largest",
     "check_value",
+    "GuessFirst",
     "GuessScore",
+    "guess_first",
+    "revealing",
     "score_guess",
     "gradscaler_step",
     "topk_step",

@@ -8,8 +8,11 @@ way).
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass
 from typing import Any
+
+from .. import record
 
 
 def _fmt(x: float) -> str:
@@ -28,6 +31,8 @@ class GuessScore:
     model_name: str
     name: str
     answer_name: str = "measured here"
+    key: str = ""
+    close_within: float | None = None
 
     @staticmethod
     def _factor(value: float, reference: float) -> float | None:
@@ -58,6 +63,15 @@ class GuessScore:
         f = self.factor
         if self.guess is None:
             return "no guess"
+        if self.guess == self.measured:
+            return "exactly right"
+        near = self.close_within is not None and abs(self.guess - self.measured) <= self.close_within
+        if self.model is not None and self.guess == self.model:
+            return f"exactly the {self.model_name}'s answer" + (
+                ", and within what this measurement can tell apart" if near or (f is not None and f <= 1.25) else ""
+            )
+        if near:
+            return "spot on (within what this measurement can tell apart)"
         if f is None:
             return "off by " + _fmt(abs(self.guess - self.measured)) + (f" {self.unit}" if self.unit else "")
         if f <= 1.25:
@@ -77,7 +91,11 @@ class GuessScore:
         u = f" {self.unit}" if self.unit else ""
         f = self._factor(value, self.measured)
         answer = "the measurement" if self.answer_name == "measured here" else "the answer"
-        if value == self.measured or (f is not None and f < 1.005):
+        if (
+            value == self.measured
+            or (f is not None and f < 1.005)
+            or (self.close_within is not None and abs(value - self.measured) <= self.close_within)
+        ):
             rel = f"equal to {answer}"
         elif f is not None:
             rel = f"{f:.2f}x" if f < 10 else f"{f:.3g}x"
@@ -114,6 +132,69 @@ class GuessScore:
     def __repr__(self) -> str:
         return self.text()
 
+    def entry(self) -> dict:
+        """The log entry (:mod:`course_lib.record`): the key, the guess, the answer, the model and the verdict."""
+        return {
+            "kind": "guess",
+            "key": self.key,
+            "what": self.what,
+            "guess": self.guess,
+            "value": self.measured,
+            "model": self.model,
+            "unit": self.unit,
+            "factor": self.factor,
+            "verdict": self.verdict,
+        }
+
+    def _repr_mimebundle_(self, include=None, exclude=None) -> dict:
+        bundle = {"text/plain": self.text()}
+        if self.key:
+            bundle[record.VALUE_MIME] = self.entry()
+        return bundle
+
+
+#: The one setting that shows answers without a guess: the website build and the test run set it.
+REVEAL_SETTING = "COURSE_REVEAL"
+
+
+def revealing() -> bool:
+    """Whether a measurement cell shows its answer without a guess (``COURSE_REVEAL=1``; see :func:`guess_first`)."""
+    return os.environ.get(REVEAL_SETTING, "").strip().lower() in ("1", "true", "yes", "on")
+
+
+class GuessFirst(Exception):
+    """A measurement cell was run before its guess was written (the prediction lock, :func:`guess_first`)."""
+
+    def _render_traceback_(self) -> list[str]:  # IPython shows this message instead of a traceback
+        return [str(self)]
+
+
+def guess_first(**guesses: Any) -> None:
+    """The prediction lock, at the top of each cell that measures what the learner predicted:
+    ``checks.guess_first(guess_ratio=guess_ratio)``. A guess still ``None`` stops the cell before it shows
+    anything, with a message that says to write the guess and run the cell again, so "Run all" stops at each
+    prediction instead of printing every answer. With ``COURSE_REVEAL=1`` (set by the website build and the
+    tests, and by a learner who wants the answers without guessing) it prints one line saying so and goes on.
+    A guess that is not a number raises ``TypeError`` at once.
+    """
+    if not guesses:
+        raise TypeError("name the guess: checks.guess_first(guess_ratio=guess_ratio)")
+    missing = []
+    for name, guess in guesses.items():
+        if _as_number(guess, name, allow_none=True) is None:
+            missing.append(name)
+    if not missing:
+        return
+    names = ", ".join(f"`{n}`" for n in missing)
+    if revealing():
+        print(f"(No guess in {names}: the answer is shown because {REVEAL_SETTING}=1 is set.)")
+        return
+    raise GuessFirst(
+        f"Guess first: set {names} in the prediction cell above to a number, run that cell, then run this one again."
+        f"\n(To see every answer without guessing, run `%env {REVEAL_SETTING}=1` in a cell; the guess will not be "
+        "scored.)"
+    )
+
 
 def _as_number(value: Any, name: str, allow_none: bool) -> float | None:
     if value is None and allow_none:
@@ -139,6 +220,8 @@ def score_guess(
     model_name: str = "model",
     name: str = "my_guess",
     answer_name: str = "measured here",
+    key: str = "",
+    close_within: float | None = None,
 ) -> GuessScore:
     """Score the learner's ``guess`` against ``measured`` (and the analytic ``model``, if any).
 
@@ -146,7 +229,10 @@ def score_guess(
     short report: the measurement, what the model said and how far off it was, the guess and how far
     off it was (a factor, and which way), or, with ``guess=None``, how to make one. ``name`` is the
     variable the learner fills in, so the message can point at it; ``answer_name`` labels the answer (a
-    computed one, such as a cost model's, says so instead of "measured here").
+    computed one, such as a cost model's, says so instead of "measured here"). ``key`` is the stable name the
+    guess is logged under (:mod:`course_lib.record`: the lesson's run file, the class page); ``close_within`` is an
+    absolute difference this measurement cannot tell apart from none (for answers near 0, where a ratio means
+    nothing).
     """
     g = _as_number(guess, "guess", allow_none=True)
     m = _as_number(measured, "measured", allow_none=False)
@@ -160,6 +246,23 @@ def score_guess(
     ):
         if not isinstance(value, str):
             raise TypeError(f"{arg} must be a string, got {type(value).__name__}")
-    return GuessScore(
-        what=what, unit=unit, guess=g, measured=m, model=mo, model_name=model_name, name=name, answer_name=answer_name
+    if key:
+        record.check_key(key)
+    near = None if close_within is None else _as_number(close_within, "close_within", allow_none=False)
+    if near is not None and near < 0:
+        raise ValueError(f"close_within must be >= 0, got {close_within!r}")
+    score = GuessScore(
+        what=what,
+        unit=unit,
+        guess=g,
+        measured=m,
+        model=mo,
+        model_name=model_name,
+        name=name,
+        answer_name=answer_name,
+        key=key,
+        close_within=near,
     )
+    if key:
+        record.log(score.entry())
+    return score

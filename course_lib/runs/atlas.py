@@ -1,0 +1,216 @@
+"""The atlas of recorded runs: for every key a lesson discusses, the values measured on real machines.
+
+The atlas is a folder of run files (``course_lib/tables/atlas/<lesson>/*.json``), each one lesson run on one
+machine, written by ``tools/record_atlas.py`` from executed notebooks, never typed. A lesson shows where this
+run falls among them with :func:`compare`: per machine kind (CPU, kernel level, bf16 mode, cores, accelerator)
+and load (idle or busy), the recorded spread, and this run's value; a value outside everything recorded says so
+and invites the learner to add their run.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import statistics
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from .. import record
+from .runfile import LESSONS, RunFileError, kind_of, load_run, machine, state_of
+
+__all__ = ["ATLAS", "Group", "atlas_runs", "claim_keys", "records", "groups", "compare", "Comparison"]
+
+ATLAS = Path(__file__).resolve().parents[1] / "tables" / "atlas"
+
+
+@functools.lru_cache(maxsize=None)
+def atlas_runs(folder: str | None = None) -> tuple[dict, ...]:
+    """Every run file in the atlas (a damaged one is left out, never trusted), oldest first."""
+    root = Path(folder) if folder else ATLAS
+    out = []
+    for path in sorted(root.glob("*/*.json")):
+        try:
+            out.append(load_run(path))
+        except RunFileError:
+            continue
+    return tuple(sorted(out, key=lambda r: r["date"]))
+
+
+def claim_keys(lesson: str) -> dict[str, str]:
+    """The claims the atlas has recorded for ``lesson``: key -> what the claim says."""
+    if lesson not in LESSONS:
+        raise ValueError(f"lesson must be one of {', '.join(LESSONS)}, got {lesson!r}")
+    found = {}
+    for run in atlas_runs():
+        if run["lesson"] == lesson:
+            for e in run["entries"]:
+                if e["kind"] == "claim":
+                    found[e["key"]] = e["text"]
+    return found
+
+
+def records(key: str) -> list[tuple[float, dict]]:
+    """(value, machine) for every recorded run of ``key`` that measured it (a claim not judged is left out)."""
+    record.check_key(key)
+    out = []
+    for run in atlas_runs():
+        for e in run["entries"]:
+            if e["key"] == key and e.get("value") is not None:
+                out.append((e["value"], run["machine"]))
+                break
+    return out
+
+
+@dataclass(frozen=True)
+class Group:
+    """The recorded values of one key on one machine kind in one state (idle or busy)."""
+
+    kind: str
+    state: str
+    values: tuple[float, ...]
+
+    @property
+    def label(self) -> str:
+        return f"{self.kind}, {self.state}"
+
+    def spread(self) -> str:
+        lo, hi = min(self.values), max(self.values)
+        n = len(self.values)
+        if n == 1:
+            return f"{_fmt(lo)} (1 run)"
+        return f"{_fmt(lo)} to {_fmt(hi)}, median {_fmt(statistics.median(self.values))} ({n} runs)"
+
+
+def groups(key: str) -> list[Group]:
+    """The recorded values of ``key`` per machine kind and state, the kinds in the order first recorded."""
+    found: dict[tuple[str, str], list[float]] = {}
+    for value, m in records(key):
+        found.setdefault((kind_of(m), state_of(m) if not m.get("busy") else "busy"), []).append(value)
+    return [Group(k, s, tuple(v)) for (k, s), v in found.items()]
+
+
+def _fmt(x: float) -> str:
+    if x == 0:
+        return "0"
+    if abs(x) >= 1e4 or abs(x) < 1e-3:
+        return f"{x:.3g}"
+    return f"{x:.3g}" if abs(x) < 100 else f"{x:.0f}"
+
+
+@dataclass(frozen=True)
+class Row:
+    key: str
+    what: str
+    unit: str
+    value: float
+    groups: tuple[Group, ...]
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """This run's values set among the atlas's (:func:`compare`): shows as text, and as a plot where asked."""
+
+    rows: tuple[Row, ...]
+    this_kind: str
+    this_state: str
+
+    def _verdict(self, row: Row) -> str:
+        recorded = [v for g in row.groups for v in g.values]
+        if not recorded:
+            return "  no runs recorded yet for this key: yours would be the first (save it with the last cell)"
+        lo, hi = min(recorded), max(recorded)
+        mine = [
+            g for g in row.groups if g.kind == self.this_kind and (g.state == "idle") == (self.this_state == "idle")
+        ]
+        tol = 1e-9 * max(1.0, abs(lo), abs(hi))
+        if row.value < lo - tol or row.value > hi + tol:
+            return (
+                f"  this run is OUTSIDE everything recorded ({_fmt(lo)} to {_fmt(hi)}{row.unit}, "
+                f"{len(recorded)} runs): your machine shows something the atlas has not seen. Save your run with the "
+                "last cell and add it to the atlas."
+            )
+        if mine:
+            m = mine[0].values
+            inside = min(m) - tol <= row.value <= max(m) + tol
+            where = "inside" if inside else "outside"
+            return f"  this run is {where} the spread of runs on its own machine kind, and inside the whole atlas's"
+        return "  this run is inside the atlas's spread; no run of this machine kind is recorded yet: add yours"
+
+    def text(self) -> str:
+        lines = ["This run among the recorded runs (the course's atlas; each row one machine kind):"]
+        for row in self.rows:
+            lines.append(f"{row.what or row.key} [{row.key}]")
+            width = max([len(g.label) for g in row.groups] + [len("this run")]) + 2
+            lines.append(
+                f"    {'this run':<{width}}{_fmt(row.value)}{row.unit}   ({self.this_kind}, {self.this_state})"
+            )
+            for g in row.groups:
+                lines.append(f"    {g.label:<{width}}{g.spread()}")
+            lines.append(self._verdict(row))
+        return "\n".join(lines)
+
+    def __repr__(self) -> str:
+        return self.text()
+
+    __str__ = text
+
+    def plot(self):
+        """A strip plot: one panel per key, each recorded run a dot coloured by machine kind, this run a star."""
+        from .. import plots
+
+        return plots.atlas_strips(
+            [
+                {
+                    "label": (row.what or row.key) + (f" ({row.unit.strip()})" if row.unit.strip() else ""),
+                    "value": row.value,
+                    "groups": {g.label: g.values for g in row.groups},
+                }
+                for row in self.rows
+            ]
+        )
+
+
+def _as_entry(item, logged: dict) -> dict:
+    if isinstance(item, str):
+        record.check_key(item)
+        found = [e for e in logged.values() if e["key"] == item and e.get("value") is not None]
+        if not found:
+            raise ValueError(
+                f"{item} has not been measured in this session: run the cells above (its claim or guess) first"
+            )
+        return found[-1]
+    if isinstance(item, tuple) and 2 <= len(item) <= 4:
+        key, value, *rest = item
+        unit, what = (list(rest) + ["", ""])[:2]
+        return record.value(key, value, unit=unit, what=what)
+    raise TypeError(
+        "compare takes keys already logged ('04/bf16_speedup') or (key, value[, unit[, what]]) tuples, got "
+        f"{type(item).__name__}"
+    )
+
+
+def compare(*items, this_machine: dict | None = None) -> Comparison:
+    """This run's values among the atlas's. Each item is a key this session has logged (a claim's or a guess's)
+    or a ``(key, value, unit, what)`` tuple, which is logged here (so the lesson's run file carries it). The
+    result shows as text: per machine kind and load, the recorded spread; this run's value; and whether it lies
+    inside its kind's spread, inside the atlas's, or outside everything recorded. ``.plot()`` draws it."""
+    if not items:
+        raise TypeError("give at least one key or (key, value, unit, what) tuple")
+    logged = {(e["kind"], e["key"]): e for e in record.entries()}
+    rows = []
+    for item in items:
+        e = _as_entry(item, logged)
+        if not math.isfinite(e["value"]):
+            raise ValueError(f"{e['key']}: not a finite value")
+        rows.append(
+            Row(e["key"], e.get("what") or e.get("text", ""), e.get("unit", ""), e["value"], tuple(groups(e["key"])))
+        )
+    m = this_machine if this_machine is not None else machine()
+    return Comparison(tuple(rows), kind_of(m), state_of(m) if not m.get("busy") else "busy")
+
+
+def known_keys(lessons: Iterable[str] = LESSONS) -> set[str]:
+    """Every key the atlas holds for ``lessons``."""
+    wanted = set(lessons)
+    return {e["key"] for r in atlas_runs() if r["lesson"] in wanted for e in r["entries"]}
