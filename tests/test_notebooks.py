@@ -230,3 +230,60 @@ def test_the_guard_prints_why_a_demo_is_skipped(capsys):
     plan = devices.device_plan(facts)
     assert plan.check("memory_cap") is False
     assert capsys.readouterr().out.startswith("Skipped: capping a process's memory needs Linux")
+
+
+def _lesson(path: Path) -> str:
+    m = re.match(r"(\d\d)_(\d)_", path.name)
+    return f"{m.group(1)}.{m.group(2)}" if m else path.name[:2]
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_no_measured_number_is_typed_into_markdown(path):
+    """The prose explains; the numbers it discusses are printed by this run or shown from the atlas of recorded runs
+    (runs.compare), each with its machine. tools/typed_numbers.py holds the rule (formulas, worked arithmetic, bounds
+    and cited data-sheet figures stay)."""
+    import typed_numbers
+
+    found = typed_numbers.notebook_numbers(path)
+    shown = "\n".join(f"  cell {i}: {n!r} in: {s[:140]}" for i, n, s in found[:8])
+    assert not found, (
+        f"{path.name}: {len(found)} measured-looking numbers typed into markdown; print them or show them with "
+        f"runs.compare (python tools/typed_numbers.py {path.relative_to(ROOT)}):\n{shown}"
+    )
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_every_claim_and_guess_has_a_stable_key_of_its_lesson(path):
+    """Each claim(...) and score_guess(...) names its key, '<lesson>/<name>', unique in the lesson: the run file,
+    the atlas and the class page match runs by it."""
+    lesson = _lesson(path)
+    code = "\n".join(c.source for c in _read(path).cells if c.cell_type == "code")
+    calls = re.findall(r"\b(?:claim|score_guess)\((?:[^()]|\([^()]*(?:\([^()]*\)[^()]*)*\))*\)", code)
+    assert calls, f"{path.name}: no claims or guesses found"
+    keys = []
+    for call in calls:
+        found = re.findall(r"\bkey=[\"']([^\"']+)[\"']", call)
+        assert found, f"{path.name}: a call without key=: {call[:120]}"
+        keys.append(found[0])
+    wrong = [k for k in keys if not k.startswith(f"{lesson}/")]
+    assert not wrong, f"{path.name}: keys of another lesson {wrong}: they start with {lesson}/"
+    assert len(keys) == len(set(keys)), f"{path.name}: a key used twice: {sorted(k for k in keys if keys.count(k) > 1)}"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_each_guess_is_locked_before_its_answer_and_the_run_is_saved_last(path):
+    """Run without its guess, the first code cell after a prediction cell stops before it shows anything
+    (checks.guess_first); the last cell writes the run file of this lesson (runs.save)."""
+    nb = _read(path)
+    for name, set_at, _ in _guesses(nb):
+        after = next(c for c in nb.cells[set_at + 1 :] if c.cell_type == "code" and not _is_guess_cell(c))
+        first = after.source.lstrip().splitlines()[0]
+        assert first.startswith("checks.guess_first(") and f"{name}={name}" in first, (
+            f"{path.name}: the first cell after the prediction of {name} must start with "
+            f"checks.guess_first({name}={name})"
+        )
+    assert f'runs.save("{_lesson(path)}"' in nb.cells[-1].source, f"{path.name}: the last cell must be runs.save(...)"
+
+
+def _is_guess_cell(cell) -> bool:
+    return bool(re.match(r"\s*guess_\w+\s*=\s*None", cell.source))
