@@ -148,7 +148,9 @@ def provenance_note(nb: nbformat.NotebookNode) -> str:
     return (
         f":::{{note}}\nThe outputs on this page were made on {nbrun.describe(run)} (accelerator: "
         f"{run['accelerator']}), on {run['date']}, in {run['seconds']:.0f} s; {held}. Run it yourself: "
-        "your machine's numbers will differ, and its claims are judged again there.\n:::"
+        "your machine's numbers will differ, and its claims are judged again there. Each answer here is shown "
+        "without a guess (the pages are made with `COURSE_REVEAL=1`); in your own session a measurement cell waits "
+        "for your guess first.\n:::"
     )
 
 
@@ -207,8 +209,9 @@ def stage_notebook(src: Path, dst: Path) -> int:
     cells, widgets = [], 0
     note = provenance_note(nb)
     for i, cell in enumerate(nb.cells):
-        for out in cell.get("outputs", []):  # a claim's record is for the tests; the page shows its line of text
-            out.get("data", {}).pop(nbrun.CLAIM_MIME, None)
+        for out in cell.get("outputs", []):  # records are for the tests and run files; the page shows their text
+            for mime in (nbrun.CLAIM_MIME, nbrun.VALUE_MIME, nbrun.RUN_MIME):
+                out.get("data", {}).pop(mime, None)
         cells.append(cell)
         if i == 0 and note:
             cells.append(nbformat.v4.new_markdown_cell(note))

@@ -29,6 +29,8 @@ ROOT = Path(__file__).resolve().parents[1]
 EXECUTED = ROOT / "build" / "executed"
 CELL_TIMEOUT_S = 600
 CLAIM_MIME = "application/vnd.course.claim+json"
+VALUE_MIME = "application/vnd.course.value+json"  # a keyed value, guess or claim (course_lib.record)
+RUN_MIME = "application/vnd.course.run+json"  # a lesson's run file, shown by its last cell (course_lib.runs.save)
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
 # a tqdm bar in a notebook is a widget; its text is the bar as first drawn ("0/12"), which a page would show

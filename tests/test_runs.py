@@ -1,0 +1,288 @@
+"""Keys, the prediction lock, run files and the atlas: what a lesson run records, and files from other machines.
+
+A run file travels: from a learner's laptop to an instructor's class page, and into the atlas. Reading one never
+trusts it: each hostile kind below is refused with its reason, and a claim whose verdict disagrees with its own
+measurement (an edited file) is refused too. The lock stops a measurement cell before it shows its answer, unless
+the one setting (COURSE_REVEAL=1) says to reveal.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from pathlib import Path
+
+import pytest
+
+from course_lib import checks, record, runs
+from course_lib.claims import ClaimFailed, claim
+from course_lib.runs import atlas as atlas_mod
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(autouse=True)
+def _fresh_log(monkeypatch, tmp_path):
+    record.clear()
+    monkeypatch.setattr(atlas_mod, "ATLAS", tmp_path / "atlas")
+    atlas_mod.atlas_runs.cache_clear()
+    yield
+    record.clear()
+    atlas_mod.atlas_runs.cache_clear()
+
+
+MACHINE = {
+    "cpu": "AMD EPYC",
+    "architecture": "x86_64",
+    "isa": "AVX512",
+    "bf16": "native",
+    "cores": 2,
+    "free_cores": 2,
+    "busy": False,
+    "accelerator": "none",
+    "torch": "2.13.0+cpu",
+    "platform": "local",
+    "os": "Linux",
+    "held": {},
+    "course": "0.5.0",
+}
+
+
+def _run(entries, lesson="04", **machine):
+    return {
+        "format": "course-run",
+        "version": 1,
+        "lesson": lesson,
+        "notebook": runs.LESSONS[lesson],
+        "label": "",
+        "date": "2026-12-06",
+        "revealed": True,
+        "machine": dict(MACHINE, **machine),
+        "entries": entries,
+    }
+
+
+def _claim(key="04/speedup", value=2.0, status="held", low=1.2):
+    return {
+        "kind": "claim",
+        "key": key,
+        "text": "faster",
+        "value": value,
+        "low": low,
+        "high": None,
+        "no_effect": 1.0,
+        "no_effect_is": "the same speed",
+        "unit": "x",
+        "status": status,
+        "why": "",
+    }
+
+
+# ---------------------------------------------------------------------------------------------- keys and the log
+
+
+@pytest.mark.parametrize("key", ["04/topk_gap", "05.3/distill_wins", "00/a"])
+def test_a_key_names_its_lesson(key):
+    assert record.check_key(key) == key
+    assert record.lesson_of(key) == key.split("/")[0]
+
+
+@pytest.mark.parametrize("key", ["topk_gap", "4/x", "04/Top", "04/", "05.0/x", "04/x-y", "04/" + "a" * 65])
+def test_a_malformed_key_is_refused_with_the_rule(key):
+    with pytest.raises(ValueError, match="<lesson>/<name>"):
+        record.check_key(key)
+
+
+def test_claims_log_held_not_held_and_not_judged_with_why():
+    claim("faster", 2.0, above=1.2, no_effect=1.0, key="04/held")
+    with pytest.raises(ClaimFailed):
+        claim("faster", 1.1, above=1.2, no_effect=1.0, key="04/missed")
+    with pytest.raises(ClaimFailed, match="not judged"):
+        claim("faster", 2.0, above=1.2, no_effect=1.5, key="04/control_inside")
+    got = {e["key"]: e for e in record.entries("04")}
+    assert got["04/held"]["status"] == "held" and got["04/held"]["value"] == 2.0
+    assert got["04/missed"]["status"] == "not held"
+    assert got["04/control_inside"]["status"] == "not judged" and "inside the bound" in got["04/control_inside"]["why"]
+
+
+def test_a_rerun_cell_replaces_its_entry():
+    record.value("04/x", 1.0)
+    record.value("04/x", 2.0)
+    assert [e["value"] for e in record.entries()] == [2.0]
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf")])
+def test_a_value_must_be_finite(bad):
+    with pytest.raises(ValueError, match="finite"):
+        record.value("04/x", bad)
+
+
+# ---------------------------------------------------------------------------------------------- guesses and the lock
+
+
+def test_a_scored_guess_is_logged_under_its_key():
+    checks.score_guess(3.0, measured=2.0, model=2.5, key="04/speed", name="g")
+    (entry,) = record.entries()
+    assert entry["kind"] == "guess" and entry["guess"] == 3.0 and entry["value"] == 2.0 and entry["model"] == 2.5
+
+
+def test_a_guess_of_exactly_the_answer_says_so():
+    assert checks.score_guess(2.0, measured=2.0, name="g").verdict == "exactly right"
+    # torch.empty: the model says 0 MiB, the meter sees a few page-table kB; a guess of 0 is the model's answer
+    empty = checks.score_guess(0, measured=0.07, model=0.0, unit="MiB", close_within=1.0, name="g")
+    assert empty.verdict.startswith("exactly the model's answer") and "off by" not in empty.text()
+    near = checks.score_guess(0.5, measured=0.07, model=0.0, unit="MiB", close_within=1.0, name="g")
+    assert near.verdict.startswith("spot on")
+    far = checks.score_guess(5.0, measured=0.07, model=0.0, unit="MiB", close_within=1.0, name="g")
+    assert "spot on" not in far.verdict
+
+
+def test_the_lock_stops_a_cell_without_its_guess(monkeypatch):
+    monkeypatch.delenv("COURSE_REVEAL", raising=False)
+    with pytest.raises(checks.GuessFirst, match="set `guess_x` in the prediction cell") as info:
+        checks.guess_first(guess_x=None)
+    assert info.value._render_traceback_() == [str(info.value)]  # IPython shows the message, not a traceback
+    checks.guess_first(guess_x=3)  # a guess: the cell goes on
+
+
+def test_the_one_setting_reveals_and_says_so(monkeypatch, capsys):
+    monkeypatch.setenv("COURSE_REVEAL", "1")
+    checks.guess_first(guess_x=None, guess_y=2.0)
+    assert "COURSE_REVEAL=1" in capsys.readouterr().out
+
+
+def test_the_lock_refuses_a_guess_that_is_not_a_number(monkeypatch):
+    monkeypatch.setenv("COURSE_REVEAL", "1")
+    with pytest.raises(TypeError, match="without quotes"):
+        checks.guess_first(guess_x="20")
+    with pytest.raises(TypeError, match="name the guess"):
+        checks.guess_first()
+
+
+# ---------------------------------------------------------------------------------------------- run files
+
+
+def test_a_run_file_round_trips_and_lists_claims_it_never_reached(tmp_path, monkeypatch):
+    (tmp_path / "atlas" / "04").mkdir(parents=True)
+    known = _run([_claim("04/speedup"), _claim("04/never_reached")])
+    (tmp_path / "atlas" / "04" / "a.json").write_text(json.dumps(known))
+    atlas_mod.atlas_runs.cache_clear()
+    monkeypatch.setattr(runs.runfile, "machine", lambda: dict(MACHINE))
+    claim("faster", 2.0, above=1.2, no_effect=1.0, key="04/speedup")
+    path = runs.save("04", label="Ana <b>laptop</b>\x07", folder=tmp_path / "out")
+    back = runs.load_run(path)
+    assert back["label"] == "Ana <b>laptop</b>"  # text kept as typed (the page escapes it), control characters gone
+    status = {e["key"]: e["status"] for e in back["entries"]}
+    assert status == {"04/speedup": "held", "04/never_reached": "not judged"}
+    assert set(back) == {"format", "version", "lesson", "notebook", "label", "date", "revealed", "machine", "entries"}
+
+
+HOSTILE = {
+    "nan.json": ('{"format": "course-run", "version": 1, "x": NaN}', "not valid JSON"),
+    "deep.json": ("[" * 100_000 + "]" * 100_000, "nested too deeply"),
+    "binary.json": (bytes(range(256)) * 4, "not a text file"),
+    "empty.json": ("", "empty"),
+    "foreign.json": ('{"schema": "course-benchmark", "headline": {}}', "not a course run file"),
+    "newer.json": (json.dumps(dict(_run([]), version=2)), "version"),
+    "list.json": ("[1, 2]", "not a course run file"),
+    "edited.json": (json.dumps(_run([_claim(value=0.9, status="held")])), "edited"),
+    "wrong_lesson.json": (json.dumps(_run([_claim(key="05.1/x")])), "belongs to lesson 05.1"),
+    "bad_key.json": (json.dumps(_run([_claim(key="<script>")])), "is not '<lesson>/<name>'"),
+    "inf.json": (json.dumps(_run([dict(_claim(), value=1e999)])).replace("Infinity", "1e999"), "not a finite"),
+    "twice.json": (json.dumps(_run([_claim(), _claim()])), "appears twice"),
+    "cores.json": (json.dumps(_run([], cores="2; DROP")), "must be a number"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(HOSTILE))
+def test_a_hostile_run_file_is_refused_with_its_reason(tmp_path, name):
+    content, why = HOSTILE[name]
+    path = tmp_path / name
+    (path.write_bytes if isinstance(content, bytes) else path.write_text)(content)
+    with pytest.raises(runs.RunFileError, match=why):
+        runs.load_run(path)
+
+
+def test_a_huge_file_is_not_read(tmp_path):
+    path = tmp_path / "huge.json"
+    path.write_text(" " * (runs.runfile.MAX_BYTES + 1))
+    with pytest.raises(runs.RunFileError, match="too large"):
+        runs.load_run(path)
+
+
+def test_a_machine_kind_separates_cpu_kernels_bf16_cores_and_accelerator():
+    base = runs.kind_of(MACHINE)
+    assert runs.kind_of(dict(MACHINE, isa="AVX2", held={"ATEN_CPU_CAPABILITY": "avx2"})) != base
+    assert "held" in runs.kind_of(dict(MACHINE, isa="AVX2", held={"ATEN_CPU_CAPABILITY": "avx2"}))
+    assert runs.kind_of(dict(MACHINE, accelerator="NVIDIA H100")) != base
+    assert runs.kind_of(dict(MACHINE, busy=True, free_cores=1)) == base  # load is a state, not a kind
+    assert runs.state_of(dict(MACHINE, busy=True, free_cores=1)).startswith("busy")
+
+
+# ---------------------------------------------------------------------------------------------- the atlas
+
+
+def _atlas(tmp_path, values):
+    for i, (value, machine) in enumerate(values):
+        folder = tmp_path / "atlas" / "04"
+        folder.mkdir(parents=True, exist_ok=True)
+        entry = {"kind": "value", "key": "04/gap", "value": value, "unit": " points", "what": "gap"}
+        (folder / f"{i}.json").write_text(json.dumps(_run([entry], **machine)))
+    atlas_mod.atlas_runs.cache_clear()
+
+
+def test_compare_places_this_run_per_machine_kind(tmp_path):
+    _atlas(tmp_path, [(-8.0, {}), (-2.0, {}), (-3.0, {"isa": "AVX2"}), (-4.0, {"busy": True, "free_cores": 1})])
+    shown = runs.compare(("04/gap", -5.0, " points", "gap"), this_machine=MACHINE)
+    text = shown.text()
+    assert "-8 to -2, median -5 (2 runs)" in text and "-3 (1 run)" in text and "busy" in text
+    assert "inside the spread of runs on its own machine kind" in text
+    assert record.entries()[0]["key"] == "04/gap"  # the value is logged for the run file
+
+
+def test_a_value_outside_everything_recorded_says_so_and_invites_the_run(tmp_path):
+    _atlas(tmp_path, [(-8.0, {}), (-2.0, {})])
+    text = runs.compare(("04/gap", 3.0, " points", "gap"), this_machine=MACHINE).text()
+    assert "OUTSIDE everything recorded" in text and "add it to the atlas" in text
+
+
+def test_a_key_without_records_says_so(tmp_path):
+    text = runs.compare(("04/gap", 3.0), this_machine=MACHINE).text()
+    assert "no runs recorded yet" in text
+
+
+def test_compare_refuses_a_key_this_session_never_measured():
+    with pytest.raises(ValueError, match="has not been measured in this session"):
+        runs.compare("04/never", this_machine=MACHINE)
+
+
+def test_the_comparison_plots(tmp_path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    _atlas(tmp_path, [(-8.0, {}), (-3.0, {"isa": "AVX2"})])
+    fig = runs.compare(("04/gap", -5.0, " points", "gap"), this_machine=MACHINE).plot()
+    assert len(fig.axes) == 1 and not math.isnan(fig.get_size_inches()[1])
+
+
+@pytest.mark.slow
+def test_in_a_kernel_the_lock_shows_a_message_not_a_traceback(tmp_path):
+    """A real kernel, as JupyterLab or Colab runs it: the cell after an empty guess stops with one short message."""
+    import nbformat
+    from nbclient import NotebookClient
+
+    sys.path.insert(0, str(ROOT / "tools"))
+    import nbrun
+
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [
+        nbformat.v4.new_code_cell("from course_lib import checks\nguess_x = None"),
+        nbformat.v4.new_code_cell("checks.guess_first(guess_x=guess_x)\nprint('the answer is 42')"),
+    ]
+    env = {k: v for k, v in nbrun.kernel_env().items() if k != "COURSE_REVEAL"}
+    NotebookClient(nb, timeout=120, allow_errors=True).execute(env=env)
+    outputs = nb.cells[1].outputs
+    assert not any("42" in o.get("text", "") for o in outputs)
+    (error,) = [o for o in outputs if o.output_type == "error"]
+    assert error.ename == "GuessFirst" and len(error.traceback) == 1 and "Guess first" in error.traceback[0]

@@ -1,0 +1,81 @@
+"""Record lesson runs into the atlas (course_lib/tables/atlas/<lesson>/), from executed notebooks, never by typing.
+
+Every executed lesson ends with its run file (the last cell, ``runs.save``, shows it as
+``application/vnd.course.run+json``): the keyed values, guesses and claims of that run and the machine it ran on,
+described from inside the kernel (CPU, the kernel level PyTorch used, bf16 mode, cores, free cores, accelerator,
+torch, idle or busy, any setting that held the kernels below the CPU's level). This tool copies that run file into
+the atlas, one file per lesson, machine kind, load and day:
+
+    python tools/record_atlas.py                       # every executed copy under build/executed/notebooks/
+    python tools/record_atlas.py build/executed/notebooks/04_training_tricks.ipynb  course-runs/04-laptop.json
+
+It refuses an executed copy that is stale (its code differs from the notebook's now), that stopped with an error,
+or whose last cell did not run, and a run file that ``runs.load_run`` refuses. A learner's run file (``course-runs/``)
+can be recorded the same way: that is how a new machine kind joins the atlas.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from pathlib import Path
+
+import nbformat
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tools"))
+
+import nbrun  # noqa: E402
+
+from course_lib.runs import ATLAS, RunFileError, check_run, kind_of, load_run  # noqa: E402
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")[:80]
+
+
+def run_of_executed(path: Path) -> dict:
+    """The run file an executed lesson's last cell wrote; RunFileError where the copy cannot be trusted."""
+    nb = nbformat.read(path, as_version=4)
+    source = ROOT / "notebooks" / path.name
+    meta = nb.metadata.get("course_run") or {}
+    if meta.get("errors"):
+        raise RunFileError(f"{path.name}: the run stopped with errors: {meta['errors'][:1]}")
+    if source.exists() and meta.get("code_hash") != nbrun.code_hash(nbformat.read(source, as_version=4)):
+        raise RunFileError(f"{path.name}: stale (the notebook's code changed since): run it again")
+    saved = [o["data"][nbrun.RUN_MIME] for o in nb.cells[-1].get("outputs", []) if nbrun.RUN_MIME in o.get("data", {})]
+    if not saved:
+        raise RunFileError(f"{path.name}: its last cell (runs.save) did not run")
+    return check_run(saved[-1], path.name)
+
+
+def record(run: dict, atlas: Path = ATLAS) -> Path:
+    """Write ``run`` into the atlas: ``<lesson>/<date>-<machine kind>-<idle|busy>.json`` (a run of the same lesson,
+    kind, load and day is replaced)."""
+    state = "busy" if run["machine"]["busy"] else "idle"
+    target = atlas / run["lesson"] / f"{run['date']}-{_slug(kind_of(run['machine']))}-{state}.json"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    run = dict(run, label="")  # the atlas names machines, not people
+    target.write_text(json.dumps(run, indent=1, sort_keys=True) + "\n")
+    return target
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    paths = [Path(a) for a in args] or sorted((nbrun.EXECUTED / "notebooks").glob("[0-9]*.ipynb"))
+    failed = 0
+    for path in paths:
+        try:
+            run = run_of_executed(path) if path.suffix == ".ipynb" else load_run(path)
+        except (RunFileError, OSError, ValueError) as exc:
+            print(f"not recorded: {exc}")
+            failed += 1
+            continue
+        target = record(run)
+        print(f"recorded {len(run['entries'])} entries of lesson {run['lesson']}: {target.relative_to(ROOT)}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
