@@ -14,6 +14,9 @@ course run-file NOTEBOOK.ipynb [--label L] [--out DIR]
                          a lesson notebook saved with its outputs, as one run file (what its last cell writes)
 course class FOLDER [--out DIR]
                          a folder of learners' run files merged into one offline HTML page for the room
+                         (DIR/index.html, default ./class-page): the room's hardware, guesses against the
+                         measurements and the model, claims that failed, each machine against the atlas;
+                         files it cannot use are skipped and copies flagged, each named with the reason
 course report-card RESULT.json... [--out DIR]
                          put saved benchmark results side by side (PNG and HTML in DIR, default
                          ./report-card) with the catalog's accelerators as reference lines
@@ -133,6 +136,17 @@ def _run_file(args: argparse.Namespace) -> int:
     return 0
 
 
+def _class(args: argparse.Namespace) -> int:
+    from .classpage import write_class_page
+
+    page = write_class_page(args.folder, args.out)
+    print(page.text())
+    if not page.reading.runs:
+        print(f"course class: no usable run file in {args.folder}; the page says so", file=sys.stderr)
+        return 1
+    return 0
+
+
 def _slug(text: str) -> str:
     import re
 
@@ -193,6 +207,10 @@ def main(argv: list[str] | None = None) -> int:
     rf.add_argument("--label", default=None, help="a name for this run on a class page (at most 60 characters)")
     rf.add_argument("--out", default="course-runs", help="folder to write the run file in (default ./course-runs)")
     rf.set_defaults(func=_run_file)
+    cls = sub.add_parser("class", help="merge a folder of learners' run files into one offline HTML page")
+    cls.add_argument("folder", help="the folder that holds the run files (.json, or notebooks saved with outputs)")
+    cls.add_argument("--out", default="class-page", help="folder for index.html (default ./class-page)")
+    cls.set_defaults(func=_class)
     card = sub.add_parser("report-card", help="compare saved benchmark results (PNG and HTML)")
     card.add_argument("results", nargs="+", help="result files written by `course benchmark` (or folders of them)")
     card.add_argument("--out", default="report-card", help="folder for the PNG and HTML (default ./report-card)")

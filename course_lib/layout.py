@@ -75,6 +75,7 @@ LAYERS: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
             ("widgets", "interactive calculators"),
             ("checks", "exercise checks and guess scoring"),
             ("runs", "a lesson run as one file, the atlas of recorded runs, and where this run falls among them"),
+            ("classpage", "a folder of learners' run files merged into one offline page for the room (course class)"),
             ("doctor", "the hardware report and how the demos adapt here (course doctor)"),
             ("report_card", "machines compared side by side (course report-card)"),
             ("cli", "the course command"),
