@@ -10,13 +10,17 @@
     python3 bootstrap.py exercises  # regenerate exercises/ from solutions/
     python3 bootstrap.py doctor     # print the hardware report
     python3 bootstrap.py site       # build the course website into build/site/html, then check it in a browser
+    python3 bootstrap.py slides     # build a reveal.js slide deck per lesson into build/slides, then check them in a
+                                    # browser (lessons by name, e.g. `slides 05_1`; --no-execute: only the lessons
+                                    # already executed)
     python3 bootstrap.py wheel      # build dist/course_lib-<version>-py3-none-any.whl to hand a workshop
 
 Needs only Python 3.10+ (standard library). The environment lives in .venv/ next to this file;
-the second run reuses it and installs nothing unless pyproject.toml changed. `test` and `site` also
-install the website tools (the `site` extra); the browser checks use the system's Chromium and the
-site build fetches the widget front end with npm: where either is missing those checks skip and say
-how to install it. In CI (the CI variable set) `test` installs them with apt-get.
+the second run reuses it and installs nothing unless pyproject.toml changed. `test`, `site` and `slides`
+also install the website tools (the `site` extra); the browser checks use the system's Chromium, and the
+site and slides builds fetch their front end (the widget manager, reveal.js) with npm: where either is
+missing those checks skip and say how to install it. In CI (the CI variable set) `test` installs them
+with apt-get.
 
 PyTorch: the pinned release TORCH_PIN is installed first, so pip never picks a different torch
 to satisfy the other packages. Set TORCH_INDEX_URL to choose the build, e.g. the CPU-only wheels
@@ -167,14 +171,14 @@ def _version() -> str:
 
 
 def main(argv: list[str]) -> int:
-    tasks = ("lab", "test", "timings", "exercises", "doctor", "setup", "site", "wheel")
+    tasks = ("lab", "test", "timings", "exercises", "doctor", "setup", "site", "slides", "wheel")
     if not argv or argv[0] not in tasks:
         print(__doc__)
         return 2
     task, rest = argv[0], argv[1:]
     if task == "wheel":
         return wheel()
-    python = setup(FULL if task in ("test", "site", "setup") else "lab,test")
+    python = setup(FULL if task in ("test", "site", "slides", "setup") else "lab,test")
     os.chdir(ROOT)
     if task == "test":
         ci_system_packages()
@@ -207,6 +211,11 @@ def main(argv: list[str]) -> int:
         if built != 0:
             return built
         cmd = [python, str(ROOT / "tools" / "check_site.py")]
+    elif task == "slides":
+        built = subprocess.call([str(python), str(ROOT / "tools" / "build_slides.py")] + rest)
+        if built != 0:
+            return built
+        cmd = [python, str(ROOT / "tools" / "check_slides.py")]
     elif task == "exercises":
         cmd = [python, str(ROOT / "tools" / "make_exercises.py")] + rest
     else:

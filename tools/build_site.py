@@ -105,12 +105,13 @@ def stored_problems(path: Path) -> list[str]:
     return problems
 
 
-def check_stored(paths: list[Path]) -> None:
-    """Raise SiteError naming every executed copy and cell that was not run or failed."""
+def check_stored(paths: list[Path], what: str = "The site is built") -> None:
+    """Raise SiteError naming every executed copy and cell that was not run or failed (``what``: the product
+    made from them, for the message)."""
     problems = [p for path in paths for p in stored_problems(path)]
     if problems:
         raise SiteError(
-            "The site is built from executed copies of the notebooks, and these are missing or "
+            f"{what} from executed copies of the notebooks, and these are missing or "
             "failed:\n  " + "\n  ".join(problems) + "\nRun the notebooks again "
             "(`python3 bootstrap.py timings <notebook>`), fix any error, then build again."
         )
@@ -140,14 +141,8 @@ def provenance_note(nb: nbformat.NotebookNode) -> str:
     run = nb.metadata.get("course_run")
     if not run:
         return ""
-    held = (
-        f"{run['claims_held']} of its {run['claims']} claims held there"
-        if run["claims"]
-        else "every check in it passed there"
-    )
     return (
-        f":::{{note}}\nThe outputs on this page were made on {nbrun.describe(run)} (accelerator: "
-        f"{run['accelerator']}), on {run['date']}, in {run['seconds']:.0f} s; {held}. Run it yourself: "
+        f":::{{note}}\nThe outputs on this page were made on {nbrun.provenance(run)}. Run it yourself: "
         "your machine's numbers will differ, and its claims are judged again there. Each answer here is shown "
         "without a guess (the pages are made with `COURSE_REVEAL=1`); in your own session a measurement cell waits "
         "for your guess first.\n:::"
@@ -166,16 +161,19 @@ def npm_missing() -> str | None:
     return None if shutil.which("npm") else f"npm was not found: {NPM_INSTALL_HINT}"
 
 
-def fetch_frontend(cache: Path) -> dict[str, Path]:
-    """Unpack each pinned npm package (fetched once with `npm pack`, then kept in `cache`)."""
+def fetch_frontend(
+    cache: Path, packages: dict[str, str] | None = None, what: str = "The widget front end"
+) -> dict[str, Path]:
+    """Unpack each pinned npm package (``packages``, name to version; by default the widget front end, NPM_PACKAGES),
+    fetched once with `npm pack`, then kept in `cache`; ``what`` names them in the message when npm is missing."""
     cache.mkdir(parents=True, exist_ok=True)
     unpacked = {}
-    for name, version in NPM_PACKAGES.items():
+    for name, version in (NPM_PACKAGES if packages is None else packages).items():
         tarball = cache / f"{name.lstrip('@').replace('/', '-')}-{version}.tgz"
         if not tarball.exists():
             why = npm_missing()
             if why:
-                raise SiteError(f"The widget front end is fetched from the npm registry, but {why}")
+                raise SiteError(f"{what} is fetched from the npm registry, but {why}")
             try:
                 subprocess.run(
                     ["npm", "pack", f"{name}@{version}", "--pack-destination", str(cache)],

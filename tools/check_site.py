@@ -23,6 +23,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import Any, Callable
 from urllib.parse import unquote, urldefrag, urlparse
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -79,7 +80,8 @@ def broken_link(root: Path, base: str, href: str) -> str | None:
         target = target / "index.html"
     if not target.is_file():
         return f"{href}: no such file"
-    if fragment and target.suffix == ".html" and unquote(fragment) not in _ids(target):
+    routed = fragment.startswith("/")  # "#/3": a place the page's script shows (a slide of reveal.js), not an element
+    if fragment and not routed and target.suffix == ".html" and unquote(fragment) not in _ids(target):
         return f"{href}: no element with id {fragment!r} on that page"
     return None
 
@@ -156,9 +158,16 @@ def check_page(page, server: SiteServer, root: Path, path: Path, shots: Path) ->
     }
 
 
-def check(root: Path = HTML, shots: Path | None = None, only: list[str] | None = None) -> dict:
-    """Check every page of the site in `root` (or the pages named in `only`, paths relative to it); returns
-    totals, outside requests and the failures."""
+def check(
+    root: Path = HTML,
+    shots: Path | None = None,
+    only: list[str] | None = None,
+    viewport: tuple[int, int] = (1280, 900),
+    extra: Callable[[Any, dict], None] | None = None,
+) -> dict:
+    """Check every page of the site in `root` (or the pages named in `only`, paths relative to it) in a window of
+    `viewport` pixels; returns totals, outside requests and the failures. ``extra(page, result)``, if given, checks
+    more on each loaded page (the slide decks: tools/check_slides.py) and appends to ``result["problems"]``."""
     from playwright.sync_api import sync_playwright
 
     if not (root / "index.html").is_file():
@@ -171,7 +180,7 @@ def check(root: Path = HTML, shots: Path | None = None, only: list[str] | None =
     with SiteServer(root) as server, sync_playwright() as p:
         chromium = browser.launch(p)
         try:
-            context = chromium.new_context(viewport={"width": 1280, "height": 900})
+            context = chromium.new_context(viewport={"width": viewport[0], "height": viewport[1]})
             current = {"page": ""}
 
             def guard(route) -> None:
@@ -187,7 +196,10 @@ def check(root: Path = HTML, shots: Path | None = None, only: list[str] | None =
                 current["page"] = path.relative_to(root).as_posix()
                 page = context.new_page()
                 try:
-                    results.append(check_page(page, server, root, path, shots))
+                    result = check_page(page, server, root, path, shots)
+                    if extra is not None:
+                        extra(page, result)
+                    results.append(result)
                 except Exception as exc:  # a page that never loads is a failure, not a crash
                     shot = shots / (current["page"].replace("/", "__").removesuffix(".html") + ".png")
                     page.screenshot(path=str(shot))
@@ -217,6 +229,7 @@ def check(root: Path = HTML, shots: Path | None = None, only: list[str] | None =
         "widgets": sum(r["widgets"] for r in results),
         "outside": sorted({u for _, u in outside}),
         "failures": failures,
+        "results": results,
         "screenshots": shots,
         "seconds": time.perf_counter() - start,
     }

@@ -192,6 +192,18 @@ def describe(run: dict) -> str:
     return f"{run['cpu']}, {run['cores']} cores{gpu}, torch {run['torch']}" + (f" (held: {held})" if held else "")
 
 
+def provenance(run: dict) -> str:
+    """Where and when an executed copy's outputs were made, and how its claims fared, as the website's pages and the
+    slide decks say it: 'AMD EPYC, 2 cores, torch 2.13.0+cpu (accelerator: none), on 2026-12-01, in 26 s; 5 of its
+    5 claims held there'."""
+    held = (
+        f"{run['claims_held']} of its {run['claims']} claims held there"
+        if run["claims"]
+        else "every check in it passed there"
+    )
+    return f"{describe(run)} (accelerator: {run['accelerator']}), on {run['date']}, in {run['seconds']:.0f} s; {held}"
+
+
 def finish(nb: nbformat.NotebookNode, source: Path, seconds: float, out_root: Path = EXECUTED) -> Path:
     """Tidy an executed notebook, record where and how it ran in ``metadata.course_run``, write the copy."""
     for cell in nb.cells:
