@@ -287,3 +287,24 @@ def test_each_guess_is_locked_before_its_answer_and_the_run_is_saved_last(path):
 
 def _is_guess_cell(cell) -> bool:
     return bool(re.match(r"\s*guess_\w+\s*=\s*None", cell.source))
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_the_atlas_holds_every_key_a_lesson_shows_from_three_kinds_of_run(path):
+    """Every key a lesson names (claims, guesses, values it compares) has recorded runs in the atlas
+    (course_lib/tables/atlas/, written by tools/record_atlas.py from executed copies), from at least three kinds of
+    run: this CPU idle, torch held to AVX2 kernels, and one core busy."""
+    from course_lib.runs import atlas
+
+    lesson = _lesson(path)
+    code = "\n".join(c.source for c in _read(path).cells if c.cell_type == "code")
+    named = set(re.findall(rf"[\"']({re.escape(lesson)}/[a-z][a-z0-9_]*)[\"']", code))
+    recorded = atlas.known_keys([lesson])
+    missing = sorted(named - recorded)
+    assert not missing, (
+        f"{path.name}: keys with no recorded run: {missing}; run the notebook and record it "
+        "(python tools/record_atlas.py; CONTRIBUTING.md, 'Every number has a key')"
+    )
+    runs_here = [r for r in atlas.atlas_runs() if r["lesson"] == lesson]
+    kinds = {(r["machine"]["isa"], bool(r["machine"]["held"]), r["machine"]["busy"]) for r in runs_here}
+    assert len(kinds) >= 3, f"{path.name}: the atlas has {len(kinds)} kinds of run ({sorted(kinds)}); expected 3"

@@ -9,7 +9,8 @@ measurements, so a test can fail on them. The rule, applied to each sentence of 
 * **Kept** (not measurements): numbers inside inline code, math or links; **formulas and worked arithmetic**
   (a number next to ``=``, ``≈``, ``×``, ``/``, ``+`` or ``−`` used as operators, or inside parentheses that
   compute); **bounds** a claim states ("at least 1.5x", "more than 1 %", "below 5 %", "within 25 %");
-  whole factors of the set-up ("8× larger", "a 256 × 256 product") unless hedged ("about 2×"); **data-sheet and
+  whole factors and shares of the set-up ("8× larger", "a 256 × 256 product", "removing 50 % of the units") unless
+  hedged or read off ("about 2×", "reached 84 %"); a decimal or a range always counts; **data-sheet and
   literature figures**: a sentence that cites (a link, "et al.", a year in parentheses,
   "data sheet", "catalog", "cited", "spec"); and the title cell's expected run time, which the test of run times
   checks against the recorded timings.
@@ -29,7 +30,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 UNIT = (
-    r"(?:%|\s?(?:ms|µs|us|ns|s|sec|seconds?|min|minutes|h|hours|GB/s|MB/s|GiB/s|MiB/s|TB/s|Gb/s|GFLOP/s|TFLOP/s|"
+    r"(?:\s?%|\s?(?:ms|µs|us|ns|s|sec|seconds?|min|minutes|h|hours|GB/s|MB/s|GiB/s|MiB/s|TB/s|Gb/s|GFLOP/s|TFLOP/s|"
     r"FLOP/s|MiB|GiB|KiB|kB|KB|MB|GB|TB|points?|pts|W|J|kWh)\b|\s?[x×](?![\w])|x\b)"
 )
 NUM = r"[-−+]?\d[\d,]*(?:\.\d+)?"
@@ -38,18 +39,22 @@ CANDIDATE = re.compile(
     r"(?:seeds?|runs?|trials?|machines?|times)"
 )
 CITES = re.compile(
-    r"\]\(|et al\.|\(\d{4}\)|\b(?:19|20)\d\d\b|data ?sheet|catalog|cited|\bspec\b|specification|white ?paper|"
-    r"announce|vendor|NVIDIA|Google Cloud|AWS|list price",
+    r"\]\(|et al\.|\(\d{4}\)|\b(?:19[5-9]\d|20[0-2]\d)\b|\bdata ?sheet|\bcatalog|\bcited\b|\bspec\b|\bspecification|"
+    r"\bwhite ?paper|\bannounce|\bvendor|\bNVIDIA\b|\bGoogle Cloud\b|\bAWS\b|\blist price",
     re.I,
 )
 BOUND = re.compile(
     r"(?:at least|at most|more than|less than|fewer than|no more than|above|below|under|over|within|up to|exceeds?|"
     r"beyond|bound|threshold|greater than|smaller than|>=?|<=?|≥|≤|must|needs?|required?|target|tolerance|"
-    r"margin|limit|budget|cap)\s*(?:\S+\s){0,2}$",
+    r"margin|limit|budget|cap)\s*(?:(?!our\b|runs?\b|seeds?\b|machines?\b)\S+\s){0,2}$",
     re.I,
 )
 ARITH_BEFORE = re.compile(r"(?:=|≈|~|×|\*|/|\+|−|÷|\bof\b \d)\s*$")
-APPROX = re.compile(r"(?:about|roughly|around|nearly|almost|some|up to|ran|was|were|came out|measured)\s*$", re.I)
+APPROX = re.compile(
+    r"(?:about|roughly|around|nearly|almost|some|up to|ran|was|were|came out|measured|reached|reaches|ended|ends|"
+    r"lost|loses|stayed|scored|got|achieved|typically|usually)\s*$",
+    re.I,
+)
 ARITH_AFTER = re.compile(r"^\s*(?:=|≈|×|\*|/|\+|−|÷)")
 
 
@@ -79,8 +84,8 @@ def typed_numbers(md: str) -> list[tuple[str, str]]:
             if BOUND.search(before) or ARITH_BEFORE.search(before) or ARITH_AFTER.match(after):
                 continue
             text = m.group(0).strip()
-            if re.fullmatch(r"\d+\s?[x×]", text) and not APPROX.search(before):
-                continue  # a whole factor of the set-up ("8× larger", "32 × 32"): arithmetic, not a reading
+            if re.fullmatch(r"\d+\s?[x×%]", text) and not APPROX.search(before):
+                continue  # a whole factor or share of the set-up ("8× larger", "50 % of the units"), not a reading
             if re.match(r"\s*\d", after) and text.endswith(("x", "×")):
                 continue  # a shape or a product: "256 × 256"
             found.append((m.group(0).strip(), sentence))

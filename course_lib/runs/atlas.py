@@ -90,6 +90,14 @@ def groups(key: str) -> list[Group]:
     return [Group(k, s, tuple(v)) for (k, s), v in found.items()]
 
 
+def _unit(unit: str) -> str:
+    """A unit as it follows a number: " MiB", " points", "x", "%" (a guess's unit is written without the space)."""
+    unit = unit.rstrip()
+    if not unit or unit.startswith(" ") or unit in ("x", "×", "%"):
+        return unit
+    return f" {unit}"
+
+
 def _fmt(x: float) -> str:
     if x == 0:
         return "0"
@@ -204,7 +212,13 @@ def compare(*items, this_machine: dict | None = None) -> Comparison:
         if not math.isfinite(e["value"]):
             raise ValueError(f"{e['key']}: not a finite value")
         rows.append(
-            Row(e["key"], e.get("what") or e.get("text", ""), e.get("unit", ""), e["value"], tuple(groups(e["key"])))
+            Row(
+                e["key"],
+                e.get("what") or e.get("text", ""),
+                _unit(e.get("unit", "")),
+                e["value"],
+                tuple(groups(e["key"])),
+            )
         )
     m = this_machine if this_machine is not None else machine()
     return Comparison(tuple(rows), kind_of(m), state_of(m) if not m.get("busy") else "busy")

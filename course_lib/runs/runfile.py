@@ -98,6 +98,7 @@ def machine() -> dict:
         "architecture": info.cpu.architecture,
         "isa": info.cpu.torch_capability,
         "bf16": plan.bf16,
+        "bf16_units": bool(info.cpu.native_bf16),
         "cores": info.cpu.physical_cores,
         "free_cores": plan.free_cores,
         "busy": bool(plan.busy),
@@ -123,7 +124,10 @@ def kind_of(m: dict) -> str:
     isa = str(m.get("isa") or "?")
     held = " held" if m.get("held") else ""
     cores = m.get("cores")
-    parts = [_short_cpu(m.get("cpu", "")), f"{isa}{held}", f"bf16 {m.get('bf16', '?')}", f"{cores} cores"]
+    # the CPU's fixed facts, not the bf16 speed measured at the start (a busy core can change that reading)
+    units = m.get("bf16_units")
+    bf16 = f"bf16 {m.get('bf16', '?')}" if units is None else ("bf16 units" if units else "no bf16 units")
+    parts = [_short_cpu(m.get("cpu", "")), f"{isa}{held}", bf16, f"{cores} cores"]
     accel = m.get("accelerator") or "none"
     if accel != "none":
         parts.append(str(accel)[:40])
@@ -346,6 +350,10 @@ def _check_machine(where: str, m: Any) -> dict:
     if not isinstance(m.get("busy"), bool):
         raise _bad(where, "machine 'busy' must be true or false")
     out["busy"] = m["busy"]
+    if "bf16_units" in m:
+        if not isinstance(m["bf16_units"], bool):
+            raise _bad(where, "machine 'bf16_units' must be true or false")
+        out["bf16_units"] = m["bf16_units"]
     held = m.get("held", {})
     if (
         not isinstance(held, dict)
