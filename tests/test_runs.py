@@ -237,7 +237,7 @@ def test_compare_places_this_run_per_machine_kind(tmp_path):
     shown = runs.compare(("04/gap", -5.0, " points", "gap"), this_machine=MACHINE)
     text = shown.text()
     assert "-8 to -2, median -5 (2 runs)" in text and "-3 (1 run)" in text and "busy" in text
-    assert "inside the spread of runs on its own machine kind" in text
+    assert "inside the spread of its own machine kind" in text
     assert record.entries()[0]["key"] == "04/gap"  # the value is logged for the run file
 
 
@@ -249,7 +249,7 @@ def test_a_value_outside_everything_recorded_says_so_and_invites_the_run(tmp_pat
 
 def test_a_key_without_records_says_so(tmp_path):
     text = runs.compare(("04/gap", 3.0), this_machine=MACHINE).text()
-    assert "no runs recorded yet" in text
+    assert "no run recorded yet" in text
 
 
 def test_compare_refuses_a_key_this_session_never_measured():

@@ -123,39 +123,41 @@ class Comparison:
     this_kind: str
     this_state: str
 
+    def _mine(self, row: Row) -> list[Group]:
+        return [g for g in row.groups if g.kind == self.this_kind and (g.state == "idle") == (self.this_state == "idle")]
+
     def _verdict(self, row: Row) -> str:
         recorded = [v for g in row.groups for v in g.values]
         if not recorded:
-            return "  no runs recorded yet for this key: yours would be the first (save it with the last cell)"
+            return "no run recorded yet: yours would be the first"
         lo, hi = min(recorded), max(recorded)
-        mine = [
-            g for g in row.groups if g.kind == self.this_kind and (g.state == "idle") == (self.this_state == "idle")
-        ]
         tol = 1e-9 * max(1.0, abs(lo), abs(hi))
         if row.value < lo - tol or row.value > hi + tol:
             return (
-                f"  this run is OUTSIDE everything recorded ({_fmt(lo)} to {_fmt(hi)}{row.unit}, "
-                f"{len(recorded)} runs): your machine shows something the atlas has not seen. Save your run with the "
-                "last cell and add it to the atlas."
+                f"OUTSIDE everything recorded ({_fmt(lo)} to {_fmt(hi)}{row.unit}, {len(recorded)} runs): this machine "
+                "shows something the atlas has not seen; save your run (last cell) and add it to the atlas"
             )
-        if mine:
-            m = mine[0].values
-            inside = min(m) - tol <= row.value <= max(m) + tol
-            where = "inside" if inside else "outside"
-            return f"  this run is {where} the spread of runs on its own machine kind, and inside the whole atlas's"
-        return "  this run is inside the atlas's spread; no run of this machine kind is recorded yet: add yours"
+        mine = self._mine(row)
+        if not mine:
+            return "inside the atlas's spread; no run of this machine kind and load is recorded yet: add yours"
+        m = mine[0].values
+        if min(m) - tol <= row.value <= max(m) + tol:
+            return "inside the spread of its own machine kind"
+        return "outside its own kind's spread, inside the atlas's"
 
     def text(self) -> str:
-        lines = ["This run among the recorded runs (the course's atlas; each row one machine kind):"]
+        lines = [
+            f"This run: {self.this_kind}, {self.this_state}. Recorded runs (the course's atlas), per machine kind "
+            "and load:"
+        ]
         for row in self.rows:
-            lines.append(f"{row.what or row.key} [{row.key}]")
+            lines.append(f"{row.what or row.key}  [{row.key}]")
+            mine = self._mine(row)
             width = max([len(g.label) for g in row.groups] + [len("this run")]) + 2
-            lines.append(
-                f"    {'this run':<{width}}{_fmt(row.value)}{row.unit}   ({self.this_kind}, {self.this_state})"
-            )
+            lines.append(f"    {'this run':<{width}}{_fmt(row.value)}{row.unit}  -> {self._verdict(row)}")
             for g in row.groups:
-                lines.append(f"    {g.label:<{width}}{g.spread()}")
-            lines.append(self._verdict(row))
+                mark = "  (this kind)" if g in mine else ""
+                lines.append(f"    {g.label:<{width}}{g.spread()}{mark}")
         return "\n".join(lines)
 
     def __repr__(self) -> str:
