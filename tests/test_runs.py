@@ -214,7 +214,7 @@ def test_a_huge_file_is_not_read(tmp_path):
 def test_a_machine_kind_separates_cpu_kernels_bf16_cores_and_accelerator():
     base = runs.kind_of(MACHINE)
     assert runs.kind_of(dict(MACHINE, isa="AVX2", held={"ATEN_CPU_CAPABILITY": "avx2"})) != base
-    assert "held" in runs.kind_of(dict(MACHINE, isa="AVX2", held={"ATEN_CPU_CAPABILITY": "avx2"}))
+    assert "AVX2 kernels (held)" in runs.kind_of(dict(MACHINE, isa="AVX2", held={"ATEN_CPU_CAPABILITY": "avx2"}))
     assert runs.kind_of(dict(MACHINE, accelerator="NVIDIA H100")) != base
     assert runs.kind_of(dict(MACHINE, busy=True, free_cores=1)) == base  # load is a state, not a kind
     assert runs.state_of(dict(MACHINE, busy=True, free_cores=1)).startswith("busy")
@@ -223,33 +223,55 @@ def test_a_machine_kind_separates_cpu_kernels_bf16_cores_and_accelerator():
 # ---------------------------------------------------------------------------------------------- the atlas
 
 
-def _atlas(tmp_path, values):
+def _atlas(tmp_path, values, what="gap"):
     for i, (value, machine) in enumerate(values):
         folder = tmp_path / "atlas" / "04"
         folder.mkdir(parents=True, exist_ok=True)
-        entry = {"kind": "value", "key": "04/gap", "value": value, "unit": " points", "what": "gap"}
+        entry = {"kind": "value", "key": "04/gap", "value": value, "unit": " points", "what": what}
         (folder / f"{i}.json").write_text(json.dumps(_run([entry], **machine)))
     atlas_mod.atlas_runs.cache_clear()
 
 
 def test_compare_places_this_run_per_machine_kind(tmp_path):
-    _atlas(tmp_path, [(-8.0, {}), (-2.0, {}), (-3.0, {"isa": "AVX2"}), (-4.0, {"busy": True, "free_cores": 1})])
+    _atlas(
+        tmp_path, [(-8.0, {}), (-2.0, {}), (-5.0, {}), (-3.0, {"isa": "AVX2"}), (-4.0, {"busy": True, "free_cores": 1})]
+    )
     shown = runs.compare(("04/gap", -5.0, " points", "gap"), this_machine=MACHINE)
     text = shown.text()
-    assert "-8 to -2, median -5 (2 runs)" in text and "-3 (1 run)" in text and "busy" in text
-    assert "inside the spread of its own machine kind" in text
+    assert "-8 to -2 points, median -5 (3 runs)  (this kind)" in text and "-3 points (1 run)" in text and "busy" in text
+    assert "within the 5 recorded runs" in text and "The atlas holds 5 recorded runs of this lesson" in text
     assert record.entries()[0]["key"] == "04/gap"  # the value is logged for the run file
 
 
-def test_a_value_outside_everything_recorded_says_so_and_invites_the_run(tmp_path):
-    _atlas(tmp_path, [(-8.0, {}), (-2.0, {})])
+def test_a_value_outside_everything_recorded_by_more_than_noise_says_so(tmp_path):
+    _atlas(tmp_path, [(-8.0, {}), (-2.0, {}), (-5.0, {})])
+    assert "OUTSIDE all 3 recorded runs" in runs.compare(("04/gap", 3.0, " points", "gap"), this_machine=MACHINE).text()
+    # within the noise band (a quarter of the median's size) beyond the range: not an outlier
+    assert "within" in runs.compare(("04/gap", -1.0, " points", "gap"), this_machine=MACHINE).text()
+
+
+def test_too_few_runs_give_a_ratio_not_a_verdict(tmp_path):
+    _atlas(tmp_path, [(2.0, {})])
     text = runs.compare(("04/gap", 3.0, " points", "gap"), this_machine=MACHINE).text()
-    assert "OUTSIDE everything recorded" in text and "add it to the atlas" in text
+    assert "1.5x their median; only 1 recorded run, too few to call a spread" in text and "OUTSIDE" not in text
+
+
+def test_a_number_the_machine_does_not_change_says_so(tmp_path):
+    _atlas(tmp_path, [(16.8, {}), (16.8, {"isa": "AVX2"}), (16.8, {"busy": True, "free_cores": 1})])
+    same = runs.compare(("04/gap", 16.8, " points", "gap"), this_machine=MACHINE).text()
+    assert "the same as all 3 recorded runs: this number does not depend on the machine" in same
+    assert "differs from the 3 recorded runs" in runs.compare(("04/gap", 16.9, "", "gap"), this_machine=MACHINE).text()
+
+
+def test_runs_of_another_set_up_are_left_out(tmp_path):
+    _atlas(tmp_path, [(0.3, {}), (0.4, {})], what="f at batch 512")
+    text = runs.compare(("04/gap", 0.9, "", "f at batch 16"), this_machine=MACHINE).text()
+    assert "no run of this set-up recorded yet" in text and "2 recorded runs of another set-up left out" in text
 
 
 def test_a_key_without_records_says_so(tmp_path):
     text = runs.compare(("04/gap", 3.0), this_machine=MACHINE).text()
-    assert "no run recorded yet" in text
+    assert "no run of this set-up recorded yet" in text
 
 
 def test_compare_refuses_a_key_this_session_never_measured():

@@ -19,7 +19,7 @@ from pathlib import Path
 from .. import record
 from .runfile import LESSONS, RunFileError, kind_of, load_run, machine, state_of
 
-__all__ = ["ATLAS", "Group", "atlas_runs", "claim_keys", "records", "groups", "compare", "Comparison"]
+__all__ = ["ATLAS", "Group", "atlas_runs", "claim_keys", "records", "groups", "verdict", "compare", "Comparison"]
 
 ATLAS = Path(__file__).resolve().parents[1] / "tables" / "atlas"
 
@@ -50,14 +50,18 @@ def claim_keys(lesson: str) -> dict[str, str]:
     return found
 
 
-def records(key: str) -> list[tuple[float, dict]]:
-    """(value, machine) for every recorded run of ``key`` that measured it (a claim not judged is left out)."""
+def records(key: str, what: str | None = None) -> list[tuple[float, dict]]:
+    """(value, machine) for every recorded run of ``key`` that measured it (a claim not judged is left out); with
+    ``what``, only the runs whose description of the quantity is the same (the same set-up: a value measured at
+    another batch size on another machine says so in its description, and is another experiment)."""
     record.check_key(key)
     out = []
     for run in atlas_runs():
         for e in run["entries"]:
             if e["key"] == key and e.get("value") is not None:
-                out.append((e["value"], run["machine"]))
+                said = e.get("what") or e.get("text") or ""
+                if what is None or not what or not said or said == what:
+                    out.append((e["value"], run["machine"]))
                 break
     return out
 
@@ -69,6 +73,7 @@ class Group:
     kind: str
     state: str
     values: tuple[float, ...]
+    unit: str = ""
 
     @property
     def label(self) -> str:
@@ -78,16 +83,24 @@ class Group:
         lo, hi = min(self.values), max(self.values)
         n = len(self.values)
         if n == 1:
-            return f"{_fmt(lo)} (1 run)"
-        return f"{_fmt(lo)} to {_fmt(hi)}, median {_fmt(statistics.median(self.values))} ({n} runs)"
+            return f"{_fmt(lo)}{self.unit} (1 run)"
+        return f"{_fmt(lo)} to {_fmt(hi)}{self.unit}, median {_fmt(statistics.median(self.values))} ({n} runs)"
 
 
-def groups(key: str) -> list[Group]:
-    """The recorded values of ``key`` per machine kind and state, the kinds in the order first recorded."""
+def groups(key: str, what: str | None = None) -> list[Group]:
+    """The recorded values of ``key`` (of the same set-up, with ``what``) per machine kind and load, in the order
+    first recorded."""
     found: dict[tuple[str, str], list[float]] = {}
-    for value, m in records(key):
-        found.setdefault((kind_of(m), state_of(m) if not m.get("busy") else "busy"), []).append(value)
+    for value, m in records(key, what):
+        found.setdefault((kind_of(m), "busy" if m.get("busy") else "idle"), []).append(value)
     return [Group(k, s, tuple(v)) for (k, s), v in found.items()]
+
+
+#: How far beyond the recorded range a value may fall and still count as the same effect: a quarter of the recorded
+#: median's size. Timings on shared 2-core machines swing by more than that between runs (tests read it).
+NOISE = 0.25
+#: Below this many recorded runs there is no spread to speak of: the verdict gives the ratio to them instead.
+FEW = 3
 
 
 def _unit(unit: str) -> str:
@@ -113,6 +126,40 @@ class Row:
     unit: str
     value: float
     groups: tuple[Group, ...]
+    other_setups: int = 0
+
+
+def _same(a: float, b: float) -> bool:
+    """Equal to rounding: sums taken in another order (another thread count) move the last digits, not the fourth."""
+    return abs(a - b) <= 1e-4 * max(abs(a), abs(b), 1e-12)
+
+
+def verdict(value: float, recorded: list[float], unit: str = "") -> str:
+    """Where ``value`` falls among ``recorded`` values, said honestly: the same as all of them (a number this
+    machine does not change), a ratio to them where they are too few for a spread (under :data:`FEW`), inside the
+    recorded range widened by :data:`NOISE`, or outside it."""
+    if not recorded:
+        return "no run of this set-up recorded yet: yours would be the first"
+    lo, hi, med = min(recorded), max(recorded), statistics.median(recorded)
+    n = len(recorded)
+    runs = f"{n} recorded run{'s' * (n != 1)}"
+    if all(_same(v, lo) for v in recorded):
+        if _same(value, lo):
+            return f"the same as all {runs}: this number does not depend on the machine"
+        if n >= FEW:
+            return f"differs from the {runs}, which all gave {_fmt(lo)}{unit}: another torch release or thread count?"
+    ratio = (
+        f"{value / med:.2g}x their median" if med > 0 and value > 0 else f"{_fmt(value - med)}{unit} from their median"
+    )
+    if n < FEW:
+        return f"{ratio}; only {runs}, too few to call a spread"
+    band = NOISE * abs(med)
+    if lo - band <= value <= hi + band:
+        return f"within the {runs} ({_fmt(lo)} to {_fmt(hi)}{unit}, give or take {NOISE:.0%} for noise)"
+    return (
+        f"OUTSIDE all {runs} ({_fmt(lo)} to {_fmt(hi)}{unit}) by more than {NOISE:.0%} noise: this machine shows "
+        "something the atlas has not seen; save your run (last cell) and add it to the atlas"
+    )
 
 
 @dataclass(frozen=True)
@@ -122,42 +169,29 @@ class Comparison:
     rows: tuple[Row, ...]
     this_kind: str
     this_state: str
+    atlas_size: str = ""
 
     def _mine(self, row: Row) -> list[Group]:
-        return [g for g in row.groups if g.kind == self.this_kind and (g.state == "idle") == (self.this_state == "idle")]
-
-    def _verdict(self, row: Row) -> str:
-        recorded = [v for g in row.groups for v in g.values]
-        if not recorded:
-            return "no run recorded yet: yours would be the first"
-        lo, hi = min(recorded), max(recorded)
-        tol = 1e-9 * max(1.0, abs(lo), abs(hi))
-        if row.value < lo - tol or row.value > hi + tol:
-            return (
-                f"OUTSIDE everything recorded ({_fmt(lo)} to {_fmt(hi)}{row.unit}, {len(recorded)} runs): this machine "
-                "shows something the atlas has not seen; save your run (last cell) and add it to the atlas"
-            )
-        mine = self._mine(row)
-        if not mine:
-            return "inside the atlas's spread; no run of this machine kind and load is recorded yet: add yours"
-        m = mine[0].values
-        if min(m) - tol <= row.value <= max(m) + tol:
-            return "inside the spread of its own machine kind"
-        return "outside its own kind's spread, inside the atlas's"
+        return [g for g in row.groups if g.kind == self.this_kind and g.state == self.this_state]
 
     def text(self) -> str:
         lines = [
-            f"This run: {self.this_kind}, {self.this_state}. Recorded runs (the course's atlas), per machine kind "
-            "and load:"
+            f"This run: {self.this_kind}, {self.this_state}. {self.atlas_size}".rstrip(),
         ]
         for row in self.rows:
+            recorded = [v for g in row.groups for v in g.values]
             lines.append(f"{row.what or row.key}  [{row.key}]")
-            mine = self._mine(row)
             width = max([len(g.label) for g in row.groups] + [len("this run")]) + 2
-            lines.append(f"    {'this run':<{width}}{_fmt(row.value)}{row.unit}  -> {self._verdict(row)}")
+            lines.append(
+                f"    {'this run':<{width}}{_fmt(row.value)}{row.unit}  -> {verdict(row.value, recorded, row.unit)}"
+            )
+            mine = self._mine(row)
             for g in row.groups:
-                mark = "  (this kind)" if g in mine else ""
-                lines.append(f"    {g.label:<{width}}{g.spread()}{mark}")
+                lines.append(f"    {g.label:<{width}}{g.spread()}{'  (this kind)' if g in mine else ''}")
+            if row.other_setups:
+                lines.append(
+                    f"    ({row.other_setups} recorded run{'s' * (row.other_setups != 1)} of another set-up left out)"
+                )
         return "\n".join(lines)
 
     def __repr__(self) -> str:
@@ -213,17 +247,21 @@ def compare(*items, this_machine: dict | None = None) -> Comparison:
         e = _as_entry(item, logged)
         if not math.isfinite(e["value"]):
             raise ValueError(f"{e['key']}: not a finite value")
-        rows.append(
-            Row(
-                e["key"],
-                e.get("what") or e.get("text", ""),
-                _unit(e.get("unit", "")),
-                e["value"],
-                tuple(groups(e["key"])),
-            )
-        )
+        what = e.get("what") or e.get("text", "")
+        same, every = groups(e["key"], what), records(e["key"])
+        n_same = sum(len(g.values) for g in same)
+        unit = _unit(e.get("unit", ""))
+        same = [Group(g.kind, g.state, g.values, unit) for g in same]
+        rows.append(Row(e["key"], what, unit, e["value"], tuple(same), len(every) - n_same))
     m = this_machine if this_machine is not None else machine()
-    return Comparison(tuple(rows), kind_of(m), state_of(m) if not m.get("busy") else "busy")
+    lessons = {record.lesson_of(r.key) for r in rows}
+    held = [r for r in atlas_runs() if r["lesson"] in lessons]
+    kinds = {(kind_of(r["machine"]), bool(r["machine"].get("busy"))) for r in held}
+    size = (
+        f"The atlas holds {len(held)} recorded run{'s' * (len(held) != 1)} of this lesson, on {len(kinds)} machine "
+        f"kind{'s' * (len(kinds) != 1)} and loads:"
+    )
+    return Comparison(tuple(rows), kind_of(m), "busy" if m.get("busy") else "idle", size)
 
 
 def known_keys(lessons: Iterable[str] = LESSONS) -> set[str]:

@@ -73,6 +73,14 @@ _KINDS = ("value", "guess", "claim")
 _STATUSES = ("held", "not held", "not judged")
 
 
+#: Why a claim the atlas knows for the lesson is missing from a run: the learner may not have reached it, or (often)
+#: this machine takes another branch where the claim does not apply (a GPU-only check, a CPU without VNNI).
+NOT_REACHED = (
+    "not judged in this session: its cell did not run, or this machine takes another branch where the claim does "
+    "not apply"
+)
+
+
 class RunFileError(ValueError):
     """A run file that cannot be used: the message says which file and why."""
 
@@ -121,13 +129,12 @@ def kind_of(m: dict) -> str:
     :func:`state_of` says)."""
     if not isinstance(m, dict):
         raise TypeError(f"m must be a run file's machine (a dict), got {type(m).__name__}")
-    isa = str(m.get("isa") or "?")
-    held = " held" if m.get("held") else ""
+    isa = f"{m.get('isa') or '?'} kernels" + (" (held)" if m.get("held") else "")
     cores = m.get("cores")
     # the CPU's fixed facts, not the bf16 speed measured at the start (a busy core can change that reading)
     units = m.get("bf16_units")
-    bf16 = f"bf16 {m.get('bf16', '?')}" if units is None else ("bf16 units" if units else "no bf16 units")
-    parts = [_short_cpu(m.get("cpu", "")), f"{isa}{held}", bf16, f"{cores} cores"]
+    bf16 = f"bf16 {m.get('bf16', '?')}" if units is None else ("native bf16" if units else "no native bf16")
+    parts = [_short_cpu(m.get("cpu", "")), isa, bf16, f"{cores} cores"]
     accel = m.get("accelerator") or "none"
     if accel != "none":
         parts.append(str(accel)[:40])
@@ -186,7 +193,7 @@ def build_run(lesson: str, label: str | None = None, *, entries: list[dict] | No
                     "no_effect_is": "",
                     "unit": "",
                     "status": "not judged",
-                    "why": "its cell did not run in this session (a cell before it stopped, or it was skipped)",
+                    "why": NOT_REACHED,
                 }
             )
     run = {
