@@ -285,7 +285,7 @@ def test_markup_from_files_is_shown_as_text_never_as_markup(tmp_path):
     entries = [
         guess("01/matmul64_gflops", 50.0, guess=70.0, model=60.0, unit=HOSTILE["unit"], what=HOSTILE["text"]),
         claim("01/threads_help", 1.1, text=HOSTILE["text"], why=HOSTILE["why"]),
-        {"kind": "value", "key": "01/add_gflops", "value": 2.0, "unit": HOSTILE["unit"], "what": "\ud800 broken"},
+        {"kind": "value", "key": "01/add_gflops", "value": 500.0, "unit": HOSTILE["unit"], "what": "\ud800 broken"},
     ]
     machine = {**LAPTOP, "cpu": HOSTILE["cpu"], "accelerator": '<img src=x onerror="alert(4)">'}
     write(tmp_path / "in", "a.json", run("01", HOSTILE["label"], machine, entries))
@@ -353,35 +353,183 @@ def test_guesses_are_judged_against_each_runs_own_measurement():
     assert svg.count("<path") == 2 and svg.count("<circle") == 3 and svg.count("rotate(45") == 2
 
 
+def _section(page: str, anchor: str) -> str:
+    """The HTML of one section of the page, from its heading to the next."""
+    start = page.index(f'<h2 id="{anchor}">')
+    end = page.find("<h2", start + 1)
+    return page[start : end if end > 0 else len(page)]
+
+
+def _page(runs, **kwargs) -> str:
+    loaded = tuple(classpage.Loaded(f"{i:02d}.json", r) for i, r in enumerate(runs))
+    return classpage.class_page_html(classpage.Reading(Path("room"), loaded, ()), **kwargs)
+
+
 def test_claims_that_failed_or_were_not_judged_are_listed_with_why():
     runs = [classpage.Loaded(f"{i}.json", r) for i, r in enumerate(room(12))]
     rows = {r.key: r for r in classpage.claim_rows(runs)}
     empty = rows["00/empty_free"]
     assert empty.not_judged == 6 and empty.held == 0 and {c.why for c in empty.cases} == {"its cell did not run"}
+    assert empty.judged_on == () and not empty.all_held
     threads = rows["01/threads_help"]
     assert threads.held + threads.not_held == 6 and len(threads.cases) == threads.not_held
     assert all(c.value < 1.3 and c.no_effect == 1.0 and c.low == 1.3 for c in threads.cases)
+    assert sum(n for _, _, n in threads.judged_on) == 6 and threads.judged(kind_of(GPU), "busy") == 2
 
 
-def test_each_machine_is_set_against_the_atlas_and_outliers_flagged(monkeypatch):
-    a = run("01", "", LAPTOP, [guess("01/speedup", 1.5)])
-    b = run("01", "", COLAB, [guess("01/speedup", 1.05)])
-    atlas = (a, b, run("01", "", LAPTOP, [guess("01/speedup", 1.7)]))
-    monkeypatch.setattr(atlas_module, "atlas_runs", lambda folder=None: atlas)  # the atlas the page reads
-    values = [(LAPTOP, 1.6), (LAPTOP, 1.2), (COLAB, 1.1), (LAPTOP, 9.0), (GPU, 1.3)]
+def test_claims_that_held_everywhere_are_folded_into_one_collapsed_list():
+    held = [claim(f"01/held_{i}", 1.8, text=f"claim {i} holds") for i in range(30)]
     runs = [
-        classpage.Loaded(f"{i}.json", run("01", f"l{i}", m, [guess("01/speedup", v), guess("01/add_gflops", 2.0)]))
+        run("01", "ana", LAPTOP, [*held, claim("01/threads_help", 1.1)]),
+        run("01", "ben", COLAB, [*held, claim("01/threads_help", 1.5)]),
+    ]
+    section = _section(_page(runs), "claims")
+    table, folded = section.split("<details>", 1)
+    assert "01/threads_help" in table and "01/held_" not in table  # only claims with a run that failed them
+    assert "<details open" not in section and folded.count("01/held_") == 30
+    assert "30 claims held on every run that has them</summary>" in folded
+    assert '<code title="claim 7 holds">01/held_7</code></td><td class="num">2</td>' in folded  # key, n held
+    assert "Of the room's 31 claims: 1 did not hold on at least one run" in section
+    assert "Did not hold: where and why" in section and "ana (00.json): 1.1x" in section
+
+
+def test_claims_not_judged_are_grouped_by_reason_and_said_to_be_often_another_branch():
+    branch = "not judged in this session: its cell did not run, or this machine takes another branch"
+    stopped = "a cell before it stopped"
+    runs = [
+        run("05.2", "ana", LAPTOP, [claim("05.2/vnni_int8", None, text="VNNI int8 wins", why=branch)]),
+        run("05.2", "ben", LAPTOP, [claim("05.2/vnni_int8", None, text="VNNI int8 wins", why=branch)]),
+        run("05.2", "cai", COLAB, [claim("05.2/vnni_int8", 1.5, text="VNNI int8 wins")]),
+        run("05.2", "dee", COLAB, [claim("05.2/vnni_int8", None, text="VNNI int8 wins", why=stopped)]),
+    ]
+    section = _section(_page(runs), "claims")
+    assert "often means the claim does not apply to that machine, not that the learner skipped it" in section
+    assert section.count("<summary>") == 2  # one group per reason, the larger first
+    assert section.index(f"<summary>{branch}: 1 claim, 2 times") < section.index(f"<summary>{stopped}: 1 claim")
+    laptop, colab = (f"{kind_of(m)}, idle" for m in (LAPTOP, COLAB))
+    by_branch, by_stop = section.split("<details>")[1:3]
+    assert f">{laptop}: 2 runs</span>" in by_branch and "likely a branch this machine does not take" in by_branch
+    assert f">{colab}: 1 run</span>" in by_stop and f"{colab}: 1</td>" in by_stop  # cai judged it on that kind
+    alone = _section(_page(runs[:2]), "claims")  # no run in the room judged it: no guess at a branch
+    assert "likely a branch" not in alone and '<td>none</td><td class="num">none in this room</td>' in alone
+
+
+def test_the_grid_shows_who_ran_what_with_claims_held():
+    runs = room(12)
+    runs.append(run("00", "learner 1", LAPTOP, [claim("00/x_holds", 1.5)]))  # learner 1 ran lesson 00 as well
+    loaded = [classpage.Loaded(f"run-{i:02d}.json", r) for i, r in enumerate(runs)]
+    grid = classpage.lesson_grid(loaded)
+    assert grid.lessons == ("00", "01")
+    labelled = [r for r in grid.rows if r.labelled]
+    unlabelled = [r for r in grid.rows if not r.labelled]
+    assert grid.rows == tuple(labelled + unlabelled) and len(labelled) == 9 and len(unlabelled) == 3
+    assert [r.who for r in unlabelled] == ["run-00.json", "run-04.json", "run-08.json"]  # by machine kind, file
+    assert unlabelled[1].kinds == (kind_of(COLAB),) and unlabelled[1].cell("01") is None
+    one = next(r for r in labelled if r.who == "learner 1")
+    assert one.cell("00") == classpage.GridCell(1, 1, 0, 0) and one.cell("01").claims == 1
+    assert one.files == ("run-01.json", "run-12.json")
+    page = classpage.class_page_html(classpage.Reading(Path("room"), tuple(loaded), ()))
+    grid_html = page[page.index('<h3 id="who">') : page.index('<h2 id="guesses">')]
+    assert '<th class="num" title="00_setup">00</th><th class="num" title="01_processing_units">01</th>' in grid_html
+    assert grid_html.count("<tr><td>") == 12  # 9 learners and 3 unlabelled runs, each under its machine kind
+    assert '<th colspan="3" class="group">learners (labelled)</th>' in grid_html
+    laptop = f'<th colspan="3" class="group">unlabelled run on {classpage.escape(kind_of(LAPTOP))} (1)</th></tr>'
+    row = grid_html[grid_html.index(laptop) :].split("</tr>")[1].strip()
+    assert row == '<tr><td><code class="file">run-00.json</code></td><td class="num part" ' + (
+        'title="0 held, 0 not held, 1 not judged">0/1</td><td></td>'
+    )
+    assert 'title="1 held, 0 not held, 0 not judged">1/1</td>' in grid_html  # learner 1's lesson 00
+
+
+def test_units_show_without_a_stray_space_in_parentheses():
+    entries = [
+        guess("01/tensor_mib", 256.0, guess=200.0, model=256.0, unit=" MiB", what="ones"),
+        guess("01/steps", 40.0, unit=" updates", what="steps"),
+    ]
+    page = _page([run("01", "ana", LAPTOP, entries)], groups_of=lambda key: [])
+    assert "( MiB)" not in page and "( updates)" not in page
+    assert "ones (MiB)" in page and "steps (updates)" in page and ": 200 MiB</title>" in page
+
+
+def test_revealed_runs_say_once_there_are_no_guesses_and_keep_the_model_table_compact():
+    runs = [{**r, "revealed": True} for r in room(6)]
+    for r in runs:
+        for e in r["entries"]:
+            if e["kind"] == "guess":
+                e["guess"] = None
+    section = _section(_page(runs, groups_of=lambda key: []), "guesses")
+    assert section.count("no guesses to show") == 1
+    assert "These runs were made with answers revealed: no guesses to show." in section
+    table = section[section.index("<table>") : section.index("</table>")]
+    assert "typical error" not in table and "guesses</th>" not in table and "model within 2x" in table
+    assert table.count("<th>") == 9 and "guesses (" not in section and "guess off by" not in section
+    mixed = _section(_page([*runs[:2], *room(2, seed=3)], groups_of=lambda key: []), "guesses")
+    assert "no guesses to show" not in mixed and "2 runs were made with the answers revealed" in mixed
+
+
+def _speedup_runs(values):
+    return [
+        classpage.Loaded(
+            f"{i}.json", run("01", f"l{i}", m, [guess("01/speedup", v, unit="x"), guess("01/add_gflops", 2.0)])
+        )
         for i, (m, v) in enumerate(values)
     ]
+
+
+def test_each_machine_is_set_against_the_atlas_widened_by_a_noise_band(monkeypatch):
+    a = run("01", "", LAPTOP, [guess("01/speedup", 1.5, unit="x")])
+    b = run("01", "", COLAB, [guess("01/speedup", 1.05, unit="x")])
+    atlas = (a, b, run("01", "", LAPTOP, [guess("01/speedup", 1.7, unit="x")]))
+    monkeypatch.setattr(atlas_module, "atlas_runs", lambda folder=None: atlas)  # the atlas the page reads
+    # recorded 1.05 to 1.7, median 1.5: the band is 25 % of 1.5 = 0.375 (more than half the range, 0.325)
+    assert classpage.noise_band([1.5, 1.05, 1.7]) == pytest.approx(0.375)
+    assert classpage.noise_band([1.0, 9.0, 2.0]) == pytest.approx(4.0) and classpage.noise_band([]) == 0.0
+    values = [(LAPTOP, 1.6), (LAPTOP, 1.9), (COLAB, 1.1), (LAPTOP, 9.0), (GPU, 1.3), (LAPTOP, 0.5)]
+    runs = _speedup_runs(values)
+    runs.append(classpage.Loaded("copy-of-atlas.json", {**a, "label": "mine"}))  # an atlas run handed in again
+    assert classpage.atlas_copies(runs) == (runs[-1],)
     machines = {(m.kind, m.state): m for m in classpage.atlas_rows(runs)}
-    laptop = {c.key: c for c in machines[(kind_of(LAPTOP), "idle")].cells}
-    assert laptop["01/speedup"].verdicts == ("inside", "kind", "outside")
-    assert laptop["01/speedup"].outliers == (("l3", 9.0),) and laptop["01/speedup"].verdict == "outside"
-    assert laptop["01/add_gflops"].verdict == "no record"
-    assert machines[(kind_of(COLAB), "idle")].cells[1].verdicts == ("kind",)  # 1.1 vs the Colab kind's 1.05
-    assert machines[(kind_of(GPU), "busy")].cells[1].verdicts == ("new kind",)
-    page = classpage.class_page_html(classpage.Reading(Path("room"), tuple(runs), ()))
-    assert "OUTSIDE everything recorded" in page and "l3: 9" in page and "The atlas holds 3 recorded runs" in page
+    laptop = machines[(kind_of(LAPTOP), "idle")]
+    assert laptop.runs == 4  # the atlas's own run is left out
+    cells = {c.key: c for c in laptop.cells}
+    assert cells["01/speedup"].verdicts == ("inside", "band", "outside", "outside")
+    assert cells["01/speedup"].outliers == (("l3", 9.0), ("l5", 0.5)) and cells["01/speedup"].verdict == "outside"
+    assert cells["01/speedup"].widened == pytest.approx((0.675, 2.075))
+    assert cells["01/add_gflops"].verdict == "no record"
+    assert machines[(kind_of(COLAB), "idle")].cells[1].verdicts == ("inside",)
+    assert machines[(kind_of(GPU), "busy")].cells[1].verdicts == ("inside",)
+    section = _section(_page([r.run for r in runs]), "atlas")
+    assert "The atlas holds 3 recorded runs" in section and "<strong>2 outliers</strong>" in section
+    assert "1 of the room's 7 runs are the atlas's own recorded runs" in section
+    shown = section.split("<details>")[0]
+    assert "l3: 9x" in shown and "l5: 0.5x" in shown and "l1: 1.9x" not in shown  # only the values outside
+    assert shown.count("<tr>") == 3 and "0.675 to 2.08x" in shown  # the header, the laptop kind, its one key
+    assert f'<th colspan="7" class="group">{classpage.escape(kind_of(LAPTOP))}, idle (4 runs)</th>' in shown
+    assert '<td class="bad">outlier</td>' in shown
+    folded = section.split("<details>")[1]
+    assert "3 inside the recorded range, 1 within its noise band, 6 with no atlas record" in folded
+    assert "01/add_gflops" in folded and "<details open" not in section
+
+
+def test_a_thin_atlas_calls_nothing_an_outlier_and_bolds_no_count():
+    def thin(key):  # two recorded runs of each key: too few to call anything an outlier
+        return [Group(kind_of(LAPTOP), "idle", (1.5, 1.7))]
+
+    runs = _speedup_runs([(LAPTOP, 9.0), (LAPTOP, 40.0), (COLAB, 0.1), (LAPTOP, 1.6)])
+    cells = [c for m in classpage.atlas_rows(runs, thin) for c in m.cells if c.key == "01/speedup"]
+    assert {v for c in cells for v in c.verdicts} == {"thin", "inside"} and not any(c.outliers for c in cells)
+    section = _section(_page([r.run for r in runs], groups_of=thin), "atlas")
+    assert "<strong>" not in section and "<b>" not in section and "no outlier" in section
+    assert section.count("the atlas holds only 2 runs here: too few to call anything an outlier") == 2
+    assert 'class="bad"' not in section
+
+
+def test_an_atlas_of_the_rooms_own_runs_is_not_compared_with_itself(monkeypatch):
+    atlas = tuple(room(6, seed=4))
+    monkeypatch.setattr(atlas_module, "atlas_runs", lambda folder=None: atlas)
+    section = _section(_page([{**r, "label": "relabelled"} for r in atlas]), "atlas")
+    assert "6 of the room's 6 runs are the atlas's own recorded runs" in section
+    assert "nothing left to set against it" in section and "<table>" not in section
 
 
 def test_300_files_merge_in_a_few_seconds(tmp_path, capsys):

@@ -15,7 +15,8 @@ deep, a binary file, an empty file, a file over the size limit, a byte-for-byte 
 marked held whose own measurement is outside its bound), a file of a newer format version, and a benchmark result
 (JSON that is not a run file). The page (``course class``) must skip or flag each by name, with the reason, and
 merge the rest. Writes OUT/runs/, OUT/page/index.html and, where Chromium and Playwright are installed,
-OUT/class-demo.png.
+OUT/class-demo.png. Runs that are the atlas's own recorded runs (build/runs holds them after a recording) are left
+out of the page's comparison with the atlas, and the page says how many.
 """
 
 from __future__ import annotations

@@ -52,7 +52,7 @@ OURS = re.compile(
     re.I,
 )
 #: A range of decimals, with or without a unit ("0.70-0.99", "r was 0.96-1.02"): a spread someone read off.
-DECIMAL_RANGE = re.compile(rf"(?<![\w.^/$])\d*\.\d+\s?(?:-|–|to)\s?\d*\.\d+(?![\w.])")
+DECIMAL_RANGE = re.compile(r"(?<![\w.^/$])\d*\.\d+\s?(?:-|–|to)\s?\d*\.\d+(?![\w.])")
 BOUND = re.compile(
     r"(?:at least|at most|more than|less than|fewer than|no more than|above|below|under|over|within|up to|exceeds?|"
     r"beyond|bound|threshold|greater than|smaller than|>=?|<=?|≥|≤|must|needs?|required?|target|tolerance|"

@@ -80,7 +80,8 @@ def _mark(lane: str, x: float, y: float, tip: str) -> str:
 
 def strip_svg(row: GuessRow, escape: Callable[[str], str]) -> str:
     """An inline SVG strip plot of one guess key: each learner's guess, each run's measurement and model value on
-    one axis (logarithmic where they span more than 20x), each mark titled with whose it is and its value."""
+    one axis (logarithmic where they span more than 20x), each mark titled with whose it is and its value. A lane
+    with no marks (no guesses in a room that ran with the answers revealed) is left out."""
     if not isinstance(row, GuessRow):
         raise TypeError(f"row must be a GuessRow (guess_rows), got {type(row).__name__}")
     if not callable(escape):
@@ -90,10 +91,11 @@ def strip_svg(row: GuessRow, escape: Callable[[str], str]) -> str:
         "measured": [(p.who, p.measured) for p in row.points],
         "model": [(p.who, p.model) for p in row.points if p.model is not None],
     }
+    lanes = {lane: marks for lane, marks in lanes.items() if marks or lane == "measured"}  # no empty lane
     values = [v for marks in lanes.values() for _, v in marks]
     x_of, ticks, log = _scale(values)
     height = TOP + LANE * len(lanes) + AXIS
-    unit = f" {row.unit}" if row.unit else ""
+    unit = f" {row.unit.strip()}" if row.unit.strip() else ""
     label = f"{row.key}: guesses, measurements and model values{' (log scale)' if log else ''}"
     out = [
         f'<svg class="strip" xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{height}" '
@@ -115,7 +117,7 @@ def strip_svg(row: GuessRow, escape: Callable[[str], str]) -> str:
         )
     out.append(
         f'<text x="{(LEFT + WIDTH - RIGHT) / 2:.0f}" y="{bottom + 27}" text-anchor="middle" font-size="11" '
-        f'fill="#555">{escape((row.unit or "value") + (" (log scale)" if log else ""))}</text>'
+        f'fill="#555">{escape((row.unit.strip() or "value") + (" (log scale)" if log else ""))}</text>'
     )
     for i, (lane, marks) in enumerate(lanes.items()):
         y = TOP + LANE * i + LANE / 2

@@ -25,7 +25,19 @@ from ..runs import atlas as atlas_module
 from ..runs.atlas import Group
 from .figures import fmt, strip_svg
 from .reading import Reading, printable, read_folder
-from .summary import VERDICTS, atlas_rows, claim_rows, guess_rows, landscape
+from .summary import (
+    MIN_RECORDED,
+    NOISE_SHARE,
+    AtlasCell,
+    ClaimRow,
+    GridCell,
+    atlas_copies,
+    atlas_rows,
+    claim_rows,
+    guess_rows,
+    landscape,
+    lesson_grid,
+)
 
 __all__ = ["PAGE_NAME", "ClassPage", "escape", "class_page_html", "write_class_page"]
 
@@ -41,7 +53,10 @@ nav a{margin-right:1.1em}.lead{font-size:1.05em}.note{color:#555;font-size:.9em}
 .bar{display:inline-block;height:.8em;background:#6a8fd0;margin-right:.4em;vertical-align:middle}
 .facets{display:flex;flex-wrap:wrap;gap:0 1.5em;align-items:flex-start}.facets table{min-width:12em}
 svg.strip{display:block;max-width:100%;height:auto;margin:.2em 0 .4em}details{margin:.3em 0 1em}
-summary{cursor:pointer;color:#1f5fbf}.legend span{margin-right:1.2em}"""
+summary{cursor:pointer;color:#1f5fbf}.legend span{margin-right:1.2em}.part{background:#e8eef8}
+table.grid td,table.grid th{padding:1px 6px}table.grid td.num{text-align:center;white-space:nowrap}
+th.group{background:#fafafa;font-weight:normal;color:#444}.wrap{overflow-wrap:anywhere}code.file{overflow-wrap:anywhere;font-size:.85em}
+.small{font-size:.85em}.scroll{overflow-x:auto}"""
 
 
 def escape(text: str) -> str:
@@ -59,7 +74,8 @@ def _num(x: float | None) -> str:
 
 
 def _with_unit(x: float | None, unit: str) -> str:
-    """``1.8x``, ``12 %``, ``150 GFLOP/s``: a unit that is a word gets a space."""
+    """``1.8x``, ``12 %``, ``150 GFLOP/s``: a unit that is a word gets a space (a file's own spaces are dropped)."""
+    unit = unit.strip()
     if x is None or not unit:
         return fmt(x)
     return f"{fmt(x)}{unit}" if unit in ("x", "%") or not unit[0].isalnum() else f"{fmt(x)} {unit}"
@@ -82,9 +98,11 @@ def _header(reading: Reading, made: str, n_kinds: int, n_learners: int, unlabell
         f"kind{'s' * (n_kinds != 1)}, lessons {_e(', '.join(lessons) or 'none')}. {skipped} file"
         f"{'s' * (skipped != 1)} skipped or flagged (section 5).</p>",
         f'<p class="note">Made {_e(made)} by course_lib {_e(course_lib.__version__)}. Each run file is one lesson '
-        "run on one machine; a learner is a label (runs saved without one cannot be told apart). Every text on "
-        "this page that comes from a file is shown as text, never run.</p>",
-        '<nav><a href="#hardware">1. Hardware</a><a href="#guesses">2. Guesses</a><a href="#claims">3. Claims</a>'
+        "run on one machine; a learner is a label (a run saved without one is named by its machine kind and file "
+        "name in the grid of who ran what). Every text on this page that comes from a file is shown as text, "
+        "never run.</p>",
+        '<nav><a href="#hardware">1. Hardware</a><a href="#who">Who ran what</a><a href="#guesses">2. Guesses</a>'
+        '<a href="#claims">3. Claims</a>'
         '<a href="#atlas">4. Against the atlas</a><a href="#files">5. Skipped and flagged files</a></nav>',
     ]
 
@@ -115,7 +133,56 @@ def _hardware(reading: Reading) -> tuple[list[str], int, int, int]:
         rows = "".join(f'<tr><td>{_e(v)}</td><td class="num">{n}</td></tr>' for v, n in pairs)
         out.append(f"<table><tr><th>{_e(name)}</th><th>runs</th></tr>{rows}</table>")
     out.append("</div>")
-    return out, len(land.kinds), land.learners, land.unlabelled
+    return out + _grid(reading), len(land.kinds), land.learners, land.unlabelled
+
+
+def _grid_cell(cell: GridCell | None) -> str:
+    if cell is None:
+        return "<td></td>"
+    runs = f" ({cell.runs} runs)" if cell.runs > 1 else ""
+    tip = f"{cell.held} held, {cell.not_held} not held, {cell.not_judged} not judged{runs}"
+    if not cell.claims:
+        return f'<td class="num quiet" title="{_e(tip)}">ran{runs}</td>'
+    tone = "bad" if cell.not_held else "ok" if cell.held == cell.claims else "part"
+    return f'<td class="num {tone}" title="{_e(tip)}">{cell.held}/{cell.claims}{runs}</td>'
+
+
+def _grid(reading: Reading) -> list[str]:
+    """Who ran what: a learner x lesson grid, each cell the claims held of the claims in that lesson's run. The
+    labelled learners first (their machine kinds under the label), then the unlabelled runs under their machine
+    kind, each named by its file."""
+    grid = lesson_grid(reading.runs)
+    width = len(grid.lessons) + 1
+    out = [
+        '<h3 id="who">Who ran what</h3><p class="note">One row per learner (a label); a run saved without a label is '
+        "its own row, named by its file under its machine kind. Each cell: the claims that held, of the claims in "
+        'that lesson\'s run (point at a cell for the rest). <span class="ok">&nbsp;all held&nbsp;</span> '
+        '<span class="bad">&nbsp;one did not hold&nbsp;</span> <span class="part">&nbsp;some not judged&nbsp;</span>'
+        " (often a branch of the lesson this machine does not take; section 3).</p>",
+        '<div class="scroll"><table class="grid"><tr><th>learner, or file</th>'
+        + "".join(f'<th class="num" title="{_e(LESSONS.get(x, x))}">{_e(x)}</th>' for x in grid.lessons)
+        + "</tr>",
+    ]
+    kind = None
+    for row in grid.rows:
+        cells = "".join(_grid_cell(row.cell(x)) for x in grid.lessons)
+        if row.labelled:
+            if kind is None:
+                kind = ""
+                out.append(f'<tr><th colspan="{width}" class="group">learners (labelled)</th></tr>')
+            who = f'{_e(row.who)} <span class="quiet small">{_e("; ".join(row.kinds))}</span>'
+        else:
+            if row.kinds[0] != kind:
+                kind = row.kinds[0]
+                n = sum(not r.labelled and r.kinds[0] == kind for r in grid.rows)
+                out.append(
+                    f'<tr><th colspan="{width}" class="group">unlabelled run{"s" * (n != 1)} on {_e(kind)} '
+                    f"({n})</th></tr>"
+                )
+            who = f'<code class="file">{_e(row.who)}</code>'
+        out.append(f"<tr><td>{who}</td>{cells}</tr>")
+    out.append("</table></div>")
+    return out
 
 
 def _guess_table(rows) -> list[str]:
@@ -130,9 +197,8 @@ def _guess_table(rows) -> list[str]:
         made = len(row.guessed)
         share = row.within_2x / made if made else None
         tone = "" if share is None else " ok" if share >= 0.5 else " warn"
-        unit = f" ({row.unit})" if row.unit else ""
         out.append(
-            f'<tr><td><a href="#g-{_e(row.key)}"><code>{_e(row.key)}</code></a></td><td>{_e(row.what)}{_e(unit)}</td>'
+            f'<tr><td><a href="#g-{_e(row.key)}"><code>{_e(row.key)}</code></a></td><td>{_what(row)}</td>'
             f'<td class="num">{made} of {len(row.points)}</td><td class="num{tone}">{judged}</td>'
             f"<td>{_e(row.direction())}</td>{_num(measured[0])}{_num(statistics.median(measured))}"
             f"{_num(measured[-1])}{_num(min(models) if models else None)}{_num(max(models) if models else None)}"
@@ -142,14 +208,46 @@ def _guess_table(rows) -> list[str]:
     return out
 
 
-def _guess_detail(row) -> list[str]:
+def _what(row) -> str:
+    """What a key measures, with its unit in parentheses (no space inside them)."""
+    unit = row.unit.strip()
+    return _e(row.what) + (f" ({_e(unit)})" if unit else "")
+
+
+def _model_table(rows) -> list[str]:
+    """The measured-vs-model table of a room with no guesses to show: one compact row per key."""
+    out = [
+        "<table><tr><th>key</th><th>what</th><th>runs</th><th>measured: min</th><th>median</th><th>max</th>"
+        "<th>model: min</th><th>max</th><th>model within 2x</th></tr>"
+    ]
+    for row in rows:
+        measured = sorted(p.measured for p in row.points)
+        models = [p.model for p in row.with_model]
+        share = row.model_within_2x / len(models) if models else None
+        tone = "" if share is None else " ok" if share >= 0.5 else " warn"
+        out.append(
+            f'<tr><td><a href="#g-{_e(row.key)}"><code>{_e(row.key)}</code></a></td><td>{_what(row)}</td>'
+            f'<td class="num">{len(row.points)}</td>{_num(measured[0])}{_num(statistics.median(measured))}'
+            f"{_num(measured[-1])}{_num(min(models) if models else None)}{_num(max(models) if models else None)}"
+            f'<td class="num{tone}">{f"{row.model_within_2x} of {len(models)}" if models else "-"}</td></tr>'
+        )
+    out.append("</table>")
+    return out
+
+
+def _guess_detail(row, guessed: bool = True) -> list[str]:
+    head = "<th>guess</th><th>measured</th><th>model</th><th>guess off by</th>" if guessed else ""
     out = [
         f'<h4 id="g-{_e(row.key)}">{_e(row.what or row.key)} <code>{_e(row.key)}</code></h4>',
         strip_svg(row, _e),
         f"<details><summary>each run ({len(row.points)})</summary><table><tr><th>who</th><th>machine kind</th>"
-        f"<th>guess</th><th>measured</th><th>model</th><th>guess off by</th></tr>",
+        + (head or "<th>measured</th><th>model</th>")
+        + "</tr>",
     ]
     for p in row.points:
+        if not guessed:
+            out.append(f"<tr><td>{_e(p.who)}</td><td>{_e(p.kind)}</td>{_num(p.measured)}{_num(p.model)}</tr>")
+            continue
         off = "no guess"
         if p.guess is not None:
             ratio = (p.guess / p.measured) if p.guess > 0 and p.measured > 0 else None
@@ -166,23 +264,33 @@ def _guess_detail(row) -> list[str]:
 def _guesses(reading: Reading) -> list[str]:
     rows = guess_rows(reading.runs)
     revealed = sum(r.run["revealed"] for r in reading.runs)
-    out = [
-        '<h2 id="guesses">2. Guesses against the room\'s measurements and the model</h2>',
-        '<p class="note">Each learner guessed before measuring on their own machine; a guess counts as within 2x '
-        "when it is within a factor of 2 of that same run's measurement. The model is the lesson's analytic "
-        "prediction, computed for each run's machine. Ratios, not differences: 10 for 20 is as far off as 40.</p>",
-    ]
-    if revealed:
+    guessed = any(row.guessed for row in rows)
+    out = ['<h2 id="guesses">2. Guesses against the room\'s measurements and the model</h2>']
+    if reading.runs and revealed == len(reading.runs):
         out.append(
-            f'<p class="note">{revealed} run{"s" * (revealed != 1)} were made with the answers revealed '
-            "(COURSE_REVEAL): no guess is expected from those.</p>"
+            '<p class="lead">These runs were made with answers revealed: no guesses to show. Below, each key\'s '
+            "measurements are set against the lesson's analytic model, computed for each run's machine.</p>"
         )
+    else:
+        out.append(
+            '<p class="note">Each learner guessed before measuring on their own machine; a guess counts as within 2x '
+            "when it is within a factor of 2 of that same run's measurement. The model is the lesson's analytic "
+            "prediction, computed for each run's machine. Ratios, not differences: 10 for 20 is as far off as 40.</p>"
+        )
+        if revealed:
+            out.append(
+                f'<p class="note">{revealed} run{"s were" if revealed != 1 else " was"} made with the answers '
+                "revealed (COURSE_REVEAL): no guess is expected from those.</p>"
+            )
+        elif rows and not guessed:
+            out.append('<p class="note">No learner made a guess in these runs.</p>')
     if not rows:
         return out + ["<p>No guess keys in the merged runs.</p>"]
-    out += _guess_table(rows)
+    out += _guess_table(rows) if guessed else _model_table(rows)
     out.append(
-        '<p class="legend">In the plots: <span style="color:#d95f02">&#9650; a learner\'s guess</span>'
-        '<span style="color:#555">&#9679; a run\'s measurement</span><span style="color:#1f5fbf">&#9670; the '
+        '<p class="legend">In the plots: '
+        + ('<span style="color:#d95f02">&#9650; a learner\'s guess</span>' if guessed else "")
+        + '<span style="color:#555">&#9679; a run\'s measurement</span><span style="color:#1f5fbf">&#9670; the '
         'model for that run\'s machine</span><span style="background:#e9f5e9">&nbsp;shaded: within 2x of the median '
         "measurement&nbsp;</span> (point at a mark to see whose it is).</p>"
     )
@@ -195,9 +303,9 @@ def _guesses(reading: Reading) -> list[str]:
             n = sum(r.key.split("/")[0] == lesson for r in rows)
             out.append(
                 f"<details><summary><strong>Lesson {_e(lesson)}</strong> ({_e(LESSONS.get(lesson, ''))}): "
-                f"{n} guess{'es' * (n != 1)}, plotted</summary>"
+                f"{n} {'guess ' * guessed}key{'s' * (n != 1)}, plotted</summary>"
             )
-        out += _guess_detail(row)
+        out += _guess_detail(row, guessed)
     if lesson is not None:
         out.append("</details>")
     return out
@@ -218,20 +326,40 @@ def _claims(reading: Reading) -> list[str]:
     out = ['<h2 id="claims">3. Claims that did not hold or were not judged</h2>']
     if not rows:
         return out + ["<p>No claims in the merged runs.</p>"]
+    open_rows = [r for r in rows if not r.all_held]
+    held = [r for r in rows if r.all_held]
+    failed = sum(bool(r.not_held) for r in rows)
+    unjudged = sum(bool(r.not_judged) for r in rows)
     out.append(
-        "<table><tr><th>key</th><th>claim</th><th>held</th><th>did not hold</th><th>not judged</th></tr>"
-        + "".join(
-            f'<tr><td><code>{_e(r.key)}</code></td><td>{_e(r.text)}</td><td class="num{" ok" if r.held else ""}">'
-            f'{r.held}</td><td class="num{" bad" if r.not_held else ""}">{r.not_held}</td>'
-            f'<td class="num{" warn" if r.not_judged else ""}">{r.not_judged}</td></tr>'
-            for r in rows
-        )
-        + "</table>"
+        f'<p class="lead">Of the room\'s {len(rows)} claim{"s" * (len(rows) != 1)}: {failed} did not hold on at '
+        f"least one run, {unjudged} {'was' if unjudged == 1 else 'were'} not judged on at least one run, and "
+        f"{len(held)} held on every run that has {'it' if len(held) == 1 else 'them'} (folded below).</p>"
     )
-    cases = [(r, c) for r in rows for c in r.cases]
-    if not cases:
-        return out + ["<p>Every claim held on every machine.</p>"]
-    return out + _claim_cases(cases)
+    if open_rows:
+        out.append(
+            "<table><tr><th>key</th><th>claim</th><th>held</th><th>did not hold</th><th>not judged</th></tr>"
+            + "".join(
+                f'<tr><td><code>{_e(r.key)}</code></td><td>{_e(r.text)}</td><td class="num{" ok" if r.held else ""}">'
+                f'{r.held}</td><td class="num{" bad" if r.not_held else ""}">{r.not_held}</td>'
+                f'<td class="num{" part" if r.not_judged else ""}">{r.not_judged}</td></tr>'
+                for r in open_rows
+            )
+            + "</table>"
+        )
+    else:
+        out.append("<p>Every claim held on every run.</p>")
+    if held:
+        out.append(
+            f"<details><summary>{len(held)} claim{'s' * (len(held) != 1)} held on every run that has "
+            f"{'it' if len(held) == 1 else 'them'}</summary>"
+            "<table><tr><th>key</th><th>held</th></tr>"
+            + "".join(
+                f'<tr><td><code title="{_e(r.text)}">{_e(r.key)}</code></td><td class="num">{r.held}</td></tr>'
+                for r in held
+            )
+            + "</table></details>"
+        )
+    return out + _not_held(rows) + _not_judged(rows)
 
 
 def _who_list(names: list[str], limit: int = 40) -> str:
@@ -239,93 +367,158 @@ def _who_list(names: list[str], limit: int = 40) -> str:
     return shown + (f"; and {len(names) - limit} more" if len(names) > limit else "")
 
 
-def _claim_cases(cases) -> list[str]:
-    """The failed and unjudged cases, one row per claim, status, machine kind, load, bound and reason (a room of 30
-    where one cell did not run gives one row naming them, not 30 rows)."""
+def _who(c) -> str:
+    return c.who if c.who == c.file else f"{c.who} ({c.file})"
+
+
+def _load_of(state: str) -> str:
+    return "idle" if state == "idle" else "busy"
+
+
+def _not_held(rows: Sequence[ClaimRow]) -> list[str]:
+    """The claims that did not hold, one row per claim, machine kind, load, bound and reason (a room of 30 where
+    one claim failed on one kind gives one row naming them, not 30 rows)."""
     grouped: dict[tuple, list[str]] = {}
-    for r, c in cases:
-        no_effect = (
-            "n/a"
-            if c.no_effect is None
-            else _with_unit(c.no_effect, c.unit) + (f" ({c.no_effect_is})" if c.no_effect_is else "")
-        )
-        at = (r.key, r.text, c.status, c.kind, c.state, _bound(c.low, c.high, c.unit), no_effect, c.why)
-        who = c.who if c.who == c.file else f"{c.who} ({c.file})"
-        grouped.setdefault(at, []).append(who if c.value is None else f"{who}: {_with_unit(c.value, c.unit)}")
+    for r in rows:
+        for c in r.cases:
+            if c.status != "not held":
+                continue
+            no_effect = (
+                "n/a"
+                if c.no_effect is None
+                else _with_unit(c.no_effect, c.unit) + (f" ({c.no_effect_is})" if c.no_effect_is else "")
+            )
+            at = (r.key, r.text, c.kind, c.state, _bound(c.low, c.high, c.unit), no_effect, c.why)
+            grouped.setdefault(at, []).append(
+                _who(c) if c.value is None else f"{_who(c)}: {_with_unit(c.value, c.unit)}"
+            )
+    if not grouped:
+        return []
     out = [
-        "<h3>Where and why</h3><table><tr><th>key</th><th>claim</th><th>machine kind, load</th><th>status</th>"
+        "<h3>Did not hold: where and why</h3><table><tr><th>key</th><th>claim</th><th>machine kind, load</th>"
         "<th>runs (measured)</th><th>bound</th><th>no-effect value</th><th>why</th></tr>"
     ]
-    for (key, text, status, kind, state, bound, no_effect, why), whos in grouped.items():
+    for (key, text, kind, state, bound, no_effect, why), whos in grouped.items():
         out.append(
             f"<tr><td><code>{_e(key)}</code></td><td>{_e(text)}</td><td>{_e(kind)}, {_e(state)}</td>"
-            f'<td class="{"bad" if status == "not held" else "warn"}">{_e(status)} ({len(whos)})</td>'
-            f"<td>{_who_list(whos)}</td><td>{_e(bound)}</td><td>{_e(no_effect)}</td>"
+            f'<td class="bad">{len(whos)}: {_who_list(whos)}</td><td>{_e(bound)}</td><td>{_e(no_effect)}</td>'
             f"<td>{_e(why or '-')}</td></tr>"
         )
     out.append("</table>")
     return out
 
 
-def _spread(values: Sequence[float]) -> str:
-    if not values:
-        return "none recorded"
-    if len(values) == 1:
-        return f"{fmt(values[0])} (1 run)"
-    return f"{fmt(min(values))} to {fmt(max(values))} ({len(values)} runs)"
-
-
-_TONES = {"inside": "ok", "kind": "warn", "new kind": "plain", "outside": "bad", "no record": "quiet"}
-
-
-def _atlas_machine(m) -> list[str]:
-    """One machine kind and load: a table of its keys the atlas has recorded, then the keys it has not."""
-    out = [f"<h3>{_e(m.kind)}, {_e(m.state)} ({m.runs} run{'s' * (m.runs != 1)})</h3>"]
-    shown = [c for c in m.cells if c.verdict != "no record"]
-    if shown:
+def _not_judged(rows: Sequence[ClaimRow]) -> list[str]:
+    """The claims not judged, grouped by the reason the run file gives; within a reason one row per claim, naming
+    the machine kinds that did not judge it and those that did (a branch of the lesson a kind does not take shows
+    as a claim no run of that kind judged)."""
+    by_why: dict[str, dict[str, dict[tuple[str, str], list[str]]]] = {}
+    for r in rows:
+        for c in r.cases:
+            if c.status == "not judged":
+                where = by_why.setdefault(c.why.strip() or "no reason recorded", {}).setdefault(r.key, {})
+                where.setdefault((c.kind, _load_of(c.state)), []).append(_who(c))
+    if not by_why:
+        return []
+    text = {r.key: r for r in rows}
+    out = [
+        '<h3>Not judged, by reason</h3><p class="note"><strong>"Not judged" often means the claim does not apply to '
+        "that machine, not that the learner skipped it.</strong> Some claims are judged only on some machines (a "
+        "VNNI-only, GPU-only or quiet-machine branch of a lesson): every other machine takes another branch and "
+        "reports the claim as not judged. Where other runs on the same machine kind and load judged the claim, its "
+        "cell more likely did not run (a cell before it stopped, or it was skipped).</p>"
+    ]
+    for why, keys in sorted(by_why.items(), key=lambda kv: -sum(len(w) for k in kv[1].values() for w in k.values())):
+        n = sum(len(w) for k in keys.values() for w in k.values())
         out.append(
-            "<table><tr><th>key</th><th>what</th><th>this room</th><th>atlas, this kind and load</th>"
-            "<th>atlas, all runs</th><th>verdict</th><th>outliers</th></tr>"
+            f"<details><summary>{_e(why)}: {len(keys)} claim{'s' * (len(keys) != 1)}, {n} time"
+            f"{'s' * (n != 1)}</summary><table><tr><th>key</th><th>claim</th><th>not judged on</th>"
+            "<th>judged on the same kind and load</th><th>judged elsewhere</th></tr>"
         )
-    for c in shown:
-        outliers = "; ".join(f"{_e(who)}: {_e(_with_unit(v, c.unit))}" for who, v in c.outliers) or "none"
-        out.append(
-            f"<tr><td><code>{_e(c.key)}</code></td><td>{_e(c.what)}</td>"
-            f"<td>{_e(_spread([v for _, v in c.values]))}</td><td>{_e(_spread(c.kind_recorded))}</td>"
-            f'<td>{_e(_spread(c.all_recorded))}</td><td class="{_TONES[c.verdict]}">{_e(VERDICTS[c.verdict])}</td>'
-            f"<td>{outliers}</td></tr>"
-        )
-    if shown:
-        out.append("</table>")
-    missing = [c.key for c in m.cells if c.verdict == "no record"]
-    if missing:
-        out.append(
-            f'<p class="note">No recorded run in the atlas yet for {len(missing)} key'
-            f"{'s' * (len(missing) != 1)}: {_e(', '.join(missing))}. These runs could be added to it.</p>"
-        )
-    if not m.cells:
-        out.append('<p class="note">These runs measured no values.</p>')
+        for key, where in keys.items():
+            row = text[key]
+            lines, same = [], []
+            for (kind, load), whos in where.items():
+                lines.append(
+                    f'<span title="{_who_list(whos)}">{_e(kind)}, {_e(load)}: {len(whos)} '
+                    f"run{'s' * (len(whos) != 1)}</span>"
+                )
+                if row.judged(kind, load):
+                    same.append(f"{_e(kind)}, {_e(load)}: {row.judged(kind, load)}")
+            elsewhere = sum(n for k, s, n in row.judged_on if (k, s) not in where)
+            hint = "none: likely a branch this machine does not take" if elsewhere else "none"
+            out.append(
+                f"<tr><td><code>{_e(key)}</code></td><td>{_e(row.text)}</td><td>{'<br>'.join(lines)}</td>"
+                f"<td>{'<br>'.join(same) or hint}</td>"
+                f'<td class="num">{elsewhere or "none in this room"}</td></tr>'
+            )
+        out.append("</table></details>")
     return out
 
 
+def _spread(values: Sequence[float], unit: str = "") -> str:
+    if not values:
+        return "none recorded"
+    if len(values) == 1:
+        return f"{_with_unit(values[0], unit)} (1 run)"
+    return f"{fmt(min(values))} to {_with_unit(max(values), unit)} ({len(values)} runs)"
+
+
+def _flag_row(c: AtlasCell) -> str:
+    """One key on one machine kind with a value outside the atlas's range widened by its noise band."""
+    lo, hi = c.widened
+    if c.thin:
+        n = len(c.all_recorded)
+        verdict = (
+            f'<td class="quiet">the atlas holds only {n} run{"s" * (n != 1)} here: too few to call anything an '
+            "outlier</td>"
+        )
+    else:
+        verdict = '<td class="bad">outlier</td>'
+    values = "; ".join(f"{_e(who)}: {_e(_with_unit(v, c.unit))}" for who, v in c.flagged)
+    median = _with_unit(statistics.median(c.all_recorded), c.unit)
+    return (
+        f'<tr><td><code>{_e(c.key)}</code></td><td>{_e(c.what)}</td><td class="wrap">{values}</td>'
+        f"<td>{_e(_spread(c.all_recorded, c.unit))}, median {_e(median)}</td>"
+        f'<td class="nowrap">{_e(fmt(lo))} to {_e(_with_unit(hi, c.unit))}</td>'
+        f"<td>{_e(_spread(c.kind_recorded, c.unit))}</td>{verdict}</tr>"
+    )
+
+
 def _atlas(reading: Reading, groups_of: Callable[[str], Sequence[Group]] | None) -> list[str]:
-    machines = atlas_rows(reading.runs, groups_of)
     out = [
         '<h2 id="atlas">4. Each machine against the atlas</h2>',
-        '<p class="note">The atlas is the course\'s set of recorded runs, grouped by machine kind and load. Each '
-        "value this room measured is set against the spread recorded on the same kind and load, and against "
-        "everything recorded; a value outside everything recorded is flagged as an outlier. A value outside its "
-        "own kind's spread is worth a look, not an error: the atlas may hold few runs of that kind.</p>",
+        '<p class="note">The atlas is the course\'s set of recorded runs. Each value this room measured is set '
+        "against the range the atlas recorded for its key (all machine kinds), widened by a noise band: "
+        f"{NOISE_SHARE:.0%} of the recorded median, or half the recorded range where that is larger. Only the values "
+        "outside that widened range are listed; the rest are counted in the folded summary. Where the atlas holds "
+        f"fewer than {MIN_RECORDED} runs of a key, nothing is called an outlier.</p>",
     ]
-    if not machines:
+    if not reading.runs:
         return out + ["<p>No runs merged yet.</p>"]
+    recorded = atlas_module.atlas_runs() if groups_of is None else ()
+    copies = atlas_copies(reading.runs, recorded)
+    if copies:
+        out.append(
+            f"<p class=\"note\">{len(copies)} of the room's {len(reading.runs)} runs are the atlas's own recorded "
+            "runs (the same measurements on the same machine): left out here, so the atlas is not compared with "
+            f'itself. <span title="{_who_list([r.name for r in copies])}">(point here for their files)</span></p>'
+        )
+    machines = atlas_rows(reading.runs, groups_of, recorded)
+    if not machines:
+        return out + [
+            "<p>Every run in this room is one of the atlas's own recorded runs: nothing left to set against it.</p>"
+        ]
     verdicts = Counter(v for m in machines for c in m.cells for v in c.verdicts)
-    held = f"The atlas holds {len(atlas_module.atlas_runs())} recorded runs. " if groups_of is None else ""
+    held = f"The atlas holds {len(recorded)} recorded runs. " if groups_of is None else ""
+    outside = verdicts["outside"]
+    count = f"<strong>{outside} outlier{'s' * (outside != 1)}</strong>" if outside else "no outlier"
     out.append(
-        f'<p class="lead">{held}Of the room\'s {sum(verdicts.values())} measured values: {verdicts["inside"]} inside '
-        f"their kind's recorded spread, {verdicts['kind']} outside it but inside the atlas's, {verdicts['new kind']} "
-        f"on a kind the atlas has not recorded, <strong>{verdicts['outside']} outside everything recorded</strong>, "
-        f"{verdicts['no record']} on keys the atlas has no run of yet.</p>"
+        f'<p class="lead">{held}Of the room\'s {sum(verdicts.values())} measured values: {count} (outside the '
+        f"recorded range and its noise band, on keys the atlas holds at least {MIN_RECORDED} runs of); "
+        f"{verdicts['thin']} outside the widened range where the atlas holds too few runs to say; "
+        f"{verdicts['inside'] + verdicts['band']} inside it; {verdicts['no record']} on keys the atlas has no run of "
+        "yet.</p>"
     )
     if verdicts["no record"] == sum(verdicts.values()):
         keys = sorted({c.key for m in machines for c in m.cells})
@@ -333,8 +526,59 @@ def _atlas(reading: Reading, groups_of: Callable[[str], Sequence[Group]] | None)
             f'<p class="note">The atlas has no recorded run of any key these runs measured ({_e(", ".join(keys))}), '
             "so nothing can be set against it yet; these runs could be added to it.</p>"
         ]
+    flagged = [m for m in machines if any(c.flagged for c in m.cells)]
+    if flagged:
+        out.append(
+            "<table><tr><th>key</th><th>what</th><th>room values outside</th><th>atlas, recorded</th>"
+            "<th>widened by the noise band</th><th>atlas, this kind and load</th><th>verdict</th></tr>"
+        )
+        for m in flagged:  # a row per machine kind and load, then its keys: outliers first, in lesson order
+            out.append(
+                f'<tr><th colspan="7" class="group">{_e(m.kind)}, {_e(m.state)} ({m.runs} run'
+                f"{'s' * (m.runs != 1)})</th></tr>"
+            )
+            out += [
+                _flag_row(c) for c in sorted((c for c in m.cells if c.flagged), key=lambda c: (c.thin, _rank(c.key)))
+            ]
+        out.append("</table>")
+    else:
+        out.append("<p>No value falls outside the atlas's recorded range widened by its noise band.</p>")
+    return out + _atlas_summary(machines)
+
+
+def _rank(key: str) -> tuple[int, str]:
+    lesson = key.split("/", 1)[0]
+    order = list(LESSONS)
+    return (order.index(lesson) if lesson in order else len(order), key)
+
+
+def _atlas_summary(machines) -> list[str]:
+    """Everything not listed, folded: per machine kind and load, how many values fell where."""
+    total = Counter(v for m in machines for c in m.cells for v in c.verdicts)
+    rest = total["inside"] + total["band"] + total["no record"]
+    out = [
+        f"<details><summary>Everything else, counted: {total['inside']} inside the recorded range, {total['band']} "
+        f"within its noise band, {total['no record']} with no atlas record ({rest} values)</summary>"
+        "<table><tr><th>machine kind, load</th><th>runs</th><th>values</th><th>inside the range</th>"
+        "<th>within the noise band</th><th>outliers</th><th>too few recorded to say</th><th>no atlas record</th>"
+        "</tr>"
+    ]
     for m in machines:
-        out += _atlas_machine(m)
+        n = Counter(v for c in m.cells for v in c.verdicts)
+        out.append(
+            f'<tr><td>{_e(m.kind)}, {_e(m.state)}</td><td class="num">{m.runs}</td>'
+            f'<td class="num">{sum(n.values())}</td><td class="num">{n["inside"]}</td><td class="num">{n["band"]}</td>'
+            f'<td class="num{" bad" if n["outside"] else ""}">{n["outside"]}</td><td class="num">{n["thin"]}</td>'
+            f'<td class="num">{n["no record"]}</td></tr>'
+        )
+    out.append("</table>")
+    missing = sorted({c.key for m in machines for c in m.cells if c.verdict == "no record"}, key=_rank)
+    if missing:
+        out.append(
+            f'<p class="note">No recorded run in the atlas yet for {len(missing)} key'
+            f"{'s' * (len(missing) != 1)}: {_e(', '.join(missing))}. These runs could be added to it.</p>"
+        )
+    out.append("</details>")
     return out
 
 
@@ -361,9 +605,11 @@ def _files(reading: Reading) -> list[str]:
 def class_page_html(
     reading: Reading, *, groups_of: Callable[[str], Sequence[Group]] | None = None, made: str | None = None
 ) -> str:
-    """The class page of a folder read by :func:`read_folder`, as one HTML document: the room's hardware, the guesses
-    against the measurements and the model, the claims that did not hold or were not judged, each machine against
-    the atlas (``groups_of``, by default :func:`course_lib.runs.groups`), and the files skipped or flagged."""
+    """The class page of a folder read by :func:`read_folder`, as one HTML document: the room's hardware and who ran
+    what, the guesses against the measurements and the model, the claims that did not hold or were not judged
+    (all-held claims folded, not-judged ones grouped by reason), each machine against the atlas (``groups_of``, by
+    default :func:`course_lib.runs.groups`; only values outside the recorded range widened by its noise band are
+    listed, and the atlas's own runs are left out), and the files skipped or flagged."""
     arguments.instance("reading", reading, Reading, "a Reading (read_folder)")
     arguments.optional(arguments.text, "made", made)
     made = made or datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")

@@ -2,17 +2,21 @@
 
 ``landscape`` counts the room's machines; ``guess_rows`` sets each guess key's guesses against the room's
 measurements and the analytic model; ``claim_rows`` lists the claims that did not hold or were not judged, with
-why; ``atlas_rows`` sets each machine kind's values against the atlas of recorded runs and flags the outliers.
+why; ``atlas_rows`` sets each machine kind's values against the atlas of recorded runs (its recorded range
+widened by a noise band, the atlas's own runs left out) and flags the outliers; ``lesson_grid`` says who ran which
+lesson and how many of its claims held.
 """
 
 from __future__ import annotations
 
+import json
 import statistics
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from ..runs import LESSONS, groups, kind_of, state_of
+from ..runs import atlas as atlas_module
 from ..runs.atlas import Group
 from .reading import Loaded
 
@@ -20,6 +24,10 @@ __all__ = [
     "KindRow",
     "Landscape",
     "landscape",
+    "GridCell",
+    "GridRow",
+    "LessonGrid",
+    "lesson_grid",
     "factor",
     "GuessPoint",
     "GuessRow",
@@ -30,7 +38,11 @@ __all__ = [
     "AtlasCell",
     "MachineAtlas",
     "atlas_rows",
+    "atlas_copies",
+    "noise_band",
     "VERDICTS",
+    "NOISE_SHARE",
+    "MIN_RECORDED",
 ]
 
 
@@ -52,6 +64,11 @@ def _lesson_rank(key: str) -> tuple[int, str]:
     lesson = key.split("/", 1)[0]
     order = list(LESSONS)
     return (order.index(lesson) if lesson in order else len(order), key)
+
+
+def _unit(unit: str) -> str:
+    """A unit as the page shows it: without the space a run file may keep in front of it (" MiB")."""
+    return unit.strip() if isinstance(unit, str) else ""
 
 
 def _ranked(counter: Counter) -> tuple[tuple[str, int], ...]:
@@ -140,6 +157,75 @@ def landscape(runs: Sequence[Loaded]) -> Landscape:
         kinds=tuple(rows),
         facets=facets,
     )
+
+
+@dataclass(frozen=True)
+class GridCell:
+    """One learner's runs of one lesson: how many runs, and their claims held, not held and not judged."""
+
+    runs: int
+    held: int
+    not_held: int
+    not_judged: int
+
+    @property
+    def claims(self) -> int:
+        return self.held + self.not_held + self.not_judged
+
+
+@dataclass(frozen=True)
+class GridRow:
+    """One learner (a label), or one unlabelled run (its machine kind and file name): a :class:`GridCell` per lesson
+    they ran."""
+
+    who: str
+    labelled: bool
+    kinds: tuple[str, ...]
+    files: tuple[str, ...]
+    cells: tuple[tuple[str, GridCell], ...]
+
+    def cell(self, lesson: str) -> GridCell | None:
+        return dict(self.cells).get(lesson)
+
+
+@dataclass(frozen=True)
+class LessonGrid:
+    """Who ran what: the lessons run in the room (in course order) and one :class:`GridRow` per learner, labelled
+    learners first (by label), then the unlabelled runs (by machine kind and file name)."""
+
+    lessons: tuple[str, ...]
+    rows: tuple[GridRow, ...]
+
+
+def lesson_grid(runs: Sequence[Loaded]) -> LessonGrid:
+    """A learner x lesson grid: a learner is a label; a run without one is its own row, named by its machine kind
+    and file name (runs without a label cannot be told apart otherwise). Each cell counts the claims held."""
+    runs = _check_runs(runs)
+    found: dict[tuple[bool, str], list[Loaded]] = {}
+    for r in runs:
+        label = r.run["label"]
+        found.setdefault((True, label) if label else (False, f"{kind_of(r.run['machine'])}\n{r.name}"), []).append(r)
+    rows = []
+    for (labelled, key), members in sorted(found.items(), key=lambda kv: (not kv[0][0], kv[0][1].casefold())):
+        per_lesson: dict[str, list[dict]] = {}
+        for r in members:
+            per_lesson.setdefault(r.run["lesson"], []).append(r.run)
+        cells = []
+        for lesson in sorted(per_lesson, key=lambda x: _lesson_rank(x + "/")):
+            statuses = Counter(
+                e["status"] for run in per_lesson[lesson] for e in run["entries"] if e["kind"] == "claim"
+            )
+            cells.append(
+                (
+                    lesson,
+                    GridCell(len(per_lesson[lesson]), statuses["held"], statuses["not held"], statuses["not judged"]),
+                )
+            )
+        kinds = tuple(dict.fromkeys(kind_of(r.run["machine"]) for r in members))
+        who = key if labelled else key.split("\n", 1)[1]
+        rows.append(GridRow(who, labelled, kinds, tuple(r.name for r in members), tuple(cells)))
+    lessons = tuple(sorted({r.run["lesson"] for r in runs}, key=lambda x: _lesson_rank(x + "/")))
+    return LessonGrid(lessons, tuple(rows))
 
 
 # ----------------------------------------------------------------------------------------------
@@ -241,7 +327,7 @@ def guess_rows(runs: Sequence[Loaded]) -> tuple[GuessRow, ...]:
             GuessPoint(r.who, kind_of(r.run["machine"]), e["guess"], e["value"], e["model"]) for r, e in pairs
         )
         rows.append(
-            GuessRow(key, _common([e["what"] for _, e in pairs]), _common([e["unit"] for _, e in pairs]), points)
+            GuessRow(key, _common([e["what"] for _, e in pairs]), _common([_unit(e["unit"]) for _, e in pairs]), points)
         )
     return tuple(rows)
 
@@ -270,8 +356,8 @@ class ClaimCase:
 
 @dataclass(frozen=True)
 class ClaimRow:
-    """One claim key over the room: what it says, how many runs held it, did not, or did not judge it, and the
-    cases that did not hold or were not judged."""
+    """One claim key over the room: what it says, how many runs held it, did not, or did not judge it, the cases
+    that did not hold or were not judged, and where it was judged: ``(machine kind, "idle" or "busy", runs)``."""
 
     key: str
     text: str
@@ -279,6 +365,16 @@ class ClaimRow:
     not_held: int
     not_judged: int
     cases: tuple[ClaimCase, ...]
+    judged_on: tuple[tuple[str, str, int], ...] = ()
+
+    @property
+    def all_held(self) -> bool:
+        """Every run that has this claim held it (none did not hold, none left it not judged)."""
+        return not self.not_held and not self.not_judged
+
+    def judged(self, kind: str, load: str) -> int:
+        """How many runs on ``kind`` under ``load`` ("idle" or "busy") judged this claim (held or not)."""
+        return sum(n for k, s, n in self.judged_on if k == kind and s == load)
 
 
 def claim_rows(runs: Sequence[Loaded]) -> tuple[ClaimRow, ...]:
@@ -305,34 +401,59 @@ def claim_rows(runs: Sequence[Loaded]) -> tuple[ClaimRow, ...]:
                 high=e["high"],
                 no_effect=e["no_effect"],
                 no_effect_is=e["no_effect_is"],
-                unit=e["unit"],
+                unit=_unit(e["unit"]),
                 why=e["why"],
             )
             for r, e in pairs
             if e["status"] != "held"
         )
         text = _common([e["text"] for _, e in pairs])
-        rows.append(ClaimRow(key, text, statuses["held"], statuses["not held"], statuses["not judged"], cases))
+        judged = Counter(
+            (kind_of(r.run["machine"]), _load(r.run["machine"])) for r, e in pairs if e["status"] != "not judged"
+        )
+        judged_on = tuple((k, s, n) for (k, s), n in sorted(judged.items()))
+        rows.append(
+            ClaimRow(key, text, statuses["held"], statuses["not held"], statuses["not judged"], cases, judged_on)
+        )
     return tuple(rows)
 
 
 # ----------------------------------------------------------------------------------------------
 # 4. each machine against the atlas
 
-#: What a room value is, set against the atlas (the page colours the last as an outlier).
+#: The noise band a recorded range is widened by: this share of the recorded median's magnitude, or half the
+#: recorded range where that is larger (runs of one machine differ by this much from one day to the next).
+NOISE_SHARE = 0.25
+#: Fewer recorded runs of a key than this, and nothing is called an outlier against them.
+MIN_RECORDED = 3
+
+#: What a room value is, set against the atlas's recorded range of its key (the page lists the last three).
 VERDICTS = {
-    "inside": "inside the spread recorded on its machine kind",
-    "kind": "outside its machine kind's recorded spread, inside the whole atlas's",
-    "new kind": "no run of this machine kind recorded; inside the whole atlas's spread",
-    "outside": "OUTSIDE everything recorded: an outlier, or something the atlas has not seen",
+    "inside": "inside the range the atlas recorded",
+    "band": "outside the recorded range, but within its noise band",
+    "outside": "outside the recorded range and its noise band: an outlier, or something the atlas has not seen",
+    "thin": "outside the recorded range and its noise band, but the atlas holds too few runs to call it an outlier",
     "no record": "the atlas holds no run of this key yet",
 }
+
+
+def noise_band(recorded: Sequence[float]) -> float:
+    """How far outside the recorded range a value may lie and still count as noise: :data:`NOISE_SHARE` of the
+    recorded median's magnitude, or the recorded range's half-width where that is larger (0.0 for no values)."""
+    if isinstance(recorded, (str, bytes)) or not isinstance(recorded, Sequence):
+        raise TypeError(f"recorded must be a list of numbers (the atlas's values), got {type(recorded).__name__}")
+    if any(isinstance(v, bool) or not isinstance(v, (int, float)) for v in recorded):
+        raise TypeError("recorded must hold numbers only (the atlas's values)")
+    if not recorded:
+        return 0.0
+    return max(NOISE_SHARE * abs(statistics.median(recorded)), (max(recorded) - min(recorded)) / 2)
 
 
 @dataclass(frozen=True)
 class AtlasCell:
     """One key on one machine kind and load: the room's values ``(who, value)``, the atlas's values on the same
-    kind and load, the whole atlas's values, and each room value's verdict (a key of :data:`VERDICTS`)."""
+    kind and load, the whole atlas's values, and each room value's verdict (a key of :data:`VERDICTS`) against the
+    whole atlas's range widened by :func:`noise_band`."""
 
     key: str
     what: str
@@ -343,13 +464,34 @@ class AtlasCell:
     verdicts: tuple[str, ...]
 
     @property
+    def band(self) -> float:
+        return noise_band(self.all_recorded)
+
+    @property
+    def widened(self) -> tuple[float, float] | None:
+        """The recorded range widened by the noise band, or None where nothing is recorded."""
+        if not self.all_recorded:
+            return None
+        return min(self.all_recorded) - self.band, max(self.all_recorded) + self.band
+
+    @property
+    def thin(self) -> bool:
+        """The atlas holds fewer than :data:`MIN_RECORDED` runs of this key: too few to call anything an outlier."""
+        return len(self.all_recorded) < MIN_RECORDED
+
+    @property
     def outliers(self) -> tuple[tuple[str, float], ...]:
         return tuple(v for v, verdict in zip(self.values, self.verdicts) if verdict == "outside")
 
     @property
+    def flagged(self) -> tuple[tuple[str, float], ...]:
+        """The values outside the widened range: the outliers, and those the atlas holds too few runs to judge."""
+        return tuple(v for v, verdict in zip(self.values, self.verdicts) if verdict in ("outside", "thin"))
+
+    @property
     def verdict(self) -> str:
         """The worst verdict of the cell's values."""
-        for worst in ("outside", "kind", "new kind", "inside"):
+        for worst in ("outside", "thin", "band", "inside"):
             if worst in self.verdicts:
                 return worst
         return "no record"
@@ -365,16 +507,17 @@ class MachineAtlas:
     cells: tuple[AtlasCell, ...]
 
 
-def _verdict(value: float, mine: tuple[float, ...], everything: tuple[float, ...]) -> str:
+def _verdict(value: float, everything: tuple[float, ...]) -> str:
     if not everything:
         return "no record"
     lo, hi = min(everything), max(everything)
     tol = 1e-9 * max(1.0, abs(lo), abs(hi))
-    if value < lo - tol or value > hi + tol:
-        return "outside"
-    if not mine:
-        return "new kind"
-    return "inside" if min(mine) - tol <= value <= max(mine) + tol else "kind"
+    if lo - tol <= value <= hi + tol:
+        return "inside"
+    band = noise_band(everything)
+    if lo - band - tol <= value <= hi + band + tol:
+        return "band"
+    return "thin" if len(everything) < MIN_RECORDED else "outside"
 
 
 def _measured(run: dict) -> dict[str, tuple[float, str, str]]:
@@ -382,24 +525,54 @@ def _measured(run: dict) -> dict[str, tuple[float, str, str]]:
     out: dict[str, tuple[float, str, str]] = {}
     for e in run["entries"]:
         if e.get("value") is not None and e["key"] not in out:
-            out[e["key"]] = (e["value"], e.get("what") or e.get("text", ""), e["unit"])
+            out[e["key"]] = (e["value"], e.get("what") or e.get("text", ""), _unit(e["unit"]))
     return out
 
 
+def _identity(run: dict) -> str:
+    return json.dumps([run.get("entries"), run.get("machine")], sort_keys=True, default=str)
+
+
+def _recorded(recorded: Sequence[dict] | None, groups_of: object) -> tuple[dict, ...]:
+    if recorded is None:
+        return atlas_module.atlas_runs() if groups_of is None else ()
+    if isinstance(recorded, (str, bytes, dict)) or not isinstance(recorded, Sequence):
+        raise TypeError(
+            f"recorded must be a list of run files (runs.atlas.atlas_runs()), got {type(recorded).__name__}"
+        )
+    return tuple(r for r in recorded if isinstance(r, dict))
+
+
+def atlas_copies(runs: Sequence[Loaded], recorded: Sequence[dict] | None = None) -> tuple[Loaded, ...]:
+    """The room's runs that are the atlas's own recorded runs (the same entries and machine; the label and date may
+    differ): set against the atlas, they would only be compared with themselves. ``recorded`` is the atlas's runs,
+    by default :func:`course_lib.runs.atlas.atlas_runs`."""
+    runs = _check_runs(runs)
+    known = {_identity(r) for r in _recorded(recorded, None)}
+    return tuple(r for r in runs if _identity(r.run) in known)
+
+
 def atlas_rows(
-    runs: Sequence[Loaded], groups_of: Callable[[str], Sequence[Group]] | None = None
+    runs: Sequence[Loaded],
+    groups_of: Callable[[str], Sequence[Group]] | None = None,
+    recorded: Sequence[dict] | None = None,
 ) -> tuple[MachineAtlas, ...]:
     """Each machine kind and load in the room (most runs first), each key it measured set against the atlas
-    (``groups_of(key)``, by default :func:`course_lib.runs.groups`: the recorded values per kind and load)."""
+    (``groups_of(key)``, by default :func:`course_lib.runs.groups`: the recorded values per kind and load): inside
+    the recorded range, within its noise band, or outside both (an outlier where the atlas holds at least
+    :data:`MIN_RECORDED` runs of the key). The room's runs that are the atlas's own (:func:`atlas_copies` of
+    ``recorded``, by default the atlas's runs where ``groups_of`` is left out, else none) are left out."""
     runs = _check_runs(runs)
+    if groups_of is not None and not callable(groups_of):
+        raise TypeError(f"groups_of must be a function of a key (like runs.groups), got {type(groups_of).__name__}")
+    copies = {id(r) for r in atlas_copies(runs, _recorded(recorded, groups_of))}
     if groups_of is None:
         groups_of = groups
-    elif not callable(groups_of):
-        raise TypeError(f"groups_of must be a function of a key (like runs.groups), got {type(groups_of).__name__}")
     machines: dict[tuple[str, str], list[Loaded]] = {}
     for r in runs:
-        machines.setdefault((kind_of(r.run["machine"]), _load(r.run["machine"])), []).append(r)
-    recorded: dict[str, tuple[Group, ...]] = {}
+        if id(r) not in copies:
+            machines.setdefault((kind_of(r.run["machine"]), _load(r.run["machine"])), []).append(r)
+    found: dict[str, tuple[Group, ...]] = {}
     out = []
     for (kind, state), members in machines.items():
         values: dict[str, list[tuple[str, float]]] = {}
@@ -410,16 +583,13 @@ def atlas_rows(
                 about.setdefault(key, (what, unit))
         cells = []
         for key in sorted(values, key=_lesson_rank):
-            if key not in recorded:
-                recorded[key] = tuple(groups_of(key))
-            everything = tuple(v for g in recorded[key] for v in g.values)
+            if key not in found:
+                found[key] = tuple(groups_of(key))
+            everything = tuple(v for g in found[key] for v in g.values)
             mine = tuple(
-                v
-                for g in recorded[key]
-                if g.kind == kind and (g.state == "idle") == (state == "idle")
-                for v in g.values
+                v for g in found[key] if g.kind == kind and (g.state == "idle") == (state == "idle") for v in g.values
             )
-            verdicts = tuple(_verdict(v, mine, everything) for _, v in values[key])
+            verdicts = tuple(_verdict(v, everything) for _, v in values[key])
             cells.append(AtlasCell(key, *about[key], tuple(values[key]), mine, everything, verdicts))
         out.append(MachineAtlas(kind, state, len(members), tuple(cells)))
     out.sort(key=lambda m: (-m.runs, m.kind, m.state))

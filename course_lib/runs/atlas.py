@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .. import record
-from .runfile import LESSONS, RunFileError, kind_of, load_run, machine, state_of
+from .runfile import LESSONS, RunFileError, kind_of, load_run, machine
 
 __all__ = ["ATLAS", "Group", "atlas_runs", "claim_keys", "records", "groups", "verdict", "compare", "Comparison"]
 
