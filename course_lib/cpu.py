@@ -246,6 +246,11 @@ class Plan:
     notes: tuple[str, ...] = field(default_factory=tuple)
 
 
+def _share(scale: float) -> str:
+    """0.03125 -> '1/32', 0.5 -> '1/2' (a bf16 demo's shrink factor, always a power of two)."""
+    return f"1/{round(1 / scale)}" if 0 < scale < 1 else f"{scale:g}x"
+
+
 def thread_plan(
     cpu: CPUInfo,
     load: Load | None = None,
@@ -301,7 +306,7 @@ def thread_plan(
             f"software, {1 / ratio:.0f}x slower than fp32 on a {calibration.size}x{calibration.size} product "
             "and worse on larger "
             "ones. bf16 saves memory here but never time, so "
-            f"bf16 demos run at {scale:g}x their size; on a GPU or a CPU with bf16 units they run full size."
+            f"bf16 demos run at {_share(scale)} of their size; on a GPU or a CPU with bf16 units they run full size."
         )
     if pools:
         others = [p for p in pools if p.owner != "torch"]
