@@ -289,8 +289,8 @@ def _is_guess_cell(cell) -> bool:
     return bool(re.match(r"\s*guess_\w+\s*=\s*None", cell.source))
 
 
-#: Claims judged only on an accelerator: no CPU run can record them, and the atlas holds them once a GPU run is
-#: recorded (a learner's run file from a GPU records like any other: CONTRIBUTING.md, "Every number has a key").
+#: Claims judged only on an accelerator (or in a regime no recorded CPU reaches): no CPU run here can record them,
+#: and the atlas holds them once such a run is recorded (a learner's run file from a GPU records like any other: CONTRIBUTING.md, "Every number has a key").
 ACCELERATOR_ONLY = {
     "01/accelerator_over_cpu_step": "a CUDA GPU, MPS or TPU step against the CPU's",
     "01/half_over_fp32_accelerator": "the accelerator's 16-bit matmul against its fp32",
@@ -298,6 +298,9 @@ ACCELERATOR_ONLY = {
     "03/pinned_over_pageable": "host-to-device copies need a CUDA GPU",
     "06.1/ddp_on_gpus_equals_cpu": "DDP over NCCL on two or more CUDA GPUs",
     "06.1/fully_shard_on_gpus_equals_cpu": "fully_shard over NCCL on two or more CUDA GPUs",
+    # judged only where the naive guess and the model differ by 2x at the large batch; on every recorded CPU the
+    # products are most of that step, so the two agree and the claim could not tell them apart (a GPU at batch 8192)
+    "04/step_follows_model_large_batch": "the large-batch step where the naive guess and the model differ",
 }
 
 
