@@ -290,7 +290,8 @@ def _is_guess_cell(cell) -> bool:
 
 
 #: Claims judged only on an accelerator (or in a regime no recorded CPU reaches): no CPU run here can record them,
-#: and the atlas holds them once such a run is recorded (a learner's run file from a GPU records like any other: CONTRIBUTING.md, "Every number has a key").
+#: and the atlas holds them once such a run is recorded (a learner's run file from a GPU records like any other:
+#: CONTRIBUTING.md, "Every number has a key").
 ACCELERATOR_ONLY = {
     "01/accelerator_over_cpu_step": "a CUDA GPU, MPS or TPU step against the CPU's",
     "01/half_over_fp32_accelerator": "the accelerator's 16-bit matmul against its fp32",
