@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import collections
 import os
+import signal
 import sys
 from pathlib import Path
 
@@ -32,6 +33,10 @@ _LEFT_OUT: collections.Counter = collections.Counter()
 
 
 def pytest_configure(config):
+    # started from a script in the background, a process inherits SIGINT as ignored: the Ctrl-C tests send SIGINT and
+    # rely on Python's KeyboardInterrupt, here and in the interpreters they start, so the suite sets it itself
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     config.collected_notebooks = set()  # notebooks this session runs: their executed copies must come out fresh
     config.claim_rows = []  # one line per claim judged, filled by tests/test_claims.py
 
