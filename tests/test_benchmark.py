@@ -102,6 +102,32 @@ def test_quick_run_has_the_schema(quick):
 
 
 @pytest.mark.slow
+def test_startup_split_takes_the_first_epoch_beyond_its_steps(quick):
+    result = quick[0]
+    tta = result["details"]["time_to_accuracy"]
+    for run in tta["cold_runs"]:  # every cold run says when its first epoch ended, before its end
+        assert 0 < run["first_epoch_s"] <= run["seconds"] and 0 < run["first_epoch_steps"] <= run["steps"]
+    kept = [tta["cold_runs"][i] for i in tta["kept_processes"]]
+    first = sum(r["first_epoch_s"] for r in kept) / len(kept)
+    steps = sum(r["first_epoch_steps"] for r in kept) / len(kept)
+    step_s = 0.25 * first / steps  # a step a quarter of the first epoch's mean step: start-up is the rest
+    split = summary.startup_split(result, step_s)
+    assert split.first_epoch_s == pytest.approx(first) and split.first_epoch_steps == pytest.approx(steps)
+    assert split.startup_s == pytest.approx(0.75 * first)
+    assert split.model_s == pytest.approx(0.75 * first + tta["steps"] * step_s)
+    assert split.one_epoch_share == pytest.approx(first / result["headline"]["time_to_accuracy_s"])
+    assert summary.startup_split(result, 10.0).startup_s == 0.0  # a slower step than the epoch's: no start-up
+    for bad in (0, -1.0, float("nan"), True, "1"):
+        with pytest.raises(ValueError, match="step_s"):
+            summary.startup_split(result, bad)
+    old = json.loads(json.dumps(result))
+    for run in old["details"]["time_to_accuracy"]["cold_runs"]:
+        del run["first_epoch_s"]
+    with pytest.raises(ValueError, match="older version"):
+        summary.startup_split(old, step_s)
+
+
+@pytest.mark.slow
 def test_save_and_load_round_trip(quick, tmp_path):
     result = quick[0]
     path = results.save_result(result, tmp_path / "sub" / "again.json")

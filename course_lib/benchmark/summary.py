@@ -4,10 +4,14 @@ differs from the MLPerf Training rules."""
 
 from __future__ import annotations
 
+import math
+import statistics
+from dataclasses import dataclass
+
 from .results import HEADLINES, check_result
 from .settings import CV_FLAG
 
-__all__ = ["summary_text"]
+__all__ = ["StartupSplit", "startup_split", "summary_text"]
 
 
 def _fmt(value: float) -> str:
@@ -110,3 +114,40 @@ def _notes(result: dict, rep: dict, seeds: dict) -> list[str]:
         lines.append("  differences from the MLPerf Training rules (Mattson et al. 2020, MLSys):")
         lines.extend(f"    - {text}" for text in d["mlperf_differences"])
     return lines
+
+
+@dataclass(frozen=True)
+class StartupSplit:
+    """A result's time to accuracy split into the cold start-up and the steps (:func:`startup_split`)."""
+
+    first_epoch_s: float  # the kept runs' mean time to the end of their first epoch
+    first_epoch_steps: float
+    startup_s: float  # what the first epoch took beyond its steps x the step time (at least 0)
+    model_s: float  # start-up + steps x step time
+    measured_s: float  # the headline time to accuracy
+    one_epoch_share: float  # the first epoch over the measured time: the model that ignores the step count
+
+    @property
+    def startup_share(self) -> float:
+        return self.startup_s / self.measured_s
+
+
+def startup_split(result: dict, step_s: float) -> StartupSplit:
+    """Split ``result``'s time to accuracy, given ``step_s``, one training step of the benchmark's model and batch
+    timed alone, into start-up and steps: the start-up is what the kept cold runs' first epoch took beyond its steps
+    x ``step_s``. Notebook 07.1, section 2."""
+    check_result(result)
+    if isinstance(step_s, bool) or not isinstance(step_s, (int, float)) or not math.isfinite(step_s) or step_s <= 0:
+        raise ValueError(f"step_s must be a positive number of seconds, got {step_s!r}")
+    tta = result["details"]["time_to_accuracy"]
+    kept = [tta["cold_runs"][i] for i in tta["kept_processes"]]
+    if not kept or any(r.get("first_epoch_s") is None for r in kept):
+        raise ValueError(
+            "this result does not record when its cold runs' first epoch ended (a result written by an older "
+            "version of the course): run the benchmark again"
+        )
+    first_s = statistics.fmean(r["first_epoch_s"] for r in kept)
+    first_steps = statistics.fmean(r["first_epoch_steps"] for r in kept)
+    startup = max(0.0, first_s - first_steps * step_s)
+    measured = result["headline"]["time_to_accuracy_s"]
+    return StartupSplit(first_s, first_steps, startup, startup + tta["steps"] * step_s, measured, first_s / measured)
