@@ -29,6 +29,7 @@ sys.path.insert(0, str(ROOT / "tools"))
 import nbrun  # noqa: E402
 
 from course_lib.runs import ATLAS, RunFileError, check_run, kind_of, load_run  # noqa: E402
+from course_lib.runs.runfile import NOT_REACHED  # noqa: E402
 
 
 def _slug(text: str) -> str:
@@ -47,7 +48,12 @@ def run_of_executed(path: Path) -> dict:
     saved = [o["data"][nbrun.RUN_MIME] for o in nb.cells[-1].get("outputs", []) if nbrun.RUN_MIME in o.get("data", {})]
     if not saved:
         raise RunFileError(f"{path.name}: its last cell (runs.save) did not run")
-    return check_run(saved[-1], path.name)
+    run = check_run(saved[-1], path.name)
+    if source.exists():  # a claim the atlas knew but the lesson no longer makes is not carried on as "not reached"
+        code = "\n".join(c.source for c in nbformat.read(source, as_version=4).cells if c.cell_type == "code")
+        kept = [e for e in run["entries"] if e.get("why") != NOT_REACHED or f'"{e["key"]}"' in code]
+        run = dict(run, entries=kept)
+    return run
 
 
 def record(run: dict, atlas: Path = ATLAS) -> Path:
