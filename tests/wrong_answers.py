@@ -4,7 +4,7 @@ such a solution in a test run (conftest.py does not collect it again): its execu
 cells alone, is written to build/executed/ for the website.
 
 A check cell is a code cell tagged "check" that calls ``checks.check_function(<function>, ...)`` (or
-``checks.check_resume(<function>, ...)``).
+``check_resume``, ``check_hardware_choice``, ``check_option_numbers``, ``check_prediction``, ``check_largest``).
 """
 
 from __future__ import annotations
@@ -36,7 +36,9 @@ def run_wrong_answers(
     nb = nbrun.clean(nbformat.read(solution, as_version=4))
     cells = [c for c in nb.cells if c.cell_type == "code"]
     checks = {
-        re.search(r"check_(?:function|resume|hardware_choice|option_numbers)\(\s*(\w+)", c.source).group(1): c.source
+        re.search(
+            r"check_(?:function|resume|hardware_choice|option_numbers|prediction|largest)\(\s*(\w+)", c.source
+        ).group(1): c.source
         for c in cells
         if "check" in c.metadata.get("tags", [])
     }
@@ -93,3 +95,12 @@ def wrong_answer_tests(
         assert_check_failed(wrong_runs[mistake], mistake, message)
 
     return wrong_runs, test_plausible_wrong_answer_fails_its_check
+
+
+def solution_code(solution: Path, name: str) -> str:
+    """The solution's code of the learner's function ``name``, without the solution markers and hints: the right
+    answer that a wrong answer of a function calling it restores (all wrong answers run in one kernel)."""
+    nb = nbformat.read(solution, as_version=4)
+    src = next(c.source for c in nb.cells if c.cell_type == "code" and re.search(rf"^def {name}\(", c.source, re.M))
+    src = src[re.search(rf"^def {name}\(", src, re.M).start() :]
+    return "\n".join(line for line in src.splitlines() if not re.match(r"\s*# (BEGIN|END) SOLUTION|\s*# HINT:", line))

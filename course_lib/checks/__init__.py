@@ -18,6 +18,7 @@ One import for every check; each part lives in its own file:
 ``guesses``          ``score_guess``: a learner's prediction against the measurement; ``guess_first``:
                      the prediction lock (``COURSE_REVEAL=1`` shows answers without a guess)
 ``references``       ``gradscaler_step``, ``topk_step``: one step of a stateful object, as a function
+``predictions``      ``check_prediction``: a prediction written as a function (exercise 01), its answer kept here
 ``resume``           ``check_resume``: exercise 06's checkpoint and resume
 ``hardware_choice``  ``check_option_numbers``, ``check_hardware_choice``: exercise 07
 ===================  ==========================================================================
@@ -35,6 +36,7 @@ from .hardware_choice import (
     check_option_numbers,
     pick_dtype,
 )
+from .predictions import check_prediction
 from .references import gradscaler_step, topk_step
 from .resume import check_resume
 
@@ -57,6 +59,7 @@ __all__ = [
     "score_guess",
     "gradscaler_step",
     "topk_step",
+    "check_prediction",
     "check_resume",
     "PICK_DEVICE_COUNTS",
     "PICK_STATES_FRACTION",

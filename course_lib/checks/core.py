@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 import random
+import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -82,7 +83,18 @@ def _show(value: Any) -> str:
     return repr(value)
 
 
-def _call(fn: Callable, args: tuple, name: str, hint: str) -> Any:
+def _call(fn: Callable, args: tuple, name: str, hint: str, *, own_code: bool = False) -> Any:
+    """``fn(*args)``, with a wrong or unfinished answer turned into a message; ``own_code``: refused when a function
+    of the course library ran inside it (see ``_library_entered``)."""
+    if own_code:
+        got, entered = _library_entered(lambda: _call(fn, args, name, hint))
+        if entered:
+            raise CheckFailed(
+                f"{name} called {entered}, a function of the course library: the library computes answers like this "
+                "one, so the check would pass whatever you wrote. Write the computation yourself, with your own "
+                "functions of this notebook." + (f"\nHint: {hint}" if hint else "")
+            )
+        return got
     try:
         return fn(*args)
     except NotImplementedError as exc:
@@ -128,6 +140,77 @@ def _names_used(fn: Callable) -> set[str]:
     return names
 
 
+_LIBRARY = __name__.split(".")[0]  # course_lib
+_CHECKS = __name__.rpartition(".")[0]  # course_lib.checks
+_CATALOG = _LIBRARY + ".catalog"  # data sheets: reading a chip's peak is no answer
+
+
+def _in(frame: Any, package: str) -> bool:
+    """Whether ``frame`` runs code of ``package`` or of one of its modules."""
+    module = (frame.f_globals.get("__name__") or "") if frame is not None else ""
+    return module == package or module.startswith(package + ".")
+
+
+def _library_entered(run: Callable[[], Any]) -> tuple[Any, str | None]:
+    """``(run(), the first function of the course library that ran inside it, or None)``; the catalog's (a chip's
+    peak, a link's bandwidth) are data, not answers, and do not count.
+
+    Watches every Python call while ``run`` runs (``sys.setprofile``): a learner's function that reaches the library
+    by any route (an alias, ``getattr``, a helper of theirs, ``functools.partial``) is seen. The error ``run`` raises,
+    if any, is raised only when no library function ran before it."""
+    entered: list[str] = []
+
+    def watch(frame, event, arg):
+        if event != "call" or entered or not _in(frame, _LIBRARY) or _in(frame, _CATALOG):
+            return
+        caller = frame.f_back
+        # count where code outside the library enters it, or where the checks' machinery (this function, ``_call``)
+        # calls into the rest of the library: ``fn`` itself is a library function, or a ``functools.partial`` of one
+        if not _in(caller, _LIBRARY) or (_in(caller, _CHECKS) and not _in(frame, _CHECKS)):
+            entered.append(f"{frame.f_globals['__name__']}.{frame.f_code.co_name}")
+
+    previous = sys.getprofile()
+    sys.setprofile(watch)
+    try:
+        got = run()
+    except CheckFailed:
+        if entered:
+            return None, entered[0]
+        raise
+    finally:
+        sys.setprofile(previous)
+    return got, (entered[0] if entered else None)
+
+
+def _refuse(fn: Callable, refuse: Sequence[Callable], name: str, hint: str) -> None:
+    """Refuse ``fn`` before it runs when it is one of the library functions ``refuse`` (those that compute the
+    answer), or names one of them in its code: ``compute.days_to_train(...)``, ``from ... import time_to_train``. A
+    name that the notebook binds to a function of its own (the learner's ``roofline``, called by their
+    ``memory_bound_names``) is theirs, not the library's."""
+    tip = f"\nHint: {hint}" if hint else ""
+    module = getattr(fn, "__module__", None) or ""
+    if any(fn is r for r in refuse) or module == _LIBRARY or module.startswith(_LIBRARY + "."):
+        raise CheckFailed(
+            f"{name} is a function of the course library, not yours: write the computation yourself.{tip}"
+        )
+    glob = getattr(fn, "__globals__", {})
+    used = _names_used(fn)
+    named = []
+    for r in refuse:
+        r_name = getattr(r, "__name__", None)
+        if not r_name or r_name not in used:
+            continue
+        bound = glob.get(r_name)
+        if bound is not fn and hasattr(bound, "__code__") and getattr(bound, "__globals__", None) is glob:
+            continue  # the notebook's own function of that name
+        named.append(f"{getattr(r, '__module__', _LIBRARY).removeprefix(_LIBRARY + '.')}.{r_name}")
+    if named:
+        raise CheckFailed(
+            f"{name} calls {', '.join(named)}, the course library's own answer to this exercise, so it would pass "
+            f"whatever it computes: write the computation yourself.{tip}"
+        )
+
+
 def check_function(
     fn: Callable,
     cases: Sequence[tuple[tuple, Any]] = (),
@@ -141,6 +224,8 @@ def check_function(
     seed: int = 0,
     quiet: bool = False,
     reveal: bool = True,
+    refuse: Sequence[Callable] = (),
+    own_code: bool = False,
 ) -> int:
     """Check ``fn`` on fixed ``cases`` and on random inputs against ``reference``.
 
@@ -152,6 +237,12 @@ def check_function(
     case out of the message (for a prediction whose answer is a choice among a few, where showing it would
     hand it over). Returns the number of cases checked; raises ``ExerciseNotDone`` or ``CheckFailed`` with
     an explanation otherwise. A ``fn`` that calls ``reference`` itself is refused.
+
+    ``refuse``: the functions of the course library that compute this answer (those ``reference`` wraps, and any
+    other route to it, ``compute.time_to_train`` beside ``compute.days_to_train``): ``fn`` is refused before it runs
+    when it is one of them or names one in its code. ``own_code`` (implied by ``refuse``): ``fn`` is also refused
+    when any function of the course library runs while it runs, whatever the route; for exercises whose answer is a
+    few lines of arithmetic, all of them the learner's own.
     """
     if not callable(fn):
         raise TypeError(f"fn must be the function you wrote, got {type(fn).__name__}")
@@ -173,12 +264,15 @@ def check_function(
             f"{name} is or calls {ref_name}, the function this check compares it with, so it would pass "
             "whatever it computes: write the computation yourself." + (f"\nHint: {hint}" if hint else "")
         )
+    own_code = own_code or bool(refuse)
+    if own_code:
+        _refuse(fn, tuple(refuse) + ((reference,) if ref_name and ref_name != "<lambda>" else ()), name, hint)
     checked = 0
     for case in cases:
         if len(case) not in (2, 3):
             raise ValueError("each case is (args, expected) or (args, expected, explanation)")
         args, expected, explain = tuple(case[0]), case[1], (case[2] if len(case) == 3 else None)
-        got = _call(fn, args, name, hint)
+        got = _call(fn, args, name, hint, own_code=own_code)
         if not _close(got, expected, rtol, atol):
             said = f"expected {_show(expected)}, got {_show(got)}" if reveal else f"got {_show(got)}, which is not it"
             raise CheckFailed(
@@ -192,7 +286,7 @@ def check_function(
         for _ in range(n_random):
             args = tuple(random_inputs(rng))
             expected = reference(*args)
-            got = _call(fn, args, name, hint)
+            got = _call(fn, args, name, hint, own_code=own_code)
             if not _close(got, expected, rtol, atol):
                 raise CheckFailed(
                     f"{name}{_show(args)}: expected {_show(expected)} (from the reference), "

@@ -1,0 +1,263 @@
+"""Exercise 01 (arithmetic intensity, the roofline, time to train): each plausible wrong answer below must fail its
+check cell with a CheckFailed that carries the fitting explanation (the runner is tests/wrong_answers.py), and an
+answer that calls the course library, which computes the same numbers, is refused."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from wrong_answers import function_name, wrong_answer_tests
+
+ROOT = Path(__file__).resolve().parents[1]
+SOLUTION = ROOT / "solutions" / "01_processing_units.ipynb"
+
+INTENSITY = """
+def matmul_intensity(m, n, k, bytes_per_element):
+    return {flops} / ({size} * ({elements}))
+"""
+INTENSITY_RIGHT = dict(flops="2 * m * n * k", size="bytes_per_element", elements="m * k + k * n + m * n")
+ROOF = """
+def roofline(intensity, peak_flops, bandwidth):
+    fed = {fed}
+    return {attainable}, "memory" if {below} else "compute"
+"""
+ROOF_RIGHT = dict(fed="intensity * bandwidth", attainable="min(peak_flops, fed)", below="fed < peak_flops")
+DAYS = """
+def days_to_train(n_params, n_tokens, peak_tflops, utilization, n_devices):
+    return {flops} * n_params * n_tokens / ({rate}) / {per_day}
+"""
+DAYS_RIGHT = dict(flops="6", rate="n_devices * peak_tflops * 1e12 * utilization", per_day="86400")
+BOUND = """
+def memory_bound_names(ops, peak_flops, bandwidth):
+    return {result}
+"""
+PREDICT = """
+def predict_bf16_memory_bound():
+    return {answer}
+"""
+
+# (what the mistake is, the wrong code, a piece of the message the learner must see or None)
+WRONG = [
+    # matmul_intensity
+    (
+        "intensity: a multiply-add as one FLOP",
+        INTENSITY.format(**{**INTENSITY_RIGHT, "flops": "m * n * k"}),
+        "a multiply-add is two FLOPs",
+    ),
+    ("intensity: elements, not bytes", INTENSITY.format(**{**INTENSITY_RIGHT, "size": "1"}), "4 bytes"),
+    (
+        "intensity: bits, not bytes",
+        INTENSITY.format(**{**INTENSITY_RIGHT, "size": "8 * bytes_per_element"}),
+        "divides by bits",
+    ),
+    (
+        "intensity: C never written back",
+        INTENSITY.format(**{**INTENSITY_RIGHT, "elements": "m * k + k * n"}),
+        "C is written back",
+    ),
+    (
+        "intensity: A and B transposed in the count",
+        INTENSITY.format(**{**INTENSITY_RIGHT, "elements": "m * n + n * k + m * n"}),
+        None,
+    ),
+    (
+        "intensity: the library's",
+        INTENSITY.format(**INTENSITY_RIGHT).replace(
+            "return",
+            "return compute.matmul_intensity(m, n, k, {4: 'fp32', 2: 'bf16', 1: 'int8'}[bytes_per_element])\n"
+            "    return",
+        ),
+        "compute.matmul_intensity",
+    ),
+    # roofline
+    (
+        "roofline: memory-bound at the ridge",
+        ROOF.format(**{**ROOF_RIGHT, "below": "fed <= peak_flops"}),
+        "the statement calls that 'compute'",
+    ),
+    (
+        "roofline: the ridge upside down",
+        ROOF.format(
+            **{
+                **ROOF_RIGHT,
+                "below": "intensity < bandwidth / peak_flops",
+                "attainable": "fed if intensity < bandwidth / peak_flops else peak_flops",
+            }
+        ),
+        "not bandwidth / peak",
+    ),
+    (
+        "roofline: the higher ceiling",
+        ROOF.format(**{**ROOF_RIGHT, "attainable": "max(peak_flops, fed)"}),
+        "The lower ceiling wins",
+    ),
+    ("roofline: the labels swapped", ROOF.format(**{**ROOF_RIGHT, "below": "fed >= peak_flops"}), None),
+    (
+        "roofline: the library's",
+        "def roofline(intensity, peak_flops, bandwidth):\n"
+        "    regime = 'memory' if intensity * bandwidth < peak_flops else 'compute'\n"
+        "    return compute.roofline(intensity, peak_flops, bandwidth), regime",
+        "compute.roofline",
+    ),
+    # days_to_train
+    ("days: seconds", DAYS.format(**{**DAYS_RIGHT, "per_day": "1"}), "in seconds"),
+    ("days: hours", DAYS.format(**{**DAYS_RIGHT, "per_day": "3600"}), "in hours"),
+    (
+        "days: TFLOP/s taken as FLOP/s",
+        DAYS.format(**{**DAYS_RIGHT, "rate": "n_devices * peak_tflops * utilization"}),
+        "10^12 FLOP/s",
+    ),
+    ("days: the forward pass only", DAYS.format(**{**DAYS_RIGHT, "flops": "2"}), "backward pass adds 4"),
+    (
+        "days: times the utilization",
+        DAYS.format(**{**DAYS_RIGHT, "rate": "n_devices * peak_tflops * 1e12 / utilization"}),
+        "Divide by the utilization",
+    ),
+    (
+        "days: times the chips",
+        DAYS.format(**{**DAYS_RIGHT, "rate": "peak_tflops * 1e12 * utilization / n_devices"}),
+        "divide by their number",
+    ),
+    (
+        "days: the library's seconds over 86,400",
+        "def days_to_train(n_params, n_tokens, peak_tflops, utilization, n_devices):\n"
+        "    return compute.time_to_train(n_params, n_tokens, peak_tflops * 1e12, utilization, n_devices) / 86400",
+        "compute.time_to_train",
+    ),
+    (
+        "days: the library's, through getattr",
+        "def days_to_train(n_params, n_tokens, peak_tflops, utilization, n_devices):\n"
+        "    seconds = getattr(compute, 'time_to_' + 'train')\n"
+        "    return seconds(n_params, n_tokens, peak_tflops * 1e12, utilization, n_devices) / 86400",
+        "called course_lib.compute.time_to_train",
+    ),
+    # memory_bound_names (self-contained: a wrong roofline above stays defined in the kernel)
+    (
+        "bound: the ridge counted as memory-bound",
+        BOUND.format(result="{name for name, i in ops.items() if i <= peak_flops / bandwidth}"),
+        "exactly at the ridge",
+    ),
+    (
+        "bound: the compute-bound ones",
+        BOUND.format(result="{name for name, i in ops.items() if i * bandwidth >= peak_flops}"),
+        "Those are the compute-bound ones",
+    ),
+    (
+        "bound: a list",
+        BOUND.format(result="[name for name, i in ops.items() if i * bandwidth < peak_flops]"),
+        "Return a set",
+    ),
+    (
+        "bound: the library's",
+        BOUND.format(result="compute.memory_bound(ops, peak_flops, bandwidth)"),
+        "calls memory_bound",
+    ),
+    (
+        "bound: the library's roofline",
+        BOUND.format(
+            result="{name for name, i in ops.items()\n"
+            "            if compute.roofline_regime(i, peak_flops, bandwidth)[1] == 'memory'}"
+        ),
+        "compute.roofline_regime",
+    ),
+    # predict_bf16_memory_bound
+    ("bf16: the fp32 answer", PREDICT.format(answer='{"add"}'), "That is the answer in fp32"),
+    ("bf16: everything", PREDICT.format(answer='{"add", "matmul 256", "matmul 4096"}'), "the 4096 x 4096 product's"),
+    ("bf16: nothing", PREDICT.format(answer="set()"), "no processor's ridge point"),
+    ("bf16: the larger product", PREDICT.format(answer='{"add", "matmul 4096"}'), "it is the smaller one"),
+    ("bf16: a list", PREDICT.format(answer='["add", "matmul 256"]'), "return a set of names"),
+    (
+        "bf16: the library's verdict",
+        PREDICT.format(
+            answer="compute.memory_bound({name: i * 2 for name, i in ops.items()}, a100.peak_flops('bf16'), a100_bw)"
+        ),
+        "compute.memory_bound",
+    ),
+]
+wrong_runs, test_plausible_wrong_answer_fails_its_check = wrong_answer_tests(SOLUTION, WRONG)
+
+
+def test_every_exercise_function_has_wrong_answers():
+    names = {function_name(code) for _, code, _ in WRONG}
+    assert names == {"matmul_intensity", "roofline", "days_to_train", "memory_bound_names", "predict_bf16_memory_bound"}
+
+
+def _refused(fn, **kw) -> str:
+    """The message of a check_function that refuses ``fn`` (days_to_train's check, cut to one case)."""
+    import pytest
+
+    from course_lib import checks, compute
+
+    with pytest.raises(checks.CheckFailed) as err:
+        checks.check_function(
+            fn,
+            [((1e9, 1e10, 100, 0.5, 1), 13.88888888888889)],
+            reference=compute.days_to_train,
+            random_inputs=lambda rng: (1e9, 1e10, 100, rng.uniform(0.1, 0.6), 8),
+            hint="write it yourself",
+            quiet=True,
+            **kw,
+        )
+    return str(err.value)
+
+
+def test_the_guard_refuses_every_route_to_the_library():
+    import functools
+
+    from course_lib import compute
+
+    refuse = {"refuse": [compute.time_to_train]}
+
+    def named(n_params, n_tokens, peak_tflops, utilization, n_devices):
+        return compute.time_to_train(n_params, n_tokens, peak_tflops * 1e12, utilization, n_devices) / 86400
+
+    def hidden(n_params, n_tokens, peak_tflops, utilization, n_devices):
+        seconds = vars(compute)["time_to_" + "train"]
+        return seconds(n_params, n_tokens, peak_tflops * 1e12, utilization, n_devices) / 86400
+
+    def helper(n_params, n_tokens, peak_tflops, utilization, n_devices):
+        return hidden(n_params, n_tokens, peak_tflops, utilization, n_devices)
+
+    assert "calls compute.time_to_train" in _refused(named, **refuse)  # by name, before it runs
+    for fn in (hidden, helper, functools.partial(compute.days_to_train)):  # while it runs, whatever the route
+        message = _refused(fn, **refuse)
+        assert "called course_lib.compute." in message and "Hint: write it yourself" in message
+    assert "calls days_to_train" in _refused(lambda *a: compute.days_to_train(*a), **refuse)
+    assert "is a function of the course library" in _refused(compute.time_to_train, **refuse)
+    # without ``refuse`` or ``own_code`` (exercises 04-07) the check is as it was: the reference, by name
+    from course_lib import checks
+
+    assert (
+        checks.check_function(
+            hidden, reference=compute.days_to_train, random_inputs=lambda rng: (1e9, 1e10, 100, 0.4, 8), quiet=True
+        )
+        == 25
+    )
+
+
+def test_the_guard_lets_the_learners_own_functions_and_the_catalog_pass():
+    from course_lib import catalog, checks, compute
+
+    def roofline(intensity, peak_flops, bandwidth):  # the learner's, named like compute.roofline
+        fed = intensity * bandwidth
+        return min(peak_flops, fed), "memory" if fed < peak_flops else "compute"
+
+    def memory_bound_names(ops, peak_flops, bandwidth):
+        return {name for name, i in ops.items() if roofline(i, peak_flops, bandwidth)[1] == "memory"}
+
+    passed = checks.check_function(
+        memory_bound_names,
+        [(({"add": 1 / 12, "at the ridge": 20.0}, 400e9, 20e9), {"add"})],
+        reference=compute.memory_bound,
+        random_inputs=lambda rng: ({"op": 10 ** rng.uniform(-2, 3)}, 1e12, 1e11),
+        refuse=[compute.roofline_regime, compute.roofline],
+        quiet=True,
+    )
+    assert passed == 26
+
+    def predict_bf16_memory_bound():  # answered with the learner's own code and the catalog's data sheet
+        a100 = catalog.get_accelerator("a100-80gb")
+        ops = {"add": 1 / 6, "matmul 256": 256 / 3, "matmul 4096": 4096 / 3}
+        return memory_bound_names(ops, a100.peak_flops("bf16"), a100.memory_bandwidth_gbs * 1e9)
+
+    assert checks.check_prediction(predict_bf16_memory_bound, "01/a100_bf16_memory_bound", quiet=True) == 1

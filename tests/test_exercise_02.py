@@ -1,0 +1,154 @@
+"""Exercise 02 (memory): each plausible wrong answer below must fail its check cell with a CheckFailed that carries
+the fitting explanation (the runner is tests/wrong_answers.py), and an answer that calls the course library, which
+computes the same numbers, is refused."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from wrong_answers import function_name, wrong_answer_tests
+
+ROOT = Path(__file__).resolve().parents[1]
+SOLUTION = ROOT / "solutions" / "02_memory.ipynb"
+
+PARAMS = """
+def mlp_parameters(sizes):
+    return sum({layer} for a, b in zip({inputs}, {outputs}))
+"""
+PARAMS_RIGHT = dict(layer="a * b + b", inputs="sizes[:-1]", outputs="sizes[1:]")
+STATES = """
+def model_state_bytes(n_params, optimizer):
+    state = {state}[optimizer]
+    return {total}
+"""
+STATES_RIGHT = dict(state='{"sgd": 0, "momentum": 4, "adam": 8, "adamw": 8}', total="n_params * (4 + 4 + state)")
+ACTIVATIONS = """
+def mlp_activation_bytes(sizes, batch):
+    return {size} * {batch} * ({hidden} + {loss} * sizes[-1])
+"""
+ACTIVATIONS_RIGHT = dict(size="4", batch="batch", hidden="sum(sizes[1:-1])", loss="2")
+# self-contained: a wrong function above stays defined in the kernel
+BATCH = """
+def largest_batch(sizes, optimizer, memory_bytes):
+    n_params = sum(a * b + b for a, b in zip(sizes[:-1], sizes[1:]))
+    states = 4 * n_params * {{"sgd": 2, "momentum": 3, "adam": 4}}[optimizer]
+    per_example = 4 * (sum(sizes[1:-1]) + 2 * sizes[-1])
+    return {result}
+"""
+ESTIMATED = """
+def largest_estimated_batch(budget):
+    fits, too_big = 0, 2 * b
+    while too_big - fits > 1:
+        mid = (fits + too_big) // 2
+        fits, too_big = (mid, too_big) if estimated_peak(mid) <= budget else (fits, mid)
+    return {result}
+"""
+
+# (what the mistake is, the wrong code, a piece of the message the learner must see or None)
+WRONG = [
+    # mlp_parameters
+    ("parameters: weights only", PARAMS.format(**{**PARAMS_RIGHT, "layer": "a * b"}), "also has a bias"),
+    ("parameters: a + b", PARAMS.format(**{**PARAMS_RIGHT, "layer": "a + b"}), "weights form a 2 x 3 matrix"),
+    ("parameters: biases on the inputs", PARAMS.format(**{**PARAMS_RIGHT, "layer": "a * b + a"}), "not its inputs"),
+    (
+        "parameters: the last layer left out (one pair short)",
+        PARAMS.format(**{**PARAMS_RIGHT, "inputs": "sizes[:-2]", "outputs": "sizes[1:-1]"}),
+        "The last layer",
+    ),
+    (
+        "parameters: counted on the library's model",
+        "def mlp_parameters(sizes):\n"
+        "    return sum(p.numel() for p in models.MLP(sizes[0], sizes[1:-1], sizes[-1]).parameters())",
+        "calls models.MLP",
+    ),
+    # model_state_bytes
+    (
+        "states: the gradient forgotten",
+        STATES.format(**{**STATES_RIGHT, "total": "n_params * (4 + state)"}),
+        "the gradient (4 bytes) still exists",
+    ),
+    (
+        "states: the optimizer state forgotten",
+        STATES.format(**{**STATES_RIGHT, "total": "n_params * (4 + 4)"}),
+        "Adam keeps two moments",
+    ),
+    (
+        "states: Adam with one moment",
+        STATES.format(**{**STATES_RIGHT, "state": '{"sgd": 0, "momentum": 4, "adam": 4, "adamw": 4}'}),
+        "one of Adam's two moments",
+    ),
+    (
+        "states: momentum with two buffers",
+        STATES.format(**{**STATES_RIGHT, "state": '{"sgd": 0, "momentum": 8, "adam": 8, "adamw": 8}'}),
+        "not two like Adam",
+    ),
+    ("states: bytes of one parameter", STATES.format(**{**STATES_RIGHT, "total": "4 + 4 + state"}), "multiply by"),
+    ("states: GiB", STATES.format(**{**STATES_RIGHT, "total": "n_params * (4 + 4 + state) / 2**30"}), "in GiB"),
+    (
+        "states: AdamW forgotten",
+        STATES.format(**{**STATES_RIGHT, "state": '{"sgd": 0, "momentum": 4, "adam": 8}'}),
+        "KeyError",
+    ),
+    (
+        "states: the library's",
+        "def model_state_bytes(n_params, optimizer):\n"
+        "    return memory.model_states_bytes(n_params, 'fp32', optimizer)",
+        "memory.formulas.model_states_bytes",
+    ),
+    # mlp_activation_bytes
+    ("activations: ReLU outputs only", ACTIVATIONS.format(**{**ACTIVATIONS_RIGHT, "loss": "0"}), "ReLU outputs only"),
+    ("activations: the logits only", ACTIVATIONS.format(**{**ACTIVATIONS_RIGHT, "loss": "1"}), "two tensors"),
+    ("activations: values, not bytes", ACTIVATIONS.format(**{**ACTIVATIONS_RIGHT, "size": "1"}), "Bytes, not values"),
+    (
+        "activations: the input counted",
+        ACTIVATIONS.format(**{**ACTIVATIONS_RIGHT, "hidden": "sum(sizes[:-1])"}),
+        "leave out sizes[0]",
+    ),
+    ("activations: one example", ACTIVATIONS.format(**{**ACTIVATIONS_RIGHT, "batch": "1"}), "multiply by the batch"),
+    (
+        "activations: the library's",
+        "def mlp_activation_bytes(sizes, batch):\n    return memory.mlp_activation_bytes(sizes, batch)",
+        "mlp_activation_bytes",
+    ),
+    # largest_batch
+    (
+        "batch: the model states forgotten",
+        BATCH.format(result="max(0, memory_bytes // per_example)"),
+        "the model states come first",
+    ),
+    (
+        "batch: rounded up",
+        BATCH.format(result="max(0, -(-(memory_bytes - states) // per_example))"),
+        "round down",
+    ),
+    (
+        "batch: an exact fit refused",
+        BATCH.format(result="max(0, (memory_bytes - states - 1) // per_example)"),
+        "fill the memory to the byte",
+    ),
+    ("batch: negative", BATCH.format(result="(memory_bytes - states) // per_example"), "not a negative batch"),
+    (
+        "batch: the library's",
+        "def largest_batch(sizes, optimizer, memory_bytes):\n"
+        "    return memory.mlp_largest_batch(sizes, optimizer, memory_bytes)",
+        "mlp_largest_batch",
+    ),
+    # largest_estimated_batch
+    ("estimated: the plan's batch", "def largest_estimated_batch(budget):\n    return b", "does not fit"),
+    ("estimated: one too many", ESTIMATED.format(result="too_big"), "does not fit"),
+    ("estimated: one too few", ESTIMATED.format(result="fits - 1"), "it is not the largest"),
+    ("estimated: not a whole number", ESTIMATED.format(result="float(fits)"), "whole number"),
+]
+
+wrong_runs, test_plausible_wrong_answer_fails_its_check = wrong_answer_tests(SOLUTION, WRONG)
+
+
+def test_every_exercise_function_has_wrong_answers():
+    names = {function_name(code) for _, code, _ in WRONG}
+    assert names == {
+        "mlp_parameters",
+        "model_state_bytes",
+        "mlp_activation_bytes",
+        "largest_batch",
+        "largest_estimated_batch",
+    }

@@ -1,0 +1,183 @@
+"""Exercise 03 (the interconnect): each plausible wrong answer below must fail its check cell with a CheckFailed that
+carries the fitting explanation (the runner is tests/wrong_answers.py), and an answer that calls the course library,
+which computes the same numbers, is refused."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from wrong_answers import function_name, wrong_answer_tests
+
+ROOT = Path(__file__).resolve().parents[1]
+SOLUTION = ROOT / "solutions" / "03_interconnect.ipynb"
+
+RING = """
+def ring_allreduce_seconds(nbytes, world_size, alpha, bandwidth):
+    return {total}
+"""
+BUS = """
+def bus_bandwidth(nbytes, seconds, world_size):
+    return nbytes / seconds * {factor}
+"""
+# the functions below do without the learner's ring and bus functions: wrong ones above stay defined in the kernel
+SPEEDUP = """
+def dp_speedup(compute_s, grad_bytes, world_size, bandwidth):
+    comm_s = 2 * (world_size - 1) / world_size * grad_bytes / bandwidth
+    return {result}
+"""
+NEEDED = """
+def bandwidth_needed(compute_s, grad_bytes, world_size, efficiency):
+    allowed = {allowed}
+    return {factor} * grad_bytes / allowed{unit}
+"""
+NEEDED_RIGHT = dict(allowed="compute_s * (1 / efficiency - 1)", factor="2 * (world_size - 1) / world_size", unit="")
+PREDICT = """
+def predict_from_largest(rows, world_size):
+    share = 2 * (world_size - 1) / world_size
+    largest = {pick}
+    link = largest["bytes"] / largest["seconds"]{bus}
+    return link, {predicted}
+"""
+PREDICT_RIGHT = dict(
+    pick='max(rows, key=lambda r: r["bytes"])',
+    bus=" * share",
+    predicted='[share * r["bytes"] / link for r in rows]',
+)
+LINK = """
+def ring_bandwidth(world_size, gpus_per_server, in_server, network):
+    return {result}
+"""
+
+# (what the mistake is, the wrong code, a piece of the message the learner must see or None)
+WRONG = [
+    # ring_allreduce_seconds
+    (
+        "ring: 2N steps (off by one per phase)",
+        RING.format(total="2 * world_size * (alpha + nbytes / world_size / bandwidth)"),
+        "each phase takes N - 1 steps",
+    ),
+    (
+        "ring: one phase only",
+        RING.format(total="(world_size - 1) * (alpha + nbytes / world_size / bandwidth)"),
+        "One phase only",
+    ),
+    (
+        "ring: the whole message every step",
+        RING.format(total="2 * (world_size - 1) * (alpha + nbytes / bandwidth)"),
+        "1/N of the message",
+    ),
+    (
+        "ring: alpha paid once",
+        RING.format(total="alpha + 2 * (world_size - 1) * nbytes / world_size / bandwidth"),
+        "pays the latency alpha",
+    ),
+    (
+        "ring: bits, not bytes",
+        RING.format(total="2 * (world_size - 1) * (alpha + 8 * nbytes / world_size / bandwidth)"),
+        "no bits",
+    ),
+    (
+        "ring: the library's",
+        RING.format(total="comm.allreduce_time(nbytes, world_size, alpha, bandwidth, algorithm='ring')"),
+        "calls comm.alpha_beta.allreduce_time",
+    ),
+    (
+        "ring: the library's two phases",
+        RING.format(
+            total="comm.reduce_scatter_time(nbytes, world_size, alpha, bandwidth)\n"
+            "    + comm.allgather_time(nbytes, world_size, alpha, bandwidth)"
+        ).replace("return ", "return (", 1)
+        + ")",
+        "reduce_scatter_time",
+    ),
+    # bus_bandwidth
+    ("bus: the factor 2(N - 1)/N forgotten", BUS.format(factor="1"), "That is the algorithm bandwidth"),
+    ("bus: one phase, (N - 1)/N", BUS.format(factor="(world_size - 1) / world_size"), "is one phase"),
+    ("bus: a flat factor 2", BUS.format(factor="2"), "2 is the limit for many ranks"),
+    ("bus: the factor upside down", BUS.format(factor="world_size / (2 * (world_size - 1))"), "Upside down"),
+    ("bus: bits per second", BUS.format(factor="8 * 2 * (world_size - 1) / world_size"), "in bits per second"),
+    (
+        "bus: the library's",
+        "def bus_bandwidth(nbytes, seconds, world_size):\n    return comm.busbw(nbytes, seconds, world_size)",
+        "busbw",
+    ),
+    # dp_speedup
+    ("speed-up: the efficiency", SPEEDUP.format(result="compute_s / (compute_s + comm_s)"), "That is the efficiency"),
+    (
+        "speed-up: strong scaling",
+        SPEEDUP.format(result="compute_s / (compute_s / world_size + comm_s)"),
+        "strong scaling",
+    ),
+    (
+        "speed-up: the all-reduce overlapped",
+        SPEEDUP.format(result="world_size * compute_s / max(compute_s, comm_s)"),
+        "no overlap",
+    ),
+    (
+        "speed-up: the library's",
+        SPEEDUP.format(result="comm.data_parallel_speedup(compute_s, grad_bytes, world_size, bandwidth)"),
+        "data_parallel_speedup",
+    ),
+    # bandwidth_needed
+    (
+        "needed: a tenth of the compute for the all-reduce",
+        NEEDED.format(**{**NEEDED_RIGHT, "allowed": "compute_s * (1 - efficiency)"}),
+        "a ninth of it",
+    ),
+    (
+        "needed: the factor 2(N - 1)/N forgotten",
+        NEEDED.format(**{**NEEDED_RIGHT, "factor": "1"}),
+        "The factor 2(N - 1)/N is missing",
+    ),
+    ("needed: GB/s", NEEDED.format(**{**NEEDED_RIGHT, "unit": " / 1e9"}), "in GB/s"),
+    ("needed: bits per second", NEEDED.format(**{**NEEDED_RIGHT, "unit": " * 8"}), "in bits per second"),
+    (
+        "needed: the library's",
+        "def bandwidth_needed(compute_s, grad_bytes, world_size, efficiency):\n"
+        "    return comm.bandwidth_needed(compute_s, grad_bytes, world_size, efficiency)",
+        "calls bandwidth_needed",
+    ),
+    # predict_from_largest
+    ("predict: the first row", PREDICT.format(**{**PREDICT_RIGHT, "pick": "rows[0]"}), "from the first row"),
+    (
+        "predict: sorted by size",
+        PREDICT.format(**{**PREDICT_RIGHT, "predicted": 'sorted(share * r["bytes"] / link for r in rows)'}),
+        "in the order of the rows",
+    ),
+    ("predict: the algorithm bandwidth", PREDICT.format(**{**PREDICT_RIGHT, "bus": ""}), "algorithm bandwidth"),
+    (
+        "predict: the library's fit",
+        PREDICT.format(**PREDICT_RIGHT).replace(
+            "    return link,",
+            '    link = comm.busbw(largest["bytes"], largest["seconds"], world_size)\n    return link,',
+        ),
+        "comm.alpha_beta.busbw",
+    ),
+    # ring_bandwidth
+    (
+        "link: a full server counted as leaving it",
+        LINK.format(result="in_server if world_size < gpus_per_server else min(in_server, network)"),
+        "fill one server of 8 exactly",
+    ),
+    ("link: always the slower link", LINK.format(result="min(in_server, network)"), "never leaves it"),
+    ("link: never leaves a server", LINK.format(result="in_server"), "do not fit in a server of 8"),
+    (
+        "link: the network alone outside a server",
+        LINK.format(result="in_server if world_size <= gpus_per_server else network"),
+        "slowest hop",
+    ),
+]
+
+wrong_runs, test_plausible_wrong_answer_fails_its_check = wrong_answer_tests(SOLUTION, WRONG)
+
+
+def test_every_exercise_function_has_wrong_answers():
+    names = {function_name(code) for _, code, _ in WRONG}
+    assert names == {
+        "ring_allreduce_seconds",
+        "bus_bandwidth",
+        "dp_speedup",
+        "bandwidth_needed",
+        "predict_from_largest",
+        "ring_bandwidth",
+    }
