@@ -3,8 +3,9 @@
 ``course_lib.hardware`` reads the processor's fixed facts (model, cores, SIMD flags). Whether a
 demo's claim holds also depends on things that change: how many cores other programs are using at
 this moment, how many thread pools are loaded into this process and whether they fight over the
-cores, and how fast fp32 and bf16 arithmetic actually run (a CPU without bf16 instructions emulates
-bf16 matrix products in software, hundreds of times slower). Every notebook starts with::
+cores, and how fast fp32 and bf16 arithmetic actually run (where PyTorch's kernels have no bf16
+instructions to use, a bf16 matrix product goes through fallback code tens to hundreds of times slower
+than fp32). Every notebook starts with::
 
     machine = course_lib.cpu.profile()     # measures, sets the thread pools, decides
     print(machine.summary())
@@ -290,22 +291,21 @@ def thread_plan(
         mode = "emulated"
     scale = 1.0 if ratio is None or ratio >= 0.5 else max(1 / 64, 2.0 ** math.floor(math.log2(2 * ratio)))
     if mode == "native" and ratio is not None:
+        used = "AMX tiles" if "AMX BF16" in cpu.simd else "bf16 instructions" if cpu.native_bf16 else "a fast bf16 path"
         notes.append(
-            f"bf16 matrix products run {ratio:.1f}x as fast as fp32 here "
-            f"({'AMX tiles' if 'AMX BF16' in cpu.simd else 'bf16 instructions'}): "
-            "mixed precision pays on this CPU."
+            f"bf16 matrix products run {ratio:.1f}x as fast as fp32 here ({used}): mixed precision "
+            + ("pays on this CPU." if ratio > 1.2 else "saves memory here and costs no time.")
         )
     elif mode == "slow":
         notes.append(
-            f"bf16 matrix products run at {ratio:.2f}x the speed of fp32 here (no bf16 dot-product "
-            "instructions: values are converted inside the kernels). bf16 saves memory on this CPU, not time."
+            f"bf16 matrix products run at {ratio:.2f}x the speed of fp32 here (the kernels used here have no bf16 "
+            "dot-product instructions: values are converted inside them). bf16 saves memory here, not time."
         )
     elif mode == "emulated":
         notes.append(
-            f"This CPU has no bf16 arithmetic ({cpu.vector_isa}): PyTorch emulates bf16 matrix products in "
-            f"software, {1 / ratio:.0f}x slower than fp32 on a {calibration.size}x{calibration.size} product "
-            "and worse on larger "
-            "ones. bf16 saves memory here but never time, so "
+            f"PyTorch's kernels here ({cpu.torch_capability}) have no bf16 arithmetic: bf16 matrix products run "
+            f"through fallback code, {1 / ratio:.0f}x slower than fp32 on a {calibration.size}x{calibration.size} "
+            "product and worse on larger ones. bf16 saves memory here but never time, so "
             f"bf16 demos run at {_share(scale)} of their size; on a GPU or a CPU with bf16 units they run full size."
         )
     if pools:

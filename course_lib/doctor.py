@@ -57,12 +57,14 @@ def adaptations(
         (
             "Mixed precision on the CPU",
             {
-                "native": f"bf16 has hardware support here{ratio}: bf16 demos run full size and show a speed-up",
+                "native": f"bf16 runs about as fast as fp32 or faster here{ratio}: bf16 demos run full size"
+                + (" and show a speed-up" if (decided.bf16_ratio or 0) > 1.2 else ""),
                 "slow": f"bf16 works but runs slower than fp32 here{ratio}: demos show its memory saving; the speed-up "
                 "needs a GPU or a CPU with bf16 units",
-                "emulated": f"bf16 is emulated in software here{ratio}: bf16 demos run at {decided.bf16_scale:g}x size "
-                "and show why bf16 does not pay on this CPU",
-                "unknown": "no bf16 instructions listed for this CPU: bf16 saves memory but is unlikely to be faster",
+                "emulated": f"bf16 goes through slow fallback (emulated) kernels here{ratio}: bf16 demos run at "
+                f"{decided.bf16_scale:g}x size and show why bf16 does not pay here",
+                "unknown": "bf16 speed not measured here: bf16 saves memory; cpu.profile() measures whether it is "
+                "faster",
             }[decided.bf16],
         )
     )

@@ -73,11 +73,20 @@ def test_bf16_decision_follows_the_measurement(kind, ratio, mode):
     assert p.bf16 == mode and p.bf16_ratio == pytest.approx(ratio)
     text = " ".join(p.notes)
     if mode == "emulated":
-        assert p.bf16_scale < 1 and "emulates" in text and "saves memory" in text
+        assert p.bf16_scale < 1 and "fallback code" in text and "saves memory" in text
     elif mode == "slow":
-        assert "saves memory on this CPU, not time" in text
+        assert "saves memory here, not time" in text
     else:
         assert p.bf16_scale == 1 and "pays" in text
+
+
+def test_slow_bf16_is_blamed_on_the_kernels_not_the_chip():
+    # a chip with bf16 instructions whose kernels are held to AVX2 (as the atlas does): the chip is not to blame
+    p = cpu.thread_plan(fake_cpu("zen4 (AVX-512 + bf16)"), calibration=calib(0.02))
+    text = " ".join(p.notes)
+    assert p.bf16 == "emulated" and "PyTorch's kernels here" in text and "This CPU has no" not in text
+    fast = cpu.thread_plan(fake_cpu("zen3 (AVX2 only)"), calibration=calib(1.1))
+    assert "bf16 instructions" not in " ".join(fast.notes)  # fast without them: not credited to instructions
 
 
 def test_measurement_beats_the_flags():

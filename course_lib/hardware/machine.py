@@ -55,9 +55,9 @@ class HardwareInfo:
         lines = [
             f"Platform      : {self.platform} ({self.os}, Python {self.python})",
             f"CPU           : {c.model} [{c.architecture}]",
-            f"Cores         : {c.physical_cores} physical, {c.logical_cores} logical"
+            f"Cores         : {c.physical_cores} physical; {c.logical_cores} logical CPUs (hardware threads)"
             + (
-                f" ({c.usable_cores} usable by this process)"
+                f", {c.usable_cores} usable by this process"
                 if c.usable_cores and c.usable_cores < c.logical_cores
                 else ""
             ),
@@ -157,6 +157,60 @@ def blas_library(config: str | None = None) -> str:
     if not found:
         return "unknown"
     return _BLAS_NAMES.get(found.group(1).lower(), found.group(1))
+
+
+#: Allocators a process may load in place of the C library's malloc (``LD_PRELOAD``, or linked in).
+_PRELOADED_MALLOCS = {"tcmalloc": "tcmalloc", "jemalloc": "jemalloc", "mimalloc": "mimalloc"}
+#: glibc settings that change where large blocks come from and when freed memory goes back.
+_GLIBC_MALLOC_SETTINGS = ("MALLOC_MMAP_MAX_", "MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_", "MALLOC_TOP_PAD_")
+
+
+def malloc_library(maps: str | None = None, system: str | None = None) -> str:
+    """The allocator behind this process's ``malloc``: "tcmalloc", "jemalloc" or "mimalloc"
+    where one is loaded (``/proc/self/maps``; ``LD_PRELOAD`` is the usual way), else the system's: "glibc" (Linux),
+    "macOS libmalloc", "Windows heap". ``maps`` and ``system`` stand in for the file and ``platform.system()``."""
+    system = platform.system() if system is None else system
+    if maps is None and system == "Linux":
+        try:
+            maps = Path("/proc/self/maps").read_text(errors="ignore")
+        except OSError:
+            maps = ""
+    for marker, name in _PRELOADED_MALLOCS.items():
+        if re.search(rf"/lib{marker}[\w.-]*\.so", maps or ""):
+            return name
+    return {"Linux": "glibc", "Darwin": "macOS libmalloc", "Windows": "Windows heap"}.get(system, "unknown")
+
+
+def large_blocks_returned_on_free(
+    library: str | None = None, environ: dict | None = None, arch: str | None = None
+) -> tuple[bool, str]:
+    """Whether freeing a tensor of hundreds of MiB gives its pages straight back to the operating system, and why
+    (notebook 00 judges its "del" claim only where it does). glibc serves such a block with its own ``mmap`` (above
+    ``M_MMAP_THRESHOLD``, at most 32 MiB on 64-bit systems) and ``munmap``s it on ``free``, unless ``MALLOC_*``
+    settings change that; macOS's libmalloc hands very large blocks to the kernel and back too. tcmalloc, jemalloc
+    and mimalloc keep freed memory for reuse and release it later, on their own schedule; PyTorch's Windows builds
+    allocate tensors with a mimalloc built into PyTorch, and recent builds for 64-bit Arm may, so those are not
+    judged. ``library``, ``environ`` and ``arch`` stand in for :func:`malloc_library`, ``os.environ`` and
+    ``platform.machine()``."""
+    library = malloc_library() if library is None else library
+    environ = os.environ if environ is None else environ
+    arch = (platform.machine() if arch is None else arch).lower()
+    if library in _PRELOADED_MALLOCS.values():
+        return False, f"{library} is this process's allocator: it keeps freed memory for reuse and returns it later"
+    if library == "Windows heap":
+        return False, "PyTorch's Windows builds allocate tensors with their own mimalloc, which keeps freed memory"
+    if arch in ("aarch64", "arm64"):
+        return False, "recent PyTorch builds for 64-bit Arm allocate with their own mimalloc, which keeps freed memory"
+    if library == "glibc":
+        changed = [name for name in _GLIBC_MALLOC_SETTINGS if environ.get(name)]
+        if "malloc" in environ.get("GLIBC_TUNABLES", ""):
+            changed.append("GLIBC_TUNABLES")
+        if changed:
+            return False, f"glibc's malloc runs with {', '.join(changed)} set, which decide when freed memory goes back"
+        return True, "glibc's malloc maps a block this large on its own and unmaps it on free"
+    if library == "macOS libmalloc":
+        return True, "macOS's malloc hands a block this large to the kernel and back"
+    return False, "this system's allocator is unknown to the course"
 
 
 def detect() -> HardwareInfo:
