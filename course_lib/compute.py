@@ -276,3 +276,142 @@ def scale_table(
     if missing:
         raise ValueError(f"no {dtype} peak in the catalog for {missing}; pick chips that support dtype={dtype!r}")
     return rows
+
+
+# ----------------------------------------------------------------------------------------------
+# notebook 01, section 6: a training step on the roofline
+
+# Times one fp32 training step moves each weight: the forward pass reads it, the backward pass reads it
+# again (gradient of the input) and writes its gradient, and plain SGD reads the weight and the gradient
+# and writes the weight back. Activations are left out: at small batch the weights dominate.
+STEP_WEIGHT_TOUCHES = 6
+
+
+def training_step_bytes(n_params: float, dtype: str = "fp32", touches: int = STEP_WEIGHT_TOUCHES) -> float:
+    """Bytes one training step moves for its weights: ``touches`` x parameters x bytes per value.
+
+    In fp32 with plain SGD: 6 x 4 = 24 bytes per parameter, whatever the batch.
+    """
+    arguments.positive("n_params", n_params)
+    arguments.positive_int("touches", touches)
+    return touches * n_params * bytes_per_element(dtype)
+
+
+def training_step_intensity(batch: int, dtype: str = "fp32", touches: int = STEP_WEIGHT_TOUCHES) -> float:
+    """FLOPs per byte of a training step: 6 x N x batch / (touches x N x bytes) = batch / 4 in fp32 with SGD.
+
+    Each weight is used by ``batch`` examples per step, so the batch sets where the
+    step sits on the roofline (below the ridge point peak / bandwidth it is memory-bound).
+    """
+    arguments.positive_int("batch", batch)
+    return 6.0 * batch / (arguments.positive_int("touches", touches) * bytes_per_element(dtype))
+
+
+def step_time_models(
+    n_params: float, batch: int, fixed_s: float, peak_flops: float, bandwidth: float
+) -> dict[str, float]:
+    """Seconds per training step under three models (notebook 01, section 6):
+
+    * ``"roofline"``: fixed cost + the slower of its FLOPs at peak and its weight bytes at the bandwidth;
+    * ``"compute only"``: fixed cost + FLOPs at peak (a compute-bound step);
+    * ``"overhead only"``: the fixed cost alone (a step bound by per-call overhead).
+    """
+    fixed = arguments.nonnegative("fixed_s", fixed_s)
+    flops_s = 6.0 * arguments.positive("n_params", n_params) * arguments.positive_int("batch", batch)
+    flops_s /= arguments.positive("peak_flops", peak_flops)
+    bytes_s = training_step_bytes(n_params) / arguments.positive("bandwidth", bandwidth)
+    return {"roofline": fixed + max(flops_s, bytes_s), "compute only": fixed + flops_s, "overhead only": fixed}
+
+
+def worst_miss(measured: list[float], predicted: list[float]) -> float:
+    """The largest factor between a measurement and its prediction, either way (1.0: every point exact)."""
+    if len(measured) != len(predicted) or not measured:
+        raise ValueError(
+            f"measured and predicted must be non-empty and of equal length ({len(measured)}, {len(predicted)})"
+        )
+    return max(max(m / p, p / m) for m, p in zip(measured, predicted))
+
+
+@dataclass(frozen=True)
+class StepSweep:
+    """Training-step times of ``MLP(64, [width, width], 10)`` at several (batch, width) points (``step_sweep``)."""
+
+    points: tuple[tuple[int, int], ...]  # (batch, width)
+    seconds: dict[tuple[int, int], float]
+    n_params: dict[int, int]  # width -> parameters
+    noisy: bool
+
+    def time(self, batch: int, width: int) -> float:
+        return self.seconds[(batch, width)]
+
+
+def step_sweep(points: list[tuple[int, int]], device=None, rounds: int = 3, min_run_time: float = 0.05) -> StepSweep:
+    """Time one SGD training step of ``models.MLP(64, [width, width], 10)`` at each ``(batch, width)``,
+    interleaved so that a busy moment hits every point alike."""
+    import torch
+
+    from . import models, timing, train
+
+    if not points or any(len(p) != 2 for p in points):
+        raise ValueError("points must be a non-empty list of (batch, width) pairs")
+    steps, n_params = {}, {}
+    for batch, width in points:
+        arguments.positive_int("batch", batch)
+        arguments.positive_int("width", width)
+        gen = torch.Generator().manual_seed(batch * 100003 + width)
+        model = models.MLP(64, [width, width], 10)
+        x, y = torch.randn(batch, 64, generator=gen), torch.randint(0, 10, (batch,), generator=gen)
+        n_params[width] = models.count_parameters(model)
+        steps[(batch, width)] = train.make_step_fn(model.to(device or "cpu"), x, y, optimizer="sgd", lr=1e-3)
+    t = timing.compare_interleaved(
+        {f"{b},{w}": f for (b, w), f in steps.items()}, rounds=rounds, device=device, min_run_time=min_run_time
+    )
+    seconds = {(b, w): t[f"{b},{w}"].seconds for b, w in steps}
+    return StepSweep(tuple(steps), seconds, n_params, timing.any_noisy(t))
+
+
+def step_models_over(
+    sweep: StepSweep, batches: list[int], width: int, fixed_s: float, peak_flops: float, bandwidth: float
+) -> dict[str, list[float]]:
+    """``step_time_models`` at each batch of a ``StepSweep`` at one width: model name -> seconds per batch."""
+    if not isinstance(sweep, StepSweep):
+        raise TypeError(f"sweep must be a StepSweep (from step_sweep), got {type(sweep).__name__}")
+    if width not in sweep.n_params:
+        raise ValueError(f"width {width!r} was not swept; the sweep has widths {sorted(sweep.n_params)}")
+    n = sweep.n_params[width]
+    per = [step_time_models(n, b, fixed_s, peak_flops, bandwidth) for b in batches]
+    return {name: [p[name] for p in per] for name in per[0]}
+
+
+@dataclass(frozen=True)
+class StepRoofline:
+    """A training-step sweep beside its three models (``step_roofline``)."""
+
+    batches: tuple[int, ...]
+    width: int
+    sweep: StepSweep
+    fixed_s: float  # the same step at width 8: the same calls, almost no weights
+    step_s: tuple[float, ...]  # measured, one per batch, at ``width``
+    models: dict[str, list[float]]  # model name -> seconds per batch
+
+    @property
+    def width_ratio(self) -> float:
+        """Batch-8 step at ``width`` over the same step at width 64 (same calls, far fewer weights)."""
+        return self.sweep.time(8, self.width) / self.sweep.time(8, 64)
+
+    def miss(self, model: str) -> float:
+        """``worst_miss`` of one model over the batches."""
+        return worst_miss(list(self.step_s), self.models[model])
+
+
+def step_roofline(
+    batches: list[int], peak_flops: float, bandwidth: float, width: int = 1024, device=None
+) -> StepRoofline:
+    """Time the SGD step of ``MLP(64, [width, width], 10)`` at each batch and, at batch 8, at widths 8 and 64; set
+    each time beside ``step_time_models`` with this machine's measured peak and bandwidth."""
+    if 8 not in batches:
+        raise ValueError(f"batches must include 8 (the width comparison runs at batch 8), got {batches}")
+    sweep = step_sweep([(b, width) for b in batches] + [(8, 8), (8, 64)], device=device)
+    fixed = sweep.time(8, 8)
+    models = step_models_over(sweep, batches, width, fixed, peak_flops, bandwidth)
+    return StepRoofline(tuple(batches), width, sweep, fixed, tuple(sweep.time(b, width) for b in batches), models)

@@ -31,17 +31,55 @@ def cpu_clock_ghz() -> float | None:
     return mhz / 1000 if mhz and mhz > 0 else None
 
 
-def fp32_flops_per_cycle(vector_isa: str, vendor: str = "", family: int | None = None) -> int:
+def fp32_flops_per_cycle(vector_isa: str, vendor: str = "", family: int | None = None, *, model: str = "") -> int:
     """fp32 FLOPs one core starts per cycle: ``FP32_FLOPS_PER_CYCLE[vector_isa]``, except for the cores known to run
     512-bit instructions on 256-bit units (AMD Zen 4: vendor "AuthenticAMD", family 25 with AVX-512, which double-
     pumps them: 32 FLOP/cycle, as Zen 3's AVX2; Apple's M-series cores, whose four 128-bit NEON pipes give 32 where
-    two-pipe Arm cores such as Neoverse N1 give 16). Notebooks 00 and 01 (the data-sheet peak)."""
+    two-pipe Arm cores such as Neoverse N1 give 16). ``model`` (the CPU's name) picks out the AVX-512 chips with a
+    single 512-bit FMA unit (``one_avx512_fma_unit``). Notebooks 00 and 01 (the data-sheet peak)."""
     isa = arguments.choice("vector_isa", vector_isa, tuple(FP32_FLOPS_PER_CYCLE))
     if isa == "AVX-512" and vendor == "AuthenticAMD" and family == 25:
+        return 32
+    if isa == "AVX-512" and one_avx512_fma_unit(model, vendor, family):
         return 32
     if isa == "NEON" and vendor == "Apple":  # M-series performance cores: four 128-bit FMA pipes, not two
         return 32
     return FP32_FLOPS_PER_CYCLE[isa]
+
+
+# AVX-512 chips that start one 512-bit FMA per cycle, not two (32 fp32 FLOPs): Intel's client cores of the 10th
+# (Ice Lake, "G" models) and 11th generations (Tiger Lake, Rocket Lake) and the Xeon Bronze and Silver models
+# (Intel 64 and IA-32 Architectures Optimization Reference Manual, "Intel AVX-512 ... one or two FMA units"), and
+# AMD's Zen 5 mobile chips (Ryzen AI 300), whose AVX-512 runs on 256-bit data paths (AMD, Hot Chips 2024).
+_ONE_FMA_INTEL = re.compile(
+    r"\bi[3579]-10\d{2,3}G\d|11th Gen|\bi[3579]-11\d{3}|Xeon\(R\) (?:Silver|Bronze)|Xeon (?:Silver|Bronze)"
+)
+
+
+def one_avx512_fma_unit(model: str, vendor: str = "", family: int | None = None) -> bool:
+    """Whether a CPU with AVX-512, named ``model``, starts only one 512-bit FMA per cycle (a pure function; see
+    ``_ONE_FMA_INTEL``): Intel's Ice Lake and Tiger/Rocket Lake client chips and Xeon Bronze/Silver, AMD Zen 5
+    mobile ("Ryzen AI", family 26). The data-sheet peak of those chips is half the ISA's."""
+    model = model or ""
+    if vendor == "AuthenticAMD" or "AMD" in model:
+        return family == 26 and "Ryzen AI" in model
+    return bool(_ONE_FMA_INTEL.search(model))
+
+
+def sheet_peak_caveat(system: str, hybrid: bool, ghz: float | None, flops_per_cycle: int) -> str:
+    """Why cores x clock x FLOPs per cycle cannot be trusted as this CPU's peak ("" where it can): no clock or
+    vector unit reported; Windows, which reports the base clock while the cores boost far above it; a hybrid
+    chip, whose performance and efficiency cores differ in clock and vector width."""
+    if not ghz or flops_per_cycle < 32:
+        return "this system does not report the CPU clock, or its vector unit is narrower than AVX2"
+    if system == "Windows":
+        return "Windows reports the CPU's base clock, and its cores boost well above it, so the share has no ceiling"
+    if hybrid:
+        return (
+            "this chip mixes performance and efficiency cores, which differ in clock and vector width: "
+            "one data-sheet peak per core does not describe it"
+        )
+    return ""
 
 
 def windows_vendor_family(processor: str) -> tuple[str, int | None]:

@@ -136,6 +136,15 @@ def bf16_flags_known(system: str, flags: set[str] | frozenset[str]) -> bool:
     return system != "Windows" and bool(flags)
 
 
+def hybrid_cpu() -> bool:
+    """Whether this CPU mixes performance and efficiency cores (Intel since Alder Lake: Linux lists both
+    ``/sys/devices/cpu_core`` and ``/sys/devices/cpu_atom``; Apple silicon: more than one performance level).
+    False where the operating system does not say. Notebook 01, section 7 (the data-sheet peak)."""
+    if sys.platform == "darwin":
+        return _sysctl("hw.nperflevels") not in ("", "1")
+    return bool(_read("/sys/devices/cpu_atom/cpus").strip()) and bool(_read("/sys/devices/cpu_core/cpus").strip())
+
+
 def simd_features(flags: set[str]) -> tuple[str, ...]:
     """Readable names of the training-relevant SIMD features in a set of CPU flags."""
     return tuple(name for flag, name in _SIMD_FLAGS.items() if flag in flags)
