@@ -4,10 +4,12 @@ One import for the whole memory toolkit; each part lives in its own file:
 
 ================  ============================================================================
 ``estimator``     ``estimate_training_memory``: one forward pass, a simulated backward pass and
-                  the optimizer, phase by phase, without training (``MemoryEstimate``)
+                  the optimizer, phase by phase, without training (``MemoryEstimate``);
+                  ``plausible_bugs``: what three wrong estimators would report
 ``meters``        ``measure_peak_memory``, ``measure_training_memory`` (live tensor bytes and the
                   resident peak), ``measure_activation_bytes_per_example`` (what the forward
-                  keeps, per example), ``memtracker_peak`` (PyTorch's own meter), ``storage_bytes``
+                  keeps, per example), ``measure_allocator_peak`` (the allocator's own count,
+                  independent of the estimator), ``memtracker_peak``, ``storage_bytes``
 ``activation_checkpointing`` ``apply_activation_checkpointing``, ``CheckpointedBlock``
 ``formulas``      ``model_states_bytes`` (ZeRO), ``transformer_activation_bytes`` (Korthikanti et
                   al.), ``largest_model_that_fits``, ``largest_model_per_accelerator``,
@@ -29,7 +31,7 @@ from ..names import OPTIMIZERS, PRECISIONS
 from .streaming import MemmapDataset, StreamingDataset
 from . import torch_internals
 from .activation_checkpointing import CheckpointedBlock, apply_activation_checkpointing
-from .estimator import MemoryEstimate, estimate_training_memory
+from .estimator import MemoryEstimate, estimate_training_memory, plausible_bugs
 from .formulas import (
     large_model_memory,
     largest_model_per_accelerator,
@@ -43,7 +45,9 @@ from .formulas import (
 from .meters import (
     LiveTensorTracker,
     PeakMemory,
+    allocator_peak,
     measure_activation_bytes_per_example,
+    measure_allocator_peak,
     measure_peak_memory,
     measure_training_memory,
     memtracker_peak,
@@ -55,11 +59,14 @@ __all__ = [
     "PRECISIONS",
     "MemoryEstimate",
     "estimate_training_memory",
+    "plausible_bugs",
     "PeakMemory",
     "LiveTensorTracker",
     "measure_peak_memory",
     "measure_training_memory",
     "measure_activation_bytes_per_example",
+    "allocator_peak",
+    "measure_allocator_peak",
     "memtracker_peak",
     "storage_bytes",
     "CheckpointedBlock",

@@ -1,10 +1,14 @@
-"""Measuring a training step's memory: live tensor bytes and the process's resident peak (notebook 02).
+"""Measuring a training step's memory: live tensor bytes and the process's resident peak.
 
 * ``measure_peak_memory(fn)``: peak live tensor bytes of one call (a ``LiveTensorTracker`` on the
   CPU, ``torch.cuda.max_memory_allocated`` on a GPU) and the process resident peak.
 * ``measure_training_memory(model, x, ...)``: the same over a few real training steps
   (``course_lib.train.train_step``).
-* ``memtracker_peak(model, x, ...)``: PyTorch's own ``MemTracker``, a second, independent meter.
+* ``measure_allocator_peak(model, x, ...)``: the meter that shares no code with the estimator: the
+  allocator's own count of the bytes it handed out (``torch.profiler`` with ``profile_memory=True`` on the
+  CPU, ``torch.cuda.max_memory_allocated`` on a GPU), over the same training steps.
+* ``memtracker_peak(model, x, ...)``: PyTorch's own ``MemTracker`` (it follows tensors, as the course's
+  ``LiveTensorTracker`` does).
 """
 
 from __future__ import annotations
@@ -265,6 +269,84 @@ def measure_training_memory(
     return measure_peak_memory(run, include=[model, *inputs, target], device=device)
 
 
+def _plain_bytes(objs: Iterable) -> int:
+    """Bytes of the distinct tensors in ``objs`` (modules: parameters and buffers) as numel x element size: the
+    allocator meter's count of what was live before, without the estimator's storage bookkeeping."""
+    seen: dict[int, int] = {}
+    for t in _tensors_of(objs):
+        seen[t.data_ptr()] = t.numel() * t.element_size()
+    return sum(seen.values())
+
+
+def allocator_peak(fn: Callable[[], object], include: Iterable = (), device: torch.device | str = "cpu") -> int | None:
+    """Peak bytes the allocator had handed out while ``fn()`` ran, plus the bytes of ``include``.
+
+    CPU: ``torch.profiler.profile(profile_memory=True)`` records every block the CPU allocator hands out and
+    takes back; the peak of their running sum is the peak. CUDA: ``torch.cuda.max_memory_allocated`` after
+    ``reset_peak_memory_stats``. Neither follows tensors or the autograd graph, so neither shares code with
+    the estimator; both also see the scratch buffers a kernel allocates and frees inside one op. Returns None
+    where this PyTorch's profiler does not expose its allocation events (other devices, old releases).
+    """
+    if not callable(fn):
+        raise TypeError(f"fn must be callable with no arguments, got {type(fn).__name__}")
+    device = torch.device(device)
+    baseline = _plain_bytes(include if not isinstance(include, (nn.Module, torch.Tensor)) else [include])
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+        start = torch.cuda.memory_allocated(device)
+        torch.cuda.reset_peak_memory_stats(device)
+        fn()
+        torch.cuda.synchronize(device)
+        return baseline + torch.cuda.max_memory_allocated(device) - start
+    if device.type != "cpu":
+        return None
+    from torch.profiler import ProfilerActivity, profile
+
+    from ..procs import quiet_native_stderr
+
+    with quiet_native_stderr():  # the profiler prints its start and stop lines on the C++ side
+        with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+            fn()
+        events = ti.allocation_events(prof)
+    if events is None:
+        return None
+    live = peak = 0
+    for _, nbytes, dev in events:
+        if dev == "cpu":
+            live += nbytes
+            peak = max(peak, live)
+    return baseline + peak
+
+
+def measure_allocator_peak(
+    model: nn.Module,
+    example_input,
+    target: torch.Tensor | None = None,
+    optimizer: str = "adam",
+    precision: str = "fp32",
+    steps: int = 2,
+) -> int | None:
+    """The allocator's peak over ``steps`` real training steps (notebook 02: the estimate against a meter).
+
+    The same steps as :func:`measure_training_memory` (``train.train_step``, optimizer state made in step
+    one), measured by :func:`allocator_peak`: a meter independent of the estimator. The model is updated.
+    """
+    params = _check_model(model)
+    precision = names.precision(precision)
+    inputs = _as_inputs("example_input", example_input)
+    steps = arguments.positive_int("steps", steps)
+    device = params[0].device
+    opt = make_optimizer(optimizer, params)
+    scaler = grad_scaler(precision, device)
+    model.train()
+
+    def run() -> None:
+        for _ in range(steps):
+            train_step(model, (*inputs, target), opt, None, device, precision=precision, scaler=scaler)
+
+    return allocator_peak(run, include=[model, *inputs, target], device=device)
+
+
 def memtracker_peak(
     model: nn.Module,
     example_input: torch.Tensor,
@@ -275,7 +357,7 @@ def memtracker_peak(
 ) -> int | None:
     """A second, independent meter: PyTorch's own ``MemTracker`` over the same training steps.
 
-    Notebook 02 (memory: estimate vs measurement). Returns the peak tracked bytes (parameters,
+    Returns the peak tracked bytes (parameters,
     gradients, optimizer state, activations, temporaries), or ``None`` where this PyTorch has no
     ``torch.distributed._tools.mem_tracker`` (it is a private, CPU-capable tool).
     """

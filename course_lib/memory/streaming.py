@@ -1,4 +1,4 @@
-"""Data sets larger than your memory: write them in chunks, stream them back (notebook 02, memory).
+"""Data sets larger than your memory: write them in chunks, stream them back.
 
 * ``write_synthetic_dataset(path, n_samples, n_features)`` writes a synthetic classification set
   (``x.npy``, ``y.npy``, ``meta.json`` in the directory ``path``) chunk by chunk: the whole array
@@ -16,6 +16,9 @@
   ``"load"`` of the whole file.
 * ``disk_read_throughput(path)``: sequential read speed, with the page cache dropped first where
   the OS allows (a just-written file is otherwise read from RAM, not from disk).
+* ``epochs_cached_vs_evicted(path)``: epochs over the data set with the file in the page cache and
+  with it evicted before every epoch (what happens when RAM cannot hold it), next to the disk model.
+* ``demo_dataset_bytes(wanted, directory)``: a data set size this machine's free RAM and disk allow.
 
 Why not write through ``np.lib.format.open_memmap``? Pages written through a shared mapping count
 as the writer's resident memory until they are flushed and unmapped, so a 4 GB write would look
@@ -29,7 +32,6 @@ import json
 import math
 import mmap
 import os
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,6 +44,15 @@ from torch.utils.data import Dataset, IterableDataset, get_worker_info
 
 from .. import arguments, names, seeds
 from ..hardware import current_rss_bytes, peak_rss_bytes, reset_peak_rss
+from .page_cache import (  # re-exported: the data sets below are read through the page cache
+    ReadThroughput,
+    _cached_fraction,
+    _drop_file_cache,
+    _fadvise_dontneed,
+    _nocache,
+    cache_control,
+    disk_read_throughput,
+)
 
 __all__ = [
     "DatasetInfo",
@@ -53,6 +64,10 @@ __all__ = [
     "stream_once",
     "ReadThroughput",
     "disk_read_throughput",
+    "cache_control",
+    "demo_dataset_bytes",
+    "EpochTimes",
+    "epochs_cached_vs_evicted",
 ]
 
 MiB = 2**20
@@ -119,7 +134,7 @@ def write_synthetic_dataset(
     chunk_rows: int | None = None,
     separation: float = 1.0,
 ) -> Path:
-    """Write a synthetic classification set to the directory ``path``, chunk by chunk (notebook 02, memory).
+    """Write a synthetic classification set to the directory ``path``, chunk by chunk.
 
     Each class has a random centre; a sample is its class centre plus unit Gaussian noise, so a
     linear model can learn it. Files: ``x.npy`` (``n_samples x n_features``, ``dtype``),
@@ -163,7 +178,7 @@ def write_synthetic_dataset(
 
 
 def dataset_info(path: str | os.PathLike) -> DatasetInfo:
-    """Read the headers of a data set written by :func:`write_synthetic_dataset` (notebook 02, memory)."""
+    """Read the headers of a data set written by :func:`write_synthetic_dataset`."""
     p = Path(path)
     if not (p / "x.npy").is_file() or not (p / "y.npy").is_file():
         raise ValueError(f"path must be a directory written by write_synthetic_dataset (with x.npy and y.npy), got {p}")
@@ -177,16 +192,6 @@ def dataset_info(path: str | os.PathLike) -> DatasetInfo:
 
 # ----------------------------------------------------------------------------------------------
 # reading
-
-
-def _fadvise_dontneed(fd: int, offset: int = 0, length: int = 0) -> bool:
-    if not hasattr(os, "posix_fadvise"):
-        return False
-    try:
-        os.posix_fadvise(fd, offset, length, os.POSIX_FADV_DONTNEED)
-        return True
-    except OSError:
-        return False
 
 
 def _readinto(f, view: memoryview) -> None:
@@ -380,7 +385,7 @@ def stream_once(
     lr: float = 0.1,
     seed: int = 0,
 ) -> StreamReport:
-    """Iterate the whole data set once and report the resident-memory peak (notebook 02, memory).
+    """Iterate the whole data set once and report the resident-memory peak.
 
     Computes the per-class mean of the features and trains a linear classifier with one SGD step
     per batch. ``method``: ``"stream"`` (:class:`StreamingDataset`, a chunk of ``budget_bytes / 4``),
@@ -466,99 +471,119 @@ def stream_once(
 # disk throughput and the page cache
 
 
-def _drop_file_cache(path: str | os.PathLike) -> bool:
-    """Ask the OS to drop ``path`` from the page cache (flushes it first). False where unsupported.
+def demo_dataset_bytes(
+    wanted: int, directory: str | os.PathLike, ram_share: float = 0.125, disk_share: float = 0.1
+) -> int:
+    """The size of a demo data set this machine can hold safely (notebook 02, sections 8-9).
 
-    Call it before timing a "cold" read. It is a request: check the result with
-    :func:`_cached_fraction`.
+    ``wanted`` bytes, cut to ``ram_share`` of the RAM available now and ``disk_share`` of the free space in
+    ``directory``, so a demo never fills a learner's memory or disk. Returns 0 where even a tenth of ``wanted``
+    does not fit (the notebook then says why it skips).
     """
-    fd = os.open(os.fspath(path), os.O_RDONLY)
+    wanted = _pos_int("wanted", wanted)
+    free_disk = __import__("shutil").disk_usage(os.fspath(directory)).free
     try:
-        try:
-            os.fsync(fd)  # dirty pages cannot be dropped
-        except OSError:
-            pass
-        return _fadvise_dontneed(fd)
-    finally:
-        os.close(fd)
+        import psutil
 
-
-def _cached_fraction(path: str | os.PathLike) -> float | None:
-    """Fraction of ``path``'s pages now in the page cache (Linux ``mincore``), or None if unknown.
-
-    Shows whether the next read will come from RAM or from the disk.
-    """
-    if not sys.platform.startswith("linux"):
-        return None
-    import ctypes
-
-    size = os.path.getsize(path)
-    if size == 0:
-        return 0.0
-    page = os.sysconf("SC_PAGE_SIZE")
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.mmap.restype = ctypes.c_void_p
-        libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
-        libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
-        libc.mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]
-    except (OSError, AttributeError):
-        return None
-    fd = os.open(os.fspath(path), os.O_RDONLY)
-    try:
-        addr = libc.mmap(None, size, mmap.PROT_READ, mmap.MAP_SHARED, fd, 0)
-        if addr in (None, ctypes.c_void_p(-1).value):
-            return None
-        try:
-            n_pages = (size + page - 1) // page
-            vec = (ctypes.c_ubyte * n_pages)()
-            if libc.mincore(addr, size, vec) != 0:
-                return None
-            return float(np.frombuffer(vec, dtype=np.uint8).__and__(1).sum()) / n_pages
-        finally:
-            libc.munmap(addr, size)
-    finally:
-        os.close(fd)
+        free_ram = psutil.virtual_memory().available
+    except ImportError:  # pragma: no cover - psutil is a course dependency
+        free_ram = wanted * 8
+    size = int(min(wanted, ram_share * free_ram, disk_share * free_disk))
+    size -= size % MiB
+    return size if size >= wanted // 10 else 0
 
 
 @dataclass(frozen=True)
-class ReadThroughput:
-    """Result of :func:`disk_read_throughput`."""
+class EpochTimes:
+    """Result of :func:`epochs_cached_vs_evicted`: seconds per epoch (the fastest round) with the file in
+    the page cache and evicted before each epoch, and the two sequential read speeds of the file."""
 
-    bytes_per_second: float
     nbytes: int
-    seconds: float
-    cache_dropped: bool  # the drop request succeeded and (where measurable) < 5% stayed cached
-    cached_fraction_before: float | None  # share of the file in the page cache when the read began
+    cached_seconds: float
+    evicted_seconds: float
+    disk_bytes_per_second: float
+    cache_bytes_per_second: float
+    method: str | None  # cache_control() on this OS
+    evicted: bool  # every evicted epoch started with under 5 % of the file cached (where that can be measured)
+    cached_fraction_before: float | None  # the largest share of the file cached when an evicted epoch began
+
+    @property
+    def slowdown(self) -> float:
+        """Evicted epoch time / cached epoch time."""
+        return self.evicted_seconds / self.cached_seconds
+
+    @property
+    def predicted_extra_seconds(self) -> float:
+        """The disk model: the bytes re-read at the disk's speed instead of the cache's."""
+        return self.nbytes / self.disk_bytes_per_second - self.nbytes / self.cache_bytes_per_second
+
+    @property
+    def extra_over_predicted(self) -> float:
+        """(evicted - cached) epoch time / the disk model's extra time."""
+        return (self.evicted_seconds - self.cached_seconds) / self.predicted_extra_seconds
 
 
-def disk_read_throughput(path: str | os.PathLike, block_size: int = 8 * MiB, drop_cache: bool = True) -> ReadThroughput:
-    """Read ``path`` sequentially once and return the speed (notebook 02, memory).
-
-    Page-cache caveat: a file you just wrote (or read) is still in RAM, and reading it again
-    measures memory, not the disk. With ``drop_cache=True`` the function first flushes the file and
-    asks the OS to drop it from the cache (``posix_fadvise(POSIX_FADV_DONTNEED)``, Linux);
-    ``cache_dropped`` says whether that worked and ``cached_fraction_before`` how much of the file
-    was still cached when the read began. Use ``drop_cache=False`` right after a first read to see
-    the cached (RAM) speed.
-    """
-    block_size = _pos_int("block_size", block_size)
-    p = Path(path)
-    if not p.is_file():
-        raise ValueError(f"path must be an existing file, got {p}")
-    dropped = _drop_file_cache(p) if drop_cache else False
-    frac = _cached_fraction(p)
-    if dropped and frac is not None:
-        dropped = frac < 0.05
-    buf = bytearray(block_size)
-    view = memoryview(buf)
-    total = 0
+def _epoch(path: str | os.PathLike, batch_size: int, evict: bool) -> float:
+    """One pass computing per-class feature sums (a light model, so reading dominates); its seconds."""
+    ds = StreamingDataset(path, batch_size, chunk_rows=max(1, (4 * MiB) // dataset_info(path).row_bytes))
+    sums = torch.zeros(ds.info.n_classes, ds.info.n_features)
     t0 = time.perf_counter()
-    with open(p, "rb", buffering=0) as f:
-        while True:
-            n = f.readinto(view)
-            if not n:
-                break
-            total += n
-    seconds = time.perf_counter() - t0
-    return ReadThroughput(total / seconds if seconds > 0 else float("inf"), total, seconds, dropped, frac)
+    info = ds.info
+    with open(info.path / "x.npy", "rb", buffering=0) as fx:
+        if evict and cache_control() == "F_NOCACHE":
+            _nocache(fx.fileno())
+        buf = np.empty((ds.chunk_rows, info.n_features), dtype=np.dtype(info.dtype))
+        y = np.load(info.path / "y.npy", mmap_mode="r")
+        for start in range(0, info.n_samples, ds.chunk_rows):
+            rows = min(ds.chunk_rows, info.n_samples - start)
+            fx.seek(info.x_offset + start * info.row_bytes)
+            _readinto(fx, memoryview(buf.reshape(-1).view(np.uint8))[: rows * info.row_bytes])
+            sums.index_add_(0, torch.from_numpy(np.array(y[start : start + rows])), torch.from_numpy(buf[:rows]))
+    return time.perf_counter() - t0
+
+
+def epochs_cached_vs_evicted(path: str | os.PathLike, rounds: int = 5, batch_size: int = 1024) -> EpochTimes:
+    """Epochs over a data set on disk, with its file in the page cache and evicted first (notebook 02, section 9).
+
+    When RAM cannot hold the data set, the OS evicts its pages before the next epoch needs them, so every epoch
+    reads it from the disk again. A machine with plenty of RAM keeps it cached; this function plays the small
+    machine by asking the OS to drop the file before each "evicted" epoch (``posix_fadvise(POSIX_FADV_DONTNEED)``
+    on Linux, ``F_NOCACHE`` reads on macOS: no root needed, nothing else is touched). The epochs alternate, cached
+    then evicted, ``rounds`` times; each time is the fastest round (another program can slow an epoch, never
+    speed it up). The two read speeds (the best of three cold reads, each after a drop, and the best of three
+    cached reads) give the model: extra seconds per epoch = bytes / disk speed - bytes / cache speed.
+    Raises ``ValueError`` for a path that is not a data set of :func:`write_synthetic_dataset`.
+    """
+    info = dataset_info(path)
+    rounds = _pos_int("rounds", rounds)
+    x_file = info.path / "x.npy"
+    method = cache_control()
+    colds = [disk_read_throughput(x_file, drop_cache=True) for _ in range(3)]
+    cold = max(colds, key=lambda r: r.bytes_per_second)  # the best of three: a busy core slows a read, never speeds it
+    warm = max((disk_read_throughput(x_file, drop_cache=False) for _ in range(3)), key=lambda r: r.bytes_per_second)
+    cached, evicted, fractions = [], [], []
+    ok = all(r.cache_dropped for r in colds)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # a light model: one thread, so a busy core cannot stall a thread pool
+    try:
+        for _ in range(rounds):
+            disk_read_throughput(x_file, drop_cache=False)  # the cached epoch finds the whole file in RAM
+            cached.append(_epoch(path, batch_size, evict=False))
+            dropped = _drop_file_cache(x_file)
+            frac = _cached_fraction(x_file)
+            fractions.append(frac)
+            ok = ok and dropped and (frac is None or frac < 0.05)
+            evicted.append(_epoch(path, batch_size, evict=True))
+    finally:
+        torch.set_num_threads(threads)
+    known = [f for f in fractions if f is not None]
+    return EpochTimes(
+        info.nbytes,
+        min(cached),
+        min(evicted),
+        cold.bytes_per_second,
+        warm.bytes_per_second,
+        method,
+        bool(ok) and method is not None,
+        max(known) if known else None,
+    )

@@ -12,6 +12,7 @@ public way. They all go through this module; nothing else in ``course_lib`` touc
 ``Node._input_metadata``                    shape and dtype of the gradients a node receives
 ``Node._saved_*``                           the tensors a node saved for backward
 ``torch.distributed._tools.mem_tracker``    PyTorch's own memory tracker (a second meter)
+``kineto_results.experimental_event_tree``  the allocator's own allocation events under ``torch.profiler``
 ``GradScaler`` state ``_growth_tracker``    its count of clean steps (``checks.gradscaler_step``)
 =========================================  ===================================================
 
@@ -111,6 +112,27 @@ def saved_tensors(node) -> list[torch.Tensor]:
             out.append(val)
         elif isinstance(val, (tuple, list)):
             out += [v for v in val if isinstance(v, torch.Tensor)]
+    return out
+
+
+def allocation_events(prof) -> list[tuple[int, int, str]] | None:
+    """Every allocation and free a finished ``torch.profiler.profile(profile_memory=True)`` saw, in time order:
+    ``(time ns, bytes: + allocated / - freed, device type)``, as the allocator reported them (the CPU allocator
+    and CUDA's caching allocator report each block). None where this PyTorch does not expose them."""
+    try:
+        from torch._C._profiler import _EventType
+
+        stack = list(prof.profiler.kineto_results.experimental_event_tree())
+    except (ImportError, AttributeError, RuntimeError):
+        return None
+    out = []
+    while stack:
+        e = stack.pop()
+        stack.extend(e.children)
+        if e.tag == _EventType.Allocation:
+            f = e.extra_fields
+            out.append((int(e.start_time_ns), int(f.alloc_size), str(f.device.type)))
+    out.sort(key=lambda ev: ev[0])
     return out
 
 

@@ -188,7 +188,7 @@ def make_step_fn(
 def measure_input_pipeline(
     loader: DataLoader, step: Callable[[torch.Tensor, torch.Tensor], object], max_batches: int | None = None
 ) -> dict:
-    """Time a training loop split into waiting for data and computing (notebook 03: input pipelines).
+    """Time a training loop split into waiting for data and computing.
 
     Returns seconds spent in ``next(batch)`` (``wait_s``), in ``step(x, y)`` (``compute_s``), the
     total, the number of batches and ``idle_fraction`` = wait / total: the share of time the
