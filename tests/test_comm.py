@@ -598,3 +598,87 @@ def test_names_ignore_case_here_too():
     assert busbw(1e9, 1.0, 4, "All_Reduce") == busbw(1e9, 1.0, 4, "all_reduce")
     with pytest.raises(TypeError, match="bandwidth"):
         allreduce_time(1e6, 4, 1e-5, "1e9")
+
+
+# ----------------------------------------------------------------------------------------------
+# feeding a trainer (notebook 03, section 4)
+
+
+def _count_step():
+    seen = []
+
+    def step(x, y):
+        assert x.dtype.is_floating_point and 0 <= float(x.min()) and float(x.max()) <= 1
+        seen.append(tuple(x.shape))
+
+    return step, seen
+
+
+def test_read_starvation_reads_every_batch_and_deletes_its_file(tmp_path):
+    from course_lib.comm import feeding
+
+    step, seen = _count_step()
+    out = feeding.read_starvation(
+        step, (4, 1, 8, 8), batches=3, target_s=0.01, max_bytes=8 * 2**20, directory=str(tmp_path)
+    )
+    assert list(tmp_path.iterdir()) == [], "the temporary file must be gone"
+    assert out["file_bytes"] == 3 * out["batch_bytes"] and out["batch_bytes"] % 2**20 == 0
+    assert out["disk"]["batches"] == out["cache"]["batches"] == 3
+    assert len(seen) == 2 * 2 * 3 and set(seen) == {(4, 1, 8, 8)}  # 2 rounds x (disk, cache) x 3 batches
+    assert out["dropped"] == feeding.CAN_DROP_PAGE_CACHE
+    assert out["disk_Bps"] > 0 and out["cache_Bps"] > 0
+    for e in (out["disk"], out["cache"]):
+        assert 0 <= e["idle_fraction"] < 1 and e["wait_s"] + e["compute_s"] <= e["total_s"] * 1.001
+
+
+def test_read_starvation_deletes_its_file_when_the_step_fails(tmp_path):
+    from course_lib.comm import feeding
+
+    def step(x, y):
+        raise RuntimeError("boom")
+
+    with pytest.raises(RuntimeError, match="boom"):
+        feeding.read_starvation(
+            step, (2, 1, 4, 4), batches=2, target_s=0.01, max_bytes=4 * 2**20, directory=str(tmp_path)
+        )
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    "kwargs, exc, match",
+    [
+        ({"x_shape": (0, 1)}, ValueError, "x_shape"),
+        ({"batches": 0}, ValueError, "batches"),
+        ({"target_s": 0}, ValueError, "target_s"),
+        ({"step": 3}, TypeError, "step"),
+    ],
+)
+def test_read_starvation_rejects_bad_input(kwargs, exc, match):
+    from course_lib.comm import feeding
+
+    args = {"step": lambda x, y: None, **kwargs}
+    with pytest.raises(exc, match=match):
+        feeding.read_starvation(**args)
+
+
+@pytest.mark.skipif(not hasattr(__import__("os"), "posix_fadvise"), reason="no posix_fadvise on this system")
+def test_drop_from_page_cache_works_without_privileges(tmp_path):
+    from course_lib.comm import feeding
+
+    path = tmp_path / "f.bin"
+    path.write_bytes(b"x" * 4096)
+    assert feeding.drop_from_page_cache(path) is True
+    assert path.read_bytes() == b"x" * 4096
+
+
+def test_worker_epochs_returns_one_epoch_per_setting():
+    import torch
+
+    from course_lib.comm import feeding
+
+    ds = torch.utils.data.TensorDataset(torch.rand(20, 3), torch.zeros(20, dtype=torch.long))
+    step, seen = _count_step()
+    out = feeding.worker_epochs(ds, step, batch_size=8, workers=(0,), rounds=2)
+    assert list(out) == [0] and out[0]["batches"] == 3
+    with pytest.raises(ValueError, match="workers"):
+        feeding.worker_epochs(ds, step, workers=(-1,))

@@ -399,3 +399,39 @@ def test_measure_data_parallel_rejects_bad_input_before_launching(kwargs, exc, m
         d.measure_data_parallel(2, **kwargs)
     with pytest.raises(ValueError, match="world_size"):
         d.measure_data_parallel(1)
+
+
+# ----------------------------------------------------------------------------------------------
+# what notebook 03's claims must tell apart: bytes a naive all-reduce sends, a layer left out of the average
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not Path("/proc/self/io").exists(), reason="the OS keeps no per-process byte counts")
+@pytest.mark.parametrize("algorithm, per_byte", [("ring", 1.5), ("naive", 3.0)])
+def test_allreduce_benchmark_counts_what_each_algorithm_sends_on_4_ranks(algorithm, per_byte):
+    rows = d.launch(d.allreduce_benchmark, 4, [2**20], repeats=2, warmup=1, algorithm=algorithm)[0]
+    assert rows[0]["bytes_sent"] / rows[0]["bytes"] == pytest.approx(per_byte, rel=0.01)
+
+
+@pytest.mark.slow
+def test_allreduce_benchmark_rejects_an_unknown_algorithm():
+    with pytest.raises(d.RankError, match="algorithm"):
+        d.launch(d.allreduce_benchmark, 2, [1024], repeats=1, warmup=0, algorithm="tree")
+
+
+@pytest.mark.slow
+def test_a_layer_left_out_of_the_average_makes_the_weights_differ():
+    config = dict(in_features=64, hidden=128, layers=2, batch_size=16, steps=3, warmup=1)
+    good = d.measure_data_parallel(2, **config)
+    assert good["max_weight_diff"] == 0.0 and good["same_weights"]
+    assert good["one_tensor_divergence"] > 0
+    for layer in (0, 2):  # the first layer, and the small head
+        bad = d.measure_data_parallel(2, skip_layer=layer, **config)
+        assert not bad["same_weights"]
+        assert bad["max_weight_diff"] > bad["one_tensor_divergence"] / 10, "notebook 03's weight claim must fail"
+
+
+@pytest.mark.parametrize("skip", [-1, 3, 1.5, True])
+def test_measure_data_parallel_rejects_a_layer_it_does_not_have(skip):
+    with pytest.raises(ValueError, match="skip_layer"):
+        d.measure_data_parallel(2, layers=2, skip_layer=skip)

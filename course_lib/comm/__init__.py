@@ -11,6 +11,8 @@ Module 03 (interconnect) meets most of it; modules 04, 06 and 07 use it too.
                   ``check_ring_against_library``
 ``scaling``       ``data_parallel_benchmark`` (a real data-parallel step, timed in parts) and
                   ``measure_data_parallel`` (its speed-up over one rank)
+``feeding``       a trainer starved for bytes (``read_starvation``: a file from disk or the page cache,
+                  ``drop_from_page_cache``) and for compute (``worker_epochs``: DataLoader workers)
 ``demos``         small workers that show what ``launch`` does: ``demo_rank_sum``,
                   ``demo_raise_on_rank``, ``demo_sleep_on_rank``, ``demo_dataloader_sum``, ...
 ``aggregation``   gradient aggregation on thin links (notebook 04): DDP hooks (fp16, PowerSGD,
@@ -29,9 +31,16 @@ worker, ``rank_info()`` reads the same process group either way.
 
 from __future__ import annotations
 
-from . import alpha_beta
+from . import alpha_beta, feeding
 from .alpha_beta import *  # noqa: F403  (the cost model's names, listed once, in alpha_beta.__all__)
-from .collectives import ALLREDUCE_SIZES, allreduce_benchmark, check_ring_against_library, ring_all_reduce
+from .collectives import (
+    ALLREDUCE_ALGORITHMS,
+    ALLREDUCE_SIZES,
+    allreduce_benchmark,
+    check_ring_against_library,
+    naive_all_reduce,
+    ring_all_reduce,
+)
 from .demos import (
     demo_dataloader_sum,
     demo_raise_on_rank,
@@ -59,6 +68,8 @@ __all__ = [
     "alpha_beta",
     *alpha_beta.__all__,
     "ALLREDUCE_SIZES",
+    "ALLREDUCE_ALGORITHMS",
+    "feeding",
     "launch",
     "rank_info",
     "RankError",
@@ -70,6 +81,7 @@ __all__ = [
     "port_is_free",
     "allreduce_benchmark",
     "ring_all_reduce",
+    "naive_all_reduce",
     "check_ring_against_library",
     "demo_rank_sum",
     "demo_raise_on_rank",

@@ -18,7 +18,18 @@ from ..timing import representative
 from ..hardware import synchronize
 from .launcher import rank_info
 
-__all__ = ["ALLREDUCE_SIZES", "allreduce_benchmark", "ring_all_reduce", "check_ring_against_library"]
+__all__ = [
+    "ALLREDUCE_SIZES",
+    "ALLREDUCE_ALGORITHMS",
+    "allreduce_benchmark",
+    "ring_all_reduce",
+    "naive_all_reduce",
+    "check_ring_against_library",
+]
+
+#: What ``allreduce_benchmark(algorithm=...)`` can time: the backend's own ``dist.all_reduce``, the ring
+#: written by hand, or the naive all-reduce (every rank sends its whole tensor to every other).
+ALLREDUCE_ALGORITHMS: tuple[str, ...] = ("library", "ring", "naive")
 
 #: Message sizes for notebook 03's all-reduce sweep: 1 KB to 64 MB in steps of 4x.
 ALLREDUCE_SIZES: tuple[int, ...] = tuple(4**k * 1024 for k in range(9))
@@ -44,7 +55,11 @@ def _all_reduce_on(t: torch.Tensor, device: torch.device, op) -> torch.Tensor:
 
 
 def allreduce_benchmark(
-    sizes_bytes: list[int], repeats: int = 5, warmup: int = 2, dtype: str | torch.dtype = "float32"
+    sizes_bytes: list[int],
+    repeats: int = 5,
+    warmup: int = 2,
+    dtype: str | torch.dtype = "float32",
+    algorithm: str = "library",
 ) -> list[dict]:
     """Time ``dist.all_reduce`` (sum) for each message size; run it under :func:`launch`.
     Notebook 03 (interconnect), section "all-reduce: latency and bandwidth".
@@ -69,7 +84,13 @@ def allreduce_benchmark(
     with ``writev``), or None where the operating system keeps no such count (macOS, Windows) or the
     backend does not write through it (NCCL). For a ring it is 2 (N-1) / N times ``bytes``: notebook
     03 checks that factor with it, from 2 ranks to 4, whatever the wall time does on a shared CPU.
+
+    ``algorithm`` (one of ``ALLREDUCE_ALGORITHMS``) times ``dist.all_reduce`` ("library"), the hand-written
+    :func:`ring_all_reduce` ("ring") or :func:`naive_all_reduce` ("naive", (N-1) times the bytes per rank:
+    what the byte count in notebook 03 must tell from a ring).
     """
+    algorithm = arguments.choice("algorithm", algorithm, ALLREDUCE_ALGORITHMS)
+    reduce = {"library": dist.all_reduce, "ring": ring_all_reduce, "naive": naive_all_reduce}[algorithm]
     sizes = arguments.int_list("sizes_bytes", sizes_bytes)
     repeats = arguments.positive_int("repeats", repeats)
     warmup = arguments.nonnegative_int("warmup", warmup)
@@ -88,7 +109,7 @@ def allreduce_benchmark(
             synchronize(device)
             written = _bytes_written()
             t = time.perf_counter()
-            dist.all_reduce(tensors[i])
+            reduce(tensors[i])
             synchronize(device)
             elapsed = time.perf_counter() - t
             if rnd >= warmup:
@@ -167,6 +188,26 @@ def ring_all_reduce(tensor: torch.Tensor) -> torch.Tensor:
     # finished chunk (r - s) straight into place (no addition: it overwrites the partial sum).
     for step in range(world - 1):
         _exchange(chunks[(rank + 1 - step) % world], right, chunks[(rank - step) % world], left)
+    return result
+
+
+def naive_all_reduce(tensor: torch.Tensor) -> torch.Tensor:
+    """The naive all-reduce (sum): every rank sends its whole tensor to every other rank and adds what it
+    receives; returns a new tensor. Each rank sends (N-1) times the tensor, against 2 (N-1)/N for the ring:
+    the same on 2 ranks, twice on 4. Timed only to show what a byte count rejects."""
+    if not isinstance(tensor, torch.Tensor):
+        raise TypeError(f"tensor must be a torch.Tensor, got {type(tensor).__name__}")
+    world, rank = dist.get_world_size(), dist.get_rank()
+    result = tensor.detach().clone().contiguous()
+    others = [p for p in range(world) if p != rank]
+    inbox = [torch.empty_like(result) for _ in others]
+    ops = [dist.P2POp(dist.isend, result, p) for p in others] + [
+        dist.P2POp(dist.irecv, box, p) for box, p in zip(inbox, others)
+    ]
+    for request in dist.batch_isend_irecv(ops) if ops else ():
+        request.wait()
+    for box in inbox:
+        result += box
     return result
 
 

@@ -36,8 +36,9 @@ class _GradientAverager:
     ranks in one all-reduce, divide by the number of ranks and copy back. The buffer is kept between
     steps, as DDP keeps its buckets. Times the wait, the copies and the all-reduce apart."""
 
-    def __init__(self, world: int) -> None:
+    def __init__(self, world: int, skip: frozenset[int] = frozenset()) -> None:
         self.world = world
+        self.skip = skip  # indices of parameters left out of the all-reduce: a deliberate bug
         self.buffer: torch.Tensor | None = None
         self.wait_s: list[float] = []
         self.copy_s: list[float] = []
@@ -51,7 +52,7 @@ class _GradientAverager:
         t0 = time.perf_counter()
         dist.barrier()  # time spent waiting for the slowest rank is not the link's
         t1 = time.perf_counter()
-        grads = [p.grad for p in model.parameters() if p.grad is not None]
+        grads = [p.grad for i, p in enumerate(model.parameters()) if p.grad is not None and i not in self.skip]
         if self.buffer is None:
             self.buffer = torch.empty(sum(g.numel() for g in grads), dtype=grads[0].dtype, device=grads[0].device)
         torch.cat([g.reshape(-1) for g in grads], out=self.buffer)
@@ -89,6 +90,7 @@ def data_parallel_benchmark(
     steps: int = 6,
     warmup: int = 2,
     seed: int = 0,
+    skip_layer: int | None = None,
 ) -> dict[str, Any]:
     """Time data-parallel training steps of an MLP on this rank; run it under :func:`launch`.
 
@@ -102,7 +104,15 @@ def data_parallel_benchmark(
     copying the gradients into the flat buffer, dividing and copying back, and (rank 0 only) the
     steps alone (lists, ``warmup`` steps dropped), the bytes all-reduced per
     step, and a checksum of the weights after training (equal on every rank when the gradients were
-    really averaged).
+    really averaged). It also returns ``"max_weight_diff"``, the largest absolute difference between this
+    rank's weights and rank 0's over every parameter after training (0 where every gradient was averaged),
+    and ``"one_tensor_divergence"``, a control measured on the same model: the smallest, over the parameter
+    tensors, of how far one step would move a rank's copy of that tensor away from the others had the tensor
+    been left out of the all-reduce (the learning rate times the largest difference between the rank's own
+    gradient and the average).
+
+    ``skip_layer`` (an index among the model's ``Linear`` layers) leaves that layer's weight and bias out of
+    the all-reduce: the bug a weight check must catch, which the all-reduce time hardly shows.
     """
     _check_config(in_features, hidden, layers, batch_size, steps, warmup)
     info = rank_info()
@@ -114,7 +124,13 @@ def data_parallel_benchmark(
     solo_model = copy.deepcopy(model)  # rank 0 also trains alone, on a copy, for the baseline
     opt = train.make_optimizer("sgd", model.parameters(), lr=0.01)
     solo_opt = train.make_optimizer("sgd", solo_model.parameters(), lr=0.01)
-    average = _GradientAverager(world)
+    linear = [m for m in model.modules() if isinstance(m, torch.nn.Linear)]
+    if skip_layer is not None and not (isinstance(skip_layer, int) and 0 <= skip_layer < len(linear)):
+        raise ValueError(
+            f"skip_layer must be None or a Linear layer's index, 0 to {len(linear) - 1}; got {skip_layer!r}"
+        )
+    skipped = {id(p) for p in linear[skip_layer].parameters()} if skip_layer is not None else set()
+    average = _GradientAverager(world, frozenset(i for i, p in enumerate(model.parameters()) if id(p) in skipped))
     step_s: list[float] = []
     solo_s: list[float] = []
     for _ in range(warmup + steps):
@@ -128,6 +144,7 @@ def data_parallel_benchmark(
         train.train_step(model, batch, opt, before_update=average)
         step_s.append(time.perf_counter() - start)
     n_params = models.count_parameters(model)
+    max_diff, divergence = _weights_apart(model, batch, lr=0.01)
     checksum = float(sum(p.detach().double().sum() for p in model.parameters()))
     return {
         "rank": rank,
@@ -140,7 +157,31 @@ def data_parallel_benchmark(
         "grad_bytes": 4 * n_params,
         "n_params": n_params,
         "checksum": checksum,
+        "max_weight_diff": max_diff,
+        "one_tensor_divergence": divergence,
     }
+
+
+def _weights_apart(model: torch.nn.Module, batch: tuple, lr: float) -> tuple[float, float]:
+    """After training: the largest difference from rank 0's weights over every parameter (MAX over ranks),
+    and the control: lr x max |own gradient - average| of the least-diverging parameter tensor, on one more
+    backward pass of this rank's batch (MIN over tensors, MAX over ranks)."""
+    flat = torch.cat([p.detach().reshape(-1) for p in model.parameters()])
+    ref = flat.clone()
+    dist.broadcast(ref, 0)
+    diff = (flat - ref).abs().max().reshape(1)
+    model.zero_grad(set_to_none=True)
+    train.default_loss(model(batch[0]), batch[1]).backward()
+    grads = [p.grad.detach().reshape(-1) for p in model.parameters()]
+    own = torch.cat(grads)
+    avg = own.clone()
+    dist.all_reduce(avg)
+    avg /= dist.get_world_size()
+    sizes = [g.numel() for g in grads]
+    apart = torch.stack([d.abs().max() for d in torch.split(own - avg, sizes)]).min().reshape(1) * lr
+    both = torch.cat([diff, apart]).double()
+    dist.all_reduce(both, op=dist.ReduceOp.MAX)
+    return float(both[0]), float(both[1])
 
 
 def measure_data_parallel(world_size: int = 2, **config: Any) -> dict[str, Any]:
@@ -168,6 +209,11 @@ def measure_data_parallel(world_size: int = 2, **config: Any) -> dict[str, Any]:
     defaults = {k: v.default for k, v in inspect.signature(data_parallel_benchmark).parameters.items()}
     settings = {**defaults, **config}
     _check_config(*(settings[k] for k in ("in_features", "hidden", "layers", "batch_size", "steps", "warmup")))
+    skip = settings["skip_layer"]
+    if skip is not None and not (
+        isinstance(skip, int) and not isinstance(skip, bool) and 0 <= skip <= settings["layers"]
+    ):
+        raise ValueError(f"skip_layer must be None or a Linear layer's index, 0 to {settings['layers']}; got {skip!r}")
     ranks = launch(data_parallel_benchmark, world_size, threads_per_rank=1, **config)
     compute = representative(ranks[0]["solo_s"])
     step = max(representative(r["step_s"]) for r in ranks)
@@ -187,4 +233,6 @@ def measure_data_parallel(world_size: int = 2, **config: Any) -> dict[str, Any]:
         "speedup": world_size * compute / step,
         "comm_share": comm_s / step,
         "same_weights": len({r["checksum"] for r in ranks}) == 1,
+        "max_weight_diff": max(r["max_weight_diff"] for r in ranks),
+        "one_tensor_divergence": max(r["one_tensor_divergence"] for r in ranks),
     }

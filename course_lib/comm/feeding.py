@@ -1,0 +1,202 @@
+"""Feeding a trainer: starved by bytes (a file read from disk or from the page cache) and by compute
+(a loader that prepares every batch on a processor), each against its model (notebook 03, section 4).
+
+* ``drop_from_page_cache``: ask the operating system to forget a file's cached pages (Linux, unprivileged).
+* ``read_starvation``: a trainer that reads each batch from a file on disk, then from the page cache,
+  next to the bandwidth of a plain read of the same file: time = bytes / measured bandwidth.
+* ``worker_epochs``: epochs of a ``DataLoader`` with 0 and 1 worker processes, interleaved: time = work /
+  rate, where preparing and training overlap once a worker prepares the next batch.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+from torch.utils.data import DataLoader, Dataset
+
+from .. import arguments
+from ..memory.page_cache import cache_control, drop_file_cache
+from ..train import measure_input_pipeline
+
+__all__ = ["CAN_DROP_PAGE_CACHE", "drop_from_page_cache", "read_starvation", "worker_epochs"]
+
+#: Whether this operating system lets an unprivileged process drop a file's pages from its cache
+#: (``posix_fadvise`` with ``POSIX_FADV_DONTNEED``: Linux; macOS and Windows have no such call).
+CAN_DROP_PAGE_CACHE: bool = cache_control() == "posix_fadvise"
+
+
+def drop_from_page_cache(path: str | os.PathLike) -> bool:
+    """Drop the cached pages of ``path`` (fsynced first: clean pages only) so the next read comes from
+    the disk. Needs no privileges. Returns False where the operating system has no ``posix_fadvise``
+    (macOS, Windows): there the next read may come from memory."""
+    return CAN_DROP_PAGE_CACHE and drop_file_cache(path)
+
+
+def _write_file(path: str, max_bytes: int, target_s: float, chunk: int) -> int:
+    """Write random chunks until ``target_s`` has passed or ``max_bytes`` are written; fsync; return the size."""
+    block = torch.randint(0, 256, (chunk,), dtype=torch.uint8, generator=torch.Generator().manual_seed(0)).numpy()
+    written, start = 0, time.perf_counter()
+    with open(path, "wb") as f:
+        while written + chunk <= max_bytes and (written < 4 * chunk or time.perf_counter() - start < target_s):
+            block[:8] = torch.tensor([written], dtype=torch.int64).view(torch.uint8).numpy()  # no two chunks alike
+            f.write(block.tobytes())
+            written += chunk
+        f.flush()
+        os.fsync(f.fileno())
+    return written
+
+
+def _read_all(path: str, buf: bytearray) -> float:
+    """Seconds to read the whole file into ``buf``-sized pieces, sequentially, unbuffered."""
+    view = memoryview(buf)
+    start = time.perf_counter()
+    with open(path, "rb", buffering=0) as f:
+        while f.readinto(view):
+            pass
+    return time.perf_counter() - start
+
+
+def _epoch(path: str, buf: bytearray, step: Callable, to_batch: Callable) -> dict[str, float]:
+    """Read the file batch by batch, training on each batch after it is read; time the two apart."""
+    view, wait, compute, batches = memoryview(buf), 0.0, 0.0, 0
+    start = time.perf_counter()
+    with open(path, "rb", buffering=0) as f:
+        while True:
+            t0 = time.perf_counter()
+            got = f.readinto(view)
+            t1 = time.perf_counter()
+            if not got:
+                break
+            step(*to_batch(buf))
+            wait, compute, batches = wait + t1 - t0, compute + time.perf_counter() - t1, batches + 1
+    total = time.perf_counter() - start
+    return {"wait_s": wait, "compute_s": compute, "total_s": total, "batches": batches, "idle_fraction": wait / total}
+
+
+def read_starvation(
+    step: Callable[[torch.Tensor, torch.Tensor], object],
+    x_shape: Sequence[int] = (32, 1, 32, 32),
+    *,
+    batches: int = 4,
+    target_s: float = 0.1,
+    max_bytes: int = 128 * 2**20,
+    rounds: int = 2,
+    directory: str | None = None,
+) -> dict[str, Any]:
+    """A trainer starved by bytes: every batch is read from a file, then ``step(x, y)`` trains on it.
+    Notebook 03, section 4.
+
+    The file is sized from the machine: random bytes are written (in ``batches`` equal pieces of at least 1 MiB)
+    for about ``target_s`` seconds, at most ``max_bytes``, a tenth of the free disk and an eighth of the memory,
+    then fsynced. Each batch is one piece: the trainer reads all of it (a stored example is much larger than
+    what the model sees, as a high-resolution original is) and trains on its first bytes, shaped ``x_shape``
+    and scaled to [0, 1]. The bandwidths are measured apart, by plain sequential reads of the whole file: from
+    the disk (its pages dropped from the page cache first) and from the page cache. Then epochs from the disk
+    and from the cache alternate ``rounds`` times; each kind keeps its faster epoch. The file is deleted at the
+    end, also on error.
+
+    Returns ``{"file_bytes", "batch_bytes", "batches", "dropped" (the page cache could be dropped here),
+    "disk_Bps", "cache_Bps", "disk": epoch, "cache": epoch}``, an epoch being ``{"wait_s", "compute_s",
+    "total_s", "batches", "idle_fraction"}`` as :func:`course_lib.train.measure_input_pipeline` returns.
+    """
+    if not callable(step):
+        raise TypeError(f"step must be callable, got {type(step).__name__}")
+    shape = tuple(arguments.positive_int("x_shape", int(s)) for s in x_shape)
+    batches = arguments.positive_int("batches", batches)
+    rounds = arguments.positive_int("rounds", rounds)
+    if not target_s > 0:
+        raise ValueError(f"target_s must be > 0 seconds, got {target_s!r}")
+    folder = directory or tempfile.gettempdir()
+    numel = 1
+    for s in shape:
+        numel *= s
+    chunk = max(2**20, -(-numel // 2**20) * 2**20)  # whole MiB, at least one image batch
+    avail = shutil.disk_usage(folder).free // 10
+    try:
+        avail = min(avail, os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") // 8)
+    except (AttributeError, ValueError, OSError):
+        pass  # no sysconf (Windows): the disk bound and max_bytes still hold
+    limit = max(batches * chunk, min(arguments.positive_int("max_bytes", max_bytes), avail))
+    fd, path = tempfile.mkstemp(prefix="course-feed-", suffix=".bin", dir=folder)
+    os.close(fd)
+    try:
+        size = _write_file(path, limit, target_s, chunk)
+        batch_bytes = size // batches // chunk * chunk
+        with open(path, "r+b") as f:  # a whole number of batches
+            f.truncate(batch_bytes * batches)
+        size = batch_bytes * batches
+        buf = bytearray(batch_bytes)
+        y = torch.arange(shape[0]) % 10
+
+        def to_batch(b: bytearray) -> tuple[torch.Tensor, torch.Tensor]:
+            return torch.frombuffer(b, dtype=torch.uint8, count=numel).view(shape).float() / 255, y
+
+        disk_s, cache_s = [], []
+        epochs: dict[str, list[dict]] = {"disk": [], "cache": []}
+        dropped = True
+        for _ in range(rounds):  # interleaved: a slow spell of the machine hits both kinds
+            dropped = drop_from_page_cache(path) and dropped
+            disk_s.append(_read_all(path, buf))
+            cache_s.append(_read_all(path, buf))
+            dropped = drop_from_page_cache(path) and dropped
+            epochs["disk"].append(_epoch(path, buf, step, to_batch))
+            epochs["cache"].append(_epoch(path, buf, step, to_batch))
+    finally:
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
+    return {
+        "file_bytes": size,
+        "batch_bytes": batch_bytes,
+        "batches": batches,
+        "dropped": dropped,
+        "disk_Bps": size / min(disk_s),
+        "cache_Bps": size / min(cache_s),
+        **{k: min(v, key=lambda e: e["total_s"]) for k, v in epochs.items()},
+    }
+
+
+def worker_epochs(
+    dataset: Dataset,
+    step: Callable[[torch.Tensor, torch.Tensor], object],
+    *,
+    batch_size: int = 32,
+    workers: Sequence[int] = (0, 1),
+    rounds: int = 2,
+    prefetch_factor: int = 4,
+) -> dict[int, dict]:
+    """A trainer starved by compute: epochs of ``DataLoader(dataset, num_workers=w)`` for each ``w`` in
+    ``workers``, timed by :func:`course_lib.train.measure_input_pipeline`. Notebook 03, section 4.
+
+    The loaders keep their workers between epochs (started and warmed up first, so starting processes is
+    not timed); epochs alternate between the settings ``rounds`` times (0 1 0 1), and each setting keeps its
+    faster epoch, since others on a shared machine can only slow one down. Returns ``{w: epoch}``.
+    """
+    batch_size = arguments.positive_int("batch_size", batch_size)
+    rounds = arguments.positive_int("rounds", rounds)
+    ws = [arguments.nonnegative_int("workers", w) for w in workers]
+    loaders = {
+        w: DataLoader(
+            dataset,
+            batch_size=batch_size,
+            num_workers=w,
+            persistent_workers=w > 0,
+            prefetch_factor=prefetch_factor if w else None,
+        )
+        for w in ws
+    }
+    for w in ws:
+        measure_input_pipeline(loaders[w], step, max_batches=2)  # start the workers, warm up
+    runs: dict[int, list[dict]] = {w: [] for w in ws}
+    for _ in range(rounds):
+        for w in ws:
+            runs[w].append(measure_input_pipeline(loaders[w], step))
+    del loaders  # persistent workers end with their loader
+    return {w: min(r, key=lambda e: e["total_s"]) for w, r in runs.items()}
