@@ -78,6 +78,10 @@ def test_the_address_is_written_from_one_place():
     assert course_address.stale() == [], "run python3 tools/course_address.py"
     for path in NOTEBOOKS:
         assert setup_cell(path) == course_address.setup_cell(), path
+        first = next(c for c in json.loads(path.read_text())["cells"] if c["cell_type"] == "code")
+        folded = first["metadata"]  # folded in JupyterLab, a form on Colab, a toggle on the website
+        assert folded.get("jupyter") == {"source_hidden": True} and folded.get("cellView") == "form", path
+        assert "hide-input" in folded.get("tags", []), path
         badges = [m.group(0) for m in course_address.BADGE.finditer(path.read_text())]
         assert badges and all(f"{repo.removeprefix('https://github.com/')}/blob/v{version}/" in b for b in badges), path
     readme = (ROOT / "README.md").read_text()

@@ -127,7 +127,11 @@ def _render_notebook(path: Path, root: Path) -> str:
     nb = nbformat.read(path, as_version=4)
     code = next(c for c in nb.cells if c.cell_type == "code")
     code.source = setup_cell(root)
-    code.metadata.pop("jupyter", None)  # shown whole: a folded cell hides its prompt, and what it does
+    # folded: a bar in JupyterLab (click it to read the cell), a form on Colab, a "show" toggle on the website;
+    # what it prints (the install, or why it failed and what to do) stays in view
+    code.metadata["jupyter"] = {"source_hidden": True}
+    code.metadata["cellView"] = "form"
+    code.metadata["tags"] = sorted(set(code.metadata.get("tags", [])) | {"hide-input"})
     for cell in nb.cells:
         if cell.cell_type == "markdown":
             cell.source = rewrite_text(cell.source, repo, version)
