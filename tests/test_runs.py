@@ -238,16 +238,22 @@ def test_compare_places_this_run_per_machine_kind(tmp_path):
     )
     shown = runs.compare(("04/gap", -5.0, " points", "gap"), this_machine=MACHINE)
     text = shown.text()
-    assert "-8 to -2 points, median -5 (3 runs)  (this kind)" in text and "-3 points (1 run)" in text and "busy" in text
-    assert "within the 5 recorded runs" in text and "The atlas holds 5 recorded runs of this lesson" in text
+    assert "A = " in text and "(this kind)" in text and "busy" in text
+    assert "A -8 to -2 points (3 runs, median -5); B -3 points; C -4 points" in text  # each kind once, by its letter
+    assert "inside the 5 recorded runs (-8 to -2 points; with 25% noise -9 to -1 points)" in text
+    assert "The atlas holds 5 recorded runs of this lesson" in text
     assert record.entries()[0]["key"] == "04/gap"  # the value is logged for the run file
 
 
 def test_a_value_outside_everything_recorded_by_more_than_noise_says_so(tmp_path):
     _atlas(tmp_path, [(-8.0, {}), (-2.0, {}), (-5.0, {})])
-    assert "OUTSIDE all 3 recorded runs" in runs.compare(("04/gap", 3.0, " points", "gap"), this_machine=MACHINE).text()
-    # within the noise band (a quarter of the median's size) beyond the range: not an outlier
-    assert "within" in runs.compare(("04/gap", -1.0, " points", "gap"), this_machine=MACHINE).text()
+    out = runs.compare(("04/gap", 3.0, " points", "gap"), this_machine=MACHINE).text()
+    assert "OUTSIDE the 3 recorded runs even with 25% noise (-9.25 to -0.75 points); this kind gave -8 to -2" in out
+    # within the noise band (a quarter of the median's size) beyond the range: not an outlier, and said so
+    near = runs.compare(("04/gap", -1.0, " points", "gap"), this_machine=MACHINE).text()
+    assert "just beyond, inside the noise allowance" in near and "OUTSIDE" not in near
+    other = runs.compare(("04/gap", 3.0, " points", "gap"), this_machine=dict(MACHINE, isa="AVX2")).text()
+    assert "something the atlas has not seen" in other  # a kind never recorded
 
 
 def test_too_few_runs_give_a_ratio_not_a_verdict(tmp_path):

@@ -83,8 +83,8 @@ class Group:
         lo, hi = min(self.values), max(self.values)
         n = len(self.values)
         if n == 1:
-            return f"{_fmt(lo)}{self.unit} (1 run)"
-        return f"{_fmt(lo)} to {_fmt(hi)}{self.unit}, median {_fmt(statistics.median(self.values))} ({n} runs)"
+            return f"{_fmt(lo)}{self.unit}"
+        return f"{_fmt(lo)} to {_fmt(hi)}{self.unit} ({n} runs, median {_fmt(statistics.median(self.values))})"
 
 
 def groups(key: str, what: str | None = None) -> list[Group]:
@@ -134,10 +134,11 @@ def _same(a: float, b: float) -> bool:
     return abs(a - b) <= 1e-4 * max(abs(a), abs(b), 1e-12)
 
 
-def verdict(value: float, recorded: list[float], unit: str = "") -> str:
+def verdict(value: float, recorded: list[float], unit: str = "", mine: list[float] | None = None) -> str:
     """Where ``value`` falls among ``recorded`` values, said honestly: the same as all of them (a number this
     machine does not change), a ratio to them where they are too few for a spread (under :data:`FEW`), inside the
-    recorded range widened by :data:`NOISE`, or outside it."""
+    recorded range widened by :data:`NOISE` (the widened range printed), or outside it. ``mine``: the values recorded
+    on this run's own machine kind and load, named where the value falls outside even though this kind was seen."""
     if not recorded:
         return "no run of this set-up recorded yet: yours would be the first"
     lo, hi, med = min(recorded), max(recorded), statistics.median(recorded)
@@ -154,11 +155,19 @@ def verdict(value: float, recorded: list[float], unit: str = "") -> str:
     if n < FEW:
         return f"{ratio}; only {runs}, too few to call a spread"
     band = NOISE * abs(med)
+    wide = f"{_fmt(lo - band)} to {_fmt(hi + band)}{unit}"
     if lo - band <= value <= hi + band:
-        return f"within the {runs} ({_fmt(lo)} to {_fmt(hi)}{unit}, give or take {NOISE:.0%} for noise)"
+        inside = "inside" if lo <= value <= hi else "just beyond, inside the noise allowance"
+        return f"{inside} the {runs} ({_fmt(lo)} to {_fmt(hi)}{unit}; with {NOISE:.0%} noise {wide})"
+    if mine:
+        return (
+            f"OUTSIDE the {runs} even with {NOISE:.0%} noise ({wide}); this kind gave {_fmt(min(mine))}"
+            + (f" to {_fmt(max(mine))}" if len(mine) > 1 else "")
+            + f"{unit}, so it varies more than recorded (busy? throttled?)"
+        )
     return (
-        f"OUTSIDE all {runs} ({_fmt(lo)} to {_fmt(hi)}{unit}) by more than {NOISE:.0%} noise: this machine shows "
-        "something the atlas has not seen; save your run (last cell) and add it to the atlas"
+        f"OUTSIDE the {runs}, even with {NOISE:.0%} noise ({wide}): this machine shows something the atlas has not "
+        "seen; save your run (last cell) and add it to the atlas"
     )
 
 
@@ -175,24 +184,33 @@ class Comparison:
         return [g for g in row.groups if g.kind == self.this_kind and g.state == self.this_state]
 
     def text(self) -> str:
-        lines = [
-            f"This run: {self.this_kind}, {self.this_state}. {self.atlas_size}".rstrip(),
-        ]
+        """One header naming the machine kinds once (A, B, ...), then two lines per value: what it is, and this run's
+        value, its verdict and each kind's recorded values."""
+        labels: dict[str, str] = {}
+        for row in self.rows:
+            for g in row.groups:
+                labels.setdefault(g.label, chr(ord("A") + len(labels)) if len(labels) < 26 else str(len(labels)))
+        mine_label = f"{self.this_kind}, {self.this_state}"
+        lines = [f"This run: {mine_label}. {self.atlas_size}".rstrip()]
+        for label, tag in labels.items():
+            lines.append(f"  {tag} = {label}{'  (this kind)' if label == mine_label else ''}")
         for row in self.rows:
             recorded = [v for g in row.groups for v in g.values]
+            mine = [v for g in self._mine(row) for v in g.values]
             lines.append(f"{row.what or row.key}  [{row.key}]")
-            width = max([len(g.label) for g in row.groups] + [len("this run")]) + 2
+            shown = "; ".join(f"{labels[g.label]} {g.spread()}" for g in row.groups)
+            n = row.other_setups
+            other = f"; {n} recorded run{'s' * (n != 1)} of another set-up left out" if n else ""
             lines.append(
-                f"    {'this run':<{width}}{_fmt(row.value)}{row.unit}  -> {verdict(row.value, recorded, row.unit)}"
+                f"    this run {_fmt(row.value)}{row.unit} -> {verdict(row.value, recorded, row.unit, mine)}"
+                + (f"\n    recorded: {shown}{other}" if shown and not self._constant(recorded, row.value) else other)
             )
-            mine = self._mine(row)
-            for g in row.groups:
-                lines.append(f"    {g.label:<{width}}{g.spread()}{'  (this kind)' if g in mine else ''}")
-            if row.other_setups:
-                lines.append(
-                    f"    ({row.other_setups} recorded run{'s' * (row.other_setups != 1)} of another set-up left out)"
-                )
         return "\n".join(lines)
+
+    @staticmethod
+    def _constant(recorded: list[float], value: float) -> bool:
+        """Every recorded value and this run's the same: the kinds' rows would repeat one number."""
+        return bool(recorded) and all(_same(v, value) for v in recorded)
 
     def __repr__(self) -> str:
         return self.text()
