@@ -155,10 +155,13 @@ def verdict(value: float, recorded: list[float], unit: str = "", mine: list[floa
     if n < FEW:
         return f"{ratio}; only {runs}, too few to call a spread"
     band = NOISE * abs(med)
-    wide = f"{_fmt(lo - band)} to {_fmt(hi + band)}{unit}"
-    if lo - band <= value <= hi + band:
-        inside = "inside" if lo <= value <= hi else "just beyond, inside the noise allowance"
-        return f"{inside} the {runs} ({_fmt(lo)} to {_fmt(hi)}{unit}; with {NOISE:.0%} noise {wide})"
+    # widened by a quarter of the median's size, never across zero (a ratio's range stays positive)
+    low = lo * (1 - NOISE) if lo > 0 and lo - band <= 0 else lo - band
+    high = hi * (1 - NOISE) if hi < 0 and hi + band >= 0 else hi + band
+    wide = f"{_fmt(low)} to {_fmt(high)}{unit}"
+    if low <= value <= high:
+        where = f"inside the {runs}" if lo <= value <= hi else f"just beyond the {runs}, inside the noise allowance"
+        return f"{where} ({_fmt(lo)} to {_fmt(hi)}{unit}; with {NOISE:.0%} noise {wide})"
     if mine:
         return (
             f"OUTSIDE the {runs} even with {NOISE:.0%} noise ({wide}); this kind gave {_fmt(min(mine))}"
