@@ -117,10 +117,19 @@ def test_startup_split_takes_the_first_epoch_beyond_its_steps(quick):
     assert split.model_s == pytest.approx(0.75 * first + tta["steps"] * step_s)
     assert split.one_epoch_share == pytest.approx(first / result["headline"]["time_to_accuracy_s"])
     assert summary.startup_split(result, 10.0).startup_s == 0.0  # a slower step than the epoch's: no start-up
+    own = summary.startup_split(result)  # each run's warm step, timed in its process right after it
+    steady = sum(r["steady_step_s"] for r in kept) / len(kept)
+    assert own.step_s == pytest.approx(steady) and 0 < steady < first / steps * 10
+    assert own.model_s == pytest.approx(max(0.0, first - steps * steady) + tta["steps"] * steady)
     for bad in (0, -1.0, float("nan"), True, "1"):
         with pytest.raises(ValueError, match="step_s"):
             summary.startup_split(result, bad)
     old = json.loads(json.dumps(result))
+    for run in old["details"]["time_to_accuracy"]["cold_runs"]:
+        del run["steady_step_s"]
+    summary.startup_split(old, step_s)  # a step time given: the runs' own is not needed
+    with pytest.raises(ValueError, match="older version"):
+        summary.startup_split(old)
     for run in old["details"]["time_to_accuracy"]["cold_runs"]:
         del run["first_epoch_s"]
     with pytest.raises(ValueError, match="older version"):

@@ -126,28 +126,36 @@ class StartupSplit:
     model_s: float  # start-up + steps x step time
     measured_s: float  # the headline time to accuracy
     one_epoch_share: float  # the first epoch over the measured time: the model that ignores the step count
+    step_s: float  # the step time the split used
 
     @property
     def startup_share(self) -> float:
         return self.startup_s / self.measured_s
 
 
-def startup_split(result: dict, step_s: float) -> StartupSplit:
-    """Split ``result``'s time to accuracy, given ``step_s``, one training step of the benchmark's model and batch
-    timed alone, into start-up and steps: the start-up is what the kept cold runs' first epoch took beyond its steps
-    x ``step_s``. Notebook 07.1, section 2."""
+def startup_split(result: dict, step_s: float | None = None) -> StartupSplit:
+    """Split ``result``'s time to accuracy into start-up and steps: the start-up is what the kept cold runs' first
+    epoch took beyond its steps x the step time. The step time is ``step_s`` where given (one training step of the
+    benchmark's model and batch, timed alone), else each run's own warm step, timed in its process right after it
+    (``steady_step_s``), so that whatever else the machine did then slowed both alike. Notebook 07.1, section 2."""
     check_result(result)
-    if isinstance(step_s, bool) or not isinstance(step_s, (int, float)) or not math.isfinite(step_s) or step_s <= 0:
+    if step_s is not None and (
+        isinstance(step_s, bool) or not isinstance(step_s, (int, float)) or not math.isfinite(step_s) or step_s <= 0
+    ):
         raise ValueError(f"step_s must be a positive number of seconds, got {step_s!r}")
     tta = result["details"]["time_to_accuracy"]
     kept = [tta["cold_runs"][i] for i in tta["kept_processes"]]
-    if not kept or any(r.get("first_epoch_s") is None for r in kept):
+    needed = ("first_epoch_s",) if step_s is not None else ("first_epoch_s", "steady_step_s")
+    if not kept or any(r.get(k) is None for r in kept for k in needed):
         raise ValueError(
-            "this result does not record when its cold runs' first epoch ended (a result written by an older "
-            "version of the course): run the benchmark again"
+            "this result does not record when its cold runs' first epoch ended or their warm step time (a result "
+            "written by an older version of the course): run the benchmark again"
         )
+    step = step_s if step_s is not None else statistics.fmean(r["steady_step_s"] for r in kept)
     first_s = statistics.fmean(r["first_epoch_s"] for r in kept)
     first_steps = statistics.fmean(r["first_epoch_steps"] for r in kept)
-    startup = max(0.0, first_s - first_steps * step_s)
+    startup = max(0.0, first_s - first_steps * step)
     measured = result["headline"]["time_to_accuracy_s"]
-    return StartupSplit(first_s, first_steps, startup, startup + tta["steps"] * step_s, measured, first_s / measured)
+    return StartupSplit(
+        first_s, first_steps, startup, startup + tta["steps"] * step, measured, first_s / measured, step
+    )
