@@ -56,6 +56,11 @@ WRONG = [
         "C is written back",
     ),
     (
+        "intensity: C counted as read and written",
+        INTENSITY.format(**{**INTENSITY_RIGHT, "elements": "m * k + k * n + 2 * m * n"}),
+        "counts C twice",
+    ),
+    (
         "intensity: A and B transposed in the count",
         INTENSITY.format(**{**INTENSITY_RIGHT, "elements": "m * n + n * k + m * n"}),
         None,
@@ -107,6 +112,11 @@ WRONG = [
         DAYS.format(**{**DAYS_RIGHT, "rate": "n_devices * peak_tflops * utilization"}),
         "10^12 FLOP/s",
     ),
+    (
+        "days: a TFLOP taken as 2**40 FLOPs",
+        DAYS.format(**{**DAYS_RIGHT, "rate": "n_devices * peak_tflops * 2**40 * utilization"}),
+        "not 2^40",
+    ),
     ("days: the forward pass only", DAYS.format(**{**DAYS_RIGHT, "flops": "2"}), "backward pass adds 4"),
     (
         "days: times the utilization",
@@ -145,12 +155,12 @@ WRONG = [
     (
         "bound: a list",
         BOUND.format(result="[name for name, i in ops.items() if i * bandwidth < peak_flops]"),
-        "Return a set",
+        "return a set of names",
     ),
     (
         "bound: the library's",
         BOUND.format(result="compute.memory_bound(ops, peak_flops, bandwidth)"),
-        "calls memory_bound",
+        "calls compute.memory_bound",
     ),
     (
         "bound: the library's roofline",
@@ -165,6 +175,12 @@ WRONG = [
     ("bf16: everything", PREDICT.format(answer='{"add", "matmul 256", "matmul 4096"}'), "the 4096 x 4096 product's"),
     ("bf16: nothing", PREDICT.format(answer="set()"), "no processor's ridge point"),
     ("bf16: the larger product", PREDICT.format(answer='{"add", "matmul 4096"}'), "it is the smaller one"),
+    ("bf16: the larger product alone", PREDICT.format(answer='{"matmul 4096"}'), "Upside down"),
+    (
+        "bf16: both products, not the add",
+        PREDICT.format(answer='{"matmul 256", "matmul 4096"}'),
+        "The add did not stop being memory-bound",
+    ),
     ("bf16: a list", PREDICT.format(answer='["add", "matmul 256"]'), "return a set of names"),
     (
         "bf16: the library's verdict",
@@ -261,3 +277,109 @@ def test_the_guard_lets_the_learners_own_functions_and_the_catalog_pass():
         return memory_bound_names(ops, a100.peak_flops("bf16"), a100.memory_bandwidth_gbs * 1e9)
 
     assert checks.check_prediction(predict_bf16_memory_bound, "01/a100_bf16_memory_bound", quiet=True) == 1
+    assert checks.check("01/a100_bf16_memory_bound", predict_bf16_memory_bound, quiet=True) == 1
+
+
+def test_the_bf16_answer_is_kept_only_as_the_hash_of_what_the_catalog_says():
+    """The prediction's answer, worked out from the A100's catalog row and the course's cost models, has the hash
+    the check keeps; the hash of each plausible wrong answer is among the explained ones, and nowhere in the checks'
+    code is the answer written out."""
+    from itertools import combinations
+
+    from course_lib import catalog, compute
+    from course_lib.checks import predictions
+
+    a100 = catalog.get_accelerator("a100-80gb")
+    ops = {
+        "add": compute.elementwise_intensity(dtype="bf16"),
+        "matmul 256": compute.matmul_intensity(256, 256, 256, "bf16"),
+        "matmul 4096": compute.matmul_intensity(4096, 4096, 4096, "bf16"),
+    }
+    answer = compute.memory_bound(ops, a100.peak_flops("bf16"), a100.memory_bandwidth_gbs * 1e9)
+    key = "01/a100_bf16_memory_bound"
+    kept = predictions._PREDICTIONS[key]
+    assert predictions._digest(key, answer) == kept.answer
+    every = [set(c) for n in range(4) for c in combinations(kept.names, n)]
+    assert {predictions._digest(key, s) for s in every if s != answer} == set(kept.wrong)
+
+
+def _check_message(key, fn) -> str:
+    import pytest
+
+    from course_lib import checks
+
+    with pytest.raises(checks.CheckFailed) as err:
+        checks.check(key, fn, quiet=True)
+    return str(err.value)
+
+
+def test_the_guard_sees_through_a_switched_off_watcher_and_threads():
+    """A function that switches the watcher off (by name or through getattr), or runs the library in a thread or in
+    an executor started beforehand, is refused; a function that prints is not."""
+    import concurrent.futures
+    import sys
+    import threading
+
+    from course_lib import checks, compute
+
+    regime = vars(compute)["roofline_" + "regime"]  # out of sight of the check's look at the names
+    before = sys.getprofile(), threading.getprofile()
+
+    def roofline(intensity, peak_flops, bandwidth):
+        sys.setprofile(None)
+        return compute.roofline_regime(intensity, peak_flops, bandwidth)
+
+    assert "uses setprofile" in _check_message("01/roofline", roofline)
+    switch = getattr(sys, "set" + "profile")
+
+    def roofline(intensity, peak_flops, bandwidth):  # noqa: F811
+        switch(None)
+        return regime(intensity, peak_flops, bandwidth)
+
+    assert "called setprofile" in _check_message("01/roofline", roofline)
+    start = getattr(threading, "Th" + "read")
+
+    def roofline(intensity, peak_flops, bandwidth):  # noqa: F811
+        out = []
+        worker = start(target=lambda: out.append(regime(intensity, peak_flops, bandwidth)))
+        worker.start()
+        worker.join()
+        return out[0]
+
+    assert "start_new_thread" in _check_message("01/roofline", roofline)
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        pool.submit(int).result()  # its worker thread runs already, unwatched
+        hand_over = getattr(pool, "sub" + "mit")
+
+        def roofline(intensity, peak_flops, bandwidth):  # noqa: F811
+            return hand_over(regime, intensity, peak_flops, bandwidth).result()
+
+        assert "submit" in _check_message("01/roofline", roofline)
+
+    def roofline(intensity, peak_flops, bandwidth):  # noqa: F811
+        with concurrent.futures.ThreadPoolExecutor() as pool:
+            return pool.submit(regime, intensity, peak_flops, bandwidth).result()
+
+    assert "uses ThreadPoolExecutor" in _check_message("01/roofline", roofline)
+
+    def roofline(intensity, peak_flops, bandwidth):  # noqa: F811
+        print("computing", intensity)
+        fed = intensity * bandwidth
+        return (fed, "memory") if fed < peak_flops else (peak_flops, "compute")
+
+    assert checks.check("01/roofline", roofline, quiet=True) > 25
+    assert (sys.getprofile(), threading.getprofile()) == before
+
+
+def test_the_check_cells_show_no_case_reference_or_message():
+    """Each check cell of exercises 01-03 is one call by key: the cases, the wrong-answer messages and the
+    reference stay in course_lib.checks.registry, out of the learner's sight."""
+    import re
+
+    import nbformat
+
+    for name in ("01_processing_units", "02_memory", "03_interconnect"):
+        nb = nbformat.read(ROOT / "exercises" / f"{name}.ipynb", as_version=4)
+        for cell in nb.cells:
+            if "check" in cell.metadata.get("tags", []) and "check_largest" not in cell.source:
+                assert re.fullmatch(r'checks\.check\("\d\d/\w+", \w+\)', cell.source.strip()), cell.source

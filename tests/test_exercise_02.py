@@ -61,6 +61,13 @@ WRONG = [
         "    return sum(p.numel() for p in models.MLP(sizes[0], sizes[1:-1], sizes[-1]).parameters())",
         "calls models.MLP",
     ),
+    (
+        "parameters: counted on torch layers",
+        "def mlp_parameters(sizes):\n"
+        "    layers = [torch.nn.Linear(a, b) for a, b in zip(sizes[:-1], sizes[1:])]\n"
+        "    return sum(p.numel() for layer in layers for p in layer.parameters())",
+        "building a torch layer and counting its parameters",
+    ),
     # model_state_bytes
     (
         "states: the gradient forgotten",
@@ -97,7 +104,21 @@ WRONG = [
     ),
     # mlp_activation_bytes
     ("activations: ReLU outputs only", ACTIVATIONS.format(**{**ACTIVATIONS_RIGHT, "loss": "0"}), "ReLU outputs only"),
-    ("activations: the logits only", ACTIVATIONS.format(**{**ACTIVATIONS_RIGHT, "loss": "1"}), "two tensors"),
+    (
+        "activations: the logits only",
+        ACTIVATIONS.format(**{**ACTIVATIONS_RIGHT, "loss": "1"}),
+        "One tensor with a value per class is missing",
+    ),
+    (
+        "activations: before and after each ReLU",
+        ACTIVATIONS.format(**{**ACTIVATIONS_RIGHT, "hidden": "2 * sum(sizes[1:-1])"}),
+        "ReLU saves only its output",
+    ),
+    (
+        "activations: a ReLU after the last layer",
+        ACTIVATIONS.format(**{**ACTIVATIONS_RIGHT, "loss": "3"}),
+        "A ReLU after the last layer?",
+    ),
     ("activations: values, not bytes", ACTIVATIONS.format(**{**ACTIVATIONS_RIGHT, "size": "1"}), "Bytes, not values"),
     (
         "activations: the input counted",

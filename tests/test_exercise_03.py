@@ -39,7 +39,7 @@ def predict_from_largest(rows, world_size):
     return link, {predicted}
 """
 PREDICT_RIGHT = dict(
-    pick='max(rows, key=lambda r: r["bytes"])',
+    pick='max(rows, key=lambda r: (r["bytes"], -r["seconds"]))',
     bus=" * share",
     predicted='[share * r["bytes"] / link for r in rows]',
 )
@@ -95,6 +95,7 @@ WRONG = [
     ("bus: one phase, (N - 1)/N", BUS.format(factor="(world_size - 1) / world_size"), "is one phase"),
     ("bus: a flat factor 2", BUS.format(factor="2"), "2 is the limit for many ranks"),
     ("bus: the factor upside down", BUS.format(factor="world_size / (2 * (world_size - 1))"), "Upside down"),
+    ("bus: times N", BUS.format(factor="2 * (world_size - 1)"), "N times too much"),
     ("bus: bits per second", BUS.format(factor="8 * 2 * (world_size - 1) / world_size"), "in bits per second"),
     (
         "bus: the library's",
@@ -129,13 +130,23 @@ WRONG = [
         NEEDED.format(**{**NEEDED_RIGHT, "factor": "1"}),
         "The factor 2(N - 1)/N is missing",
     ),
+    (
+        "needed: every rank sends the whole gradient per step (times N)",
+        NEEDED.format(**{**NEEDED_RIGHT, "factor": "2 * (world_size - 1)"}),
+        "N times too much",
+    ),
+    (
+        "needed: nothing defined for one rank",
+        NEEDED.format(**{**NEEDED_RIGHT, "factor": "1 / (world_size / (2 * (world_size - 1)))"}),
+        "ZeroDivisionError",
+    ),
     ("needed: GB/s", NEEDED.format(**{**NEEDED_RIGHT, "unit": " / 1e9"}), "in GB/s"),
     ("needed: bits per second", NEEDED.format(**{**NEEDED_RIGHT, "unit": " * 8"}), "in bits per second"),
     (
         "needed: the library's",
         "def bandwidth_needed(compute_s, grad_bytes, world_size, efficiency):\n"
         "    return comm.bandwidth_needed(compute_s, grad_bytes, world_size, efficiency)",
-        "calls bandwidth_needed",
+        "comm.alpha_beta.bandwidth_needed",
     ),
     # predict_from_largest
     ("predict: the first row", PREDICT.format(**{**PREDICT_RIGHT, "pick": "rows[0]"}), "from the first row"),
@@ -143,6 +154,21 @@ WRONG = [
         "predict: sorted by size",
         PREDICT.format(**{**PREDICT_RIGHT, "predicted": 'sorted(share * r["bytes"] / link for r in rows)'}),
         "in the order of the rows",
+    ),
+    (
+        "predict: the slowest row",
+        PREDICT.format(**{**PREDICT_RIGHT, "pick": 'max(rows, key=lambda r: r["seconds"])'}),
+        "from the slowest row",
+    ),
+    (
+        "predict: the first of the largest rows",
+        PREDICT.format(**{**PREDICT_RIGHT, "pick": 'max(rows, key=lambda r: r["bytes"])'}),
+        "fastest of them",
+    ),
+    (
+        "predict: the last of the largest rows",
+        PREDICT.format(**{**PREDICT_RIGHT, "pick": 'sorted(rows, key=lambda r: r["bytes"])[-1]'}),
+        "fastest of them",
     ),
     ("predict: the algorithm bandwidth", PREDICT.format(**{**PREDICT_RIGHT, "bus": ""}), "algorithm bandwidth"),
     (
@@ -161,6 +187,13 @@ WRONG = [
     ),
     ("link: always the slower link", LINK.format(result="min(in_server, network)"), "never leaves it"),
     ("link: never leaves a server", LINK.format(result="in_server"), "do not fit in a server of 8"),
+    (
+        "link: a table of the fixed cases",
+        "def ring_bandwidth(world_size, gpus_per_server, in_server, network):\n"
+        "    table = {(8, 8): 300e9, (9, 8): 50e9, (64, 8): 50e9, (4, 8): 31.5e9, (16, 8): 31.5e9}\n"
+        "    return table.get((world_size, gpus_per_server), in_server)",
+        "from the reference",
+    ),
     (
         "link: the network alone outside a server",
         LINK.format(result="in_server if world_size <= gpus_per_server else network"),

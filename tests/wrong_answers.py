@@ -4,7 +4,8 @@ such a solution in a test run (conftest.py does not collect it again): its execu
 cells alone, is written to build/executed/ for the website.
 
 A check cell is a code cell tagged "check" that calls ``checks.check_function(<function>, ...)`` (or
-``check_resume``, ``check_hardware_choice``, ``check_option_numbers``, ``check_prediction``, ``check_largest``).
+``check_resume``, ``check_hardware_choice``, ``check_option_numbers``, ``check_prediction``, ``check_largest``), or
+``checks.check("<key>", <function>)`` (exercises 01-03, whose checks live in ``course_lib.checks.registry``).
 """
 
 from __future__ import annotations
@@ -27,6 +28,18 @@ def function_name(source: str) -> str:
     return re.search(r"^def (\w+)\(", source, re.M).group(1)
 
 
+CHECK_CALL = re.compile(
+    r"check_(?:function|resume|hardware_choice|option_numbers|prediction|largest)\(\s*(\w+)"
+    r"|checks\.check\(\s*[\"'][^\"']+[\"'],\s*(\w+)"
+)
+
+
+def checked_function(source: str) -> str:
+    """The name of the learner's function that a check cell checks."""
+    found = CHECK_CALL.search(source)
+    return found.group(1) or found.group(2)
+
+
 def run_wrong_answers(
     solution: Path, wrong: Sequence[tuple[str, str, str | None]], checked_through: Mapping[str, str] | None = None
 ) -> dict:
@@ -35,13 +48,7 @@ def run_wrong_answers(
     where the check goes through a wrapper."""
     nb = nbrun.clean(nbformat.read(solution, as_version=4))
     cells = [c for c in nb.cells if c.cell_type == "code"]
-    checks = {
-        re.search(
-            r"check_(?:function|resume|hardware_choice|option_numbers|prediction|largest)\(\s*(\w+)", c.source
-        ).group(1): c.source
-        for c in cells
-        if "check" in c.metadata.get("tags", [])
-    }
+    checks = {checked_function(c.source): c.source for c in cells if "check" in c.metadata.get("tags", [])}
     for written, wrapper in (checked_through or {}).items():
         checks[written] = checks.pop(wrapper)
     run = list(nb.cells)

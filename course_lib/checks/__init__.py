@@ -2,6 +2,10 @@
 
 Each exercise ends with a call such as::
 
+    checks.check("01/matmul_intensity", matmul_intensity)
+
+(exercises 01-03: the cases, messages and reference live in ``registry`` and ``ex01``-``ex03``) or::
+
     checks.check_function(arithmetic_intensity, cases=[((2, 2, 2), 0.333)],
                           reference=compute.matmul_intensity, random_inputs=make_inputs)
 
@@ -15,10 +19,12 @@ One import for every check; each part lives in its own file:
 ===================  ==========================================================================
 ``core``             ``check_function``, ``check_value``, ``check_largest``, ``CheckFailed``,
                      ``ExerciseNotDone``: the checks every exercise uses, and their messages
+``registry``         ``check``: exercises 01-03's checks by name; ``ex01``, ``ex02``, ``ex03`` hold their cases,
+                     wrong-answer messages, random inputs and references
 ``guesses``          ``score_guess``: a learner's prediction against the measurement; ``guess_first``:
                      the prediction lock (``COURSE_REVEAL=1`` shows answers without a guess)
 ``references``       ``gradscaler_step``, ``topk_step``: one step of a stateful object, as a function
-``predictions``      ``check_prediction``: a prediction written as a function (exercise 01), its answer kept here
+``predictions``      ``check_prediction``: a prediction written as a function (exercise 01), its answer kept as a hash
 ``resume``           ``check_resume``: exercise 06's checkpoint and resume
 ``hardware_choice``  ``check_option_numbers``, ``check_hardware_choice``: exercise 07
 ===================  ==========================================================================
@@ -37,6 +43,7 @@ from .hardware_choice import (
     pick_dtype,
 )
 from .predictions import check_prediction
+from .registry import check
 from .references import gradscaler_step, topk_step
 from .resume import check_resume
 
@@ -46,6 +53,7 @@ from .hardware_choice import _hardware_option as _hardware_option, _hardware_opt
 from .references import _fewest_micro_batches as _fewest_micro_batches
 
 __all__ = [
+    "check",
     "CheckFailed",
     "Checked",
     "ExerciseNotDone",

@@ -11,10 +11,12 @@ exercise (one that still raises NotImplementedError) gets its own friendly messa
 
 from __future__ import annotations
 
+import _thread
 import math
 import random
 import sys
-from collections.abc import Callable, Sequence
+import threading
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import torch
@@ -83,18 +85,31 @@ def _show(value: Any) -> str:
     return repr(value)
 
 
-def _call(fn: Callable, args: tuple, name: str, hint: str, *, own_code: bool = False) -> Any:
+def _call(
+    fn: Callable, args: tuple, name: str, hint: str, *, own_code: bool = False, forbid: Mapping[str, str] | None = None
+) -> Any:
     """``fn(*args)``, with a wrong or unfinished answer turned into a message; ``own_code``: refused when a function
-    of the course library ran inside it (see ``_library_entered``)."""
+    of the course library ran inside it (see ``_library_entered``), or when it switched off the watcher that sees
+    this or ran code in another thread, where the watcher cannot see; ``forbid``: {package: why} whose code must not
+    run inside it either (``{"torch.nn": "..."}``: no torch module built to count its parameters)."""
+    tip = f"\nHint: {hint}" if hint else ""
     if own_code:
-        got, entered = _library_entered(lambda: _call(fn, args, name, hint))
-        if entered:
+        got, entered = _library_entered(lambda: _call(fn, args, name, hint), forbid or {})
+        if entered is None:
+            return got
+        kind, what = entered
+        if kind == "evaded":
             raise CheckFailed(
-                f"{name} called {entered}, a function of the course library: the library computes answers like this "
-                "one, so the check would pass whatever you wrote. Write the computation yourself, with your own "
-                "functions of this notebook." + (f"\nHint: {hint}" if hint else "")
+                f"{name} {what}: the check watches what your function calls, and cannot see past that, so it "
+                "refuses. Write the computation itself, in plain Python." + tip
             )
-        return got
+        if kind in (forbid or {}):
+            raise CheckFailed(f"{name} ran {what}: {forbid[kind]}" + tip)
+        raise CheckFailed(
+            f"{name} called {what}, a function of the course library: the library computes answers like this "
+            "one, so the check would pass whatever you wrote. Write the computation yourself, with your own "
+            "functions of this notebook." + tip
+        )
     try:
         return fn(*args)
     except NotImplementedError as exc:
@@ -103,9 +118,7 @@ def _call(fn: Callable, args: tuple, name: str, hint: str, *, own_code: bool = F
             + (f"\n({exc})" if str(exc) else "")  # the stub's own nudge; the check's hint is for wrong answers
         ) from None
     except Exception as exc:
-        raise CheckFailed(
-            f"{name}{_show(args)} raised {type(exc).__name__}: {exc}" + (f"\nHint: {hint}" if hint else "")
-        ) from exc
+        raise CheckFailed(f"{name}{_show(args)} raised {type(exc).__name__}: {exc}" + tip) from exc
 
 
 def _explanation(explain: Any, got: Any, rtol: float, atol: float) -> str:
@@ -151,35 +164,97 @@ def _in(frame: Any, package: str) -> bool:
     return module == package or module.startswith(package + ".")
 
 
-def _library_entered(run: Callable[[], Any]) -> tuple[Any, str | None]:
-    """``(run(), the first function of the course library that ran inside it, or None)``; the catalog's (a chip's
-    peak, a link's bandwidth) are data, not answers, and do not count.
+# what a function could do to hide a call from the watcher: switch it off, or run code in a thread or process
+_EVASIVE_NAMES = frozenset(
+    {
+        "setprofile",
+        "settrace",
+        "setprofile_all_threads",
+        "settrace_all_threads",
+        "_setprofileallthreads",
+        "_settraceallthreads",
+        "Thread",
+        "ThreadPoolExecutor",
+        "ProcessPoolExecutor",
+        "start_new_thread",
+        "_start_new_thread",
+        "multiprocessing",
+    }
+)
+# work handed to another thread or process (an executor's workers may be running already): (package, function or
+# None for any of its functions)
+_EVASIVE_CALLS = (("concurrent.futures", "submit"), ("concurrent.futures", "map"), ("multiprocessing", None))
+_EVASIVE_BUILTINS = (sys.setprofile, sys.settrace, _thread.start_new_thread)
 
-    Watches every Python call while ``run`` runs (``sys.setprofile``): a learner's function that reaches the library
-    by any route (an alias, ``getattr``, a helper of theirs, ``functools.partial``) is seen. The error ``run`` raises,
-    if any, is raised only when no library function ran before it."""
-    entered: list[str] = []
+
+def _refuse_evasion(fn: Callable, name: str, hint: str) -> None:
+    """Refuse ``fn`` before it runs when its code names a way around the watcher of ``_library_entered``."""
+    named = sorted(_names_used(fn) & _EVASIVE_NAMES)
+    if named:
+        raise CheckFailed(
+            f"{name} uses {', '.join(named)}: the check watches what your function calls and cannot see past a "
+            "switched-off watcher or into another thread, so it refuses. Write the computation itself, in plain "
+            "Python." + (f"\nHint: {hint}" if hint else "")
+        )
+
+
+def _library_entered(
+    run: Callable[[], Any], forbid: Mapping[str, str] | None = None
+) -> tuple[Any, tuple[str, str] | None]:
+    """``(run(), what it did that the check refuses, or None)``: ``("library", the first function of the course
+    library that ran inside it)``; ``(package, its function)`` for the first function of a package of ``forbid``
+    that ran; ``("evaded", how)`` when it switched off the watcher or ran code in another thread or process. The
+    catalog's functions (a chip's peak, a link's bandwidth) are data, not answers, and do not count.
+
+    Watches every Python call while ``run`` runs (``sys.setprofile``, and ``threading.setprofile`` for threads it
+    starts): a learner's function that reaches the library by any route (an alias, ``getattr``, a helper of theirs,
+    ``functools.partial``) is seen. The error ``run`` raises, if any, is raised only when nothing was refused."""
+    found: list[tuple[str, str]] = []
+    forbid = dict(forbid or {})
 
     def watch(frame, event, arg):
-        if event != "call" or entered or not _in(frame, _LIBRARY) or _in(frame, _CATALOG):
+        if found:
+            return
+        if event == "c_call":
+            if any(arg is b for b in _EVASIVE_BUILTINS) and not _in(frame, _CHECKS):
+                found.append(("evaded", f"called {arg.__name__}"))
+            return
+        if event != "call":
             return
         caller = frame.f_back
+        for package in forbid:
+            if _in(frame, package) and not _in(caller, package):
+                found.append((package, f"{frame.f_globals.get('__name__')}.{frame.f_code.co_name}"))
+                return
+        for package, function in _EVASIVE_CALLS:
+            if _in(frame, package) and function in (None, frame.f_code.co_name) and not _in(caller, package):
+                found.append(("evaded", f"ran {frame.f_globals.get('__name__')}.{frame.f_code.co_name}"))
+                return
+        if not _in(frame, _LIBRARY) or _in(frame, _CATALOG):
+            return
         # count where code outside the library enters it, or where the checks' machinery (this function, ``_call``)
         # calls into the rest of the library: ``fn`` itself is a library function, or a ``functools.partial`` of one
         if not _in(caller, _LIBRARY) or (_in(caller, _CHECKS) and not _in(frame, _CHECKS)):
-            entered.append(f"{frame.f_globals['__name__']}.{frame.f_code.co_name}")
+            found.append(("library", f"{frame.f_globals['__name__']}.{frame.f_code.co_name}"))
 
-    previous = sys.getprofile()
+    previous, previous_threads = sys.getprofile(), threading.getprofile()
+    threading.setprofile(watch)
     sys.setprofile(watch)
+    switched_off = False
     try:
         got = run()
     except CheckFailed:
-        if entered:
-            return None, entered[0]
+        switched_off = sys.getprofile() is not watch
+        if found or switched_off:
+            return None, found[0] if found else ("evaded", "switched off the check's watcher")
         raise
     finally:
+        switched_off = switched_off or sys.getprofile() is not watch
         sys.setprofile(previous)
-    return got, (entered[0] if entered else None)
+        threading.setprofile(previous_threads)
+    if switched_off and not found:
+        found.append(("evaded", "switched off the check's watcher"))
+    return got, (found[0] if found else None)
 
 
 def _refuse(fn: Callable, refuse: Sequence[Callable], name: str, hint: str) -> None:
@@ -226,6 +301,7 @@ def check_function(
     reveal: bool = True,
     refuse: Sequence[Callable] = (),
     own_code: bool = False,
+    forbid: Mapping[str, str] | None = None,
 ) -> int:
     """Check ``fn`` on fixed ``cases`` and on random inputs against ``reference``.
 
@@ -242,7 +318,10 @@ def check_function(
     other route to it, ``compute.time_to_train`` beside ``compute.days_to_train``): ``fn`` is refused before it runs
     when it is one of them or names one in its code. ``own_code`` (implied by ``refuse``): ``fn`` is also refused
     when any function of the course library runs while it runs, whatever the route; for exercises whose answer is a
-    few lines of arithmetic, all of them the learner's own.
+    few lines of arithmetic, all of them the learner's own. Such a ``fn`` is also refused when its code names a way
+    around that watcher (``sys.setprofile``, a thread), or when it switches the watcher off or hands work to another
+    thread while it runs. ``forbid`` ({package: why}, implies ``own_code``): packages whose code must not run inside
+    ``fn`` either, with the reason a learner reads.
     """
     if not callable(fn):
         raise TypeError(f"fn must be the function you wrote, got {type(fn).__name__}")
@@ -264,15 +343,16 @@ def check_function(
             f"{name} is or calls {ref_name}, the function this check compares it with, so it would pass "
             "whatever it computes: write the computation yourself." + (f"\nHint: {hint}" if hint else "")
         )
-    own_code = own_code or bool(refuse)
+    own_code = own_code or bool(refuse) or bool(forbid)
     if own_code:
+        _refuse_evasion(fn, name, hint)
         _refuse(fn, tuple(refuse) + ((reference,) if ref_name and ref_name != "<lambda>" else ()), name, hint)
     checked = 0
     for case in cases:
         if len(case) not in (2, 3):
             raise ValueError("each case is (args, expected) or (args, expected, explanation)")
         args, expected, explain = tuple(case[0]), case[1], (case[2] if len(case) == 3 else None)
-        got = _call(fn, args, name, hint, own_code=own_code)
+        got = _call(fn, args, name, hint, own_code=own_code, forbid=forbid)
         if not _close(got, expected, rtol, atol):
             said = f"expected {_show(expected)}, got {_show(got)}" if reveal else f"got {_show(got)}, which is not it"
             raise CheckFailed(
@@ -286,7 +366,7 @@ def check_function(
         for _ in range(n_random):
             args = tuple(random_inputs(rng))
             expected = reference(*args)
-            got = _call(fn, args, name, hint, own_code=own_code)
+            got = _call(fn, args, name, hint, own_code=own_code, forbid=forbid)
             if not _close(got, expected, rtol, atol):
                 raise CheckFailed(
                     f"{name}{_show(args)}: expected {_show(expected)} (from the reference), "

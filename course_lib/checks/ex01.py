@@ -1,0 +1,193 @@
+"""The checks of exercise 01 (arithmetic intensity, the roofline, time to train), for ``registry.check``: each
+``_01_name()`` returns the keyword arguments of ``check_function``, and each ``_ref_name`` is the exercise's reference.
+"""
+
+from __future__ import annotations
+
+import random
+
+
+def _ref_matmul_intensity(m: int, n: int, k: int, bytes_per_element: int) -> float:
+    return 2 * m * n * k / (bytes_per_element * (m * k + k * n + m * n))
+
+
+def _01_matmul_intensity() -> dict:
+    from .. import compute
+
+    right = 48 / 104  # (2, 3, 4), 4 bytes: 48 FLOPs over (8 + 12 + 6) x 4 bytes
+    return dict(
+        cases=[
+            (
+                (2, 3, 4, 4),
+                right,
+                {
+                    right / 2: "Half the answer: a multiply-add is two FLOPs, so the product does 2·m·n·k FLOPs.",
+                    48 / 26: "4 times too much: that divides by the elements moved, and a float32 element is 4 bytes.",
+                    48 / 80: "Too high: C is written back to memory too, so count the bytes of all three matrices.",
+                    48 / 128: "Too low: that counts C twice, read and written. C = A @ B needs no old values of C: "
+                    "as the statement says, each of A, B and C crosses the bus once.",
+                    48 / 832: "8 times too little: that divides by bits; the intensity is FLOPs per byte.",
+                },
+            ),
+            ((2, 2, 2, 4), 1 / 3),
+            ((1024, 1024, 1024, 4), 2048 / 12),
+            ((1, 4096, 4096, 2), _ref_matmul_intensity(1, 4096, 4096, 2)),
+        ],
+        reference=_ref_matmul_intensity,
+        random_inputs=lambda rng: (
+            rng.randint(1, 4096),
+            rng.randint(1, 4096),
+            rng.randint(1, 4096),
+            rng.choice([4, 2, 1]),
+        ),
+        refuse=[compute.matmul_intensity, compute.elementwise_intensity],
+        hint="Off by exactly 2x: how many FLOPs is one multiply-add? Off by the element size: did you count "
+        "elements or bytes? A little too high or too low: how many times does each of A, B and C cross the bus?",
+    )
+
+
+def _ref_roofline(intensity: float, peak_flops: float, bandwidth: float) -> tuple[float, str]:
+    fed = intensity * bandwidth
+    return (fed, "memory") if fed < peak_flops else (peak_flops, "compute")
+
+
+def _roofline_inputs(rng: random.Random) -> tuple[float, float, float]:
+    """Random intensity, peak and bandwidth; now and then an operation exactly at the ridge point."""
+    intensity, bandwidth = 10 ** rng.uniform(-2, 3), 10 ** rng.uniform(9, 12.5)
+    peak = intensity * bandwidth if rng.random() < 0.2 else 10 ** rng.uniform(10, 15)
+    return intensity, peak, bandwidth
+
+
+def _01_roofline() -> dict:
+    from .. import compute
+
+    return dict(
+        cases=[
+            (
+                (20.0, 400e9, 20e9),
+                (400e9, "compute"),
+                {
+                    (400e9, "memory"): "20 FLOP/byte x 20e9 byte/s is exactly the peak: at the ridge point the two "
+                    "ceilings are equal, and the statement calls that 'compute'."
+                },
+            ),
+            (
+                (1 / 12, 400e9, 20e9),
+                (20e9 / 12, "memory"),
+                {
+                    (400e9, "compute"): "An add does 1 FLOP per 12 bytes: memory feeds it 20e9 / 12 FLOP/s, far below "
+                    "the peak. The ridge point is peak / bandwidth (FLOP/byte), not bandwidth / peak.",
+                    (400e9, "memory"): "The lower ceiling wins: memory feeds this add only 20e9 / 12 FLOP/s.",
+                },
+            ),
+            (
+                (170.0, 400e9, 20e9),
+                (400e9, "compute"),
+                {
+                    (3.4e12, "compute"): "The lower ceiling wins: memory could feed 3.4e12 FLOP/s here, but the "
+                    "arithmetic units stop at the peak."
+                },
+            ),
+        ],
+        reference=_ref_roofline,
+        random_inputs=_roofline_inputs,
+        refuse=[compute.roofline_regime, compute.roofline, compute.ridge_point, compute.roofline_time],
+        rtol=1e-9,
+        hint="Do you return a pair (FLOP/s, 'memory' or 'compute')? How many FLOP/s can memory feed at this "
+        "intensity, and is that above or below the peak? Which ceiling wins? What does the statement call an "
+        "operation exactly at the ridge point?",
+    )
+
+
+def _ref_days_to_train(n_params, n_tokens, peak_tflops, utilization, n_devices) -> float:
+    return 6 * n_params * n_tokens / (n_devices * peak_tflops * 1e12 * utilization) / 86400
+
+
+def _01_days_to_train() -> dict:
+    from .. import compute
+
+    right = _ref_days_to_train(1e9, 1e10, 100, 0.5, 1)
+    return dict(
+        cases=[
+            (
+                (1e9, 1e10, 100, 0.5, 1),
+                right,
+                {
+                    right * 86400: "That is in seconds: a day has 86,400 of them.",
+                    right * 24: "That is in hours: divide by 24.",
+                    right * 1e12: "10^12 times too long: peak_tflops is in TFLOP/s, 10^12 FLOP/s each.",
+                    right * 1e12 / 2**40: "About 9 % short: a TFLOP/s is 10^12 FLOP/s (decimal, as data sheets "
+                    "count), not 2^40.",
+                    right / 3: "3 times too short: the forward pass alone costs 2 FLOPs per parameter per token; "
+                    "the backward pass adds 4.",
+                    right / 4: "Too short: the chips reach only utilization x peak, so the job takes longer. Divide "
+                    "by the utilization, do not multiply.",
+                },
+            ),
+            (
+                (2e9, 1e10, 100, 0.5, 4),
+                _ref_days_to_train(2e9, 1e10, 100, 0.5, 4),
+                {
+                    _ref_days_to_train(2e9, 1e10, 100, 0.5, 1) * 4: "The 4 chips share the work: divide by their "
+                    "number, do not multiply."
+                },
+            ),
+            ((7e9, 2e12, 312, 0.4, 1024), _ref_days_to_train(7e9, 2e12, 312, 0.4, 1024)),
+        ],
+        reference=_ref_days_to_train,
+        random_inputs=lambda rng: (
+            10 ** rng.uniform(6, 11),
+            10 ** rng.uniform(8, 13),
+            rng.choice([8.1, 65, 312, 989]),
+            rng.uniform(0.1, 0.6),
+            rng.choice([1, 8, 256]),
+        ),
+        refuse=[compute.days_to_train, compute.time_to_train, compute.training_flops, compute.time_to_train_table],
+        hint="Off by 10^12 or by a few percent: what is a TFLOP/s in FLOP/s? Off by 24, 1,440 or 86,400: is your "
+        "answer in days? Off by 2 or 3: how many FLOPs per parameter per token do the forward and backward passes "
+        "cost together? Off by the number of chips or the utilization: do they make the job shorter or longer?",
+    )
+
+
+def _ref_memory_bound_names(ops: dict, peak_flops: float, bandwidth: float) -> set:
+    return {name for name, intensity in ops.items() if intensity * bandwidth < peak_flops}
+
+
+def _01_memory_bound_names() -> dict:
+    from .. import compute
+
+    three_ops = {"add": 1 / 12, "at the ridge": 20.0, "matmul": 170.0}
+    return dict(
+        cases=[
+            (
+                (three_ops, 400e9, 20e9),
+                {"add"},
+                {
+                    frozenset({"add", "at the ridge"}): "An operation exactly at the ridge point (here 20 FLOP/byte) "
+                    "is 'compute'-bound, as your roofline says: keep only those below it.",
+                    frozenset({"at the ridge", "matmul"}): "Those are the compute-bound ones: keep the names whose "
+                    "roofline says 'memory', the operations below the ridge point.",
+                },
+            ),
+            (({"small": 1.0, "large": 100.0}, 1e12, 1e11), {"small"}),
+            (({}, 1e12, 1e11), set(), "No operations: no names (an empty set)."),
+        ],
+        reference=_ref_memory_bound_names,
+        random_inputs=lambda rng: (
+            {f"op {i}": 10 ** rng.uniform(-2, 3) for i in range(4)},
+            10 ** rng.uniform(10, 15),
+            10 ** rng.uniform(9, 12.5),
+        ),
+        refuse=[compute.memory_bound, compute.roofline_regime, compute.roofline, compute.ridge_point],
+        hint="Do you return a set of names, the keys of ops (not a list, not the intensities)? Which verdict does "
+        "your roofline give each one?",
+    )
+
+
+#: the checks of this exercise, by key: what ``registry.check`` runs
+SPECS = {
+    "01/matmul_intensity": _01_matmul_intensity,
+    "01/roofline": _01_roofline,
+    "01/days_to_train": _01_days_to_train,
+    "01/memory_bound_names": _01_memory_bound_names,
+}

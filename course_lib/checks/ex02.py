@@ -1,0 +1,225 @@
+"""The checks of exercise 02 (memory), for ``registry.check``: each ``_02_name()`` returns the keyword arguments of
+``check_function``, and each ``_ref_name`` is the exercise's reference.
+"""
+
+from __future__ import annotations
+
+import random
+
+_NO_TORCH_MODULES = (
+    "building a torch layer and counting its parameters measures the answer instead of working it out. Count "
+    "them yourself, from the sizes."
+)
+
+
+def _random_mlp(rng: random.Random) -> list[int]:
+    """Layer sizes [inputs, hidden..., classes] of a random small MLP."""
+    return [rng.randint(4, 128)] + [rng.randint(8, 256) for _ in range(rng.randint(1, 3))] + [rng.randint(2, 10)]
+
+
+def _ref_mlp_parameters(sizes) -> int:
+    return sum(a * b + b for a, b in zip(sizes[:-1], sizes[1:]))
+
+
+def _02_mlp_parameters() -> dict:
+    from .. import memory, models
+
+    return dict(
+        cases=[
+            (
+                ([2, 3],),
+                9,
+                {
+                    6: "6 is the 2 x 3 weights alone: each of the 3 outputs also has a bias.",
+                    5: "5 = 2 + 3: every input connects to every output, so the weights form a 2 x 3 matrix.",
+                    8: "Biases belong to a layer's outputs (3 here), not its inputs.",
+                    0: "The last layer is missing: [2, 3] is one layer, one per pair of neighbouring sizes.",
+                },
+            ),
+            (
+                ([64, 1024, 1024, 10],),
+                1_126_410,
+                {
+                    1_126_464: "Biases belong to a layer's outputs, not its inputs.",
+                    1_116_160: "The last layer, 1,024 -> 10, is missing: 4 sizes make 3 layers, one per neighbouring "
+                    "pair.",
+                },
+            ),
+        ],
+        reference=_ref_mlp_parameters,
+        random_inputs=lambda rng: (_random_mlp(rng),),
+        n_random=15,
+        refuse=[models.MLP, memory.mlp_parameters],
+        forbid={"torch.nn": _NO_TORCH_MODULES},
+        hint="How many layers do the sizes describe? How many weights join a layer's inputs to its outputs, and "
+        "how many biases does it have: one per input or one per output?",
+    )
+
+
+_STATE_VALUES = {"sgd": 0, "momentum": 1, "adam": 2, "adamw": 2}  # float32 values the optimizer keeps per parameter
+
+
+def _ref_model_state_bytes(n_params: int, optimizer: str) -> int:
+    return n_params * 4 * (2 + _STATE_VALUES[optimizer])
+
+
+def _02_model_state_bytes() -> dict:
+    from .. import memory
+
+    return dict(
+        cases=[
+            (
+                (1000, "sgd"),
+                8000,
+                {
+                    4000: "Plain SGD keeps no state, but the gradient (4 bytes) still exists.",
+                    8: "That is one parameter's bytes: multiply by the number of parameters.",
+                    8000 / 2**30: "That is in GiB: return bytes.",
+                    8e-6: "That is in GB: return bytes.",
+                },
+            ),
+            (
+                (1000, "adam"),
+                16000,
+                {
+                    12000: "One 4-byte part is missing: the gradient, or one of Adam's two moments.",
+                    8000: "Adam keeps two moments (running mean and running square) per parameter.",
+                    4000: "That is the weights alone: gradients and Adam's two moments come on top.",
+                },
+            ),
+            (
+                (10, "momentum"),
+                120,
+                {
+                    80: "Momentum keeps one buffer per parameter.",
+                    160: "Momentum keeps one buffer (the velocity), not two like Adam.",
+                },
+            ),
+            ((5, "adamw"), 80, "AdamW keeps the same two moments as Adam; it only applies weight decay differently."),
+        ],
+        reference=_ref_model_state_bytes,
+        random_inputs=lambda rng: (rng.randint(1, 10**9), rng.choice(sorted(_STATE_VALUES))),
+        refuse=[memory.model_states_bytes, memory.large_model_memory],
+        hint="What does one parameter cost: its weight, its gradient, and how many values does this optimizer keep "
+        "for it? How many bytes is a float32 value? And is your answer in bytes, for all the parameters?",
+    )
+
+
+def _ref_mlp_activation_bytes(sizes, batch: int) -> int:
+    return 4 * batch * (sum(sizes[1:-1]) + 2 * sizes[-1])
+
+
+def _02_mlp_activation_bytes() -> dict:
+    from .. import memory
+
+    one_short = "One tensor with a value per class is missing: autograd saves the log-softmax, and your loop keeps "
+    one_short += "the logits in `out` through the backward pass: two values per class."
+    relu_only = "That counts the ReLU outputs only: the log-softmax that the loss saves and the logits that `out` "
+    relu_only += "holds have a value per class each."
+    twice = "Each hidden layer counted twice, before and after its ReLU: ReLU saves only its output, and the next "
+    twice += "Linear saves that same tensor as its input; the values before the ReLU are freed."
+    big = _ref_mlp_activation_bytes([64, 1024, 1024, 10], 2048)
+    return dict(
+        cases=[
+            (
+                ([3, 5, 2], 1),
+                36,
+                {
+                    28: one_short,
+                    20: relu_only,
+                    56: twice,
+                    44: "A ReLU after the last layer? The last Linear's output is the logits, which go straight into "
+                    "the loss: there is no ReLU there to save anything.",
+                    48: "The input batch is counted separately: leave out sizes[0].",
+                    9: "Bytes, not values: a float32 value takes 4 bytes.",
+                },
+            ),
+            (
+                ([64, 1024, 1024, 10], 2048),
+                big,
+                {
+                    16_777_216: relu_only,
+                    16_859_136: one_short,
+                    big + 4 * 2048 * 2048: twice,
+                    big // 4: "Bytes, not values: a float32 value takes 4 bytes.",
+                    big // 2048: "That is one example's bytes: multiply by the batch.",
+                },
+            ),
+        ],
+        reference=_ref_mlp_activation_bytes,
+        random_inputs=lambda rng: (_random_mlp(rng), rng.randint(1, 512)),
+        refuse=[memory.mlp_activation_bytes, memory.measure_activation_bytes_per_example],
+        hint="Per example, which saved tensors did the cell above find that are neither parameters, the input nor "
+        "the labels, and which tensor does the loop itself hold? How many values per hidden unit and per class is "
+        "that, how many bytes per value, and how many examples?",
+    )
+
+
+def _ref_largest_batch(sizes, optimizer: str, memory_bytes: int) -> int:
+    free = memory_bytes - _ref_model_state_bytes(_ref_mlp_parameters(sizes), optimizer)
+    return max(0, free // _ref_mlp_activation_bytes(sizes, 1))
+
+
+def _random_budget(rng: random.Random) -> tuple[list[int], str, int]:
+    """A random MLP, optimizer and memory, the memory now and then exactly what a whole batch needs."""
+    sizes, optimizer = _random_mlp(rng), rng.choice(["sgd", "momentum", "adam"])
+    if rng.random() < 0.3:  # a batch that fills the memory to the byte
+        states = _ref_model_state_bytes(_ref_mlp_parameters(sizes), optimizer)
+        return sizes, optimizer, states + rng.randint(0, 1000) * _ref_mlp_activation_bytes(sizes, 1)
+    return sizes, optimizer, rng.randint(10**5, 10**10)
+
+
+def _02_largest_batch() -> dict:
+    from .. import memory
+
+    sizes = [64, 1024, 1024, 10]
+    states, per_example = (
+        _ref_model_state_bytes(_ref_mlp_parameters(sizes), "adam"),
+        _ref_mlp_activation_bytes(sizes, 1),
+    )
+    gib = _ref_largest_batch(sizes, "adam", 2**30)
+    return dict(
+        cases=[
+            (
+                (sizes, "adam", 2**30),
+                gib,
+                {
+                    2**30 // per_example: "That is the batch for an empty memory: the model states come first.",
+                    gib + 1: f"{gib + 1:,} examples would take more than the memory: round down.",
+                },
+            ),
+            (
+                (sizes, "adam", states + 3 * per_example),
+                3,
+                {
+                    2: "The states and 3 examples fill the memory to the byte, and a batch fits when it takes at "
+                    "most the memory: 3 fit."
+                },
+            ),
+            ((sizes, "adam", states + 3 * per_example - 1), 2, "One byte short of 3 examples: 2 fit."),
+            (
+                (sizes, "adam", 10**6),
+                0,
+                "The model states alone do not fit: no batch does (0, not a negative batch).",
+            ),
+        ],
+        reference=_ref_largest_batch,
+        random_inputs=_random_budget,
+        refuse=[
+            memory.mlp_largest_batch,
+            memory.mlp_parameters,
+            memory.model_states_bytes,
+            memory.mlp_activation_bytes,
+        ],
+        hint="What does every batch size pay before the first example? How many whole examples fit in what is "
+        "left, and which way do you round? What if nothing is left?",
+    )
+
+
+#: the checks of this exercise, by key: what ``registry.check`` runs
+SPECS = {
+    "02/mlp_parameters": _02_mlp_parameters,
+    "02/model_state_bytes": _02_model_state_bytes,
+    "02/mlp_activation_bytes": _02_mlp_activation_bytes,
+    "02/largest_batch": _02_largest_batch,
+}

@@ -1,0 +1,309 @@
+"""The checks of exercise 03 (the interconnect), for ``registry.check``: each ``_03_name()`` returns the keyword
+arguments of ``check_function``, and each ``_ref_name`` is the exercise's reference.
+"""
+
+from __future__ import annotations
+
+import random
+
+
+def _ref_ring_allreduce_seconds(nbytes, world_size, alpha, bandwidth) -> float:
+    return 2 * (world_size - 1) * (alpha + nbytes / world_size / bandwidth)
+
+
+def _03_ring_allreduce_seconds() -> dict:
+    from .. import comm
+
+    return dict(
+        cases=[
+            (
+                (4e6, 4, 1e-5, 1e9),
+                6.06e-3,
+                {
+                    8.08e-3: "2N steps: each phase takes N - 1 steps (after N - 1 hops every chunk has visited all "
+                    "N ranks).",
+                    3.03e-3: "One phase only: after the reduce-scatter each rank holds one reduced chunk; the "
+                    "all-gather that hands every rank the whole result takes N - 1 steps more.",
+                    2.406e-2: "Each step sends one chunk, 1/N of the message, not the whole message.",
+                    6.01e-3: "Each of the 2(N - 1) steps pays the latency alpha, not the all-reduce once.",
+                    4.806e-2: "8 times too slow on the bandwidth term: nbytes and bandwidth are both in bytes, no "
+                    "bits.",
+                },
+            ),
+            ((1e6, 1, 1e-5, 1e9), 0.0, "One rank has nobody to send to: 0 steps, 0 seconds."),
+            ((1e6, 2, 0.0, 1e9), 1e-3),
+        ],
+        reference=_ref_ring_allreduce_seconds,
+        random_inputs=lambda rng: (
+            rng.randint(1, 2**30),
+            rng.randint(1, 64),
+            rng.uniform(0, 1e-4),
+            10 ** rng.uniform(8, 11.7),
+        ),
+        refuse=[comm.allreduce_time, comm.reduce_scatter_time, comm.allgather_time],
+        rtol=1e-9,
+        atol=1e-15,
+        hint="How many steps does each phase take before every chunk has visited every rank, and how many phases "
+        "are there? How many bytes does one step push through a link? How often is the latency paid?",
+    )
+
+
+def _ref_bus_bandwidth(nbytes, seconds, world_size) -> float:
+    return nbytes / seconds * 2 * (world_size - 1) / world_size
+
+
+def _03_bus_bandwidth() -> dict:
+    from .. import comm
+
+    return dict(
+        cases=[
+            (
+                (1e9, 1.0, 4),
+                1.5e9,
+                {
+                    1e9: "That is the algorithm bandwidth, nbytes / seconds: multiply it by 2(N - 1)/N, what one "
+                    "rank sends as a share of nbytes.",
+                    0.75e9: "(N - 1)/N is one phase: a rank sends that share in the reduce-scatter and again in the "
+                    "all-gather.",
+                    2e9: "2 is the limit for many ranks: with N ranks a rank sends 2(N - 1)/N of the message.",
+                    1e9 / 1.5: "Upside down: multiply the algorithm bandwidth by 2(N - 1)/N, do not divide.",
+                    1.2e10: "That is in bits per second: return bytes per second.",
+                    6e9: "N times too much: in each of its 2(N - 1) steps a rank sends one chunk, 1/N of the message.",
+                },
+            ),
+            ((1e9, 2.0, 1), 0.0, "One rank sends nothing: its bus bandwidth is 0."),
+            ((1e9, 1.0, 2), 1e9),
+        ],
+        reference=_ref_bus_bandwidth,
+        random_inputs=lambda rng: (rng.randint(1, 2**30), rng.uniform(1e-4, 10), rng.randint(1, 512)),
+        refuse=[comm.busbw, comm.busbw_factor, comm.algbw],
+        rtol=1e-9,
+        hint="In a ring all-reduce, how many bytes does one rank send, as a share of nbytes (section 1)? What is "
+        "that share with 1 rank, with 2, with many? Do you multiply the algorithm bandwidth by it, or divide?",
+    )
+
+
+def _ref_dp_speedup(compute_s, grad_bytes, world_size, bandwidth) -> float:
+    return world_size * compute_s / (compute_s + _ref_ring_allreduce_seconds(grad_bytes, world_size, 0.0, bandwidth))
+
+
+def _03_dp_speedup() -> dict:
+    from .. import comm
+
+    return dict(
+        cases=[
+            (
+                (0.1, 4e8, 4, 1e12),
+                _ref_dp_speedup(0.1, 4e8, 4, 1e12),
+                {
+                    _ref_dp_speedup(0.1, 4e8, 4, 1e12) / 4: "That is the efficiency, the speed-up per rank: N ranks "
+                    "finish N batches per step.",
+                    0.1 / (0.025 + 6e-4): "That splits one batch over the ranks (strong scaling); here each rank runs "
+                    "a whole step on its own batch (weak scaling), so only the all-reduce is added.",
+                    4.0: "4 is the ideal: the all-reduce comes after the compute (no overlap), so it adds to every "
+                    "step.",
+                },
+            ),
+            ((1.0, 1e9, 1, 1e9), 1.0, "One rank has nothing to send: its speed-up is 1."),
+            (
+                (1.0, 1e9, 2, 1e9),
+                1.0,
+                "2 ranks do twice the work per step, but 1 GB on 2 ranks at 1 GB/s takes 1 s to all-reduce, as long "
+                "as the compute.",
+            ),
+            ((0.1, 4e8, 8, 1e12), _ref_dp_speedup(0.1, 4e8, 8, 1e12)),
+        ],
+        reference=_ref_dp_speedup,
+        random_inputs=lambda rng: (
+            rng.uniform(1e-3, 5),
+            rng.randint(1, 2**34),
+            rng.randint(1, 256),
+            10 ** rng.uniform(8, 11.7),
+        ),
+        refuse=[comm.data_parallel_speedup, comm.data_parallel_step_time, comm.allreduce_time],
+        rtol=1e-9,
+        hint="How many batches do N ranks finish per step, and how long is their step? How many does one rank "
+        "finish in its own step? Does the all-reduce overlap the compute here?",
+    )
+
+
+def _ref_bandwidth_needed(compute_s, grad_bytes, world_size, efficiency) -> float:
+    share = 2 * (world_size - 1) / world_size
+    return share * grad_bytes / (compute_s * (1 / efficiency - 1))
+
+
+def _03_bandwidth_needed() -> dict:
+    from .. import comm
+
+    args = (0.1, 4e8, 4, 0.9)
+    right = _ref_bandwidth_needed(*args)
+    return dict(
+        cases=[
+            (
+                args,
+                right,
+                {
+                    1.5 * 4e8 / (0.1 * 0.1): "That lets the all-reduce take 10 % of the compute time. At 90 % "
+                    "efficiency the step may last compute / 0.9, so the all-reduce gets compute x (1/0.9 - 1), a "
+                    "ninth of it.",
+                    right / 1.5: "The factor 2(N - 1)/N is missing: in a ring all-reduce each rank sends 2(N - 1)/N "
+                    "of the gradient bytes, not the gradient once.",
+                    right / 2: "(N - 1)/N is one phase: a rank sends that share of the gradients in the "
+                    "reduce-scatter and again in the all-gather.",
+                    right * 4: "N times too much: in each of its 2(N - 1) steps a rank sends one chunk, 1/N of the "
+                    "gradient bytes, not all of them.",
+                    right / 1e9: "That is in GB/s: return bytes per second.",
+                    right * 8: "That is in bits per second: return bytes.",
+                },
+            ),
+            ((1.0, 1e9, 2, 0.5), 1e9, "At efficiency 0.5 the all-reduce may take as long as the compute, 1 s."),
+            ((0.1, 4e8, 1, 0.9), 0.0, "One rank sends nothing, so it needs no link: 0 bytes per second."),
+            ((0.1, 4e8, 8, 0.9), _ref_bandwidth_needed(0.1, 4e8, 8, 0.9)),
+        ],
+        reference=_ref_bandwidth_needed,
+        random_inputs=lambda rng: (
+            rng.uniform(1e-3, 5),
+            rng.randint(1, 2**34),
+            rng.randint(1, 256),
+            rng.uniform(0.05, 0.99),
+        ),
+        refuse=[comm.bandwidth_needed, comm.data_parallel_speedup, comm.allreduce_time],
+        rtol=1e-9,
+        hint="At that efficiency, how long may a whole step last, and so how long may the all-reduce take? How "
+        "many bytes must each rank send in that time (section 1)? In which unit do you return it?",
+    )
+
+
+def _largest_row(rows) -> dict:
+    """The row with the most bytes; the fastest of them where several share that size (noise only adds time)."""
+    return max(rows, key=lambda r: (r["bytes"], -r["seconds"]))
+
+
+def _ref_predict_with(row, rows, world_size) -> tuple[float, list[float]]:
+    """The link read off ``row`` with the bus bandwidth, and every row's time predicted on it."""
+    link = _ref_bus_bandwidth(row["bytes"], row["seconds"], world_size)
+    return link, [_ref_ring_allreduce_seconds(r["bytes"], world_size, 0.0, link) for r in rows]
+
+
+def _wrong_link(row, rows, world_size) -> tuple[float, tuple[float, ...]]:
+    """``_ref_predict_with`` as a key of a {wrong answer: why} mapping."""
+    link, predicted = _ref_predict_with(row, rows, world_size)
+    return link, tuple(predicted)
+
+
+def _ref_predict_from_largest(rows, world_size) -> tuple[float, list[float]]:
+    return _ref_predict_with(_largest_row(rows), rows, world_size)
+
+
+def _random_rows(rng: random.Random) -> tuple[list[dict], int]:
+    """A few timings, as a noisy benchmark gives them: sizes may repeat, and a smaller message may be slower."""
+    rows = [
+        {"bytes": float(2 ** rng.randint(16, 22)), "seconds": rng.uniform(1e-5, 0.1)} for _ in range(rng.randint(1, 6))
+    ]
+    return rows, rng.randint(2, 64)
+
+
+def _03_predict_from_largest() -> dict:
+    rows_3 = [{"bytes": 1e6, "seconds": 2e-3}, {"bytes": 4e6, "seconds": 5e-3}, {"bytes": 2e6, "seconds": 3e-3}]
+    slow_small = [{"bytes": 8e6, "seconds": 9e-3}, {"bytes": 1e6, "seconds": 1.2e-2}]
+    tied = [
+        {"bytes": 4e6, "seconds": 5e-3},
+        {"bytes": 4e6, "seconds": 4e-3},
+        {"bytes": 1e6, "seconds": 2e-3},
+        {"bytes": 4e6, "seconds": 4.5e-3},
+    ]
+    on_a_tie = "Several rows share the largest size: read the link off the fastest of them, as the statement says "
+    on_a_tie += "(noise only ever adds time)."
+    return dict(
+        cases=[
+            (
+                (rows_3, 2),
+                _ref_predict_from_largest(rows_3, 2),
+                {
+                    _wrong_link(rows_3[0], rows_3, 2): "That link comes from the first row, not from the "
+                    "largest message.",
+                    (8e8, (1.25e-3, 2.5e-3, 5e-3)): "Keep the predictions in the order of the rows, not sorted by "
+                    "size.",
+                },
+            ),
+            (
+                (rows_3, 4),
+                _ref_predict_from_largest(rows_3, 4),
+                {
+                    (8e8, (1.875e-3, 7.5e-3, 3.75e-3)): "That link is nbytes / seconds, the algorithm bandwidth: on "
+                    "4 ranks each rank sends 1.5 times the message, so read the link with your bus_bandwidth."
+                },
+            ),
+            (
+                (slow_small, 2),
+                _ref_predict_from_largest(slow_small, 2),
+                {
+                    _wrong_link(slow_small[1], slow_small, 2): "That link comes from the slowest row, not from "
+                    "the largest message: a small message can take longer (a hiccup, the latency), and the largest "
+                    "one is the one latency disturbs least."
+                },
+            ),
+            (
+                (tied, 2),
+                _ref_predict_from_largest(tied, 2),
+                {_wrong_link(tied[0], tied, 2): on_a_tie, _wrong_link(tied[3], tied, 2): on_a_tie},
+            ),
+            (([{"bytes": 1e6, "seconds": 1e-3}], 8), (1.75e9, [1e-3])),
+        ],
+        reference=_ref_predict_from_largest,
+        random_inputs=_random_rows,
+        own_code=True,
+        rtol=1e-9,
+        hint="Which row is the largest message (and, when several share that size, which of them)? Does your link "
+        "account for the number of ranks? Are the predictions in the order of the rows?",
+    )
+
+
+def _ref_ring_bandwidth(world_size, gpus_per_server, in_server, network) -> float:
+    return in_server if world_size <= gpus_per_server else min(in_server, network)
+
+
+def _random_cluster(rng: random.Random) -> tuple[int, int, float, float]:
+    gpus = rng.choice([2, 4, 8, 16])
+    world_size = gpus if rng.random() < 0.2 else rng.randint(1, 256)
+    return world_size, gpus, 10 ** rng.uniform(9, 12), 10 ** rng.uniform(9, 12)
+
+
+def _03_ring_bandwidth() -> dict:
+    return dict(
+        cases=[
+            (
+                (8, 8, 300e9, 50e9),
+                300e9,
+                {50e9: "8 GPUs fill one server of 8 exactly: the ring never leaves it, so the network does not count."},
+            ),
+            ((9, 8, 300e9, 50e9), 50e9, {300e9: "9 GPUs do not fit in a server of 8: the ring crosses the network."}),
+            ((64, 8, 300e9, 50e9), 50e9),
+            ((4, 8, 31.5e9, 50e9), 31.5e9),
+            (
+                (16, 8, 31.5e9, 50e9),
+                31.5e9,
+                {
+                    50e9: "Inside each server the ring still runs over PCIe, here slower than the network: a ring is "
+                    "as fast as its slowest hop."
+                },
+            ),
+        ],
+        reference=_ref_ring_bandwidth,
+        random_inputs=_random_cluster,
+        own_code=True,
+        rtol=1e-9,
+        hint="Does a ring of this many GPUs fit in one server? If it leaves the servers, which hops does it use, "
+        "and which of them is the slowest?",
+    )
+
+
+#: the checks of this exercise, by key: what ``registry.check`` runs
+SPECS = {
+    "03/ring_allreduce_seconds": _03_ring_allreduce_seconds,
+    "03/bus_bandwidth": _03_bus_bandwidth,
+    "03/dp_speedup": _03_dp_speedup,
+    "03/bandwidth_needed": _03_bandwidth_needed,
+    "03/predict_from_largest": _03_predict_from_largest,
+    "03/ring_bandwidth": _03_ring_bandwidth,
+}
