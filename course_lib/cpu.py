@@ -3,9 +3,12 @@
 ``course_lib.hardware`` reads the processor's fixed facts (model, cores, SIMD flags). Whether a
 demo's claim holds also depends on things that change: how many cores other programs are using at
 this moment, how many thread pools are loaded into this process and whether they fight over the
-cores, and how fast fp32 and bf16 arithmetic actually run (where PyTorch's kernels have no bf16
-instructions to use, a bf16 matrix product goes through fallback code tens to hundreds of times slower
-than fp32). Every notebook starts with::
+cores, and how fast fp32 and bf16 arithmetic actually run. Where PyTorch's compute routines (kernels) have
+no bf16 instructions to use, a bf16 matrix product goes through fallback code that converts to float32, and
+how much slower than fp32 that is depends on the fallback path, so it is measured, never assumed: about half
+fp32's speed where oneDNN converts inside its AVX-512 routines, tens of times slower where only AVX2 code
+runs, and slower still on larger products there (notebook 00 prints the ratio; its atlas shows both paths
+on one Zen 4 chip). Every notebook starts with::
 
     machine = course_lib.cpu.profile()     # measures, sets the thread pools, decides
     print(machine.summary())
@@ -298,8 +301,8 @@ def thread_plan(
         )
     elif mode == "slow":
         notes.append(
-            f"bf16 matrix products run at {ratio:.2f}x the speed of fp32 here (the kernels used here have no bf16 "
-            "dot-product instructions: values are converted inside them). bf16 saves memory here, not time."
+            f"bf16 matrix products run at {ratio:.2f}x the speed of fp32 here (the compute routines used here have "
+            "no bf16 dot-product instructions: values are converted inside them). bf16 saves memory here, not time."
         )
     elif mode == "emulated":
         notes.append(
@@ -310,12 +313,11 @@ def thread_plan(
         )
     if pools:
         others = [p for p in pools if p.owner != "torch"]
-        runtimes = {p.path for p in pools if p.api == "openmp"}
         if others:
+            named = ", ".join(f"{p.owner}'s {p.library}" for p in others)
             notes.append(
-                f"{len(pools)} thread pools are loaded ({len(runtimes)} OpenMP runtime(s), "
-                f"{sum(p.api == 'blas' for p in pools)} BLAS): BLAS pools outside PyTorch use one thread, "
-                "so scikit-learn and PyTorch do not compete for the cores."
+                f"Besides PyTorch's own thread pool, other libraries loaded {len(others)} ({named}): each BLAS "
+                "pool among them is held to one thread, so scikit-learn and PyTorch do not compete for the cores."
             )
     return Plan(
         threads=free,
@@ -349,8 +351,9 @@ class CPUProfile:
         lines = [
             f"CPU      : {c.model} ({c.kind})",
             f"Cores    : {p.physical_cores} physical, {p.free_cores} free right now "
-            f"(other programs use {self.load.busy_cores:.1f})",
-            f"Threads  : PyTorch {torch.get_num_threads()}; {len(self.pools)} other thread pool(s) loaded",
+            f"(other programs keep {self.load.busy_cores:.1f} core(s) busy)",
+            f"Threads  : PyTorch runs {torch.get_num_threads()} thread(s); other libraries' thread pools: "
+            f"{len(self.pools)}",
         ]
         if self.calibration is not None:
             cal = self.calibration

@@ -175,3 +175,14 @@ def test_profile_is_cached_and_summarised():
     text = p.summary()
     for word in ("CPU", "Cores", "Threads", "Matmul"):
         assert word in text
+
+
+def test_pool_note_counts_only_the_pools_outside_pytorch():
+    pools = [
+        cpu.ThreadPool("torch", "openmp", "openmp", 2, "/x/torch/lib/libgomp.so"),
+        cpu.ThreadPool("numpy", "blas", "openblas", 1, "/x/numpy.libs/libopenblas.so"),
+    ]
+    text = " ".join(cpu.thread_plan(fake_cpu("zen3 (AVX2 only)"), pools=pools).notes)
+    assert "other libraries loaded 1 (numpy's openblas)" in text, text
+    assert "torch's" not in text
+    assert not any("thread pool" in n for n in cpu.thread_plan(fake_cpu("zen3 (AVX2 only)"), pools=pools[:1]).notes)

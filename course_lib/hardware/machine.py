@@ -61,7 +61,7 @@ class HardwareInfo:
                 if c.usable_cores and c.usable_cores < c.logical_cores
                 else ""
             ),
-            f"SIMD          : {', '.join(c.simd) or 'unknown'} (PyTorch kernels use: {c.torch_capability})",
+            f"SIMD          : {', '.join(c.simd) or 'unknown'} (PyTorch's compute routines use: {c.torch_capability})",
             f"Kind          : {c.kind}",
             f"RAM           : {self.ram_bytes / gib:.1f} GiB total, {self.available_ram_bytes / gib:.1f} GiB available",
             f"PyTorch       : {self.torch_version}, {self.torch_threads} CPU threads, BLAS: {self.blas}",
@@ -187,10 +187,10 @@ def large_blocks_returned_on_free(
     """Whether freeing a tensor of hundreds of MiB gives its pages straight back to the operating system, and why
     (notebook 00 judges its "del" claim only where it does). glibc serves such a block with its own ``mmap`` (above
     ``M_MMAP_THRESHOLD``, at most 32 MiB on 64-bit systems) and ``munmap``s it on ``free``, unless ``MALLOC_*``
-    settings change that; macOS's libmalloc hands very large blocks to the kernel and back too. tcmalloc, jemalloc
-    and mimalloc keep freed memory for reuse and release it later, on their own schedule; PyTorch's Windows builds
-    allocate tensors with a mimalloc built into PyTorch, and recent builds for 64-bit Arm may, so those are not
-    judged. ``library``, ``environ`` and ``arch`` stand in for :func:`malloc_library`, ``os.environ`` and
+    settings change that; macOS's libmalloc hands very large blocks to the operating system and back too. tcmalloc,
+    jemalloc and mimalloc keep freed memory for reuse and release it later, on their own schedule; PyTorch's Windows
+    builds allocate tensors with a mimalloc built into PyTorch, and recent builds for 64-bit Arm may, so those are
+    not judged. ``library``, ``environ`` and ``arch`` stand in for :func:`malloc_library`, ``os.environ`` and
     ``platform.machine()``."""
     library = malloc_library() if library is None else library
     environ = os.environ if environ is None else environ
@@ -209,7 +209,7 @@ def large_blocks_returned_on_free(
             return False, f"glibc's malloc runs with {', '.join(changed)} set, which decide when freed memory goes back"
         return True, "glibc's malloc maps a block this large on its own and unmaps it on free"
     if library == "macOS libmalloc":
-        return True, "macOS's malloc hands a block this large to the kernel and back"
+        return True, "macOS's malloc hands a block this large to the operating system and back"
     return False, "this system's allocator is unknown to the course"
 
 
