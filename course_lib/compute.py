@@ -11,7 +11,7 @@ and time to train. Notebook 01 puts each next to a measurement; exercise 01 asks
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from . import arguments
 from .catalog import Accelerator, accelerators, get_accelerator
@@ -50,8 +50,8 @@ def roofline(intensity: float, peak_flops: float, bandwidth: float) -> float:
 def roofline_regime(intensity: float, peak_flops: float, bandwidth: float) -> tuple[float, str]:
     """Attainable FLOP/s and the roof that sets it: ``"memory"`` below the ridge point, else ``"compute"``.
 
-    Exercise 01, section 2 (the reference its check calls); at exactly the ridge point it says
-    ``"compute"``.
+    At exactly the ridge point it says ``"compute"``. Exercise 01, section 2 asks you to write this; its check
+    refuses calls to it.
     """
     attainable = roofline(intensity, peak_flops, bandwidth)
     return attainable, "memory" if intensity * bandwidth < peak_flops else "compute"
@@ -60,7 +60,7 @@ def roofline_regime(intensity: float, peak_flops: float, bandwidth: float) -> tu
 def memory_bound(intensities: dict[str, float], peak_flops: float, bandwidth: float) -> set[str]:
     """The names in ``intensities`` (name -> FLOP/byte) that are memory-bound on this processor.
 
-    The reference exercise 01's checks call; the roofline plot draws the same split.
+    The roofline plot draws the same split. Exercise 01 asks you to write this; its check refuses calls to it.
     """
     if not isinstance(intensities, dict):
         raise TypeError(f"intensities must be a dict of name -> FLOP/byte, got {type(intensities).__name__}")
@@ -103,7 +103,7 @@ def days_to_train(
 ) -> float:
     """``time_to_train`` in days, with the peak in TFLOP/s as data sheets print it.
 
-    Exercise 01, section 3 (the reference its check calls).
+    Exercise 01, section 3 asks you to write this; its check refuses calls to it.
     """
     return (
         time_to_train(n_params, n_tokens, arguments.positive("peak_tflops", peak_tflops) * 1e12, utilization, n_devices)
@@ -340,14 +340,17 @@ class StepSweep:
     seconds: dict[tuple[int, int], float]
     n_params: dict[int, int]  # width -> parameters
     noisy: bool
+    extra: dict[str, float] = field(default_factory=dict)  # seconds of the ``extra`` functions, timed among them
 
     def time(self, batch: int, width: int) -> float:
         return self.seconds[(batch, width)]
 
 
-def step_sweep(points: list[tuple[int, int]], device=None, rounds: int = 3, min_run_time: float = 0.05) -> StepSweep:
+def step_sweep(
+    points: list[tuple[int, int]], device=None, rounds: int = 3, min_run_time: float = 0.05, extra=None
+) -> StepSweep:
     """Time one SGD training step of ``models.MLP(64, [width, width], 10)`` at each ``(batch, width)``,
-    interleaved so that a busy moment hits every point alike."""
+    interleaved so that a busy moment hits every point alike; ``extra`` (name -> function) is timed among them."""
     import torch
 
     from . import models, timing, train
@@ -363,11 +366,10 @@ def step_sweep(points: list[tuple[int, int]], device=None, rounds: int = 3, min_
         x, y = torch.randn(batch, 64, generator=gen), torch.randint(0, 10, (batch,), generator=gen)
         n_params[width] = models.count_parameters(model)
         steps[(batch, width)] = train.make_step_fn(model.to(device or "cpu"), x, y, optimizer="sgd", lr=1e-3)
-    t = timing.compare_interleaved(
-        {f"{b},{w}": f for (b, w), f in steps.items()}, rounds=rounds, device=device, min_run_time=min_run_time
-    )
+    fns = {f"{b},{w}": f for (b, w), f in steps.items()} | dict(extra or {})
+    t = timing.compare_interleaved(fns, rounds=rounds, device=device, min_run_time=min_run_time)
     seconds = {(b, w): t[f"{b},{w}"].seconds for b, w in steps}
-    return StepSweep(tuple(steps), seconds, n_params, timing.any_noisy(t))
+    return StepSweep(tuple(steps), seconds, n_params, timing.any_noisy(t), {k: t[k].seconds for k in extra or {}})
 
 
 def step_models_over(
@@ -383,9 +385,84 @@ def step_models_over(
     return {name: [p[name] for p in per] for name in per[0]}
 
 
+def mlp_step_products(batch: int, width: int, d_in: int = 64, d_out: int = 10) -> dict[str, tuple[int, int, int]]:
+    """The matrix products of one training step of ``MLP(d_in, [width, width], d_out)``: name -> (m, k, n) of an
+    (m x k) @ (k x n) product (notebook 01, section 6).
+
+    Forward, each layer multiplies the batch by its weight (b x in @ in x out). Backward, the gradient of a layer's
+    input is (b x out @ out x in), left out for the first layer; the gradient of its weight is (out x b @ b x in),
+    whose inner dimension is the batch: at a small batch a thin product that writes the whole weight matrix.
+    Their FLOPs add up to 6Nb less the first layer's input gradient and the biases.
+    """
+    b, w = arguments.positive_int("batch", batch), arguments.positive_int("width", width)
+    d_in, d_out = arguments.positive_int("d_in", d_in), arguments.positive_int("d_out", d_out)
+    return {
+        "forward, layer 1": (b, d_in, w),
+        "forward, layer 2": (b, w, w),
+        "forward, layer 3": (b, w, d_out),
+        "input gradient, layer 3": (b, d_out, w),
+        "input gradient, layer 2": (b, w, w),
+        "weight gradient, layer 3": (d_out, b, w),
+        "weight gradient, layer 2": (w, b, w),
+        "weight gradient, layer 1": (w, b, d_in),
+    }
+
+
+def step_part_fns(batch: int, width: int = 1024, device=None, lr: float = 1e-3) -> dict[str, object]:
+    """The parts of the SGD step of ``MLP(64, [width, width], 10)`` at ``batch``, each a function to time alone:
+    every product of ``mlp_step_products``, on the model's own weights as the step multiplies them (a fresh output
+    each call, as autograd makes), and ``"update"``, the SGD update of all parameters (``torch._foreach_add_``).
+    ``step_roofline`` times them."""
+    import torch
+
+    from . import models
+
+    params = [p.detach() for p in models.MLP(64, [width, width], 10).to(device or "cpu").parameters()]
+    grads = [torch.randn_like(p) for p in params]
+    w1, w2, w3 = (p for p in params if p.dim() == 2)  # (width x 64), (width x width), (10 x width)
+
+    def rand(*shape):
+        return torch.randn(*shape, device=device)
+
+    x, h, d3, d2 = rand(batch, 64), rand(batch, width), rand(batch, 10), rand(batch, width)
+    operands = {
+        "forward, layer 1": (x, w1.t()),
+        "forward, layer 2": (h, w2.t()),
+        "forward, layer 3": (h, w3.t()),
+        "input gradient, layer 3": (d3, w3),
+        "input gradient, layer 2": (d2, w2),
+        "weight gradient, layer 3": (d3.t(), h),
+        "weight gradient, layer 2": (d2.t(), h),
+        "weight gradient, layer 1": (d2.t(), x),
+    }
+    assert {k: (a.shape[0], a.shape[1], b.shape[1]) for k, (a, b) in operands.items()} == mlp_step_products(
+        batch, width
+    )
+    fns = {name: (lambda a=a, b=b: torch.mm(a, b)) for name, (a, b) in operands.items()}
+    fns["update"] = lambda: torch._foreach_add_(params, grads, alpha=-lr)
+    return fns
+
+
+def minor_faults_per_call(fn, calls: int = 20) -> float | None:
+    """Minor page faults per call of ``fn`` (``resource.getrusage``), after one warm-up call; None where the
+    operating system does not count them (Windows). ``step_roofline`` counts them for one step: a fresh gradient
+    first touched in fresh pages would fault once per 4 KiB page."""
+    try:
+        import resource
+    except ImportError:
+        return None
+    calls = arguments.positive_int("calls", calls)
+    fn()
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    for _ in range(calls):
+        fn()
+    return (resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before) / calls
+
+
 @dataclass(frozen=True)
 class StepRoofline:
-    """A training-step sweep beside its three models (``step_roofline``)."""
+    """A training-step sweep beside its models (``step_roofline``): the three of ``step_time_models`` and
+    ``"parts timed alone"``, the fixed cost plus the step's products and update each timed on their own."""
 
     batches: tuple[int, ...]
     width: int
@@ -393,6 +470,8 @@ class StepRoofline:
     fixed_s: float  # the same step at width 8: the same calls, almost no weights
     step_s: tuple[float, ...]  # measured, one per batch, at ``width``
     models: dict[str, list[float]]  # model name -> seconds per batch
+    parts: dict[int, dict[str, float]]  # smallest batch -> part of the step (a product, the update) -> seconds alone
+    faults_per_step: float | None  # minor page faults per batch-2 step (None: not counted here)
 
     @property
     def width_ratio(self) -> float:
@@ -411,7 +490,30 @@ def step_roofline(
     each time beside ``step_time_models`` with this machine's measured peak and bandwidth."""
     if 8 not in batches:
         raise ValueError(f"batches must include 8 (the width comparison runs at batch 8), got {batches}")
-    sweep = step_sweep([(b, width) for b in batches] + [(8, 8), (8, 64)], device=device)
+    from . import timing
+
+    def run_all(fns):
+        return lambda: [f() for f in fns.values()]
+
+    # each batch's parts, run one after another, are timed among the steps (a busy moment hits both alike)
+    together = {f"parts {b}": run_all(step_part_fns(b, width, device)) for b in batches}
+    sweep = step_sweep([(b, width) for b in batches] + [(8, 8), (8, 64)], device=device, extra=together)
     fixed = sweep.time(8, 8)
     models = step_models_over(sweep, batches, width, fixed, peak_flops, bandwidth)
-    return StepRoofline(tuple(batches), width, sweep, fixed, tuple(sweep.time(b, width) for b in batches), models)
+    models["parts timed alone"] = [fixed + sweep.extra[f"parts {b}"] for b in batches]
+    # the smallest batch's parts one by one, to show which one costs
+    alone = timing.compare_interleaved(
+        step_part_fns(batches[0], width, device), rounds=3, device=device, min_run_time=0.01
+    )
+    parts = {batches[0]: {name: t.seconds for name, t in alone.items()}}
+    faults = None
+    if (device is None or str(device) == "cpu") and batches[0] <= 8:
+        import torch
+
+        from . import models as nets, train
+
+        net = nets.MLP(64, [width, width], 10)
+        x, y = torch.randn(batches[0], 64), torch.randint(0, 10, (batches[0],))
+        faults = minor_faults_per_call(train.make_step_fn(net, x, y, optimizer="sgd", lr=1e-3))
+    step_s = tuple(sweep.time(b, width) for b in batches)
+    return StepRoofline(tuple(batches), width, sweep, fixed, step_s, models, parts, faults)

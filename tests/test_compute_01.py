@@ -38,3 +38,50 @@ def test_one_fma_chips_and_caveats():
     assert "base clock" in peak.sheet_peak_caveat("Windows", False, 2.5, 32)
     assert "efficiency" in peak.sheet_peak_caveat("Linux", True, 2.5, 32)
     assert peak.sheet_peak_caveat("Linux", False, None, 32)
+
+
+@pytest.mark.parametrize(
+    "model, units",
+    [
+        ("Intel(R) Xeon(R) Silver 4114 CPU @ 2.20GHz", 1),  # Skylake-SP
+        ("Intel(R) Xeon(R) Silver 4214R CPU @ 2.40GHz", 1),  # Cascade Lake
+        ("Intel(R) Xeon(R) Bronze 3204 CPU @ 1.90GHz", 1),
+        ("Intel(R) Xeon(R) Gold 5118 CPU @ 2.30GHz", 1),
+        ("Intel(R) Xeon(R) Gold 5218R CPU @ 2.10GHz", 1),
+        ("Intel(R) Xeon(R) Gold 5122 CPU @ 3.60GHz", 2),  # the two Gold 5xxx exceptions
+        ("Intel(R) Xeon(R) Gold 5222 CPU @ 3.80GHz", 2),
+        ("Intel(R) Xeon(R) Gold 6130 CPU @ 2.10GHz", 2),
+        ("Intel(R) Xeon(R) Silver 4314 CPU @ 2.40GHz", 2),  # Ice Lake-SP
+        ("Intel(R) Xeon(R) Gold 5318Y CPU @ 2.10GHz", 2),
+        ("Intel(R) Xeon(R) Silver 4410Y", 2),  # Sapphire Rapids
+        ("Intel(R) Xeon(R) Gold 5415+", 2),
+        ("Intel(R) Xeon(R) Platinum 8280 CPU @ 2.70GHz", 2),
+        ("Intel(R) Core(TM) i7-1065G7 CPU @ 1.30GHz", 1),  # Ice Lake client
+    ],
+)
+def test_avx512_fma_units_by_xeon_generation(model, units):
+    assert peak.one_avx512_fma_unit(model, "GenuineIntel", 6) == (units == 1)
+    assert peak.fp32_flops_per_cycle("AVX-512", "GenuineIntel", 6, model=model) == 32 * units
+
+
+def test_mlp_step_products_add_up_to_the_step_flops():
+    from course_lib import models
+
+    b, w = 8, 32
+    products = compute.mlp_step_products(b, w)
+    assert products["weight gradient, layer 2"] == (w, b, w)  # inner dimension = batch
+    assert len(products) == 8  # 3 forward, 2 input gradients (none for the first layer), 3 weight gradients
+    flops = sum(2 * m * k * n for m, k, n in products.values())
+    weights = sum(p.numel() for name, p in models.MLP(64, [w, w], 10).named_parameters() if "weight" in name)
+    assert flops == 6 * weights * b - 2 * b * 64 * w  # 6Nb over the weights, less layer 1's input gradient
+    with pytest.raises(ValueError):
+        compute.mlp_step_products(0, w)
+
+
+def test_minor_faults_per_call_counts_fresh_pages():
+    import torch
+
+    faults = compute.minor_faults_per_call(lambda: torch.empty(16 * 2**20).fill_(1.0), calls=3)  # 64 MiB, fresh
+    if faults is not None:  # counted on Linux and macOS
+        assert faults > 1000
+        assert compute.minor_faults_per_call(lambda: None, calls=3) < 50

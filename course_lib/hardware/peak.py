@@ -48,18 +48,23 @@ def fp32_flops_per_cycle(vector_isa: str, vendor: str = "", family: int | None =
 
 
 # AVX-512 chips that start one 512-bit FMA per cycle, not two (32 fp32 FLOPs): Intel's client cores of the 10th
-# (Ice Lake, "G" models) and 11th generations (Tiger Lake, Rocket Lake) and the Xeon Bronze and Silver models
-# (Intel 64 and IA-32 Architectures Optimization Reference Manual, "Intel AVX-512 ... one or two FMA units"), and
-# AMD's Zen 5 mobile chips (Ryzen AI 300), whose AVX-512 runs on 256-bit data paths (AMD, Hot Chips 2024).
+# (Ice Lake, "G" models) and 11th generations (Tiger Lake, Rocket Lake), and, among Xeon Scalable processors, only
+# the first two generations (Skylake-SP, model numbers x1xx; Cascade Lake, x2xx): their Bronze 3xxx, Silver 4xxx
+# and Gold 5xxx models, except the Gold 5122 and 5222 (Intel ARK, "# of AVX-512 FMA Units"; Intel 64 and IA-32
+# Architectures Optimization Reference Manual, "one or two FMA units"). From Ice Lake-SP (x3xx) on, Silver and
+# Gold 5xxx have two units, like Gold 6xxx and Platinum. And AMD's Zen 5 mobile chips (Ryzen AI 300), whose AVX-512
+# runs on 256-bit data paths (AMD, Hot Chips 2024).
 _ONE_FMA_INTEL = re.compile(
-    r"\bi[3579]-10\d{2,3}G\d|11th Gen|\bi[3579]-11\d{3}|Xeon\(R\) (?:Silver|Bronze)|Xeon (?:Silver|Bronze)"
+    r"\bi[3579]-10\d{2,3}G\d|11th Gen|\bi[3579]-11\d{3}"
+    r"|Xeon(?:\(R\))? (?:Bronze 3|Silver 4)[12]\d\d|Xeon(?:\(R\))? Gold 5(?!122\b|222\b)[12]\d\d"
 )
 
 
 def one_avx512_fma_unit(model: str, vendor: str = "", family: int | None = None) -> bool:
     """Whether a CPU with AVX-512, named ``model``, starts only one 512-bit FMA per cycle (a pure function; see
-    ``_ONE_FMA_INTEL``): Intel's Ice Lake and Tiger/Rocket Lake client chips and Xeon Bronze/Silver, AMD Zen 5
-    mobile ("Ryzen AI", family 26). The data-sheet peak of those chips is half the ISA's."""
+    ``_ONE_FMA_INTEL``): Intel's Ice Lake and Tiger/Rocket Lake client chips, the Skylake-SP and Cascade Lake Xeon
+    Bronze, Silver and Gold 5xxx (but the Gold 5122 and 5222), AMD Zen 5 mobile ("Ryzen AI", family 26). The
+    data-sheet peak of those chips is half the ISA's."""
     model = model or ""
     if vendor == "AuthenticAMD" or "AMD" in model:
         return family == 26 and "Ryzen AI" in model
