@@ -132,7 +132,7 @@ def estimate_vs_measured(
     tolerance: float = 0.1,
 ):
     """Grouped bars of estimate and measurement per configuration, with the tolerance band drawn
-    around each measurement (notebook 02: the memory estimator against the measured peak)."""
+    around each measurement (an estimate against a measured peak)."""
     import numpy as np
 
     if not (len(labels) == len(estimated) == len(measured)) or not labels:

@@ -35,8 +35,16 @@ def test_each_plausible_bug_misses_the_meter_by_more_than_the_lesson_bound():
     model, x, y = models.MLP(64, [1024, 1024], 10), torch.randn(2048, 64), torch.randint(0, 10, (2048,))
     est = memory.estimate_training_memory(model, x, "adam", target=y)
     bugs = memory.plausible_bugs(est)
-    assert set(bugs) == {"activations forgotten", "optimizer state forgotten", "model states at 2 bytes per value"}
+    assert set(bugs) == {
+        "activations forgotten",
+        "activation gradients forgotten",
+        "optimizer state forgotten",
+        "model states at 2 bytes per value",
+    }
     assert bugs["optimizer state forgotten"] == est.total - est.optimizer_state
+    # the backward pass without the activation gradients: at least what is held at the peak without them
+    parts = dict(est.peak_parts)
+    assert est.total - parts["activation gradients"] <= bugs["activation gradients forgotten"] < est.total
     assert all(abs(b / est.total - 1) > 0.08 for b in bugs.values()), (
         bugs
     )  # the lesson judges the worst of its configurations

@@ -165,3 +165,16 @@ def test_streaming_flags_must_be_booleans(small):
             StreamingDataset(small, batch_size=64, **bad)
     with pytest.raises(TypeError, match="seed"):
         StreamingDataset(small, batch_size=64, seed=1.5)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not limit.memory_limit_supported(), reason="capped subprocess needs Linux")
+def test_streaming_fits_under_a_cap_of_its_budget_where_loading_does_not(tmp_path):
+    """Notebook 02, section 8, at the smallest data set it runs (48 MiB, a 12-MiB budget)."""
+    budget = 12 * MiB
+    path = write_synthetic_dataset(tmp_path / "min", (4 * budget) // (64 * 4), 64)
+    stream = limit.run_with_memory_limit(stream_once, budget, path, budget, "stream", timeout=120)
+    assert stream.ok, stream.summary()
+    assert stream.value.peak_increase_bytes < budget, stream.value
+    capped = limit.run_with_memory_limit(stream_once, budget, path, budget, "load", timeout=120)
+    assert not capped.ok and capped.oom, capped.summary()

@@ -5,11 +5,11 @@ One import for the whole memory toolkit; each part lives in its own file:
 ================  ============================================================================
 ``estimator``     ``estimate_training_memory``: one forward pass, a simulated backward pass and
                   the optimizer, phase by phase, without training (``MemoryEstimate``);
-                  ``plausible_bugs``: what three wrong estimators would report
+                  ``plausible_bugs``: what four wrong estimators would report
 ``meters``        ``measure_peak_memory``, ``measure_training_memory`` (live tensor bytes and the
                   resident peak), ``measure_activation_bytes_per_example`` (what the forward
-                  keeps, per example), ``measure_allocator_peak`` (the allocator's own count,
-                  independent of the estimator), ``memtracker_peak``, ``storage_bytes``
+                  keeps, per example), ``measure_allocator_peak`` and ``allocator_kept`` (the
+                  allocator's own count, independent of the estimator), ``memtracker_peak``, ``storage_bytes``
 ``activation_checkpointing`` ``apply_activation_checkpointing``, ``CheckpointedBlock``
 ``formulas``      ``model_states_bytes`` (ZeRO), ``transformer_activation_bytes`` (Korthikanti et
                   al.), ``largest_model_that_fits``, ``largest_model_per_accelerator``,
@@ -45,6 +45,7 @@ from .formulas import (
 from .meters import (
     LiveTensorTracker,
     PeakMemory,
+    allocator_kept,
     allocator_peak,
     measure_activation_bytes_per_example,
     measure_allocator_peak,
@@ -53,6 +54,7 @@ from .meters import (
     memtracker_peak,
     storage_bytes,
 )
+from .saved import saved_for_backward
 
 __all__ = [
     "OPTIMIZERS",
@@ -66,9 +68,11 @@ __all__ = [
     "measure_training_memory",
     "measure_activation_bytes_per_example",
     "allocator_peak",
+    "allocator_kept",
     "measure_allocator_peak",
     "memtracker_peak",
     "storage_bytes",
+    "saved_for_backward",
     "CheckpointedBlock",
     "apply_activation_checkpointing",
     "model_states_bytes",

@@ -3,7 +3,7 @@
 ``model_states_bytes`` (the ZeRO paper's bytes per parameter), ``transformer_activation_bytes``
 (Korthikanti et al. 2022), ``largest_model_that_fits``, ``largest_model_per_accelerator`` and
 ``large_model_memory`` (the memory calculator's numbers); ``mlp_parameters``,
-``mlp_activation_bytes`` and ``mlp_largest_batch`` (section 2 by hand, and exercise 02's references).
+``mlp_activation_bytes`` and ``mlp_largest_batch`` (section 2 by hand).
 """
 
 from __future__ import annotations
@@ -54,7 +54,13 @@ def model_states_bytes(
 
 
 def transformer_activation_bytes(
-    seq_len: int, batch: int, d_model: int, n_layers: int, n_heads: int, bytes_per_value: int = 2
+    seq_len: int,
+    batch: int,
+    d_model: int,
+    n_layers: int,
+    n_heads: int,
+    bytes_per_value: int = 2,
+    flash_attention: bool = False,
 ) -> int:
     """Activation bytes a transformer saves for backward, by the formula of Korthikanti et al.
 
@@ -64,8 +70,10 @@ def transformer_activation_bytes(
     a attention heads; 34 s*b*h for the linear layers, layer norms, GeLU and 1-byte dropout masks,
     5*a*s^2*b for the attention scores, softmax and its dropout). The result is for ``n_layers``
     layers, scaled by ``bytes_per_value / 2`` for other activation widths (this slightly
-    overcounts the 1-byte dropout masks at 4 bytes). Memory-efficient attention kernels (flash
-    attention) do not save the s x s scores, which removes most of the 5*a*s/h term.
+    overcounts the 1-byte dropout masks at 4 bytes). The 5*a*s/h term assumes the s x s attention
+    scores are stored. ``flash_attention=True``: a memory-efficient attention kernel (FlashAttention, Dao
+    et al. 2022; PyTorch's ``scaled_dot_product_attention`` picks one where it can) stores none of them,
+    only a float32 log-sum-exp per row and head (``4*a*s*b`` bytes), and the term drops.
     """
     for name, v in (
         ("seq_len", seq_len),
@@ -76,7 +84,10 @@ def transformer_activation_bytes(
         ("bytes_per_value", bytes_per_value),
     ):
         arguments.positive_int(name, v)
+    arguments.boolean("flash_attention", flash_attention)
     s, b, h, a = seq_len, batch, d_model, n_heads
+    if flash_attention:
+        return (s * b * h * 34 * bytes_per_value // 2 + 4 * a * s * b) * n_layers
     per_layer_16bit = s * b * h * 34 + 5 * a * s * s * b
     return per_layer_16bit * n_layers * bytes_per_value // 2
 
@@ -126,17 +137,19 @@ def large_model_memory(
     d_model: int = 4096,
     n_layers: int = 32,
     n_heads: int = 32,
+    flash_attention: bool = False,
 ) -> dict[str, int]:
     """Per-device bytes for training a large transformer: model states (ZeRO) + activations.
 
     Activations follow ``transformer_activation_bytes`` with
     16-bit values for the mixed precisions and 32-bit for fp32; they are per device (each
-    data-parallel rank holds the activations of its own micro-batch).
+    data-parallel rank holds the activations of its own micro-batch). ``flash_attention``: the attention
+    scores are not stored (see ``transformer_activation_bytes``).
     """
     n_params = arguments.nonnegative("n_params", n_params)
     states = model_states_bytes(int(n_params), precision, optimizer, zero_stage, data_parallel)
     width = 4 if names.precision(precision) == "fp32" else 2
-    acts = transformer_activation_bytes(seq_len, batch, d_model, n_layers, n_heads, width)
+    acts = transformer_activation_bytes(seq_len, batch, d_model, n_layers, n_heads, width, flash_attention)
     return {"model_states": states, "activations": acts, "total": states + acts}
 
 
@@ -145,7 +158,7 @@ def large_model_memory(
 
 # ----------------------------------------------------------------------------- an MLP by hand
 # The arithmetic of notebook 02, section 2, for an MLP Linear -> ReLU -> ... -> Linear trained in
-# float32 with cross-entropy; exercise 02 asks the learner to write it, and these are its references.
+# float32 with cross-entropy; exercise 02 asks the learner to write these, and its checks refuse calls to them.
 
 
 def _mlp_sizes(sizes) -> list[int]:
@@ -163,8 +176,9 @@ def mlp_parameters(sizes) -> int:
 
 def mlp_activation_bytes(sizes, batch: int) -> int:
     """Bytes autograd keeps for the backward pass of a float32 MLP on ``batch`` examples: every
-    ReLU output (one value per hidden unit), the logits and the log-softmax the loss saves (one value
-    per class each). Not counted: the gradients of these activations, which exist only during the
+    ReLU output (one value per hidden unit), the log-softmax the loss saves (autograd keeps no copy of the
+    logits) and the logits, which stay alive while the training loop holds them through the backward pass (one
+    value per class each). Not counted: the gradients of these activations, which exist only during the
     backward pass (``estimate_training_memory`` follows them)."""
     sizes = _mlp_sizes(sizes)
     arguments.positive_int("batch", batch)

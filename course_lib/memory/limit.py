@@ -115,8 +115,9 @@ class LimitedRun:
 
     def summary(self) -> str:
         """One line for a notebook cell."""
-        peak = "" if self.peak_rss_bytes is None else f", peak RSS {self.peak_rss_bytes / MiB:.0f} MiB"
-        head = f"limit {self.limit_bytes / MiB:.0f} MiB above baseline"
+        growth = self.peak_rss_increase_bytes
+        peak = "" if growth is None else f", resident memory grew by {growth / MiB:.0f} MiB"
+        head = f"cap {self.limit_bytes / MiB:.0f} MiB of address space above the baseline"
         if self.ok:
             return f"ok ({head}{peak}, {self.seconds:.1f} s)"
         kind = "OUT OF MEMORY" if self.oom else ("TIMEOUT" if self.timed_out else "ERROR")
@@ -419,14 +420,21 @@ def allocate_bytes(n_bytes: int, fill: bool = True) -> int:
 
 
 def mlp_training_step(
-    batch_size: int, in_features: int = 512, hidden: int = 1024, depth: int = 3, n_classes: int = 10, steps: int = 1
+    batch_size: int,
+    in_features: int = 512,
+    hidden: int = 1024,
+    depth: int = 3,
+    n_classes: int = 10,
+    steps: int = 1,
+    threads: int | None = None,
 ) -> float:
     """One (or ``steps``) Adam training step(s) of ``course_lib.models.MLP`` at ``batch_size``.
 
     Importable, so :func:`find_max_batch_size` can run it in a capped subprocess (notebook 02,
     memory). Memory grows with the batch through the activations saved for backward
     (about ``batch * (in_features + 2 * depth * hidden) * 4`` bytes) on top of parameters,
-    gradients and Adam's two moments. Returns the last loss.
+    gradients and Adam's two moments. Returns the last loss. ``threads``: torch's intra-op threads for the
+    step (None: as the process has them); the address space a step needs grows with the threads that allocate.
     """
     for name, v in (
         ("batch_size", batch_size),
@@ -437,9 +445,13 @@ def mlp_training_step(
         ("steps", steps),
     ):
         arguments.positive_int(name, v)
+    arguments.optional(arguments.positive_int, "threads", threads)
     import torch
     from ..models import MLP, make_optimizer
     from ..train import train_step
+
+    if threads is not None:
+        torch.set_num_threads(threads)
 
     torch.manual_seed(0)
     model = MLP(in_features, [hidden] * depth, n_classes)

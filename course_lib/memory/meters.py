@@ -318,6 +318,31 @@ def allocator_peak(fn: Callable[[], object], include: Iterable = (), device: tor
     return baseline + peak
 
 
+def allocator_kept(fn: Callable[[], object]) -> int | None:
+    """Bytes the CPU allocator handed out while ``fn()`` ran and had not taken back when it returned, with what
+    ``fn`` returned still alive: what a forward pass keeps for the backward pass, as
+    ``measure_activation_bytes_per_example(..., meter="allocator")`` counts it.
+
+    The net sum of the allocation events ``torch.profiler`` (``profile_memory=True``) recorded: like
+    :func:`allocator_peak`, it follows neither tensors nor the autograd graph. None where this PyTorch's
+    profiler does not expose its allocation events.
+    """
+    if not callable(fn):
+        raise TypeError(f"fn must be callable with no arguments, got {type(fn).__name__}")
+    from torch.profiler import ProfilerActivity, profile
+
+    from ..procs import quiet_native_stderr
+
+    with quiet_native_stderr():
+        with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+            result = fn()
+        events = ti.allocation_events(prof)
+    del result
+    if events is None:
+        return None
+    return sum(nbytes for _, nbytes, dev in events if dev == "cpu")
+
+
 def measure_allocator_peak(
     model: nn.Module,
     example_input,
@@ -325,18 +350,20 @@ def measure_allocator_peak(
     optimizer: str = "adam",
     precision: str = "fp32",
     steps: int = 2,
+    foreach: bool | None = None,
 ) -> int | None:
     """The allocator's peak over ``steps`` real training steps (notebook 02: the estimate against a meter).
 
     The same steps as :func:`measure_training_memory` (``train.train_step``, optimizer state made in step
     one), measured by :func:`allocator_peak`: a meter independent of the estimator. The model is updated.
+    ``foreach``: the optimizer's implementation, as in ``models.make_optimizer`` (None: torch's default).
     """
     params = _check_model(model)
     precision = names.precision(precision)
     inputs = _as_inputs("example_input", example_input)
     steps = arguments.positive_int("steps", steps)
     device = params[0].device
-    opt = make_optimizer(optimizer, params)
+    opt = make_optimizer(optimizer, params, foreach=foreach)
     scaler = grad_scaler(precision, device)
     model.train()
 
@@ -386,6 +413,7 @@ def measure_activation_bytes_per_example(
     batch_sizes: tuple[int, int] = (2, 4),
     precision: str = "fp32",
     loss_fn: Callable | None = None,
+    meter: str = "live",
 ) -> float:
     """Measured bytes the forward pass keeps alive per example (notebook 02, mixed precision).
 
@@ -396,7 +424,11 @@ def measure_activation_bytes_per_example(
     the difference in examples, is the cost of one more example; what does not grow with the batch
     (autocast's 16-bit weight copies) cancels. Small batches are enough, which keeps bf16 cheap on
     a CPU that emulates it. ``make_batch(n)`` returns ``(inputs, target)`` with ``n`` examples.
+    ``meter="allocator"`` counts on a CPU what the allocator handed out and still holds after the forward
+    (:func:`allocator_kept`) instead: it follows no tensors, so it shares no code with the estimator.
     """
+    if meter not in ("live", "allocator"):
+        raise ValueError(f"meter must be 'live' or 'allocator', got {meter!r}")
     _check_model(model)
     precision = names.precision(precision)
     if not callable(make_batch):
@@ -418,6 +450,17 @@ def measure_activation_bytes_per_example(
                 with autocast(precision, device):
                     loss = loss_fn(model(x), y)
                 kept.append(torch.cuda.memory_allocated(device) - start)
+            elif meter == "allocator":
+
+                def forward(x=x, y=y):
+                    with autocast(precision, device):
+                        return loss_fn(model(x), y)
+
+                net = allocator_kept(forward)
+                if net is None:
+                    raise RuntimeError("this PyTorch's profiler reports no allocation events; use meter='live'")
+                kept.append(net)
+                loss = None
             else:
                 with LiveTensorTracker() as tracker:
                     with autocast(precision, device):

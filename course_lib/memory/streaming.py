@@ -472,15 +472,21 @@ def stream_once(
 
 
 def demo_dataset_bytes(
-    wanted: int, directory: str | os.PathLike, ram_share: float = 0.125, disk_share: float = 0.1
+    wanted: int,
+    directory: str | os.PathLike,
+    ram_share: float = 0.125,
+    disk_share: float = 0.1,
+    minimum: int | None = None,
 ) -> int:
     """The size of a demo data set this machine can hold safely (notebook 02, sections 8-9).
 
     ``wanted`` bytes, cut to ``ram_share`` of the RAM available now and ``disk_share`` of the free space in
-    ``directory``, so a demo never fills a learner's memory or disk. Returns 0 where even a tenth of ``wanted``
-    does not fit (the notebook then says why it skips).
+    ``directory``, so a demo never fills a learner's memory or disk. Returns 0 where even ``minimum`` bytes (default
+    a tenth of ``wanted``) do not fit (the notebook then says why it skips): below a few MiB, a streaming pass's
+    fixed costs (the interpreter's own allocations) outweigh its budget.
     """
     wanted = _pos_int("wanted", wanted)
+    minimum = wanted // 10 if minimum is None else _pos_int("minimum", minimum)
     free_disk = __import__("shutil").disk_usage(os.fspath(directory)).free
     try:
         import psutil
@@ -490,7 +496,7 @@ def demo_dataset_bytes(
         free_ram = wanted * 8
     size = int(min(wanted, ram_share * free_ram, disk_share * free_disk))
     size -= size % MiB
-    return size if size >= wanted // 10 else 0
+    return size if size >= minimum else 0
 
 
 @dataclass(frozen=True)
