@@ -627,6 +627,7 @@ def test_read_starvation_reads_every_batch_and_deletes_its_file(tmp_path):
     assert len(seen) == 2 * 2 * 3 and set(seen) == {(4, 1, 8, 8)}  # 2 rounds x (disk, cache) x 3 batches
     assert out["dropped"] == feeding.CAN_DROP_PAGE_CACHE
     assert out["disk_Bps"] > 0 and out["cache_Bps"] > 0
+    assert out["used_bytes"] == 4 * 8 * 8 and out["read_block"] == 2**20  # the model reads other pieces than a batch
     for e in (out["disk"], out["cache"]):
         assert 0 <= e["idle_fraction"] < 1 and e["wait_s"] + e["compute_s"] <= e["total_s"] * 1.001
 
@@ -682,3 +683,18 @@ def test_worker_epochs_returns_one_epoch_per_setting():
     assert list(out) == [0] and out[0]["batches"] == 3
     with pytest.raises(ValueError, match="workers"):
         feeding.worker_epochs(ds, step, workers=(-1,))
+
+
+@pytest.mark.slow
+def test_worker_parts_times_the_worker_the_handover_and_the_fill():
+    import torch
+
+    from course_lib.comm import feeding
+
+    ds = torch.utils.data.TensorDataset(torch.rand(20, 3), torch.zeros(20, dtype=torch.long))
+    out = feeding.worker_parts(ds, batch_size=8, rounds=1)
+    assert out["batches"] == 3
+    assert out["worker_s"] > 0 and out["handover_s"] > 0 and out["first_s"] > 0
+    assert out["prepare_s"] == pytest.approx(max(0.0, out["worker_s"] - out["handover_s"]))
+    with pytest.raises(ValueError, match="batch_size"):
+        feeding.worker_parts(ds, batch_size=0)

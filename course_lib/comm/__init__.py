@@ -7,7 +7,8 @@ Module 03 (interconnect) meets most of it; modules 04, 06 and 07 use it too.
                   data-parallel speed-up, over the cited link table (``catalog.links``, ``catalog.get_link``)
 ``launcher``      ``launch`` (run an importable function on N ranks), ``rank_info``, ``RankError``,
                   ``LaunchTimeout``, ``last_launch_stats``, ``port_is_free``, ``max_world_size``
-``collectives``   ``allreduce_benchmark``, ``ring_all_reduce`` (written by hand) and
+``collectives``   ``allreduce_benchmark``, ``ring_all_reduce`` (written by hand), the controls
+                  ``naive_all_reduce`` and ``root_all_reduce``, and
                   ``check_ring_against_library``
 ``scaling``       ``data_parallel_benchmark`` (a real data-parallel step, timed in parts) and
                   ``measure_data_parallel`` (its speed-up over one rank)
@@ -37,9 +38,11 @@ from .collectives import (
     ALLREDUCE_ALGORITHMS,
     ALLREDUCE_SIZES,
     allreduce_benchmark,
+    allreduce_with_controls,
     check_ring_against_library,
     naive_all_reduce,
     ring_all_reduce,
+    root_all_reduce,
 )
 from .demos import (
     demo_dataloader_sum,
@@ -80,8 +83,10 @@ __all__ = [
     "last_launch_stats",
     "port_is_free",
     "allreduce_benchmark",
+    "allreduce_with_controls",
     "ring_all_reduce",
     "naive_all_reduce",
+    "root_all_reduce",
     "check_ring_against_library",
     "demo_rank_sum",
     "demo_raise_on_rank",

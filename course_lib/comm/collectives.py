@@ -22,14 +22,17 @@ __all__ = [
     "ALLREDUCE_SIZES",
     "ALLREDUCE_ALGORITHMS",
     "allreduce_benchmark",
+    "allreduce_with_controls",
     "ring_all_reduce",
     "naive_all_reduce",
+    "root_all_reduce",
     "check_ring_against_library",
 ]
 
 #: What ``allreduce_benchmark(algorithm=...)`` can time: the backend's own ``dist.all_reduce``, the ring
-#: written by hand, or the naive all-reduce (every rank sends its whole tensor to every other).
-ALLREDUCE_ALGORITHMS: tuple[str, ...] = ("library", "ring", "naive")
+#: written by hand, the naive all-reduce (every rank sends its whole tensor to every other), or reduce to
+#: rank 0 then broadcast ("root": rank 0 sends N-1 tensors, the others one each).
+ALLREDUCE_ALGORITHMS: tuple[str, ...] = ("library", "ring", "naive", "root")
 
 #: Message sizes for notebook 03's all-reduce sweep: 1 KB to 64 MB in steps of 4x.
 ALLREDUCE_SIZES: tuple[int, ...] = tuple(4**k * 1024 for k in range(9))
@@ -71,7 +74,7 @@ def allreduce_benchmark(
     per-rank times at the end), so every rank returns the same rows::
 
         {"bytes", "numel", "seconds", "median_s", "times", "algbw_Bps", "busbw_Bps", "world_size",
-         "bytes_sent"}
+         "bytes_sent", "bytes_sent_max", "bytes_sent_min"}
 
     ``seconds`` is the low quantile (20th percentile) of the repeats, the time the operation takes
     when the operating system does not get in the way (``course_lib.timing`` explains why);
@@ -81,16 +84,22 @@ def allreduce_benchmark(
 
     ``bytes_sent`` is what one rank handed to the operating system to send in one all-reduce (the mean
     over ranks and repeats of the ``wchar`` counter in ``/proc/self/io``; gloo writes its messages
-    with ``writev``), or None where the operating system keeps no such count (macOS, Windows) or the
-    backend does not write through it (NCCL). For a ring it is 2 (N-1) / N times ``bytes``: notebook
-    03 checks that factor with it, from 2 ranks to 4, whatever the wall time does on a shared CPU.
+    with ``writev``); ``bytes_sent_max`` and ``bytes_sent_min`` are the busiest and the idlest rank's
+    (each the mean over repeats): a mean over ranks cannot tell a ring from reduce-to-root plus
+    broadcast, whose root sends N-1 times the message and the others once. All three are None where the
+    operating system keeps no such count (macOS, Windows) or the backend does not write through it (NCCL).
+    For a ring every rank sends 2 (N-1) / N times ``bytes``: notebook 03 checks that factor on the busiest
+    rank, and that the idlest sends as much, whatever the wall time does on a shared CPU.
 
     ``algorithm`` (one of ``ALLREDUCE_ALGORITHMS``) times ``dist.all_reduce`` ("library"), the hand-written
-    :func:`ring_all_reduce` ("ring") or :func:`naive_all_reduce` ("naive", (N-1) times the bytes per rank:
-    what the byte count in notebook 03 must tell from a ring).
+    :func:`ring_all_reduce` ("ring"), :func:`naive_all_reduce` ("naive", (N-1) times the bytes per rank)
+    or :func:`root_all_reduce` ("root": the same mean over ranks as a ring on 4 ranks, N-1 on the root):
+    what the byte count in notebook 03 must tell from a ring.
     """
     algorithm = arguments.choice("algorithm", algorithm, ALLREDUCE_ALGORITHMS)
-    reduce = {"library": dist.all_reduce, "ring": ring_all_reduce, "naive": naive_all_reduce}[algorithm]
+    reduce = {"library": dist.all_reduce, "ring": ring_all_reduce, "naive": naive_all_reduce, "root": root_all_reduce}[
+        algorithm
+    ]
     sizes = arguments.int_list("sizes_bytes", sizes_bytes)
     repeats = arguments.positive_int("repeats", repeats)
     warmup = arguments.nonnegative_int("warmup", warmup)
@@ -118,6 +127,9 @@ def allreduce_benchmark(
                     sent[i, rnd - warmup] = _bytes_written() - written
     times = _all_reduce_on(times, device, dist.ReduceOp.MAX)  # the slowest rank's time
     counted = _bytes_written() is not None and device.type == "cpu"
+    per_rank = sent.mean(dim=1)  # this rank's bytes per all-reduce, for each size
+    sent_max = _all_reduce_on(per_rank.clone(), device, dist.ReduceOp.MAX)  # the busiest rank's
+    sent_min = _all_reduce_on(per_rank.clone(), device, dist.ReduceOp.MIN)  # the idlest rank's
     sent = _all_reduce_on(sent, device, dist.ReduceOp.SUM) / world  # the mean over ranks
     rows = []
     for i, s in enumerate(sizes):
@@ -136,9 +148,29 @@ def allreduce_benchmark(
                 "busbw_Bps": algbw * 2 * (world - 1) / world,
                 "world_size": world,
                 "bytes_sent": float(sent[i].mean()) if counted else None,
+                "bytes_sent_max": float(sent_max[i]) if counted else None,
+                "bytes_sent_min": float(sent_min[i]) if counted else None,
             }
         )
     return rows
+
+
+def allreduce_with_controls(
+    sizes_bytes: list[int],
+    repeats: int = 5,
+    controls: tuple[str, ...] = ("root", "naive"),
+    control_bytes: int = 2**20,
+    control_repeats: int = 2,
+) -> dict[str, list[dict]]:
+    """:func:`allreduce_benchmark` of the backend's all-reduce on ``sizes_bytes``, then of each algorithm in
+    ``controls`` on one message of ``control_bytes``, in one launch; run it under :func:`launch`. Notebook 03,
+    section "from 2 ranks to 4": the controls are what its byte count must reject, measured beside it.
+    Returns ``{"library": rows, control: rows, ...}``."""
+    controls = tuple(arguments.choice("controls", c, ALLREDUCE_ALGORITHMS) for c in controls)
+    out = {"library": allreduce_benchmark(sizes_bytes, repeats=repeats)}
+    for c in controls:
+        out[c] = allreduce_benchmark([control_bytes], repeats=control_repeats, warmup=1, algorithm=c)
+    return out
 
 
 def ring_all_reduce(tensor: torch.Tensor) -> torch.Tensor:
@@ -211,6 +243,31 @@ def naive_all_reduce(tensor: torch.Tensor) -> torch.Tensor:
     return result
 
 
+def root_all_reduce(tensor: torch.Tensor) -> torch.Tensor:
+    """Reduce to rank 0, then broadcast (sum), from point-to-point sends; returns a new tensor. Every other
+    rank sends its tensor to rank 0, which adds them and sends the sum back to each: rank 0 sends N-1
+    tensors, the others one each. On 4 ranks the mean over ranks, (3 + 1 + 1 + 1) / 4 = 1.5 tensors, equals
+    a ring's; the busiest rank sends twice a ring's. Timed only to show what a per-rank byte count rejects."""
+    if not isinstance(tensor, torch.Tensor):
+        raise TypeError(f"tensor must be a torch.Tensor, got {type(tensor).__name__}")
+    world, rank = dist.get_world_size(), dist.get_rank()
+    result = tensor.detach().clone().contiguous()
+    if world == 1:
+        return result
+    if rank == 0:
+        inbox = [torch.empty_like(result) for _ in range(1, world)]
+        for request in dist.batch_isend_irecv([dist.P2POp(dist.irecv, box, p) for p, box in enumerate(inbox, 1)]):
+            request.wait()
+        for box in inbox:
+            result += box
+        for request in dist.batch_isend_irecv([dist.P2POp(dist.isend, result, p) for p in range(1, world)]):
+            request.wait()
+    else:
+        dist.send(result, 0)
+        dist.recv(result, 0)
+    return result
+
+
 def _exchange(send: torch.Tensor, dst: int, recv: torch.Tensor, src: int) -> None:
     """Send ``send`` to rank ``dst`` and receive into ``recv`` from rank ``src`` at the same time.
 
@@ -227,15 +284,18 @@ def _exchange(send: torch.Tensor, dst: int, recv: torch.Tensor, src: int) -> Non
         request.wait()
 
 
-def check_ring_against_library(sizes: list[int], seed: int = 0) -> list[dict]:
+def check_ring_against_library(sizes: list[int], seed: int = 0, algorithm: str = "ring") -> list[dict]:
     """Compare :func:`ring_all_reduce` with ``dist.all_reduce`` on seeded random tensors (different on
     every rank) of each size; run it under :func:`launch`. Notebook 03 (interconnect) and its exercise.
 
     Returns one row per size: ``{"size", "world_size", "max_abs_diff", "allclose"}``, where
     ``allclose`` uses ``rtol=1e-5`` and ``atol=1e-5 x`` the largest magnitude of the sum. The two
     results need not be bit-identical: they add the same numbers in a different order, and
-    floating-point addition is not associative.
+    floating-point addition is not associative. ``algorithm`` ("ring", "naive" or "root") picks the
+    hand-written all-reduce compared.
     """
+    by_hand = {"ring": ring_all_reduce, "naive": naive_all_reduce, "root": root_all_reduce}
+    ours_fn = by_hand[arguments.choice("algorithm", algorithm, tuple(by_hand))]
     sizes = arguments.int_list("sizes", sizes)
     seed = arguments.nonnegative_int("seed", seed)
     info = rank_info()
@@ -244,7 +304,7 @@ def check_ring_against_library(sizes: list[int], seed: int = 0) -> list[dict]:
     for i, size in enumerate(sizes):
         gen = torch.Generator().manual_seed(seeds.derive(seed, "rank", rank, "size", i))
         x = torch.randn(size, generator=gen).to(device)
-        ours = ring_all_reduce(x)
+        ours = ours_fn(x)
         theirs = x.clone()
         dist.all_reduce(theirs)
         diff = float((ours - theirs).abs().max())

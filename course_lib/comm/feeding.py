@@ -24,7 +24,7 @@ from .. import arguments
 from ..memory.page_cache import cache_control, drop_file_cache
 from ..train import measure_input_pipeline
 
-__all__ = ["CAN_DROP_PAGE_CACHE", "drop_from_page_cache", "read_starvation", "worker_epochs"]
+__all__ = ["CAN_DROP_PAGE_CACHE", "drop_from_page_cache", "read_starvation", "worker_epochs", "worker_parts"]
 
 #: Whether this operating system lets an unprivileged process drop a file's pages from its cache
 #: (``posix_fadvise`` with ``POSIX_FADV_DONTNEED``: Linux; macOS and Windows have no such call).
@@ -53,7 +53,8 @@ def _write_file(path: str, max_bytes: int, target_s: float, chunk: int) -> int:
 
 
 def _read_all(path: str, buf: bytearray) -> float:
-    """Seconds to read the whole file into ``buf``-sized pieces, sequentially, unbuffered."""
+    """Seconds to read the whole file into ``buf``-sized pieces, sequentially, unbuffered (the bandwidth
+    alone reads 1-MiB pieces, not a batch at a time as the trainer does: another access pattern)."""
     view = memoryview(buf)
     start = time.perf_counter()
     with open(path, "rb", buffering=0) as f:
@@ -88,6 +89,7 @@ def read_starvation(
     max_bytes: int = 128 * 2**20,
     rounds: int = 2,
     directory: str | None = None,
+    read_block: int = 2**20,
 ) -> dict[str, Any]:
     """A trainer starved by bytes: every batch is read from a file, then ``step(x, y)`` trains on it.
     Notebook 03, section 4.
@@ -97,19 +99,22 @@ def read_starvation(
     then fsynced. Each batch is one piece: the trainer reads all of it (a stored example is much larger than
     what the model sees, as a high-resolution original is) and trains on its first bytes, shaped ``x_shape``
     and scaled to [0, 1]. The bandwidths are measured apart, by plain sequential reads of the whole file: from
-    the disk (its pages dropped from the page cache first) and from the page cache. Then epochs from the disk
-    and from the cache alternate ``rounds`` times; each kind keeps its faster epoch. The file is deleted at the
-    end, also on error.
+    the disk (its pages dropped from the page cache first) and from the page cache, in pieces of ``read_block``
+    bytes (1 MiB), not a batch at a time as the trainer reads: the model does not repeat the epoch's own
+    reads. Then epochs from the disk and from the cache alternate ``rounds`` times; each kind keeps its faster
+    epoch. The file is deleted at the end, also on error.
 
-    Returns ``{"file_bytes", "batch_bytes", "batches", "dropped" (the page cache could be dropped here),
-    "disk_Bps", "cache_Bps", "disk": epoch, "cache": epoch}``, an epoch being ``{"wait_s", "compute_s",
-    "total_s", "batches", "idle_fraction"}`` as :func:`course_lib.train.measure_input_pipeline` returns.
+    Returns ``{"file_bytes", "batch_bytes", "used_bytes" (what the model sees of a batch), "read_block",
+    "batches", "dropped" (the page cache could be dropped here), "disk_Bps", "cache_Bps", "disk": epoch,
+    "cache": epoch}``, an epoch being ``{"wait_s", "compute_s", "total_s", "batches", "idle_fraction"}`` as
+    :func:`course_lib.train.measure_input_pipeline` returns.
     """
     if not callable(step):
         raise TypeError(f"step must be callable, got {type(step).__name__}")
     shape = tuple(arguments.positive_int("x_shape", int(s)) for s in x_shape)
     batches = arguments.positive_int("batches", batches)
     rounds = arguments.positive_int("rounds", rounds)
+    read_block = arguments.positive_int("read_block", read_block)
     if not target_s > 0:
         raise ValueError(f"target_s must be > 0 seconds, got {target_s!r}")
     folder = directory or tempfile.gettempdir()
@@ -131,7 +136,7 @@ def read_starvation(
         with open(path, "r+b") as f:  # a whole number of batches
             f.truncate(batch_bytes * batches)
         size = batch_bytes * batches
-        buf = bytearray(batch_bytes)
+        buf, block = bytearray(batch_bytes), bytearray(min(read_block, batch_bytes))
         y = torch.arange(shape[0]) % 10
 
         def to_batch(b: bytearray) -> tuple[torch.Tensor, torch.Tensor]:
@@ -142,8 +147,8 @@ def read_starvation(
         dropped = True
         for _ in range(rounds):  # interleaved: a slow spell of the machine hits both kinds
             dropped = drop_from_page_cache(path) and dropped
-            disk_s.append(_read_all(path, buf))
-            cache_s.append(_read_all(path, buf))
+            disk_s.append(_read_all(path, block))
+            cache_s.append(_read_all(path, block))
             dropped = drop_from_page_cache(path) and dropped
             epochs["disk"].append(_epoch(path, buf, step, to_batch))
             epochs["cache"].append(_epoch(path, buf, step, to_batch))
@@ -155,6 +160,8 @@ def read_starvation(
     return {
         "file_bytes": size,
         "batch_bytes": batch_bytes,
+        "used_bytes": numel,
+        "read_block": len(block),
         "batches": batches,
         "dropped": dropped,
         "disk_Bps": size / min(disk_s),
@@ -200,3 +207,58 @@ def worker_epochs(
             runs[w].append(measure_input_pipeline(loaders[w], step))
     del loaders  # persistent workers end with their loader
     return {w: min(r, key=lambda e: e["total_s"]) for w, r in runs.items()}
+
+
+class _Blank(Dataset):
+    """``n`` examples shaped like ``like``'s, made at no cost: a loader over it times the hand-over alone."""
+
+    def __init__(self, n: int, x: torch.Tensor, y: torch.Tensor) -> None:
+        self.n, self.x, self.y = n, x, y
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, i: int):
+        return self.x, self.y
+
+
+def worker_parts(dataset: Dataset, *, batch_size: int = 32, rounds: int = 2) -> dict[str, float]:
+    """The parts of a one-worker epoch, measured apart. Notebook 03, section 4.
+
+    A ``DataLoader`` with one worker process and a trainer that does nothing times, per batch, what the
+    worker needs to prepare a batch and hand it over (``worker_s``); the same over examples that cost
+    nothing to make, shaped like ``dataset``'s, times the hand-over alone (``handover_s``: collating, the
+    shared-memory copy and the queue); ``prepare_s`` is the difference, the preparing as the worker does it.
+    ``first_s`` is the wait for an epoch's first batch (the pipeline fill: nothing overlaps it). Each setting
+    keeps its fastest of ``rounds`` epochs. Returns ``{"worker_s", "handover_s", "prepare_s", "first_s",
+    "batches"}``.
+    """
+    batch_size = arguments.positive_int("batch_size", batch_size)
+    rounds = arguments.positive_int("rounds", rounds)
+    x, y = dataset[0]
+    loaders = {
+        name: DataLoader(ds, batch_size=batch_size, num_workers=1, persistent_workers=True, prefetch_factor=4)
+        for name, ds in (("worker", dataset), ("handover", _Blank(len(dataset), x, y)))
+    }
+    nothing = lambda x, y: None  # noqa: E731
+    for loader in loaders.values():
+        measure_input_pipeline(loader, nothing, max_batches=2)  # start the worker, warm up
+    best: dict[str, dict] = {}
+    first: list[float] = []
+    for _ in range(rounds):
+        for name, loader in loaders.items():
+            epoch = measure_input_pipeline(loader, nothing)
+            if name not in best or epoch["total_s"] < best[name]["total_s"]:
+                best[name] = epoch
+        t = time.perf_counter()
+        next(iter(loaders["worker"]))
+        first.append(time.perf_counter() - t)
+    del loaders
+    per = {name: e["total_s"] / e["batches"] for name, e in best.items()}
+    return {
+        "worker_s": per["worker"],
+        "handover_s": per["handover"],
+        "prepare_s": max(0.0, per["worker"] - per["handover"]),
+        "first_s": min(first),
+        "batches": best["worker"]["batches"],
+    }

@@ -36,9 +36,10 @@ class _GradientAverager:
     ranks in one all-reduce, divide by the number of ranks and copy back. The buffer is kept between
     steps, as DDP keeps its buckets. Times the wait, the copies and the all-reduce apart."""
 
-    def __init__(self, world: int, skip: frozenset[int] = frozenset()) -> None:
+    def __init__(self, world: int, skip: frozenset[int] = frozenset(), divide: bool = True) -> None:
         self.world = world
         self.skip = skip  # indices of parameters left out of the all-reduce: a deliberate bug
+        self.divide = divide  # False: gradients summed, not averaged (a forgotten 1/N): a deliberate bug
         self.buffer: torch.Tensor | None = None
         self.wait_s: list[float] = []
         self.copy_s: list[float] = []
@@ -59,7 +60,8 @@ class _GradientAverager:
         t2 = time.perf_counter()
         dist.all_reduce(self.buffer)
         t3 = time.perf_counter()
-        self.buffer /= self.world
+        if self.divide:
+            self.buffer /= self.world
         offset = 0
         for g in grads:
             g.copy_(self.buffer[offset : offset + g.numel()].view_as(g))
@@ -91,6 +93,7 @@ def data_parallel_benchmark(
     warmup: int = 2,
     seed: int = 0,
     skip_layer: int | None = None,
+    sum_not_mean: bool = False,
 ) -> dict[str, Any]:
     """Time data-parallel training steps of an MLP on this rank; run it under :func:`launch`.
 
@@ -111,16 +114,29 @@ def data_parallel_benchmark(
     been left out of the all-reduce (the learning rate times the largest difference between the rank's own
     gradient and the average).
 
+    ``"diff_from_one_process"`` is the largest difference, over ranks and parameters, between the weights
+    after training and those of ONE process that took the same steps from the same start on all ranks'
+    batches concatenated, with the mean loss: what data parallelism must reproduce (up to the order of
+    float additions). ``"sum_not_mean_diff"`` is its control, measured in the same run: how far that one
+    process lands when its gradients are multiplied by the number of ranks (summed, not averaged).
+    ``"diff_over_sum_not_mean"`` judges the two tensor by tensor: the largest, over the parameter tensors,
+    of this run's difference over the control's (1 when the gradients were summed; a skipped layer shows
+    in its own tensors even where the head's larger steps dominate the whole-model maximum).
+
     ``skip_layer`` (an index among the model's ``Linear`` layers) leaves that layer's weight and bias out of
-    the all-reduce: the bug a weight check must catch, which the all-reduce time hardly shows.
+    the all-reduce, and ``sum_not_mean=True`` forgets the division by the number of ranks (every rank still
+    ends with the same weights): the bugs the comparison with one process must catch, which the all-reduce
+    time hardly shows.
     """
     _check_config(in_features, hidden, layers, batch_size, steps, warmup)
     info = rank_info()
     rank, world = info["rank"], info["world_size"]
+    if not isinstance(sum_not_mean, bool):
+        raise TypeError(f"sum_not_mean must be True or False, got {sum_not_mean!r}")
     torch.manual_seed(seed)  # the same initial weights on every rank
     model = models.MLP(in_features, [hidden] * layers, 10).to(info["device"])
-    g = torch.Generator().manual_seed(seeds.derive(seed, "rank", rank))  # but a batch of its own
-    batch = (torch.randn(batch_size, in_features, generator=g), torch.randint(0, 10, (batch_size,), generator=g))
+    start_weights = copy.deepcopy(model.state_dict())
+    batch = _rank_batch(seed, rank, batch_size, in_features)  # but a batch of its own
     solo_model = copy.deepcopy(model)  # rank 0 also trains alone, on a copy, for the baseline
     opt = train.make_optimizer("sgd", model.parameters(), lr=0.01)
     solo_opt = train.make_optimizer("sgd", solo_model.parameters(), lr=0.01)
@@ -130,7 +146,9 @@ def data_parallel_benchmark(
             f"skip_layer must be None or a Linear layer's index, 0 to {len(linear) - 1}; got {skip_layer!r}"
         )
     skipped = {id(p) for p in linear[skip_layer].parameters()} if skip_layer is not None else set()
-    average = _GradientAverager(world, frozenset(i for i, p in enumerate(model.parameters()) if id(p) in skipped))
+    average = _GradientAverager(
+        world, frozenset(i for i, p in enumerate(model.parameters()) if id(p) in skipped), divide=not sum_not_mean
+    )
     step_s: list[float] = []
     solo_s: list[float] = []
     for _ in range(warmup + steps):
@@ -145,6 +163,9 @@ def data_parallel_benchmark(
         step_s.append(time.perf_counter() - start)
     n_params = models.count_parameters(model)
     max_diff, divergence = _weights_apart(model, batch, lr=0.01)
+    from_one, sum_diff, over_sum = _against_one_process(
+        model, start_weights, seed, batch_size, in_features, warmup + steps
+    )
     checksum = float(sum(p.detach().double().sum() for p in model.parameters()))
     return {
         "rank": rank,
@@ -159,7 +180,53 @@ def data_parallel_benchmark(
         "checksum": checksum,
         "max_weight_diff": max_diff,
         "one_tensor_divergence": divergence,
+        "diff_from_one_process": from_one,
+        "sum_not_mean_diff": sum_diff,
+        "diff_over_sum_not_mean": over_sum,
     }
+
+
+def _rank_batch(seed: int, rank: int, batch_size: int, in_features: int) -> tuple[torch.Tensor, torch.Tensor]:
+    g = torch.Generator().manual_seed(seeds.derive(seed, "rank", rank))
+    return torch.randn(batch_size, in_features, generator=g), torch.randint(0, 10, (batch_size,), generator=g)
+
+
+def _against_one_process(
+    model: torch.nn.Module, start: dict, seed: int, batch_size: int, in_features: int, steps: int
+) -> tuple[float, float, float]:
+    """Rank 0 trains two copies from ``start`` alone on every rank's batch concatenated (mean loss): one as
+    data parallelism should (the reference), one with its gradients times the number of ranks (the
+    sum-not-mean control). Returns, over ranks and parameters, max |w - reference|, max |control -
+    reference|, and the largest, over parameter tensors, of max |w - reference| / max |control - reference|
+    (1 for summed gradients; a layer left out of the average shows in its own tensors, however small)."""
+    world, rank = dist.get_world_size(), dist.get_rank()
+    sizes = [p.numel() for p in model.parameters()]
+    flat = torch.cat([p.detach().reshape(-1) for p in model.parameters()])
+    ref, control = torch.empty_like(flat), torch.zeros(len(sizes), dtype=flat.dtype, device=flat.device)
+    if rank == 0:
+        parts = [_rank_batch(seed, r, batch_size, in_features) for r in range(world)]
+        whole = (torch.cat([x for x, _ in parts]).to(flat.device), torch.cat([y for _, y in parts]).to(flat.device))
+        trained = []
+        for factor in (1.0, float(world)):
+            one = copy.deepcopy(model)
+            one.load_state_dict(start)
+            opt = train.make_optimizer("sgd", one.parameters(), lr=0.01)
+
+            def scale(m: torch.nn.Module, f: float = factor) -> None:
+                for p in m.parameters():
+                    p.grad.mul_(f)
+
+            for _ in range(steps):
+                train.train_step(one, whole, opt, before_update=scale if factor != 1 else None)
+            trained.append(torch.cat([p.detach().reshape(-1) for p in one.parameters()]))
+        ref.copy_(trained[0])
+        control.copy_(torch.stack([d.abs().max() for d in torch.split(trained[1] - trained[0], sizes)]))
+    dist.broadcast(ref, 0)
+    dist.broadcast(control, 0)
+    apart = torch.stack([d.abs().max() for d in torch.split(flat - ref, sizes)])
+    out = torch.stack([apart.max(), control.max(), (apart / control.clamp_min(1e-30)).max()]).double()
+    dist.all_reduce(out, op=dist.ReduceOp.MAX)
+    return float(out[0]), float(out[1]), float(out[2])
 
 
 def _weights_apart(model: torch.nn.Module, batch: tuple, lr: float) -> tuple[float, float]:
@@ -200,7 +267,11 @@ def measure_data_parallel(world_size: int = 2, **config: Any) -> dict[str, Any]:
          "copy_s": copying gradients to the flat buffer and back, and dividing,
          "compute_in_job_s": step_s - comm_s - wait_s - copy_s, "grad_bytes", "n_params", "world_size",
          "speedup": world_size * compute_s / step_s (examples per second against one rank),
-         "comm_share": comm_s / step_s, "same_weights": every rank ended with the same weights}
+         "comm_share": comm_s / step_s, "same_weights": every rank ended with the same weights,
+         "max_weight_diff", "one_tensor_divergence": the largest difference between ranks, and its control,
+         "diff_from_one_process": the largest difference from one process trained on all the batches
+         (mean loss), "sum_not_mean_diff": its control, that one process with gradients summed,
+         "diff_over_sum_not_mean": the largest, over parameter tensors, of the first over the second}
     """
     world_size = arguments.integer("world_size", world_size, minimum=2)
     unknown = set(config) - set(inspect.signature(data_parallel_benchmark).parameters)
@@ -214,6 +285,8 @@ def measure_data_parallel(world_size: int = 2, **config: Any) -> dict[str, Any]:
         isinstance(skip, int) and not isinstance(skip, bool) and 0 <= skip <= settings["layers"]
     ):
         raise ValueError(f"skip_layer must be None or a Linear layer's index, 0 to {settings['layers']}; got {skip!r}")
+    if not isinstance(settings["sum_not_mean"], bool):
+        raise TypeError(f"sum_not_mean must be True or False, got {settings['sum_not_mean']!r}")
     ranks = launch(data_parallel_benchmark, world_size, threads_per_rank=1, **config)
     compute = representative(ranks[0]["solo_s"])
     step = max(representative(r["step_s"]) for r in ranks)
@@ -235,4 +308,7 @@ def measure_data_parallel(world_size: int = 2, **config: Any) -> dict[str, Any]:
         "same_weights": len({r["checksum"] for r in ranks}) == 1,
         "max_weight_diff": max(r["max_weight_diff"] for r in ranks),
         "one_tensor_divergence": max(r["one_tensor_divergence"] for r in ranks),
+        "diff_from_one_process": max(r["diff_from_one_process"] for r in ranks),
+        "sum_not_mean_diff": ranks[0]["sum_not_mean_diff"],
+        "diff_over_sum_not_mean": max(r["diff_over_sum_not_mean"] for r in ranks),
     }
