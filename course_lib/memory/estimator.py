@@ -366,7 +366,7 @@ def _estimate(
 
 
 def plausible_bugs(est: MemoryEstimate) -> dict[str, int]:
-    """The totals four plausible estimator bugs would report for the step ``est`` describes (notebook 02).
+    """The totals four plausible estimator bugs would report for the step ``est`` describes.
 
     A claim that judges the estimator must reject each of them: "activations forgotten" (model states,
     optimizer temporaries and the batch only), "activation gradients forgotten" (the backward pass holding only

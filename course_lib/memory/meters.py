@@ -468,3 +468,21 @@ def measure_activation_bytes_per_example(
                 kept.append(tracker.live)
         del loss
     return (kept[1] - kept[0]) / (b1 - b0)
+
+
+def estimator_misses(pairs) -> tuple[float, str, float, dict[str, float]]:
+    """How far estimates land from the allocator's peaks: ``pairs`` is ``[(MemoryEstimate, allocated bytes)]``.
+    Returns the worst miss of the estimates in percent, the name of the closest wrong estimate
+    (``estimator.plausible_bugs``), its worst miss in percent, and every wrong estimate's worst miss."""
+    from .estimator import plausible_bugs
+
+    pairs = list(pairs)
+    if not pairs:
+        raise ValueError("pairs is empty: give at least one (estimate, allocated bytes) pair")
+    if any(not isinstance(a, (int, float)) or isinstance(a, bool) or a <= 0 for _, a in pairs):
+        raise ValueError("every allocated byte count must be a positive number")
+    worst = 100 * max(abs(e.total / a - 1) for e, a in pairs)
+    names = plausible_bugs(pairs[0][0])
+    bugs = {b: 100 * max(abs(plausible_bugs(e)[b] / a - 1) for e, a in pairs) for b in names}
+    closest = min(bugs, key=bugs.get)
+    return worst, closest, bugs[closest], bugs
