@@ -230,6 +230,7 @@ def _atlas(tmp_path, values, what="gap"):
         entry = {"kind": "value", "key": "04/gap", "value": value, "unit": " points", "what": what}
         (folder / f"{i}.json").write_text(json.dumps(_run([entry], **machine)))
     atlas_mod.atlas_runs.cache_clear()
+    atlas_mod._LEGENDS_SHOWN.clear()
 
 
 def test_compare_places_this_run_per_machine_kind(tmp_path):
@@ -248,7 +249,7 @@ def test_compare_places_this_run_per_machine_kind(tmp_path):
 def test_a_value_outside_everything_recorded_by_more_than_noise_says_so(tmp_path):
     _atlas(tmp_path, [(-8.0, {}), (-2.0, {}), (-5.0, {})])
     out = runs.compare(("04/gap", 3.0, " points", "gap"), this_machine=MACHINE).text()
-    assert "OUTSIDE the 3 recorded runs even with 25% noise (-9.25 to -0.75 points); this kind gave -8 to -2" in out
+    assert "OUTSIDE the 3 recorded runs even with 25% noise (-9.25 to -0.75 points); your kind gave -8 to -2" in out
     # within the noise band (a quarter of the median's size) beyond the range: not an outlier, and said so
     near = runs.compare(("04/gap", -1.0, " points", "gap"), this_machine=MACHINE).text()
     assert "just beyond the 3 recorded runs, inside the noise allowance" in near and "OUTSIDE" not in near
@@ -314,3 +315,18 @@ def test_in_a_kernel_the_lock_shows_a_message_not_a_traceback(tmp_path):
     assert not any("42" in o.get("text", "") for o in outputs)
     (error,) = [o for o in outputs if o.output_type == "error"]
     assert error.ename == "GuessFirst" and len(error.traceback) == 1 and "Guess first" in error.traceback[0]
+
+
+def test_the_kinds_are_listed_once_per_kernel_with_the_same_letters(tmp_path):
+    _atlas(tmp_path, [(-8.0, {}), (-2.0, {"isa": "AVX2"}), (-5.0, {"busy": True, "free_cores": 1})])
+    first = runs.compare(("04/gap", -5.0, " points", "gap"), this_machine=MACHINE).text()
+    again = runs.compare(("04/gap", -4.0, " points", "gap"), this_machine=MACHINE).text()
+    assert "  A = " in first and "  C = " in first and "(this kind)" in first
+    assert "  A = " not in again and "(kinds A-C as listed above)" in again  # the legend is not repeated
+    assert first.splitlines()[-1].replace("-5 points", "") == again.splitlines()[-1].replace("-5 points", "")
+
+
+def test_inside_a_range_that_spans_kinds_names_your_kind(tmp_path):
+    _atlas(tmp_path, [(0.03, {"isa": "AVX2"}), (2.0, {}), (1.9, {"busy": True, "free_cores": 1})])
+    text = runs.compare(("04/gap", 1.8, "x", "gap"), this_machine=MACHINE).text()
+    assert "inside the 3 recorded runs" in text and "your kind gave 2x" in text

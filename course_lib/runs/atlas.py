@@ -111,6 +111,15 @@ def _unit(unit: str) -> str:
     return f" {unit}"
 
 
+#: The legends (kinds and their letters) already printed in this kernel: each is printed once, later comparisons of
+#: the lesson refer to it.
+_LEGENDS_SHOWN: set[tuple[str, ...]] = set()
+
+
+def _letter(i: int) -> str:
+    return chr(ord("A") + i) if i < 26 else str(i)
+
+
 def _fmt(x: float) -> str:
     if x == 0:
         return "0"
@@ -132,6 +141,11 @@ class Row:
 def _same(a: float, b: float) -> bool:
     """Equal to rounding: sums taken in another order (another thread count) move the last digits, not the fourth."""
     return abs(a - b) <= 1e-4 * max(abs(a), abs(b), 1e-12)
+
+
+def _span(values: list[float]) -> str:
+    lo, hi = min(values), max(values)
+    return _fmt(lo) if _same(lo, hi) else f"{_fmt(lo)} to {_fmt(hi)}"
 
 
 def verdict(value: float, recorded: list[float], unit: str = "", mine: list[float] | None = None) -> str:
@@ -161,12 +175,14 @@ def verdict(value: float, recorded: list[float], unit: str = "", mine: list[floa
     wide = f"{_fmt(low)} to {_fmt(high)}{unit}"
     if low <= value <= high:
         where = f"inside the {runs}" if lo <= value <= hi else f"just beyond the {runs}, inside the noise allowance"
-        return f"{where} ({_fmt(lo)} to {_fmt(hi)}{unit}; with {NOISE:.0%} noise {wide})"
+        yours = (
+            f"; your kind gave {_span(mine)}{unit}" if mine and hi > 3 * lo > 0 else ""
+        )  # a wide range: kinds differ
+        return f"{where} ({_fmt(lo)} to {_fmt(hi)}{unit}; with {NOISE:.0%} noise {wide}){yours}"
     if mine:
         return (
-            f"OUTSIDE the {runs} even with {NOISE:.0%} noise ({wide}); this kind gave {_fmt(min(mine))}"
-            + (f" to {_fmt(max(mine))}" if len(mine) > 1 else "")
-            + f"{unit}, so it varies more than recorded (busy? throttled?)"
+            f"OUTSIDE the {runs} even with {NOISE:.0%} noise ({wide}); your kind gave {_span(mine)}{unit}, so it "
+            "varies from run to run more than recorded"
         )
     return (
         f"OUTSIDE the {runs}, even with {NOISE:.0%} noise ({wide}): this machine shows something the atlas has not "
@@ -182,26 +198,32 @@ class Comparison:
     this_kind: str
     this_state: str
     atlas_size: str = ""
+    legend: tuple[str, ...] = ()  # every kind and load the lesson's runs were recorded on, in recorded order
 
     def _mine(self, row: Row) -> list[Group]:
         return [g for g in row.groups if g.kind == self.this_kind and g.state == self.this_state]
 
     def text(self) -> str:
-        """One header naming the machine kinds once (A, B, ...), then two lines per value: what it is, and this run's
-        value, its verdict and each kind's recorded values."""
-        labels: dict[str, str] = {}
-        for row in self.rows:
-            for g in row.groups:
-                labels.setdefault(g.label, chr(ord("A") + len(labels)) if len(labels) < 26 else str(len(labels)))
+        """The machine kinds named once per kernel (A, B, ... in the order the atlas first recorded them, the same
+        letters in every comparison of the lesson), then two lines per value: what it is, and this run's value, its
+        verdict and each kind's recorded values."""
+        order = list(self.legend) + [g.label for row in self.rows for g in row.groups if g.label not in self.legend]
+        letters = {label: _letter(i) for i, label in enumerate(dict.fromkeys(order))}
         mine_label = f"{self.this_kind}, {self.this_state}"
         lines = [f"This run: {mine_label}. {self.atlas_size}".rstrip()]
-        for label, tag in labels.items():
-            lines.append(f"  {tag} = {label}{'  (this kind)' if label == mine_label else ''}")
+        key = tuple(letters)
+        if key in _LEGENDS_SHOWN and self.legend:
+            lines[0] += f" (kinds {_letter(0)}-{_letter(len(letters) - 1)} as listed above)"
+        else:
+            lines += [
+                f"  {t} = {label}{'  (this kind)' if label == mine_label else ''}" for label, t in letters.items()
+            ]
+            _LEGENDS_SHOWN.add(key)
         for row in self.rows:
             recorded = [v for g in row.groups for v in g.values]
             mine = [v for g in self._mine(row) for v in g.values]
             lines.append(f"{row.what or row.key}  [{row.key}]")
-            shown = "; ".join(f"{labels[g.label]} {g.spread()}" for g in row.groups)
+            shown = "; ".join(f"{letters[g.label]} {g.spread()}" for g in row.groups)
             n = row.other_setups
             other = f"; {n} recorded run{'s' * (n != 1)} of another set-up left out" if n else ""
             lines.append(
@@ -277,12 +299,14 @@ def compare(*items, this_machine: dict | None = None) -> Comparison:
     m = this_machine if this_machine is not None else machine()
     lessons = {record.lesson_of(r.key) for r in rows}
     held = [r for r in atlas_runs() if r["lesson"] in lessons]
-    kinds = {(kind_of(r["machine"]), bool(r["machine"].get("busy"))) for r in held}
-    size = (
-        f"The atlas holds {len(held)} recorded run{'s' * (len(held) != 1)} of this lesson, on {len(kinds)} machine "
-        f"kind{'s' * (len(kinds) != 1)} and loads:"
+    legend = tuple(
+        dict.fromkeys(f"{kind_of(r['machine'])}, {'busy' if r['machine'].get('busy') else 'idle'}" for r in held)
     )
-    return Comparison(tuple(rows), kind_of(m), "busy" if m.get("busy") else "idle", size)
+    size = (
+        f"The atlas holds {len(held)} recorded run{'s' * (len(held) != 1)} of this lesson, on {len(legend)} machine "
+        f"kind{'s' * (len(legend) != 1)} and loads"
+    )
+    return Comparison(tuple(rows), kind_of(m), "busy" if m.get("busy") else "idle", size, legend)
 
 
 def known_keys(lessons: Iterable[str] = LESSONS) -> set[str]:
