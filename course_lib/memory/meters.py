@@ -253,20 +253,8 @@ def measure_training_memory(
     are updated. Default loss: ``train.default_loss``. fp16-mixed uses a GradScaler on CUDA only
     (fp16 is very slow on CPUs).
     """
-    params = _check_model(model)
-    precision = names.precision(precision)
-    inputs = _as_inputs("example_input", example_input)
-    steps = arguments.positive_int("steps", steps)
-    device = params[0].device
-    opt = make_optimizer(optimizer, params, foreach=foreach)
-    scaler = grad_scaler(precision, device)
-    model.train()
-
-    def run() -> None:
-        for _ in range(steps):
-            train_step(model, (*inputs, target), opt, loss_fn, device, precision=precision, scaler=scaler)
-
-    return measure_peak_memory(run, include=[model, *inputs, target], device=device)
+    run, include, device = _training_steps(model, example_input, target, optimizer, precision, steps, foreach, loss_fn)
+    return measure_peak_memory(run, include=include, device=device)
 
 
 def _plain_bytes(objs: Iterable) -> int:
@@ -358,20 +346,8 @@ def measure_allocator_peak(
     one), measured by :func:`allocator_peak`: a meter independent of the estimator. The model is updated.
     ``foreach``: the optimizer's implementation, as in ``models.make_optimizer`` (None: torch's default).
     """
-    params = _check_model(model)
-    precision = names.precision(precision)
-    inputs = _as_inputs("example_input", example_input)
-    steps = arguments.positive_int("steps", steps)
-    device = params[0].device
-    opt = make_optimizer(optimizer, params, foreach=foreach)
-    scaler = grad_scaler(precision, device)
-    model.train()
-
-    def run() -> None:
-        for _ in range(steps):
-            train_step(model, (*inputs, target), opt, None, device, precision=precision, scaler=scaler)
-
-    return allocator_peak(run, include=[model, *inputs, target], device=device)
+    run, include, device = _training_steps(model, example_input, target, optimizer, precision, steps, foreach, None)
+    return allocator_peak(run, include=include, device=device)
 
 
 def memtracker_peak(
@@ -486,3 +462,22 @@ def estimator_misses(pairs) -> tuple[float, str, float, dict[str, float]]:
     bugs = {b: 100 * max(abs(plausible_bugs(e)[b] / a - 1) for e, a in pairs) for b in names}
     closest = min(bugs, key=bugs.get)
     return worst, closest, bugs[closest], bugs
+
+
+def _training_steps(model, example_input, target, optimizer, precision, steps, foreach, loss_fn):
+    """``steps`` real training steps as a function to meter (``train.train_step``; optimizer state made in step one),
+    what counts as live before them, and the device."""
+    params = _check_model(model)
+    precision = names.precision(precision)
+    inputs = _as_inputs("example_input", example_input)
+    steps = arguments.positive_int("steps", steps)
+    device = params[0].device
+    opt = make_optimizer(optimizer, params, foreach=foreach)
+    scaler = grad_scaler(precision, device)
+    model.train()
+
+    def run() -> None:
+        for _ in range(steps):
+            train_step(model, (*inputs, target), opt, loss_fn, device, precision=precision, scaler=scaler)
+
+    return run, [model, *inputs, target], device
