@@ -150,48 +150,62 @@ def _next_message(kids: Any, timeout: float) -> Any:
 # a write killed half-way (notebook 06.3, section "Atomic writes")
 
 
-def _writer_child(channel: Any, path: str, megabytes: float, atomic: bool) -> None:  # pragma: no cover - child
+def _writer_child(
+    channel: Any, path: str, megabytes: float, atomic: bool, kill_at: float
+) -> None:  # pragma: no cover - child
+    import io
     import time
 
-    blob = _blob({"weights": torch.randn(int(megabytes * 2**20) // 4), "position": {"step": 2}})
-    last = None
-    while True:  # overwrite the checkpoint again and again until the parent kills us
-        channel.send(last)  # "a write starts now; the previous one took `last` seconds"
+    buffer = io.BytesIO()
+    torch.save(_blob({"weights": torch.randn(int(megabytes * 2**20) // 4), "position": {"step": 2}}), buffer)
+    data = buffer.getbuffer()
+    cut = int(kill_at * len(data))
+
+    def write(f, stop: bool) -> None:
+        f.write(data[:cut])
+        if stop:  # the bytes so far are in the operating system's hands; say so and wait for the kill
+            f.flush()
+            channel.send(("written", cut, len(data)))
+            time.sleep(3600)
+        f.write(data[cut:])
+
+    for n in range(3):  # two whole writes, timed; the third stops at kill_at of its bytes
         start = time.perf_counter()
         if atomic:
-            write_atomic(path, lambda f: torch.save(blob, f))
+            write_atomic(path, lambda f: write(f, n == 2))
         else:
-            torch.save(blob, path)  # straight onto the final name
-        last = time.perf_counter() - start
+            with open(path, "wb") as f:  # straight onto the final name, as torch.save(state, path) does
+                write(f, n == 2)
+        channel.send(("took", time.perf_counter() - start))
 
 
 def killed_write_trial(
-    path: str | os.PathLike, megabytes: float, atomic: bool, kill_fraction: float, timeout: float = 60.0
+    path: str | os.PathLike, megabytes: float, atomic: bool, kill_at: float, timeout: float = 60.0
 ) -> dict:
     """Write a good checkpoint (step 1) to ``path``; then a child process (``procs.Children``) overwrites it
-    with a ``megabytes``-sized one (step 2) over and over, atomically or straight onto ``path``, and is
-    SIGKILLed ``kill_fraction`` of a write's duration into its third write. Returns ``{"loadable", "step" (1
-    or 2; None if unloadable), "error", "write_s"}`` (``write_s``: the child's second write). Notebook 06.3."""
-    import time
-
+    with a ``megabytes``-sized one (step 2), atomically or straight onto ``path``: twice whole, timed, and a
+    third time up to ``kill_at`` of its bytes (0 to 1), where it waits and is SIGKILLed, as a crash at that
+    byte would leave it. Returns ``{"loadable", "step" (2 when the last whole write survived; None if
+    unloadable), "error", "write_s" (the child's second whole write), "written" (bytes of the third write
+    handed to the operating system when the kill landed), "size"}``. Notebook 06.3."""
     from ...procs import Children
 
     path = _as_path("path", path)
     megabytes = arguments.positive("megabytes", megabytes)
-    kill_fraction = arguments.number("kill_fraction", kill_fraction, minimum=0.0, maximum=1.0)
+    kill_at = arguments.number("kill_at", kill_at, minimum=0.0, maximum=1.0)
     save_checkpoint(path, {"weights": torch.zeros(4), "position": {"step": 1}})
     with Children("course-ckpt-writer") as kids:
-        kids.start(_writer_child, str(path), megabytes, bool(atomic))
-        for _ in range(3):  # the third write starts: two have finished, the second on warm pages
-            write_s = _next_message(kids, timeout)
-        time.sleep(kill_fraction * write_s)
+        kids.start(_writer_child, str(path), megabytes, bool(atomic), kill_at)
+        write_s = [_next_message(kids, timeout)[1] for _ in range(2)][-1]  # the second write, on warm pages
+        _, written, size = _next_message(kids, timeout)
     for tmp in path.parent.glob(f".{path.name}.*.tmp"):  # what the killed writer left behind
         tmp.unlink(missing_ok=True)
+    out = {"write_s": write_s, "written": written, "size": size}
     try:
         step = load_checkpoint(path)["position"]["step"]
-        return {"loadable": True, "step": step, "error": None, "write_s": write_s}
+        return {"loadable": True, "step": step, "error": None, **out}
     except CheckpointError as exc:
-        return {"loadable": False, "step": None, "error": str(exc), "write_s": write_s}
+        return {"loadable": False, "step": None, "error": str(exc), **out}
 
 
 # ----------------------------------------------------------------------------------------------
