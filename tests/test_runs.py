@@ -241,7 +241,7 @@ def test_compare_places_this_run_per_machine_kind(tmp_path):
     text = shown.text()
     assert "A = " in text and "(this kind)" in text and "busy" in text
     assert "A -8 to -2 points (3 runs, median -5); B -3 points; C -4 points" in text  # each kind once, by its letter
-    assert "inside the 5 recorded runs (-8 to -2 points; with 25% noise -9 to -1 points)" in text
+    assert "inside your kind's 3 runs (-8 to -2 points)" in text
     assert "The atlas holds 5 recorded runs of this lesson" in text
     assert record.entries()[0]["key"] == "04/gap"  # the value is logged for the run file
 
@@ -249,18 +249,21 @@ def test_compare_places_this_run_per_machine_kind(tmp_path):
 def test_a_value_outside_everything_recorded_by_more_than_noise_says_so(tmp_path):
     _atlas(tmp_path, [(-8.0, {}), (-2.0, {}), (-5.0, {})])
     out = runs.compare(("04/gap", 3.0, " points", "gap"), this_machine=MACHINE).text()
-    assert "OUTSIDE the 3 recorded runs even with 25% noise (-9.25 to -0.75 points); your kind gave -8 to -2" in out
+    assert "OUTSIDE your kind's 3 runs (-8 to -2 points) even with the 25% run-to-run noise (-9.25 to -0.75" in out
     # within the noise band (a quarter of the median's size) beyond the range: not an outlier, and said so
     near = runs.compare(("04/gap", -1.0, " points", "gap"), this_machine=MACHINE).text()
-    assert "just beyond the 3 recorded runs, inside the noise allowance" in near and "OUTSIDE" not in near
+    assert "just beyond your kind's 3 runs" in near and "OUTSIDE" not in near
     other = runs.compare(("04/gap", 3.0, " points", "gap"), this_machine=dict(MACHINE, isa="AVX2")).text()
-    assert "something the atlas has not seen" in other  # a kind never recorded
+    assert "no run of your kind and load recorded" in other and "context, not a verdict" in other
+    assert "OUTSIDE them" in other and other.endswith("save your run (last cell) to add one.")  # a kind never recorded
 
 
 def test_too_few_runs_give_a_ratio_not_a_verdict(tmp_path):
     _atlas(tmp_path, [(2.0, {})])
     text = runs.compare(("04/gap", 3.0, " points", "gap"), this_machine=MACHINE).text()
-    assert "1.5x their median; only 1 recorded run, too few to call a spread" in text and "OUTSIDE" not in text
+    assert "1.5x your kind's run (2 points): more than the 25% run-to-run noise" in text and "OUTSIDE" not in text
+    near = runs.compare(("04/gap", 2.3, " points", "gap"), this_machine=MACHINE).text()
+    assert "matches your kind's run (2 points), within the 25% run-to-run noise" in near
 
 
 def test_a_number_the_machine_does_not_change_says_so(tmp_path):
@@ -329,4 +332,9 @@ def test_the_kinds_are_listed_once_per_kernel_with_the_same_letters(tmp_path):
 def test_inside_a_range_that_spans_kinds_names_your_kind(tmp_path):
     _atlas(tmp_path, [(0.03, {"isa": "AVX2"}), (2.0, {}), (1.9, {"busy": True, "free_cores": 1})])
     text = runs.compare(("04/gap", 1.8, "x", "gap"), this_machine=MACHINE).text()
-    assert "inside the 3 recorded runs" in text and "your kind gave 2x" in text
+    assert "matches your kind's run (2x)" in text
+    # the pooled range (0.03 to 2x) would hide an outlier of this kind; judged against its own kind, it shows
+    low = runs.compare(("04/gap", 0.5, "x", "gap"), this_machine=MACHINE).text()
+    assert "0.25x your kind's run (2x): more than the 25% run-to-run noise" in low
+    busy = runs.compare(("04/gap", 1.0, "x", "gap"), this_machine=dict(MACHINE, isa="AVX2", busy=True)).text()
+    assert "no run of your kind and load recorded" in busy and "your kind under the other load gave 0.03x" in busy

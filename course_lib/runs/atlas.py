@@ -3,8 +3,9 @@
 The atlas is a folder of run files (``course_lib/tables/atlas/<lesson>/*.json``), each one lesson run on one
 machine, written by ``tools/record_atlas.py`` from executed notebooks, never typed. A lesson shows where this
 run falls among them with :func:`compare`: per machine kind (CPU, kernel level, bf16 mode, cores, accelerator)
-and load (idle or busy), the recorded spread, and this run's value; a value outside everything recorded says so
-and invites the learner to add their run.
+and load (idle or busy), the recorded spread, and this run's value, judged against its own kind and load only
+(kinds differ: a range pooled over them would hide an outlier); where its kind has no recorded run, the others are
+shown as context and the learner is invited to add their run.
 """
 
 from __future__ import annotations
@@ -148,14 +149,35 @@ def _span(values: list[float]) -> str:
     return _fmt(lo) if _same(lo, hi) else f"{_fmt(lo)} to {_fmt(hi)}"
 
 
-def verdict(value: float, recorded: list[float], unit: str = "", mine: list[float] | None = None) -> str:
-    """Where ``value`` falls among ``recorded`` values, said honestly: the same as all of them (a number this
-    machine does not change), a ratio to them where they are too few for a spread (under :data:`FEW`), inside the
-    recorded range widened by :data:`NOISE` (the widened range printed), or outside it. ``mine``: the values recorded
-    on this run's own machine kind and load, named where the value falls outside even though this kind was seen."""
+def _near(value: float, med: float) -> bool:
+    """Within the noise allowance of ``med``: a quarter of its size either way."""
+    return abs(value - med) <= NOISE * abs(med)
+
+
+def _versus(value: float, med: float, unit: str) -> str:
+    """``value`` against ``med``: a ratio where both are positive, else the difference."""
+    return f"{value / med:.2g}x" if med > 0 and value > 0 else f"{_fmt(value - med)}{unit} from"
+
+
+def _widened(lo: float, hi: float, med: float) -> tuple[float, float]:
+    """The range ``lo``-``hi`` widened by a quarter of the median's size, never across zero."""
+    band = NOISE * abs(med)
+    low = lo * (1 - NOISE) if lo > 0 and lo - band <= 0 else lo - band
+    high = hi * (1 - NOISE) if hi < 0 and hi + band >= 0 else hi + band
+    return low, high
+
+
+def verdict(
+    value: float, recorded: list[float], unit: str = "", mine: list[float] | None = None, kin: list[float] | None = None
+) -> str:
+    """Where ``value`` falls, judged against this run's own machine kind and load only (``mine``), since kinds
+    differ: within the noise allowance (:data:`NOISE`) of their median where they are fewer than :data:`FEW`, else
+    inside their range widened by it. Without a run of this kind and load, the other runs (``recorded``; ``kin``:
+    this kind under the other load) are context, not a verdict, and said to be. A number the same in every recorded
+    run is said to be one the machine does not change."""
     if not recorded:
         return "no run of this set-up recorded yet: yours would be the first"
-    lo, hi, med = min(recorded), max(recorded), statistics.median(recorded)
+    lo, hi = min(recorded), max(recorded)
     n = len(recorded)
     runs = f"{n} recorded run{'s' * (n != 1)}"
     if all(_same(v, lo) for v in recorded):
@@ -163,31 +185,28 @@ def verdict(value: float, recorded: list[float], unit: str = "", mine: list[floa
             return f"the same as all {runs}: this number does not depend on the machine"
         if n >= FEW:
             return f"differs from the {runs}, which all gave {_fmt(lo)}{unit}: another torch release or thread count?"
-    ratio = (
-        f"{value / med:.2g}x their median" if med > 0 and value > 0 else f"{_fmt(value - med)}{unit} from their median"
-    )
-    if n < FEW:
-        return f"{ratio}; only {runs}, too few to call a spread"
-    band = NOISE * abs(med)
-    # widened by a quarter of the median's size, never across zero (a ratio's range stays positive)
-    low = lo * (1 - NOISE) if lo > 0 and lo - band <= 0 else lo - band
-    high = hi * (1 - NOISE) if hi < 0 and hi + band >= 0 else hi + band
-    wide = f"{_fmt(low)} to {_fmt(high)}{unit}"
-    if low <= value <= high:
-        where = f"inside the {runs}" if lo <= value <= hi else f"just beyond the {runs}, inside the noise allowance"
-        yours = (
-            f"; your kind gave {_span(mine)}{unit}" if mine and hi > 3 * lo > 0 else ""
-        )  # a wide range: kinds differ
-        return f"{where} ({_fmt(lo)} to {_fmt(hi)}{unit}; with {NOISE:.0%} noise {wide}){yours}"
+    noise = f"{NOISE:.0%} run-to-run noise"
     if mine:
-        return (
-            f"OUTSIDE the {runs} even with {NOISE:.0%} noise ({wide}); your kind gave {_span(mine)}{unit}, so it "
-            "varies from run to run more than recorded"
-        )
-    return (
-        f"OUTSIDE the {runs}, even with {NOISE:.0%} noise ({wide}): this machine shows something the atlas has not "
-        "seen; save your run (last cell) and add it to the atlas"
-    )
+        med, m = statistics.median(mine), len(mine)
+        theirs = f"your kind's {'run' if m == 1 else f'{m} runs'} ({_span(mine)}{unit})"
+        if m < FEW:
+            if _near(value, med):
+                return f"matches {theirs}, within the {noise}"
+            return (
+                f"{_versus(value, med, unit)} {theirs}: more than the {noise}; rerun, and if it stays, your "
+                "machine differs from the recorded one"
+            )
+        low, high = _widened(min(mine), max(mine), med)
+        if min(mine) <= value <= max(mine):
+            return f"inside {theirs}"
+        if low <= value <= high:
+            return f"just beyond {theirs}, within the {noise}"
+        return f"OUTSIDE {theirs} even with the {noise} ({_fmt(low)} to {_fmt(high)}{unit}): rerun it"
+    other = f"{n} run{'s' * (n != 1)} of other kinds or loads gave {_span(recorded)}{unit}"
+    low, high = _widened(lo, hi, statistics.median(recorded))
+    where = "inside them" if low <= value <= high else "OUTSIDE them even with the noise allowance"
+    same = f"; your kind under the other load gave {_span(kin)}{unit}" if kin else ""
+    return f"no run of your kind and load recorded: {other} (context, not a verdict); {where}{same}"
 
 
 @dataclass(frozen=True)
@@ -200,8 +219,13 @@ class Comparison:
     atlas_size: str = ""
     legend: tuple[str, ...] = ()  # every kind and load the lesson's runs were recorded on, in recorded order
 
-    def _mine(self, row: Row) -> list[Group]:
-        return [g for g in row.groups if g.kind == self.this_kind and g.state == self.this_state]
+    def _mine(self, row: Row, same_state: bool = True) -> list[float]:
+        return [
+            v
+            for g in row.groups
+            if g.kind == self.this_kind and (g.state == self.this_state) == same_state
+            for v in g.values
+        ]
 
     def text(self) -> str:
         """The machine kinds named once per kernel (A, B, ... in the order the atlas first recorded them, the same
@@ -210,26 +234,32 @@ class Comparison:
         order = list(self.legend) + [g.label for row in self.rows for g in row.groups if g.label not in self.legend]
         letters = {label: _letter(i) for i, label in enumerate(dict.fromkeys(order))}
         mine_label = f"{self.this_kind}, {self.this_state}"
-        lines = [f"This run: {mine_label}. {self.atlas_size}".rstrip()]
         key = tuple(letters)
         if key in _LEGENDS_SHOWN and self.legend:
-            lines[0] += f" (kinds {_letter(0)}-{_letter(len(letters) - 1)} as listed above)"
+            mine = letters.get(mine_label)
+            lines = [
+                f"This run: {'kind ' + mine if mine else mine_label} (kinds {_letter(0)}-{_letter(len(letters) - 1)} "
+                "as listed above)"
+            ]
         else:
+            lines = [f"This run: {mine_label}. {self.atlas_size}".rstrip()]
             lines += [
                 f"  {t} = {label}{'  (this kind)' if label == mine_label else ''}" for label, t in letters.items()
             ]
             _LEGENDS_SHOWN.add(key)
         for row in self.rows:
             recorded = [v for g in row.groups for v in g.values]
-            mine = [v for g in self._mine(row) for v in g.values]
+            mine, kin = self._mine(row), self._mine(row, same_state=False)
             lines.append(f"{row.what or row.key}  [{row.key}]")
             shown = "; ".join(f"{letters[g.label]} {g.spread()}" for g in row.groups)
             n = row.other_setups
             other = f"; {n} recorded run{'s' * (n != 1)} of another set-up left out" if n else ""
             lines.append(
-                f"    this run {_fmt(row.value)}{row.unit} -> {verdict(row.value, recorded, row.unit, mine)}"
+                f"    this run {_fmt(row.value)}{row.unit} -> {verdict(row.value, recorded, row.unit, mine, kin)}"
                 + (f"\n    recorded: {shown}{other}" if shown and not self._constant(recorded, row.value) else other)
             )
+        if any("no run of your kind and load" in line for line in lines):
+            lines.append("Your kind and load have no recorded run here: save your run (last cell) to add one.")
         return "\n".join(lines)
 
     @staticmethod
@@ -280,8 +310,9 @@ def _as_entry(item, logged: dict) -> dict:
 def compare(*items, this_machine: dict | None = None) -> Comparison:
     """This run's values among the atlas's. Each item is a key this session has logged (a claim's or a guess's)
     or a ``(key, value, unit, what)`` tuple, which is logged here (so the lesson's run file carries it). The
-    result shows as text: per machine kind and load, the recorded spread; this run's value; and whether it lies
-    inside its kind's spread, inside the atlas's, or outside everything recorded. ``.plot()`` draws it."""
+    result shows as text: per machine kind and load, the recorded spread; this run's value; and its verdict against
+    its own kind and load (:func:`verdict`), or the other kinds as context where its own has none. ``.plot()``
+    draws it."""
     if not items:
         raise TypeError("give at least one key or (key, value, unit, what) tuple")
     logged = {(e["kind"], e["key"]): e for e in record.entries()}
