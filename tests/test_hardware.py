@@ -176,3 +176,25 @@ def test_apple_m_series_neon_peak_counts_four_pipes(monkeypatch):
     monkeypatch.setattr(sys, "platform", "darwin")
     monkeypatch.setattr(platform, "machine", lambda: "arm64")
     assert hardware.cpu_vendor_family() == ("Apple", None)
+
+
+def test_cache_sizes_read_sysfs_levels_and_skip_instruction_caches(tmp_path, monkeypatch):
+    monkeypatch.setattr(hardware.processor.sys, "platform", "linux")
+    for i, (level, kind, size) in enumerate(
+        [(1, "Data", "48K"), (1, "Instruction", "32K"), (2, "Unified", "2048K"), (3, "Unified", "36M")]
+    ):
+        d = tmp_path / f"index{i}"
+        d.mkdir()
+        (d / "level").write_text(f"{level}\n")
+        (d / "type").write_text(f"{kind}\n")
+        (d / "size").write_text(f"{size}\n")
+    assert hardware.cache_sizes(str(tmp_path)) == {"L1d": 48 * 2**10, "L2": 2 * 2**20, "L3": 36 * 2**20}
+    assert hardware.cache_sizes(str(tmp_path / "missing")) == {}, "unknown where the OS reports nothing"
+    assert hardware.processor._size_bytes("garbage") is None
+
+
+def test_cache_sizes_here_are_plausible():
+    sizes = hardware.cache_sizes()
+    assert all(2**10 <= b <= 2**31 for b in sizes.values()), sizes
+    levels = [sizes[k] for k in ("L1d", "L2", "L3") if k in sizes]
+    assert levels == sorted(levels), f"each level is at least as large as the one before: {sizes}"

@@ -10,7 +10,7 @@ reached from here:
 
 ==================  ==========================================================================
 ``processor``       the CPU: ``CPUInfo``, ``cpu_flags``, ``simd_features``, ``cpu_capabilities``,
-                    ``usable_cpus``, oneDNN's instruction-set hold (``onednn_isa_limit``)
+                    ``usable_cpus``, ``cache_sizes``, oneDNN's instruction-set hold (``onednn_isa_limit``)
 ``peak``            its data-sheet peak: ``cpu_peak_flops``, ``fp32_flops_per_cycle``, ``cpu_clock_ghz``
 ``machine``         the whole machine: ``detect`` (a ``HardwareInfo``), ``detect_platform``, ``blas_library``
 ``process_memory``  this process's resident memory: ``current_rss_bytes``, ``peak_rss_bytes``
@@ -39,6 +39,7 @@ from .processor import (
     ONEDNN_BELOW_VNNI,
     CPUInfo,
     bf16_flags_known,
+    cache_sizes,
     cpu_capabilities,
     cpu_flags,
     onednn_isa_limit,
@@ -73,6 +74,7 @@ __all__ = [
     "ONEDNN_BELOW_VNNI",
     "CPUInfo",
     "bf16_flags_known",
+    "cache_sizes",
     "cpu_capabilities",
     "cpu_flags",
     "onednn_isa_limit",

@@ -145,6 +145,39 @@ def hybrid_cpu() -> bool:
     return bool(_read("/sys/devices/cpu_atom/cpus").strip()) and bool(_read("/sys/devices/cpu_core/cpus").strip())
 
 
+_SIZE = re.compile(r"^\s*(\d+)\s*([KMG]?)i?B?\s*$", re.IGNORECASE)
+
+
+def _size_bytes(text: str) -> int | None:
+    """'32K' -> 32768, '1024K' -> 1048576, '32M' -> 33554432 (sysfs cache sizes); None for anything else."""
+    m = _SIZE.match(text)
+    return int(m.group(1)) * {"": 1, "K": 2**10, "M": 2**20, "G": 2**30}[m.group(2).upper()] if m else None
+
+
+def cache_sizes(root: str = "/sys/devices/system/cpu/cpu0/cache") -> dict[str, int]:
+    """The data caches one core sees, as the operating system reports them: ``{"L1d": bytes, "L2": ..., "L3": ...}``.
+
+    Linux: ``<root>/index*/level``, ``type`` and ``size`` (instruction caches left out); macOS: ``sysctl
+    hw.l1dcachesize``, ``hw.l2cachesize``, ``hw.l3cachesize``; elsewhere, or where nothing is reported, an empty
+    dict (unknown). A level shared by several cores (usually the last, L3) is listed at its full size. In a virtual
+    machine this is what the hypervisor reports. Notebook 01, section 6 (do the weights fit in cache?); notebook 03
+    measures the levels with a working-set sweep."""
+    out: dict[str, int] = {}
+    if sys.platform == "darwin":
+        for name, key in (("L1d", "hw.l1dcachesize"), ("L2", "hw.l2cachesize"), ("L3", "hw.l3cachesize")):
+            value = _sysctl(key)
+            if value.isdigit() and int(value) > 0:
+                out[name] = int(value)
+        return out
+    base = Path(root)
+    for index in sorted(base.glob("index*")) if base.is_dir() else []:
+        level, kind = _read(str(index / "level")).strip(), _read(str(index / "type")).strip()
+        size = _size_bytes(_read(str(index / "size")))
+        if level.isdigit() and size and kind != "Instruction":
+            out["L1d" if level == "1" else f"L{level}"] = size
+    return out
+
+
 def simd_features(flags: set[str]) -> tuple[str, ...]:
     """Readable names of the training-relevant SIMD features in a set of CPU flags."""
     return tuple(name for flag, name in _SIMD_FLAGS.items() if flag in flags)
