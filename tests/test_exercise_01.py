@@ -61,6 +61,11 @@ WRONG = [
         "counts C twice",
     ),
     (
+        "intensity: a fixed 2 bytes per element",
+        INTENSITY.format(**{**INTENSITY_RIGHT, "size": "2"}),
+        "not a fixed 2",
+    ),
+    (
         "intensity: A and B transposed in the count",
         INTENSITY.format(**{**INTENSITY_RIGHT, "elements": "m * n + n * k + m * n"}),
         None,
@@ -95,6 +100,11 @@ WRONG = [
         "roofline: the higher ceiling",
         ROOF.format(**{**ROOF_RIGHT, "attainable": "max(peak_flops, fed)"}),
         "The lower ceiling wins",
+    ),
+    (
+        "roofline: the FLOP/s alone",
+        "def roofline(intensity, peak_flops, bandwidth):\n    return min(peak_flops, intensity * bandwidth)",
+        "Do you return a pair",
     ),
     ("roofline: the labels swapped", ROOF.format(**{**ROOF_RIGHT, "below": "fed >= peak_flops"}), None),
     (

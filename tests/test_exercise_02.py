@@ -35,6 +35,18 @@ def largest_batch(sizes, optimizer, memory_bytes):
     per_example = 4 * (sum(sizes[1:-1]) + 2 * sizes[-1])
     return {result}
 """
+MODEL = """
+def largest_model(memory_bytes, optimizer, recipe):
+    values = {{"sgd": 0, "momentum": 1, "adam": 2, "adamw": 2}}[optimizer]
+    per_parameter = {{"fp32": {fp32}, "mixed": {mixed}, "bf16": {bf16}}}[recipe]
+    return {result}
+"""
+MODEL_RIGHT = dict(
+    fp32="4 + 4 + 4 * values",
+    mixed="2 + 2 + 4 + 4 * values",
+    bf16="2 + 2 + 2 * values",
+    result="int(memory_bytes // per_parameter)",
+)
 ESTIMATED = """
 def largest_estimated_batch(budget):
     fits, too_big = 0, 2 * b
@@ -154,6 +166,58 @@ WRONG = [
         "    return memory.mlp_largest_batch(sizes, optimizer, memory_bytes)",
         "mlp_largest_batch",
     ),
+    # largest_model
+    ("model: the weights alone", MODEL.format(**{**MODEL_RIGHT, "fp32": "4"}), "counts the weights alone"),
+    ("model: fp32 without the optimizer", MODEL.format(**{**MODEL_RIGHT, "fp32": "4 + 4"}), "two values per"),
+    ("model: mixed halves fp32", MODEL.format(**{**MODEL_RIGHT, "mixed": "2 + 2 + 2 * values"}), "That halves every"),
+    (
+        "model: mixed without the master copy",
+        MODEL.format(**{**MODEL_RIGHT, "mixed": "2 + 2 + 4 * values"}),
+        "A float32 master copy is missing",
+    ),
+    (
+        "model: mixed with bf16 optimizer values",
+        MODEL.format(**{**MODEL_RIGHT, "mixed": "2 + 2 + 4 + 2 * values"}),
+        "A float32 master copy is missing",
+    ),
+    (
+        "model: mixed with float32 gradients",
+        MODEL.format(**{**MODEL_RIGHT, "mixed": "2 + 4 + 4 + 4 * values"}),
+        "The gradients are bf16",
+    ),
+    (
+        "model: autocast's copies on top of float32",
+        MODEL.format(**{**MODEL_RIGHT, "mixed": "4 + 4 + 2 + 2 + 4 * values"}),
+        "as torch.autocast does",
+    ),
+    (
+        "model: no master copy for SGD",
+        MODEL.format(**{**MODEL_RIGHT, "mixed": "2 + 2 + (4 if values else 0) + 4 * values"}),
+        "still keeps the float32 master copy",
+    ),
+    (
+        "model: bf16 with a master copy",
+        MODEL.format(**{**MODEL_RIGHT, "bf16": "2 + 2 + 4 + 4 * values"}),
+        "no master copy: 2 + 2 + 2 + 2",
+    ),
+    ("model: not whole", MODEL.format(**{**MODEL_RIGHT, "result": "memory_bytes / per_parameter"}), "come whole"),
+    (
+        "model: rounded up",
+        MODEL.format(**{**MODEL_RIGHT, "result": "-(-memory_bytes // per_parameter)"}),
+        "round down",
+    ),
+    (
+        "model: an exact fit refused",
+        MODEL.format(**{**MODEL_RIGHT, "result": "max(0, (memory_bytes - 1) // per_parameter)"}),
+        "at most the memory",
+    ),
+    ("model: billions", MODEL.format(**{**MODEL_RIGHT, "result": "memory_bytes // per_parameter / 1e9"}), "billions"),
+    (
+        "model: the library's",
+        "def largest_model(memory_bytes, optimizer, recipe):\n"
+        "    return memory.largest_model_that_fits(memory_bytes, recipe, optimizer, overhead_fraction=0)",
+        "largest_model_that_fits",
+    ),
     # largest_estimated_batch
     ("estimated: the plan's batch", "def largest_estimated_batch(budget):\n    return b", "does not fit"),
     ("estimated: one too many", ESTIMATED.format(result="too_big"), "does not fit"),
@@ -171,5 +235,6 @@ def test_every_exercise_function_has_wrong_answers():
         "model_state_bytes",
         "mlp_activation_bytes",
         "largest_batch",
+        "largest_model",
         "largest_estimated_batch",
     }

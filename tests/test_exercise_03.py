@@ -126,6 +126,11 @@ WRONG = [
         "a ninth of it",
     ),
     (
+        "needed: the all-reduce given 90 % of the compute",
+        NEEDED.format(**{**NEEDED_RIGHT, "allowed": "compute_s * efficiency"}),
+        "take 90 % of the compute time",
+    ),
+    (
         "needed: the factor 2(N - 1)/N forgotten",
         NEEDED.format(**{**NEEDED_RIGHT, "factor": "1"}),
         "The factor 2(N - 1)/N is missing",
@@ -193,6 +198,11 @@ WRONG = [
         "    table = {(8, 8): 300e9, (9, 8): 50e9, (64, 8): 50e9, (4, 8): 31.5e9, (16, 8): 31.5e9}\n"
         "    return table.get((world_size, gpus_per_server), in_server)",
         "from the reference",
+    ),
+    (
+        "link: the average of the two links",
+        LINK.format(result="in_server if world_size <= gpus_per_server else (in_server + network) / 2"),
+        "not as the average",
     ),
     (
         "link: the network alone outside a server",

@@ -27,6 +27,8 @@ def _01_matmul_intensity() -> dict:
                     48 / 128: "Too low: that counts C twice, read and written. C = A @ B needs no old values of C: "
                     "as the statement says, each of A, B and C crosses the bus once.",
                     48 / 832: "8 times too little: that divides by bits; the intensity is FLOPs per byte.",
+                    48 / 52: "Twice too high: here an element takes bytes_per_element = 4 bytes (float32), not a fixed "
+                    "2; use the argument.",
                 },
             ),
             ((2, 2, 2, 4), 1 / 3),

@@ -216,10 +216,118 @@ def _02_largest_batch() -> dict:
     )
 
 
+_RECIPE_BYTES = {"fp32": (4, 4, 4, 0), "mixed": (2, 2, 4, 4), "bf16": (2, 2, 2, 0)}  # weight, grad, per value, master
+
+
+def _per_parameter(optimizer: str, recipe: str) -> int:
+    weight, grad, per_value, master = _RECIPE_BYTES[recipe]
+    return weight + grad + master + per_value * _STATE_VALUES[optimizer]
+
+
+def _ref_largest_model(memory_bytes: float, optimizer: str, recipe: str) -> int:
+    return int(memory_bytes // _per_parameter(optimizer, recipe))
+
+
+def _random_chip(rng: random.Random) -> tuple[float, str, str]:
+    """A random memory, optimizer and recipe; now and then a memory that the model states fill to the byte."""
+    optimizer, recipe = rng.choice(sorted(_STATE_VALUES)), rng.choice(sorted(_RECIPE_BYTES))
+    if rng.random() < 0.3:
+        return rng.randint(0, 10**10) * _per_parameter(optimizer, recipe), optimizer, recipe
+    return rng.choice([float, int])(rng.randint(0, 2 * 10**11)), optimizer, recipe
+
+
+def _02_largest_model() -> dict:
+    from .. import memory
+
+    gb80 = 80e9
+    no_master = (
+        "A float32 master copy is missing: in the mixed recipe the optimizer updates a 4-byte copy of each weight "
+        "and keeps its values in float32 (4 bytes each), on top of the 2-byte bf16 weight and gradient."
+    )
+    halved = (
+        "That halves every value. The mixed recipe keeps 2-byte weights and gradients, but also a 4-byte float32 "
+        "master copy of each weight and the optimizer's values in float32: with Adam 2 + 2 + 4 + 4 + 4 bytes."
+    )
+    return dict(
+        cases=[
+            (
+                (gb80, "adam", "fp32"),
+                5 * 10**9,
+                {
+                    20 * 10**9: "That counts the weights alone: each parameter also has a gradient and Adam's two "
+                    "values (section 2).",
+                    10 * 10**9: "Adam's two values per parameter are missing: 4 + 4 + 4 + 4 bytes in float32.",
+                    5: "That is in billions: return the number of parameters.",
+                    80 * 10**9: "That is the memory in bytes: divide by what one parameter costs.",
+                },
+            ),
+            (
+                (gb80, "adam", "mixed"),
+                5 * 10**9,
+                {
+                    10 * 10**9: halved,
+                    gb80 // 12: no_master,
+                    gb80 // 14: no_master,
+                    gb80 // 18: "The gradients are bf16 in this recipe (2 bytes): only the master weights and the "
+                    "optimizer's values are float32.",
+                    gb80 // 20: "That keeps float32 weights and gradients and bf16 copies besides, as torch.autocast "
+                    "does while it computes. In the mixed recipe the passes use bf16 weights and gradients (2 bytes "
+                    "each), and the float32 master copy is the only 4-byte weight.",
+                },
+            ),
+            (
+                (gb80, "sgd", "mixed"),
+                10 * 10**9,
+                {
+                    20 * 10**9: "Plain SGD keeps no values, but the mixed recipe still keeps the float32 master copy "
+                    "that SGD updates: 2 + 2 + 4 bytes."
+                },
+            ),
+            (
+                (gb80, "adam", "bf16"),
+                10 * 10**9,
+                {
+                    5 * 10**9: "In the bf16 recipe every value is 2 bytes and there is no master copy: 2 + 2 + 2 + 2.",
+                    gb80 // 6: "Adam keeps two values per parameter, its running mean and running square.",
+                },
+            ),
+            (
+                (31, "adam", "fp32"),
+                1,
+                {
+                    1.9375: "Parameters come whole: 31 bytes hold one 16-byte parameter, not 1.94.",
+                    2: "2 parameters need 32 bytes, one more than the 31 there are: round down.",
+                },
+            ),
+            (
+                (32, "adamw", "fp32"),
+                2,
+                {
+                    1: "32 bytes hold exactly two 16-byte parameters: a model fits when its "
+                    "states take at most the memory."
+                },
+            ),
+            ((15, "momentum", "mixed"), 1, "2 + 2 + 4 + 4 = 12 bytes per parameter: one fits in 15."),
+            ((0, "adam", "mixed"), 0, "No memory, no parameters."),
+        ],
+        reference=_ref_largest_model,
+        random_inputs=_random_chip,
+        refuse=[
+            memory.largest_model_that_fits,
+            memory.largest_model_per_accelerator,
+            memory.model_states_bytes,
+            memory.large_model_memory,
+        ],
+        hint="What does ONE parameter keep in this recipe: a weight, a gradient, a master copy or not, how many "
+        "optimizer values, and how many bytes is each? How many whole parameters fit in the memory?",
+    )
+
+
 #: the checks of this exercise, by key: what ``registry.check`` runs
 SPECS = {
     "02/mlp_parameters": _02_mlp_parameters,
     "02/model_state_bytes": _02_model_state_bytes,
     "02/mlp_activation_bytes": _02_mlp_activation_bytes,
     "02/largest_batch": _02_largest_batch,
+    "02/largest_model": _02_largest_model,
 }

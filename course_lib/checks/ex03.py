@@ -152,6 +152,9 @@ def _03_bandwidth_needed() -> dict:
                     "reduce-scatter and again in the all-gather.",
                     right * 4: "N times too much: in each of its 2(N - 1) steps a rank sends one chunk, 1/N of the "
                     "gradient bytes, not all of them.",
+                    1.5 * 4e8 / (0.1 * 0.9): "That lets the all-reduce take 90 % of the compute time. At 90 % "
+                    "efficiency the step may last compute / 0.9, so the all-reduce gets compute x (1/0.9 - 1), a "
+                    "ninth of it.",
                     right / 1e9: "That is in GB/s: return bytes per second.",
                     right * 8: "That is in bits per second: return bytes.",
                 },
@@ -277,7 +280,15 @@ def _03_ring_bandwidth() -> dict:
                 300e9,
                 {50e9: "8 GPUs fill one server of 8 exactly: the ring never leaves it, so the network does not count."},
             ),
-            ((9, 8, 300e9, 50e9), 50e9, {300e9: "9 GPUs do not fit in a server of 8: the ring crosses the network."}),
+            (
+                (9, 8, 300e9, 50e9),
+                50e9,
+                {
+                    300e9: "9 GPUs do not fit in a server of 8: the ring crosses the network.",
+                    175e9: "A ring is as fast as its slowest hop, not as the average of its links: every chunk "
+                    "crosses every hop, so each step waits for the slowest.",
+                },
+            ),
             ((64, 8, 300e9, 50e9), 50e9),
             ((4, 8, 31.5e9, 50e9), 31.5e9),
             (
