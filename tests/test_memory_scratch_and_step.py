@@ -37,7 +37,7 @@ def _allocator(build, optimizer, precision="fp32", foreach=None):
 
 
 needs_onednn = pytest.mark.skipif(
-    not (torch.backends.mkldnn.is_available() and torch.backends.mkldnn.enabled), reason="no oneDNN in this PyTorch"
+    bool(memory.conv_scratch_not_modelled("cpu")), reason="not the x86 oneDNN convolution path"
 )
 
 
@@ -53,6 +53,22 @@ def test_conv_backward_scratch_is_what_the_allocator_sees(monkeypatch):
     model, x, y = _conv1d()
     blind = memory.estimate_training_memory(model, x, "momentum", target=y)
     assert 1 - blind.total / alloc > 0.10, (blind.total, alloc)
+
+
+def test_conv_scratch_only_on_the_x86_onednn_path(monkeypatch):
+    import platform
+
+    assert "cuda" in memory.conv_scratch_not_modelled("cuda")
+    with pytest.raises(ValueError, match="device"):
+        memory.conv_scratch_not_modelled("no-such-device")
+    monkeypatch.setattr(platform, "machine", lambda: "arm64")
+    assert "arm64" in memory.conv_scratch_not_modelled("cpu")
+    model, x, y = _conv1d()
+    est = memory.estimate_training_memory(model, x, "momentum", target=y)
+    assert "kernel scratch" not in dict(est.peak_parts), est.table()
+    monkeypatch.setattr(platform, "machine", lambda: "x86_64")
+    monkeypatch.setattr(torch.backends.mkldnn, "is_available", lambda: False)
+    assert "oneDNN" in memory.conv_scratch_not_modelled("cpu")
 
 
 def test_no_scratch_without_convolutions():

@@ -5,7 +5,8 @@ One import for the whole memory toolkit; each part lives in its own file:
 ================  ============================================================================
 ``estimator``     ``estimate_training_memory``: one forward pass, a simulated backward pass and
                   the optimizer, phase by phase, without training (``MemoryEstimate``);
-                  ``plausible_bugs``: what four wrong estimators would report
+                  ``plausible_bugs``: what four wrong estimators would report;
+                  ``conv_scratch_not_modelled``: where a convolution's scratch is left out
 ``meters``        ``measure_peak_memory``, ``measure_training_memory`` (live tensor bytes and the
                   resident peak), ``measure_activation_bytes_per_example`` (what the forward
                   keeps, per example), ``measure_allocator_peak`` and ``allocator_kept`` (the
@@ -31,7 +32,7 @@ from ..names import OPTIMIZERS, PRECISIONS
 from .streaming import MemmapDataset, StreamingDataset
 from . import torch_internals
 from .activation_checkpointing import CheckpointedBlock, apply_activation_checkpointing
-from .estimator import MemoryEstimate, estimate_training_memory, plausible_bugs
+from .estimator import MemoryEstimate, conv_scratch_not_modelled, estimate_training_memory, plausible_bugs
 from .formulas import (
     large_model_memory,
     largest_model_per_accelerator,
@@ -63,6 +64,7 @@ __all__ = [
     "MemoryEstimate",
     "estimate_training_memory",
     "plausible_bugs",
+    "conv_scratch_not_modelled",
     "PeakMemory",
     "LiveTensorTracker",
     "measure_peak_memory",

@@ -30,8 +30,8 @@ follows the three phases of a step and reports the largest (the ``peak_phase``):
   through: add, views, transposes), frees its incoming gradient and the saved tensors no other
   node still needs; gradients reaching a parameter stay (they become ``.grad``). With activation
   checkpointing a block's saved tensors reappear (recomputation) when its first node runs, and
-  the block input is kept until its backward is done. On a CPU a convolution's backward (oneDNN)
-  also holds scratch while it runs: copies of its incoming gradient, saved input and weights in
+  the block input is kept until its backward is done. On an x86 CPU a convolution's backward
+  (oneDNN) also holds scratch while it runs: copies of its incoming gradient, saved input and weights in
   oneDNN's blocked layout (measured in notebook 02), counted as "kernel scratch";
 * optimizer step: parameters + gradients + optimizer state + batch + output + temporaries.
 
@@ -58,6 +58,35 @@ from .backward_sim import _Backward, _simulate_backward  # noqa: F401 (_Backward
 from .meters import LiveTensorTracker, _as_inputs, _check_model, _key, storage_bytes
 
 _MiB = 2**20
+
+
+_X86 = ("x86_64", "amd64", "i386", "i686", "x86")
+
+
+def conv_scratch_not_modelled(device: torch.device | str = "cpu") -> str:
+    """Why the estimator leaves out a convolution backward's scratch on ``device``; "" where it counts it.
+
+    Notebook 02, section 3. The scratch term (copies of the incoming gradient, saved input and weights in
+    oneDNN's blocked layout) was measured on x86 CPUs, where PyTorch runs convolutions through oneDNN. On a
+    GPU, on ARM (oneDNN with Arm Compute Library kernels, or none on a Mac) or with oneDNN switched off, the
+    convolution runs other kernels whose scratch is not modelled, so estimates of models with convolutions
+    are a floor there and are shown, not judged.
+    """
+    import platform
+
+    try:
+        device = torch.device(device)
+    except (RuntimeError, TypeError):
+        raise ValueError(f"device must be a torch.device or a name like 'cpu' or 'cuda', got {device!r}") from None
+    if device.type != "cpu":
+        return f"on {device.type} a convolution runs other kernels (cuDNN and others), whose workspace is not modelled"
+    if platform.machine().lower() not in _X86:
+        return (
+            f"this {platform.machine()} CPU runs convolutions through other kernels than the x86 oneDNN path modelled"
+        )
+    if not (torch.backends.mkldnn.is_available() and torch.backends.mkldnn.enabled):
+        return "this PyTorch runs convolutions without oneDNN, the path whose scratch is modelled"
+    return ""
 
 
 # ----------------------------------------------------------------------------- the estimate
@@ -262,9 +291,7 @@ def _record_step(
             [tuple(r) for r in rec.block_ranges],
             rec.block_inputs,
             out_bytes,
-            conv_scratch=device.type == "cpu"
-            and torch.backends.mkldnn.is_available()
-            and torch.backends.mkldnn.enabled,
+            conv_scratch=not conv_scratch_not_modelled(device),
         )
         del out, loss, rec.keep[:]
     return _Pass(fwd_live, fwd_peak, out_bytes, saved_total, bwd_peak, acts_start, bwd_parts, bwd_no_act_grads)
