@@ -127,6 +127,11 @@ WRONG = [
         "ReLU saves only its output",
     ),
     (
+        "activations: both sides of each ReLU, one value per class",
+        ACTIVATIONS.format(**{**ACTIVATIONS_RIGHT, "hidden": "2 * sum(sizes[1:-1])", "loss": "1"}),
+        "ReLU saves only its output",
+    ),
+    (
         "activations: a ReLU after the last layer",
         ACTIVATIONS.format(**{**ACTIVATIONS_RIGHT, "loss": "3"}),
         "A ReLU after the last layer?",
@@ -135,7 +140,7 @@ WRONG = [
     (
         "activations: the input counted",
         ACTIVATIONS.format(**{**ACTIVATIONS_RIGHT, "hidden": "sum(sizes[:-1])"}),
-        "leave out sizes[0]",
+        "Leave out sizes[0]",
     ),
     ("activations: one example", ACTIVATIONS.format(**{**ACTIVATIONS_RIGHT, "batch": "1"}), "multiply by the batch"),
     (

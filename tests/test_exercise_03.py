@@ -115,6 +115,11 @@ WRONG = [
         "no overlap",
     ),
     (
+        "speed-up: no ring factor",
+        SPEEDUP.format(result="world_size * compute_s / (compute_s + grad_bytes / bandwidth)"),
+        "2(N-1)/N",
+    ),
+    (
         "speed-up: the library's",
         SPEEDUP.format(result="comm.data_parallel_speedup(compute_s, grad_bytes, world_size, bandwidth)"),
         "data_parallel_speedup",
@@ -192,6 +197,11 @@ WRONG = [
     ),
     ("link: always the slower link", LINK.format(result="min(in_server, network)"), "never leaves it"),
     ("link: never leaves a server", LINK.format(result="in_server"), "do not fit in a server of 8"),
+    (
+        "link: one network port shared by the server",
+        LINK.format(result="in_server if world_size <= gpus_per_server else min(in_server, network / gpus_per_server)"),
+        "its own port",
+    ),
     (
         "link: a table of the fixed cases",
         "def ring_bandwidth(world_size, gpus_per_server, in_server, network):\n"

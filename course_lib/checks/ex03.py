@@ -102,6 +102,8 @@ def _03_dp_speedup() -> dict:
                     "a whole step on its own batch (weak scaling), so only the all-reduce is added.",
                     4.0: "4 is the ideal: the all-reduce comes after the compute (no overlap), so it adds to every "
                     "step.",
+                    0.4 / (0.1 + 4e-4): "That all-reduce moved the gradients once per rank; a ring sends 2(N-1)/N of "
+                    "them per rank (a reduce-scatter, then an all-gather): use ring_allreduce_seconds from section 1.",
                 },
             ),
             ((1.0, 1e9, 1, 1e9), 1.0, "One rank has nothing to send: its speed-up is 1."),
@@ -287,6 +289,9 @@ def _03_ring_bandwidth() -> dict:
                     300e9: "9 GPUs do not fit in a server of 8: the ring crosses the network.",
                     175e9: "A ring is as fast as its slowest hop, not as the average of its links: every chunk "
                     "crosses every hop, so each step waits for the slowest.",
+                    50e9 / 8: "That shares one network port among the server's 8 GPUs. In DGX-style servers each GPU "
+                    "has its own port, and NCCL runs one ring per port side by side, so each GPU's hop off the server "
+                    "gets a whole port.",
                 },
             ),
             ((64, 8, 300e9, 50e9), 50e9),
