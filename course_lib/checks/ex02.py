@@ -131,8 +131,8 @@ def _02_mlp_activation_bytes() -> dict:
                     44: "A ReLU after the last layer? The last Linear's output is the logits, which go straight into "
                     "the loss: there is no ReLU there to save anything.",
                     48: "Two mistakes give 48 here. Counted the input batch? Leave out sizes[0]: the data loader "
-                    "holds it, not the model's saved tensors. Counted each hidden layer before and after its ReLU, with "
-                    "one value per class? ReLU saves only its output, and the loss needs two values per class.",
+                    "holds it, not the model's saved tensors. Counted each hidden layer before and after its ReLU, "
+                    "with one value per class? ReLU saves only its output, and the loss needs two values per class.",
                     9: "Bytes, not values: a float32 value takes 4 bytes.",
                 },
             ),
