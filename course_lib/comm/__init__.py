@@ -14,6 +14,9 @@ Module 03 (interconnect) meets most of it; modules 04, 06 and 07 use it too.
                   ``measure_data_parallel`` (its speed-up over one rank)
 ``feeding``       a trainer starved for bytes (``read_starvation``: a file from disk or the page cache,
                   ``drop_from_page_cache``) and for compute (``worker_epochs``: DataLoader workers)
+``caches``        where the bytes live (notebook 03, section 2): ``working_set_bandwidth`` (one thread
+                  reading working sets from 32 KiB to past the last-level cache), ``working_set_sizes``,
+                  ``cache_over_memory``
 ``demos``         small workers that show what ``launch`` does: ``demo_rank_sum``,
                   ``demo_raise_on_rank``, ``demo_sleep_on_rank``, ``demo_dataloader_sum``, ...
 ``aggregation``   gradient aggregation on thin links (notebook 04): DDP hooks (fp16, PowerSGD,
@@ -32,7 +35,7 @@ worker, ``rank_info()`` reads the same process group either way.
 
 from __future__ import annotations
 
-from . import alpha_beta, feeding
+from . import alpha_beta, caches, feeding
 from .alpha_beta import *  # noqa: F403  (the cost model's names, listed once, in alpha_beta.__all__)
 from .collectives import (
     ALLREDUCE_ALGORITHMS,
@@ -73,6 +76,7 @@ __all__ = [
     "ALLREDUCE_SIZES",
     "ALLREDUCE_ALGORITHMS",
     "feeding",
+    "caches",
     "launch",
     "rank_info",
     "RankError",

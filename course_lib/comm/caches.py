@@ -1,0 +1,91 @@
+"""Where the bytes live: a working-set sweep over this CPU's caches (notebook 03, section 2).
+
+A core reads from its level-1 and level-2 caches (private, tens of KiB and about 1 MiB), a last-level
+cache shared by several cores (tens of MiB), then main memory. :func:`working_set_bandwidth` reads one
+working set over and over and reports bytes per second: while the set fits in a cache, the reads are
+served there; once it is several times the last-level cache, they come from memory (Hennessy &
+Patterson, *Computer Architecture*, ch. 2; McCalpin's STREAM rule: arrays at least 4x the caches).
+The cache sizes come from ``course_lib.hardware.cache_sizes()`` (``{"L1d": bytes, "L2": ..., "L3": ...}``).
+"""
+
+from __future__ import annotations
+
+import statistics
+
+import torch
+
+from .. import arguments, timing
+
+__all__ = ["working_set_sizes", "working_set_bandwidth", "cache_over_memory"]
+
+_KIB = 2**10
+
+
+def _check_dict(name: str, value: object) -> None:
+    """TypeError unless ``value`` is a dict (``caches``: level -> bytes; ``bandwidth``: bytes -> bytes/s)."""
+    if not isinstance(value, dict):
+        raise TypeError(
+            f"{name} must be a dict (hardware.cache_sizes() or working_set_bandwidth()), got {type(value).__name__}"
+        )
+
+
+def working_set_sizes(caches: dict[str, int], smallest: int = 32 * _KIB, limit: int = 2**30) -> list[int]:
+    """Powers of two from ``smallest`` to 4x the largest cache in ``caches`` (``hardware.cache_sizes()``;
+    256 MiB when it is empty), at most ``limit`` bytes. Notebook 03, section 2: what
+    :func:`working_set_bandwidth` sweeps."""
+    smallest = arguments.integer("smallest (bytes)", smallest, minimum=1024)
+    limit = arguments.integer("limit (bytes)", limit, minimum=smallest)
+    if not isinstance(caches, dict):
+        raise TypeError(
+            f"caches must be a dict of level -> bytes (hardware.cache_sizes()), got {type(caches).__name__}"
+        )
+    top = min(limit, 4 * max(caches.values()) if caches else 256 * _KIB**2)
+    sizes = [smallest]
+    while sizes[-1] < top:
+        sizes.append(sizes[-1] * 2)
+    return sizes
+
+
+def working_set_bandwidth(
+    sizes_bytes: list[int], *, bytes_per_call: int = 32 * 2**20, rounds: int = 3, min_run_time: float = 0.02
+) -> dict[int, float]:
+    """Bytes per second one CPU thread reads from a working set of each size: ``{size: bytes/s}``.
+
+    Notebook 03, section 2. Each call sums a float32 tensor of ``size`` bytes viewed ``bytes_per_call //
+    size`` times over (``expand``: the same memory read again and again, no copy), so a small set is read
+    from a cache many times in one call and the per-call overhead of a few microseconds does not count.
+    One thread: the L1 and L2 caches belong to one core, and torch would split a large reduction over its
+    threads (chunks of 32768 elements and up), turning one working set into several smaller ones. The sizes
+    are timed interleaved (``timing.compare_interleaved``), so a busy spell hits them alike.
+    """
+    sizes = arguments.int_list("sizes_bytes", sizes_bytes)
+    if any(s < 1024 for s in sizes):
+        raise ValueError(f"sizes_bytes must be at least 1024 bytes each, got {sizes}")
+    per_call = arguments.integer("bytes_per_call", bytes_per_call, minimum=1024)
+    views, read = {}, {}
+    for s in sizes:
+        a = torch.ones(s // 4)
+        times = max(1, per_call // s)
+        views[s] = a.expand(times, a.numel())
+        read[s] = times * a.numel() * 4
+    fns = {str(s): (lambda v=views[s]: v.sum()) for s in sizes}
+    t = timing.compare_interleaved(fns, rounds=rounds, num_threads=1, min_run_time=min_run_time)
+    return {s: read[s] / t[str(s)].seconds for s in sizes}
+
+
+def cache_over_memory(bandwidth: dict[int, float], caches: dict[str, int]) -> tuple[float, float]:
+    """(in-cache, memory) bytes/s from :func:`working_set_bandwidth`'s result: the median over working sets
+    well inside L2 (above twice L1d, at most half of L2; 64-256 KiB when the sizes are unknown) and over those
+    at least 4x the largest cache (256 MiB and up when unknown). Notebook 03, section 2. ValueError when
+    either group is empty."""
+    _check_dict("bandwidth", bandwidth)
+    _check_dict("caches", caches)
+    l1, l2 = caches.get("L1d", 32 * _KIB), caches.get("L2", 512 * _KIB)
+    far = 4 * max(caches.values()) if caches else 256 * _KIB**2
+    inside = [bw for s, bw in bandwidth.items() if 2 * l1 <= s <= l2 // 2]
+    outside = [bw for s, bw in bandwidth.items() if s >= far]
+    if not inside or not outside:
+        raise ValueError(
+            f"bandwidth needs working sets inside L2 and beyond 4x the last cache; got {sorted(bandwidth)}"
+        )
+    return statistics.median(inside), statistics.median(outside)

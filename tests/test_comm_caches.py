@@ -1,0 +1,54 @@
+"""Tests for course_lib.comm.caches: the working-set sweep of notebook 03, section 2."""
+
+from __future__ import annotations
+
+import pytest
+
+from course_lib.comm import caches
+
+KIB, MIB = 2**10, 2**20
+ZEN4 = {"L1d": 32 * KIB, "L2": 1 * MIB, "L3": 32 * MIB}
+
+
+def test_sizes_run_from_32_kib_to_four_times_the_last_cache():
+    sizes = caches.working_set_sizes(ZEN4)
+    assert sizes[0] == 32 * KIB and sizes[-1] == 128 * MIB
+    assert all(b == 2 * a for a, b in zip(sizes, sizes[1:]))
+
+
+def test_sizes_default_to_256_mib_when_the_caches_are_unknown_and_stop_at_the_limit():
+    assert caches.working_set_sizes({})[-1] == 256 * MIB
+    assert caches.working_set_sizes({"L3": 512 * MIB}, limit=2**30)[-1] == 2**30
+
+
+def test_in_cache_is_the_median_inside_l2_and_memory_the_sizes_beyond_4x_the_llc():
+    bw = {s: 100.0 for s in caches.working_set_sizes(ZEN4)}
+    bw.update({64 * KIB: 110.0, 128 * KIB: 120.0, 256 * KIB: 130.0, 512 * KIB: 500.0, 128 * MIB: 20.0})
+    inside, memory = caches.cache_over_memory(bw, ZEN4)
+    assert inside == 125.0  # median of 64-512 KiB: twice L1d up to half of L2
+    assert memory == 20.0  # only 128 MiB is at least 4x the 32-MiB L3
+
+
+def test_cache_over_memory_refuses_a_sweep_that_never_left_the_caches():
+    with pytest.raises(ValueError, match="inside L2"):
+        caches.cache_over_memory({1 * MIB: 1.0}, ZEN4)
+
+
+@pytest.mark.parametrize(
+    "call, error",
+    [
+        (lambda: caches.working_set_sizes([32]), TypeError),
+        (lambda: caches.working_set_sizes(ZEN4, smallest=10), ValueError),
+        (lambda: caches.working_set_bandwidth([512]), ValueError),
+        (lambda: caches.working_set_bandwidth([64 * KIB], bytes_per_call=-1), ValueError),
+    ],
+)
+def test_bad_input_names_the_argument(call, error):
+    with pytest.raises(error):
+        call()
+
+
+def test_a_small_sweep_reads_each_set_and_returns_bytes_per_second():
+    bw = caches.working_set_bandwidth([64 * KIB, 4 * MIB], bytes_per_call=4 * MIB, rounds=1, min_run_time=0.005)
+    assert set(bw) == {64 * KIB, 4 * MIB}
+    assert all(1e8 < b < 1e13 for b in bw.values())  # between 0.1 GB/s and 10 TB/s: bytes were counted, per second
