@@ -264,7 +264,10 @@ def test_too_few_runs_give_a_ratio_not_a_verdict(tmp_path):
     assert "1.5x your kind's run (2 points): more than the 25% run-to-run noise" in text and "OUTSIDE" not in text
     _atlas(tmp_path, [(0.0, {})])
     zero = runs.compare(("04/gap", 140.0, " points", "gap"), this_machine=MACHINE).text()
-    assert "no ratio to judge by" in zero and "more than the" not in zero  # a zero (clamped) value: no noise band
+    assert "too few runs of your kind" in zero and "more than the" not in zero  # a zero (clamped) value: no ratio
+    _atlas(tmp_path, [(4.9, {})])
+    signed = runs.compare(("04/gap", -7.75, " points", "gap"), this_machine=MACHINE).text()
+    assert "-12.7 points from your kind's run" in signed and "more than the" not in signed
     _atlas(tmp_path, [(2.0, {})])
     near = runs.compare(("04/gap", 2.3, " points", "gap"), this_machine=MACHINE).text()
     assert "matches your kind's run (2 points), within the 25% run-to-run noise" in near

@@ -190,8 +190,8 @@ def verdict(
         med, m = statistics.median(mine), len(mine)
         theirs = f"your kind's {'run' if m == 1 else f'{m} runs'} ({_span(mine)}{unit})"
         if m < FEW:
-            if med == 0 and not _same(value, 0):
-                return f"{theirs}: zero there, so no ratio to judge by; with so few runs, rerun to see its spread"
+            if not (med > 0 and value > 0) and not _same(value, med):  # a signed value near zero: no ratio
+                return f"{_versus(value, med, unit)} {theirs}; too few runs of your kind to know its spread"
             if _near(value, med):
                 return f"matches {theirs}, within the {noise}"
             return (
