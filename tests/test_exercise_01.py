@@ -16,6 +16,11 @@ def matmul_intensity(m, n, k, bytes_per_element):
     return {flops} / ({size} * ({elements}))
 """
 INTENSITY_RIGHT = dict(flops="2 * m * n * k", size="bytes_per_element", elements="m * k + k * n + m * n")
+ELEMENTWISE = """
+def elementwise_bytes(n_elements, bytes_per_element, write_allocate, in_place):
+    return ({arrays}) * n_elements * {size}
+"""
+ELEMENTWISE_RIGHT = dict(arrays="4 if write_allocate and not in_place else 3", size="bytes_per_element")
 ROOF = """
 def roofline(intensity, peak_flops, bandwidth):
     fed = {fed}
@@ -79,6 +84,47 @@ WRONG = [
         ),
         "compute.matmul_intensity",
     ),
+    # elementwise_bytes
+    (
+        "elementwise: write-allocate ignored",
+        ELEMENTWISE.format(**{**ELEMENTWISE_RIGHT, "arrays": "3"}),
+        "crosses the bus twice",
+    ),
+    (
+        "elementwise: write-allocate always",
+        ELEMENTWISE.format(**{**ELEMENTWISE_RIGHT, "arrays": "4"}),
+        "streaming stores",
+    ),
+    (
+        "elementwise: write-allocate in place too",
+        ELEMENTWISE.format(**{**ELEMENTWISE_RIGHT, "arrays": "4 if write_allocate else 3"}),
+        "nothing extra to read",
+    ),
+    (
+        "elementwise: the result never written",
+        ELEMENTWISE.format(**{**ELEMENTWISE_RIGHT, "arrays": "3 if write_allocate and not in_place else 2"}),
+        "c is written to memory too",
+    ),
+    (
+        "elementwise: in place, the sum not written back",
+        ELEMENTWISE.format(**{**ELEMENTWISE_RIGHT, "arrays": "2 if in_place else 4 if write_allocate else 3"}),
+        "the sum written back",
+    ),
+    (
+        "elementwise: a and b read again",
+        ELEMENTWISE.format(**{**ELEMENTWISE_RIGHT, "arrays": "5 if write_allocate and not in_place else 3"}),
+        "not a and b a second time",
+    ),
+    ("elementwise: elements, not bytes", ELEMENTWISE.format(**{**ELEMENTWISE_RIGHT, "size": "1"}), "not elements"),
+    ("elementwise: bits", ELEMENTWISE.format(**{**ELEMENTWISE_RIGHT, "size": "8 * bytes_per_element"}), "in bits"),
+    ("elementwise: a fixed 4 bytes", ELEMENTWISE.format(**{**ELEMENTWISE_RIGHT, "size": "4"}), "(bf16)"),
+    (
+        "elementwise: the library's",
+        "def elementwise_bytes(n_elements, bytes_per_element, write_allocate, in_place):\n"
+        "    per = 1 / compute.elementwise_intensity(1.0, 2, 1)\n"
+        "    return (per + (4 if write_allocate and not in_place else 0)) * n_elements * bytes_per_element / 4",
+        "compute.elementwise_intensity",
+    ),
     # roofline
     (
         "roofline: memory-bound at the ridge",
@@ -105,6 +151,13 @@ WRONG = [
         "roofline: the FLOP/s alone",
         "def roofline(intensity, peak_flops, bandwidth):\n    return min(peak_flops, intensity * bandwidth)",
         "Do you return a pair",
+    ),
+    (
+        "roofline: the pair the other way round",
+        "def roofline(intensity, peak_flops, bandwidth):\n"
+        "    fed = intensity * bandwidth\n"
+        '    return ("memory" if fed < peak_flops else "compute"), min(peak_flops, fed)',
+        "the other way round",
     ),
     ("roofline: the labels swapped", ROOF.format(**{**ROOF_RIGHT, "below": "fed >= peak_flops"}), None),
     (
@@ -205,7 +258,14 @@ wrong_runs, test_plausible_wrong_answer_fails_its_check = wrong_answer_tests(SOL
 
 def test_every_exercise_function_has_wrong_answers():
     names = {function_name(code) for _, code, _ in WRONG}
-    assert names == {"matmul_intensity", "roofline", "days_to_train", "memory_bound_names", "predict_bf16_memory_bound"}
+    assert names == {
+        "matmul_intensity",
+        "elementwise_bytes",
+        "roofline",
+        "days_to_train",
+        "memory_bound_names",
+        "predict_bf16_memory_bound",
+    }
 
 
 def _refused(fn, **kw) -> str:

@@ -191,9 +191,9 @@ WRONG = [
         "The gradients are bf16",
     ),
     (
-        "model: autocast's copies on top of float32",
+        "model: bf16 copies of weights and gradients on top of float32",
         MODEL.format(**{**MODEL_RIGHT, "mixed": "4 + 4 + 2 + 2 + 4 * values"}),
-        "as torch.autocast does",
+        "bf16 copies of the weights only",
     ),
     (
         "model: no master copy for SGD",

@@ -150,6 +150,19 @@ WRONG = [
         NEEDED.format(**{**NEEDED_RIGHT, "factor": "1 / (world_size / (2 * (world_size - 1)))"}),
         "ZeroDivisionError",
     ),
+    (
+        "needed: efficiency 1 divides by zero",
+        NEEDED.format(**NEEDED_RIGHT),
+        "at efficiency 1",
+    ),
+    (
+        "needed: infinite even for one rank at efficiency 1",
+        "def bandwidth_needed(compute_s, grad_bytes, world_size, efficiency):\n"
+        "    if efficiency == 1:\n"
+        "        return math.inf\n"
+        "    return 2 * (world_size - 1) / world_size * grad_bytes / (compute_s * (1 / efficiency - 1))",
+        "even at efficiency 1",
+    ),
     ("needed: GB/s", NEEDED.format(**{**NEEDED_RIGHT, "unit": " / 1e9"}), "in GB/s"),
     ("needed: bits per second", NEEDED.format(**{**NEEDED_RIGHT, "unit": " * 8"}), "in bits per second"),
     (
@@ -192,32 +205,48 @@ WRONG = [
     # ring_bandwidth
     (
         "link: a full server counted as leaving it",
-        LINK.format(result="in_server if world_size < gpus_per_server else min(in_server, network)"),
+        LINK.format(result="in_server if world_size < gpus_per_server else min(in_server, gpus_per_server * network)"),
         "fill one server of 8 exactly",
     ),
-    ("link: always the slower link", LINK.format(result="min(in_server, network)"), "never leaves it"),
+    (
+        "link: always leaves the server",
+        LINK.format(result="min(in_server, gpus_per_server * network)"),
+        "never leaves it",
+    ),
     ("link: never leaves a server", LINK.format(result="in_server"), "do not fit in a server of 8"),
     (
-        "link: one network port shared by the server",
+        "link: one ring through one card (the slowest hop)",
+        LINK.format(result="in_server if world_size <= gpus_per_server else min(in_server, network)"),
+        "one ring per card",
+    ),
+    (
+        "link: one network card shared by the server",
         LINK.format(result="in_server if world_size <= gpus_per_server else min(in_server, network / gpus_per_server)"),
-        "its own port",
+        "not network / 8",
+    ),
+    (
+        "link: the cards' sum without the in-server link",
+        LINK.format(result="in_server if world_size <= gpus_per_server else gpus_per_server * network"),
+        "no faster than in_server",
     ),
     (
         "link: a table of the fixed cases",
         "def ring_bandwidth(world_size, gpus_per_server, in_server, network):\n"
-        "    table = {(8, 8): 300e9, (9, 8): 50e9, (64, 8): 50e9, (4, 8): 31.5e9, (16, 8): 31.5e9}\n"
-        "    return table.get((world_size, gpus_per_server), in_server)",
+        "    table = {(16, 8, 300e9, 25e9): 200e9}\n"
+        "    return table.get((world_size, gpus_per_server, in_server, network), in_server)",
         "from the reference",
     ),
     (
         "link: the average of the two links",
-        LINK.format(result="in_server if world_size <= gpus_per_server else (in_server + network) / 2"),
-        "not as the average",
+        LINK.format(
+            result="in_server if world_size <= gpus_per_server else (in_server + gpus_per_server * network) / 2"
+        ),
+        "not as fast as the average",
     ),
     (
         "link: the network alone outside a server",
         LINK.format(result="in_server if world_size <= gpus_per_server else network"),
-        "slowest hop",
+        "one ring per card",
     ),
 ]
 

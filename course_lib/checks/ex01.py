@@ -48,6 +48,59 @@ def _01_matmul_intensity() -> dict:
     )
 
 
+def _ref_elementwise_bytes(n_elements, bytes_per_element, write_allocate, in_place) -> int:
+    arrays = 3 + (1 if write_allocate and not in_place else 0)  # a, b read, the sum written; c's lines read first
+    return arrays * n_elements * bytes_per_element
+
+
+def _01_elementwise_bytes() -> dict:
+    from .. import compute
+
+    n = 10**6
+    in_place = (
+        "In place (a += b) the sum goes into a, whose lines were just read as an operand: the store finds them in "
+        "cache, so there is nothing extra to read. Write-allocate costs only when the destination is not an operand."
+    )
+    return dict(
+        cases=[
+            (
+                (n, 4, False, False),
+                12 * n,
+                {
+                    16 * n: "write_allocate is False here (streaming stores): c is written without being read first.",
+                    8 * n: "c is written to memory too: a and b are read, c written, three arrays cross the bus.",
+                    3 * n: "Count bytes, not elements: a float32 element is 4 bytes.",
+                    96 * n: "That is in bits: return bytes.",
+                },
+            ),
+            (
+                (n, 4, True, False),
+                16 * n,
+                {
+                    12 * n: "With write-allocate a store to a line that is not in cache first reads that line from "
+                    "memory, so c crosses the bus twice, read then written: 16 bytes per float32 element, not 12.",
+                    20 * n: "Write-allocate reads the destination's lines only (c), not a and b a second time.",
+                },
+            ),
+            ((n, 4, True, True), 12 * n, {16 * n: in_place, 8 * n: "In place, a is read and the sum written back."}),
+            ((n, 4, False, True), 12 * n, {8 * n: "In place, a is read and the sum written back: both cross the bus."}),
+            ((n, 2, True, False), 8 * n, {16 * n: "Here an element takes bytes_per_element = 2 bytes (bf16)."}),
+            ((0, 4, True, False), 0, "No elements, no bytes."),
+        ],
+        reference=_ref_elementwise_bytes,
+        random_inputs=lambda rng: (
+            rng.randint(0, 10**9),
+            rng.choice([1, 2, 4, 8]),
+            rng.random() < 0.5,
+            rng.random() < 0.5,
+        ),
+        refuse=[compute.elementwise_intensity],
+        rtol=1e-12,
+        hint="Which arrays are read and which written? With write-allocate, does the store's line have to be read "
+        "first, or was it just read as an operand?",
+    )
+
+
 def _ref_roofline(intensity: float, peak_flops: float, bandwidth: float) -> tuple[float, str]:
     fed = intensity * bandwidth
     return (fed, "memory") if fed < peak_flops else (peak_flops, "compute")
@@ -63,6 +116,8 @@ def _roofline_inputs(rng: random.Random) -> tuple[float, float, float]:
 def _01_roofline() -> dict:
     from .. import compute
 
+    swapped = "The pair is the other way round: return (FLOP/s, name), the attainable FLOP/s first, then 'memory' "
+    swapped += "or 'compute'."
     return dict(
         cases=[
             (
@@ -70,7 +125,9 @@ def _01_roofline() -> dict:
                 (400e9, "compute"),
                 {
                     (400e9, "memory"): "20 FLOP/byte x 20e9 byte/s is exactly the peak: at the ridge point the two "
-                    "ceilings are equal, and the statement calls that 'compute'."
+                    "ceilings are equal, and the statement calls that 'compute'.",
+                    ("compute", 400e9): swapped,
+                    ("memory", 400e9): swapped,
                 },
             ),
             (
@@ -80,6 +137,7 @@ def _01_roofline() -> dict:
                     (400e9, "compute"): "An add does 1 FLOP per 12 bytes: memory feeds it 20e9 / 12 FLOP/s, far below "
                     "the peak. The ridge point is peak / bandwidth (FLOP/byte), not bandwidth / peak.",
                     (400e9, "memory"): "The lower ceiling wins: memory feeds this add only 20e9 / 12 FLOP/s.",
+                    ("memory", 20e9 / 12): swapped,
                 },
             ),
             (
@@ -189,6 +247,7 @@ def _01_memory_bound_names() -> dict:
 #: the checks of this exercise, by key: what ``registry.check`` runs
 SPECS = {
     "01/matmul_intensity": _01_matmul_intensity,
+    "01/elementwise_bytes": _01_elementwise_bytes,
     "01/roofline": _01_roofline,
     "01/days_to_train": _01_days_to_train,
     "01/memory_bound_names": _01_memory_bound_names,

@@ -272,8 +272,9 @@ def _02_largest_model() -> dict:
                     gb80 // 14: no_master,
                     gb80 // 18: "The gradients are bf16 in this recipe (2 bytes): only the master weights and the "
                     "optimizer's values are float32.",
-                    gb80 // 20: "That keeps float32 weights and gradients and bf16 copies besides, as torch.autocast "
-                    "does while it computes. In the mixed recipe the passes use bf16 weights and gradients (2 bytes "
+                    gb80 // 20: "That keeps float32 weights and gradients plus bf16 copies of both. (torch.autocast "
+                    "keeps float32 weights and gradients too, but caches bf16 copies of the weights only, and only "
+                    "inside its region.) In the mixed recipe the passes use bf16 weights and gradients (2 bytes "
                     "each), and the float32 master copy is the only 4-byte weight.",
                 },
             ),

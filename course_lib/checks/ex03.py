@@ -4,6 +4,7 @@ arguments of ``check_function``, and each ``_ref_name`` is the exercise's refere
 
 from __future__ import annotations
 
+import math
 import random
 
 
@@ -131,7 +132,10 @@ def _03_dp_speedup() -> dict:
 
 def _ref_bandwidth_needed(compute_s, grad_bytes, world_size, efficiency) -> float:
     share = 2 * (world_size - 1) / world_size
-    return share * grad_bytes / (compute_s * (1 / efficiency - 1))
+    if share == 0:
+        return 0.0  # one rank sends nothing, even at efficiency 1
+    allowed = compute_s * (1 / efficiency - 1)
+    return share * grad_bytes / allowed if allowed > 0 else math.inf
 
 
 def _03_bandwidth_needed() -> dict:
@@ -163,6 +167,13 @@ def _03_bandwidth_needed() -> dict:
             ),
             ((1.0, 1e9, 2, 0.5), 1e9, "At efficiency 0.5 the all-reduce may take as long as the compute, 1 s."),
             ((0.1, 4e8, 1, 0.9), 0.0, "One rank sends nothing, so it needs no link: 0 bytes per second."),
+            (
+                (0.1, 4e8, 4, 1.0),
+                math.inf,
+                "At efficiency 1 the all-reduce must take no time at all: no finite link does that, so return "
+                "math.inf.",
+            ),
+            ((0.1, 4e8, 1, 1.0), 0.0, "One rank sends nothing, even at efficiency 1: it needs no link, 0 bytes/s."),
             ((0.1, 4e8, 8, 0.9), _ref_bandwidth_needed(0.1, 4e8, 8, 0.9)),
         ],
         reference=_ref_bandwidth_needed,
@@ -175,7 +186,8 @@ def _03_bandwidth_needed() -> dict:
         refuse=[comm.bandwidth_needed, comm.data_parallel_speedup, comm.allreduce_time],
         rtol=1e-9,
         hint="At that efficiency, how long may a whole step last, and so how long may the all-reduce take? How "
-        "many bytes must each rank send in that time (section 1)? In which unit do you return it?",
+        "many bytes must each rank send in that time (section 1)? In which unit do you return it? What is left "
+        "for the all-reduce at efficiency 1?",
     )
 
 
@@ -265,52 +277,56 @@ def _03_predict_from_largest() -> dict:
 
 
 def _ref_ring_bandwidth(world_size, gpus_per_server, in_server, network) -> float:
-    return in_server if world_size <= gpus_per_server else min(in_server, network)
+    if world_size <= gpus_per_server:
+        return in_server
+    return min(in_server, gpus_per_server * network)  # one ring per network card, side by side
 
 
 def _random_cluster(rng: random.Random) -> tuple[int, int, float, float]:
+    """A cluster as the statement allows: the job fits one server or takes whole servers."""
     gpus = rng.choice([2, 4, 8, 16])
-    world_size = gpus if rng.random() < 0.2 else rng.randint(1, 256)
+    world_size = rng.randint(1, gpus) if rng.random() < 0.3 else gpus * rng.randint(2, 32)
     return world_size, gpus, 10 ** rng.uniform(9, 12), 10 ** rng.uniform(9, 12)
 
 
 def _03_ring_bandwidth() -> dict:
+    one_ring = (
+        "That is one ring through one network card. Between servers NCCL runs one ring per card side by side: "
+        "each carries 1/8 of the bytes and leaves the server through its own card, so the server's bytes cross "
+        "the network at 8 x network, while every GPU's in-server link carries all 8 rings."
+    )
+    in_server_bound = (
+        "Every ring still passes through every GPU of a server, so each GPU's in-server link carries all 8 rings: "
+        "the ring can go no faster than in_server, however many cards the server has."
+    )
+    never_leaves = "8 GPUs fill one server of 8 exactly: the ring never leaves it, so the network does not count."
     return dict(
         cases=[
+            ((8, 8, 300e9, 25e9), 300e9, {200e9: never_leaves, 25e9: never_leaves}),
             (
-                (8, 8, 300e9, 50e9),
-                300e9,
-                {50e9: "8 GPUs fill one server of 8 exactly: the ring never leaves it, so the network does not count."},
-            ),
-            (
-                (9, 8, 300e9, 50e9),
-                50e9,
+                (16, 8, 300e9, 25e9),
+                200e9,
                 {
-                    300e9: "9 GPUs do not fit in a server of 8: the ring crosses the network.",
-                    175e9: "A ring is as fast as its slowest hop, not as the average of its links: every chunk "
-                    "crosses every hop, so each step waits for the slowest.",
-                    50e9 / 8: "That shares one network port among the server's 8 GPUs. In DGX-style servers each GPU "
-                    "has its own port, and NCCL runs one ring per port side by side, so each GPU's hop off the server "
-                    "gets a whole port.",
+                    300e9: "16 GPUs do not fit in a server of 8: the ring crosses the network, and 8 cards of "
+                    "25 GB/s carry 200 GB/s.",
+                    25e9: one_ring,
+                    25e9 / 8: "That shares one network card among the server's 8 GPUs. Here each GPU has its own "
+                    "card, and the rings leave the server through all 8 of them at once: 8 x network, not "
+                    "network / 8.",
+                    162.5e9: "A ring is not as fast as the average of its links: each step waits for the slowest.",
+                    250e9: "A ring is not as fast as the average of its links: each step waits for the slowest.",
                 },
             ),
-            ((64, 8, 300e9, 50e9), 50e9),
+            ((64, 8, 300e9, 50e9), 300e9, {50e9: one_ring, 400e9: in_server_bound}),
             ((4, 8, 31.5e9, 50e9), 31.5e9),
-            (
-                (16, 8, 31.5e9, 50e9),
-                31.5e9,
-                {
-                    50e9: "Inside each server the ring still runs over PCIe, here slower than the network: a ring is "
-                    "as fast as its slowest hop."
-                },
-            ),
+            ((16, 8, 31.5e9, 50e9), 31.5e9, {50e9: in_server_bound, 400e9: in_server_bound}),
         ],
         reference=_ref_ring_bandwidth,
         random_inputs=_random_cluster,
         own_code=True,
         rtol=1e-9,
-        hint="Does a ring of this many GPUs fit in one server? If it leaves the servers, which hops does it use, "
-        "and which of them is the slowest?",
+        hint="Does a ring of this many GPUs fit in one server? If it leaves the servers, through how many network "
+        "cards do a server's bytes leave at once, and which link does every ring still cross inside a server?",
     )
 
 
