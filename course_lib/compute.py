@@ -307,6 +307,22 @@ def training_step_intensity(batch: int, dtype: str = "fp32", touches: int = STEP
     return 6.0 * batch / (arguments.positive_int("touches", touches) * bytes_per_element(dtype))
 
 
+def training_step_intensity_with_activations(
+    n_params: float, batch: int, activation_values: int, dtype: str = "fp32", activation_touches: int = 4
+) -> float:
+    """FLOPs per byte of a training step counting activations too (notebook 01, section 6): 6 x N x batch over the
+    weights' bytes (``training_step_bytes``) plus ``activation_touches`` x batch x ``activation_values`` values,
+    where ``activation_values`` is what the layers output per example (each Linear and each ReLU) and 4 touches are
+    one write and one read forward, and the same for its gradient backward. Below ``training_step_intensity`` at
+    every batch, and far below it at large batches, where activations outweigh the weights."""
+    n = arguments.positive("n_params", n_params)
+    b = arguments.positive_int("batch", batch)
+    acts = arguments.positive_int("activation_values", activation_values)
+    touches = arguments.positive_int("activation_touches", activation_touches)
+    moved = training_step_bytes(n, dtype) + touches * b * acts * bytes_per_element(dtype)
+    return 6.0 * n * b / moved
+
+
 def step_time_models(
     n_params: float, batch: int, fixed_s: float, peak_flops: float, bandwidth: float
 ) -> dict[str, float]:

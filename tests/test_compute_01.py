@@ -85,3 +85,18 @@ def test_minor_faults_per_call_counts_fresh_pages():
     if faults is not None:  # counted on Linux and macOS
         assert faults > 1000
         assert compute.minor_faults_per_call(lambda: None, calls=3) < 50
+
+
+def test_intensity_with_activations_counts_both():
+    n, acts = 1_000_000, 4000
+    # 6Nb FLOPs over 24N weight bytes + 4 touches x 4 bytes x b x acts
+    assert compute.training_step_intensity_with_activations(n, 2048, acts) == pytest.approx(
+        6 * n * 2048 / (24 * n + 16 * 2048 * acts)
+    )
+    for b in (2, 8, 2048):
+        assert compute.training_step_intensity_with_activations(n, b, acts) < compute.training_step_intensity(b)
+    # small batch: the weights dominate (within 1 %); large batch: activations cut the intensity several-fold
+    assert compute.training_step_intensity_with_activations(n, 2, acts) > 0.99 * compute.training_step_intensity(2)
+    assert compute.training_step_intensity_with_activations(n, 2048, acts) < compute.training_step_intensity(2048) / 3
+    with pytest.raises(ValueError, match="activation_values"):
+        compute.training_step_intensity_with_activations(n, 8, 0)

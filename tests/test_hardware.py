@@ -198,3 +198,13 @@ def test_cache_sizes_here_are_plausible():
     assert all(2**10 <= b <= 2**31 for b in sizes.values()), sizes
     levels = [sizes[k] for k in ("L1d", "L2", "L3") if k in sizes]
     assert levels == sorted(levels), f"each level is at least as large as the one before: {sizes}"
+
+
+def test_blas_flops_per_cycle_caps_mkl_on_amd_at_avx2():
+    assert hardware.blas_flops_per_cycle(64, "AuthenticAMD", "MKL") == 32  # Zen 5: MKL runs its AVX2 code
+    assert hardware.blas_flops_per_cycle(32, "AuthenticAMD", "MKL") == 32  # Zen 4: already 32
+    assert hardware.blas_flops_per_cycle(64, "AuthenticAMD", "OpenBLAS") == 64
+    assert hardware.blas_flops_per_cycle(64, "GenuineIntel", "MKL") == 64
+    assert hardware.blas_flops_per_cycle(0, "AuthenticAMD", "MKL") == 0  # no vector unit known
+    with pytest.raises(ValueError, match="flops_per_cycle"):
+        hardware.blas_flops_per_cycle(-1, "AuthenticAMD", "MKL")

@@ -11,7 +11,8 @@ reached from here:
 ==================  ==========================================================================
 ``processor``       the CPU: ``CPUInfo``, ``cpu_flags``, ``simd_features``, ``cpu_capabilities``,
                     ``usable_cpus``, ``cache_sizes``, oneDNN's instruction-set hold (``onednn_isa_limit``)
-``peak``            its data-sheet peak: ``cpu_peak_flops``, ``fp32_flops_per_cycle``, ``cpu_clock_ghz``
+``peak``            its data-sheet peak: ``cpu_peak_flops``, ``fp32_flops_per_cycle``, ``cpu_clock_ghz``,
+                    ``blas_flops_per_cycle``
 ``machine``         the whole machine: ``detect`` (a ``HardwareInfo``), ``detect_platform``, ``blas_library``
 ``process_memory``  this process's resident memory: ``current_rss_bytes``, ``peak_rss_bytes``
 ==================  ==========================================================================
@@ -27,6 +28,7 @@ from .. import devices, names
 from .machine import PLATFORMS, AcceleratorInfo, HardwareInfo, blas_library, detect, detect_platform
 from .peak import (
     FP32_FLOPS_PER_CYCLE,
+    blas_flops_per_cycle,
     cpu_clock_ghz,
     cpu_peak_flops,
     cpu_vendor_family,
@@ -62,6 +64,7 @@ __all__ = [
     "detect_platform",
     "FP32_FLOPS_PER_CYCLE",
     "cpu_clock_ghz",
+    "blas_flops_per_cycle",
     "cpu_peak_flops",
     "cpu_vendor_family",
     "fp32_flops_per_cycle",

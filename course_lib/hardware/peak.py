@@ -47,6 +47,17 @@ def fp32_flops_per_cycle(vector_isa: str, vendor: str = "", family: int | None =
     return FP32_FLOPS_PER_CYCLE[isa]
 
 
+def blas_flops_per_cycle(flops_per_cycle: int, vendor: str, blas: str) -> int:
+    """fp32 FLOPs per cycle that PyTorch's matrix products can use: ``flops_per_cycle`` (``fp32_flops_per_cycle``),
+    capped at AVX2's 32 where the BLAS is Intel's MKL on an AMD processor, as MKL dispatches its AVX-512 kernels
+    on Intel processors only (oneMKL's optimization notice; on AMD it runs its AVX2 code). Zen 5 desktop and
+    server cores have full 512-bit units (64 FLOP/cycle) that MKL leaves unused. Notebook 01 (the data-sheet peak)."""
+    per_cycle = arguments.nonnegative_int("flops_per_cycle", flops_per_cycle)
+    if vendor == "AuthenticAMD" and blas == "MKL":
+        return min(per_cycle, FP32_FLOPS_PER_CYCLE["AVX2"])
+    return per_cycle
+
+
 # AVX-512 chips that start one 512-bit FMA per cycle, not two (32 fp32 FLOPs): Intel's client cores of the 10th
 # (Ice Lake, "G" models) and 11th generations (Tiger Lake, Rocket Lake), and, among Xeon Scalable processors, only
 # the first two generations (Skylake-SP, model numbers x1xx; Cascade Lake, x2xx): their Bronze 3xxx, Silver 4xxx
