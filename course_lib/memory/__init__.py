@@ -56,7 +56,7 @@ from .meters import (
     memtracker_peak,
     storage_bytes,
 )
-from .saved import saved_for_backward
+from .saved import first_examples, saved_bytes_by_dtype, saved_for_backward
 
 __all__ = [
     "OPTIMIZERS",
@@ -76,6 +76,8 @@ __all__ = [
     "measure_allocator_peak",
     "memtracker_peak",
     "storage_bytes",
+    "first_examples",
+    "saved_bytes_by_dtype",
     "saved_for_backward",
     "CheckpointedBlock",
     "apply_activation_checkpointing",

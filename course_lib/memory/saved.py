@@ -7,7 +7,7 @@ import torch
 
 from .. import arguments
 
-__all__ = ["saved_for_backward"]
+__all__ = ["first_examples", "saved_bytes_by_dtype", "saved_for_backward"]
 
 
 def saved_for_backward(sizes, batch: int) -> list[tuple[tuple[int, ...], str, str]]:
@@ -39,3 +39,53 @@ def saved_for_backward(sizes, batch: int) -> list[tuple[tuple[int, ...], str, st
         what = known.get(ptr, "one number for the whole batch" if t.dim() == 0 else "?")
         distinct.setdefault(ptr, (tuple(t.shape), str(t.dtype).removeprefix("torch."), what))
     return list(distinct.values())
+
+
+def saved_bytes_by_dtype(
+    model: torch.nn.Module, batch, precision: str, sizes: tuple[int, int] = (2, 4)
+) -> dict[str, float]:
+    """Bytes that one more example adds to what autograd saves for the backward pass of ``model`` (and its default
+    loss), by dtype: the saved bytes at two batch sizes ``sizes`` (``batch(n)`` returns ``(x, target)``), their
+    difference over the difference in examples, so what does not grow with the batch (autocast's weight copies)
+    cancels; parameters are left out and each storage counted once (notebook 02, section 7b: which saved tensors
+    autocast does not shrink)."""
+    from ..train import autocast, default_loss
+
+    arguments.instance("model", model, torch.nn.Module, "a torch.nn.Module")
+    small, large = (arguments.positive_int("sizes[i]", n) for n in sizes)
+    if large <= small:
+        raise ValueError(f"sizes must be two increasing batch sizes, got {sizes!r}")
+    params = {p.untyped_storage().data_ptr() for p in model.parameters()}
+
+    def saved(n: int) -> dict[str, int]:
+        x, target = batch(n)
+        seen, out = set(params), {}
+
+        def pack(t: torch.Tensor) -> torch.Tensor:
+            ptr = t.untyped_storage().data_ptr()
+            if ptr not in seen:
+                seen.add(ptr)
+                key = str(t.dtype).removeprefix("torch.")
+                out[key] = out.get(key, 0) + t.untyped_storage().nbytes()
+            return t
+
+        with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t), autocast(precision, "cpu"):
+            default_loss(model(x), target)
+        return out
+
+    a, b = saved(small), saved(large)
+    per = {k: (b.get(k, 0) - a.get(k, 0)) / (large - small) for k in set(a) | set(b)}
+    return {k: v for k, v in sorted(per.items(), key=lambda kv: -kv[1]) if v > 0}
+
+
+def first_examples(x: torch.Tensor, target: torch.Tensor):
+    """A function ``batch(n)`` returning copies of the first ``n`` examples of ``(x, target)`` (notebook 02,
+    section 7b: per-example bytes from two batch sizes)."""
+    arguments.instance("x", x, torch.Tensor, "a torch.Tensor")
+    arguments.instance("target", target, torch.Tensor, "a torch.Tensor")
+
+    def batch(n: int) -> tuple[torch.Tensor, torch.Tensor]:
+        n = arguments.positive_int("n", n)
+        return x[:n].clone(), target[:n].clone()
+
+    return batch

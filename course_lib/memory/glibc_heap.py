@@ -1,0 +1,158 @@
+"""What glibc's ``malloc`` takes from the OS during a training step (notebook 02, memory, section 4).
+
+glibc (the GNU C library, whose ``malloc`` PyTorch's CPU allocator calls on most Linux systems)
+keeps its own books: ``malloc_info(3)`` (glibc >= 2.10) writes, as XML, how many bytes its heaps
+hold now and held at most (``system current`` / ``max``), how many of those are free blocks kept for
+reuse (bins and fast bins), and how many bytes live in separate mappings (``mmap``).
+:func:`malloc_counts` reads them through ``ctypes``; :func:`mlp_steps_with_heap` runs Adam steps of
+the section's MLP and returns the counts before and after, so a notebook can compare the process's
+resident growth with what glibc took: the live tensors plus the free blocks it kept.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import os
+import platform
+import re
+import tempfile
+import dataclasses
+from dataclasses import dataclass
+
+from .. import arguments
+
+__all__ = ["MallocCounts", "malloc_counts", "mlp_steps_with_heap", "parse_malloc_info"]
+
+
+@dataclass(frozen=True)
+class MallocCounts:
+    """glibc's own counts (``malloc_info``), in bytes, summed over its arenas: ``heap`` (held now), ``heap_max``
+    (held at most so far), ``free_kept`` (free blocks kept in the heaps), ``mmapped`` (blocks in their own
+    mappings now) and ``mmapped_max`` (at most so far, from ``malloc_stats``; 0 where unreadable)."""
+
+    heap: int
+    heap_max: int
+    free_kept: int
+    mmapped: int
+    mmapped_max: int = 0
+
+    def footprint_growth_since(self, before: MallocCounts) -> int:
+        """Bytes glibc took from the OS at most since ``before`` (an upper bound: its heaps at their largest plus its
+        mappings at their largest, which need not coincide)."""
+        return self.heap_max - before.heap + max(self.mmapped_max, self.mmapped) - before.mmapped
+
+
+def _libc():
+    if platform.system() != "Linux" or platform.libc_ver()[0] != "glibc":
+        return None
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+    except OSError:  # pragma: no cover - no loadable C library
+        return None
+    if not hasattr(libc, "malloc_info"):  # pragma: no cover - glibc < 2.10
+        return None
+    libc.fopen.restype, libc.fopen.argtypes = ctypes.c_void_p, [ctypes.c_char_p, ctypes.c_char_p]
+    libc.malloc_info.argtypes, libc.fclose.argtypes = [ctypes.c_int, ctypes.c_void_p], [ctypes.c_void_p]
+    return libc
+
+
+def parse_malloc_info(xml: str) -> MallocCounts:
+    """The totals of a ``malloc_info`` XML text (the part after the last ``</heap>``)."""
+    arguments.instance("xml", xml, str, "the text malloc_info wrote")
+    tail = xml[xml.rfind("</heap>") :]
+
+    def size(pattern: str) -> int:
+        found = re.search(pattern, tail)
+        return int(found.group(1)) if found else 0
+
+    return MallocCounts(
+        heap=size(r'<system type="current" size="(\d+)"'),
+        heap_max=size(r'<system type="max" size="(\d+)"'),
+        free_kept=size(r'<total type="fast" count="\d+" size="(\d+)"')
+        + size(r'<total type="rest" count="\d+" size="(\d+)"'),
+        mmapped=size(r'<total type="mmap" count="\d+" size="(\d+)"'),
+    )
+
+
+def malloc_counts() -> MallocCounts | None:
+    """glibc's counts of this process's heap now (what :func:`mlp_steps_with_heap` records); None where the C
+    library is not glibc (musl, macOS, Windows: their allocators keep other books)."""
+    libc = _libc()
+    if libc is None:
+        return None
+    fd, path = tempfile.mkstemp(suffix=".xml")
+    os.close(fd)
+    try:
+        f = libc.fopen(path.encode(), b"w")
+        if not f:  # pragma: no cover - fopen failed
+            return None
+        libc.malloc_info(0, f)
+        libc.fclose(f)
+        with open(path) as fh:
+            counts = parse_malloc_info(fh.read())
+    finally:
+        os.unlink(path)
+    return dataclasses.replace(counts, mmapped_max=_max_mmapped() or 0)
+
+
+def mlp_steps_with_heap(
+    batch_size: int,
+    steps: int = 3,
+    in_features: int = 512,
+    hidden: int = 1024,
+    depth: int = 3,
+    threads: int | None = None,
+) -> dict:
+    """Run ``steps`` Adam steps of ``MLP(in_features, [hidden] * depth, 10)`` at ``batch_size`` and return glibc's
+    counts before the model exists and after each step (notebook 02,
+    section 4; ``heap_max`` after the last: the heap at its largest): ``{"before": MallocCounts | None,
+    "after": [MallocCounts | None, ...], "loss": float}``. Importable, so it runs in a capped child process
+    (``limit.run_with_memory_limit``)."""
+    for name, v in (
+        ("batch_size", batch_size),
+        ("steps", steps),
+        ("in_features", in_features),
+        ("hidden", hidden),
+        ("depth", depth),
+    ):
+        arguments.positive_int(name, v)
+    arguments.optional(arguments.positive_int, "threads", threads)
+    import torch
+
+    from ..models import MLP, make_optimizer
+    from ..train import train_step
+
+    if threads is not None:
+        torch.set_num_threads(threads)
+    before = malloc_counts()
+    torch.manual_seed(0)
+    model = MLP(in_features, [hidden] * depth, 10)
+    opt = make_optimizer("adam", model.parameters(), lr=1e-3)
+    x, y = torch.randn(batch_size, in_features), torch.randint(0, 10, (batch_size,))
+    after, loss = [], 0.0
+    for _ in range(steps):
+        loss = train_step(model, (x, y), opt).loss
+        after.append(malloc_counts())
+    return {"before": before, "after": after, "loss": float(loss)}
+
+
+def _max_mmapped() -> int | None:
+    """glibc's ``max mmap bytes`` (``malloc_stats`` writes it to standard error, caught here)."""
+    libc = _libc()
+    if libc is None:
+        return None
+    import sys
+
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as tmp:
+        os.dup2(tmp.fileno(), 2)
+        try:
+            libc.malloc_stats()
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+        tmp.seek(0)
+        found = re.search(rb"max mmap bytes\s*=\s*(\d+)", tmp.read())
+    return int(found.group(1)) if found else None
