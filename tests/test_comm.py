@@ -339,9 +339,19 @@ def test_core_sharing(p, ref, cores, factor):
     assert comm.core_sharing(p, ref, cores) == pytest.approx(factor)
 
 
+@pytest.mark.parametrize(
+    "busy, factor",
+    [(1.0, 2.0), (0.8, 1.6), (0.5, 1.0), (0.25, 1.0), (0.7, 1.4)],  # 4 ranks against 2 on 2 free cores
+)
+def test_core_sharing_counts_the_share_of_a_core_each_rank_keeps_busy(busy, factor):
+    assert comm.core_sharing(4, 2, 2, busy=busy) == pytest.approx(factor)
+
+
 def test_core_sharing_rejects_bad_input():
     with pytest.raises(ValueError, match="free_cores"):
         comm.core_sharing(4, 2, 0)
+    with pytest.raises(ValueError, match="busy"):
+        comm.core_sharing(4, 2, 2, busy=0)
     with pytest.raises(TypeError, match="world_size"):
         comm.core_sharing(4.0, 2, 2)
 
@@ -630,6 +640,16 @@ def test_read_starvation_reads_every_batch_and_deletes_its_file(tmp_path):
     assert out["used_bytes"] == 4 * 8 * 8 and out["read_block"] == 2**20  # the model reads other pieces than a batch
     for e in (out["disk"], out["cache"]):
         assert 0 <= e["idle_fraction"] < 1 and e["wait_s"] + e["compute_s"] <= e["total_s"] * 1.001
+
+
+def test_read_starvation_can_time_its_model_in_the_epochs_own_pieces(tmp_path):
+    from course_lib.comm import feeding
+
+    step, _ = _count_step()
+    out = feeding.read_starvation(
+        step, (4, 1, 8, 8), batches=2, target_s=0.01, max_bytes=4 * 2**20, directory=str(tmp_path), read_block=None
+    )
+    assert out["read_block"] == out["batch_bytes"]  # one batch a read, as the trainer reads
 
 
 def test_read_starvation_deletes_its_file_when_the_step_fails(tmp_path):

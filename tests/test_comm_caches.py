@@ -52,3 +52,35 @@ def test_a_small_sweep_reads_each_set_and_returns_bytes_per_second():
     bw = caches.working_set_bandwidth([64 * KIB, 4 * MIB], bytes_per_call=4 * MIB, rounds=1, min_run_time=0.005)
     assert set(bw) == {64 * KIB, 4 * MIB}
     assert all(1e8 < b < 1e13 for b in bw.values())  # between 0.1 GB/s and 10 TB/s: bytes were counted, per second
+
+
+XEON5 = {"L1d": 48 * KIB, "L2": 2 * MIB, "L3": 320 * MIB}  # a 5th-gen Xeon VM reports a 320-MiB LLC
+
+
+def test_a_320_mib_llc_is_swept_to_4x_when_memory_allows_and_judged_there():
+    sizes = caches.working_set_sizes(XEON5, limit=4 * 2**30)
+    assert sizes[-1] == 2 * 2**30  # the first power of two at least 4 x 320 MiB
+    bw = {s: (100.0 if s <= MIB else 20.0) for s in sizes}
+    assert caches.memory_sizes(bw, XEON5) == [2 * 2**30]
+    assert caches.cache_over_memory(bw, XEON5) == (100.0, 20.0)
+
+
+def test_a_320_mib_llc_on_a_small_memory_falls_back_to_the_largest_set_measured():
+    sizes = caches.working_set_sizes(XEON5, limit=2**30)  # memory allowed no more than 1 GiB
+    assert sizes[-1] == 2**30
+    bw = {s: (100.0 if s <= MIB else 20.0) for s in sizes}
+    assert caches.memory_sizes(bw, XEON5) == [2**30]  # at least twice the LLC: used, and the notebook says so
+    assert caches.cache_over_memory(bw, XEON5) == (100.0, 20.0)
+    short = {s: b for s, b in bw.items() if s <= 512 * MIB}  # under twice the LLC: no memory reading at all
+    assert caches.memory_sizes(short, XEON5) == []
+    with pytest.raises(ValueError, match="twice the last cache"):
+        caches.cache_over_memory(short, XEON5)
+
+
+def test_the_default_limit_follows_the_memory_available(monkeypatch):
+    class VM:
+        available = 5 * 2**30  # a tenth: 512 MiB
+
+    monkeypatch.setattr(caches.psutil, "virtual_memory", lambda: VM)
+    assert caches.working_set_sizes(XEON5)[-1] == 512 * MIB
+    assert caches.working_set_sizes(ZEN4)[-1] == 128 * MIB  # 4x a 32-MiB L3 fits: unchanged

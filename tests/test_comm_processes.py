@@ -351,6 +351,7 @@ def test_allreduce_benchmark_rows():
         assert len(r["times"]) == 3 and 0 < min(r["times"]) <= r["seconds"] <= r["median_s"] and r["world_size"] == 2
         assert r["algbw_Bps"] == pytest.approx(r["bytes"] / r["seconds"])
         assert r["busbw_Bps"] == pytest.approx(r["algbw_Bps"])  # 2 (N-1) / N = 1 for N = 2
+        assert 0 < r["cpu_s"] < 10 * 2 * r["median_s"] + 0.01  # both ranks' CPU time: positive, of the op's order
 
 
 @pytest.mark.slow

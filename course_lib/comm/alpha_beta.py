@@ -456,20 +456,22 @@ def data_parallel_speedup(
     return c / (c / p + (1.0 - ov) * comm)
 
 
-def core_sharing(world_size: int, reference_world_size: int, free_cores: int) -> float:
+def core_sharing(world_size: int, reference_world_size: int, free_cores: int, busy: float = 1.0) -> float:
     """How many times longer a transfer takes on ``world_size`` local ranks than the same per-rank
     bytes on ``reference_world_size`` ranks, when the "link" is the processor copying the bytes.
 
     Notebook 03 (interconnect), "from 2 ranks to 4". Ranks on one machine talk through the operating
-    system, and their own cores do the copying: each rank gets ``min(1, free_cores / world_size)`` of
-    a core, so a link fitted on ``reference_world_size`` ranks runs ``min(1, free / reference) /
-    min(1, free / world_size)`` times slower on ``world_size`` ranks. 1.0 when every rank has a core
-    of its own; 2.0 for 4 ranks against 2 on 2 free cores (or on 1).
+    system, and their own cores do the copying: each rank wants ``busy`` of a core (1.0: all of it; notebook
+    03 measures it, CPU time / wall time of the reference ranks' all-reduce) and gets ``min(1, free_cores /
+    (ranks x busy))`` of what it wants, so a link fitted on ``reference_world_size`` ranks runs ``min(1, free
+    / (reference x busy)) / min(1, free / (world_size x busy))`` times slower on ``world_size`` ranks. 1.0 when
+    the cores cover every rank's demand; 2.0 for 4 ranks against 2 on 2 free cores (or on 1) with ``busy=1``.
     """
     p = arguments.integer("world_size (the number of ranks)", world_size, minimum=1)
     ref = arguments.integer("reference_world_size", reference_world_size, minimum=1)
     cores = arguments.integer("free_cores", free_cores, minimum=1)
-    return min(1.0, cores / ref) / min(1.0, cores / p)
+    want = arguments.positive("busy (the share of a core a rank keeps busy)", busy)
+    return min(1.0, cores / (ref * want)) / min(1.0, cores / (p * want))
 
 
 def bandwidth_needed(compute_s: float, grad_bytes: float, world_size: int, efficiency: float) -> float:

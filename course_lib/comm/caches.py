@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import statistics
 
+import psutil
 import torch
 
 from .. import arguments, timing
 
-__all__ = ["working_set_sizes", "working_set_bandwidth", "cache_over_memory"]
+__all__ = ["working_set_sizes", "working_set_bandwidth", "memory_sizes", "cache_over_memory"]
 
 _KIB = 2**10
 
@@ -29,11 +30,16 @@ def _check_dict(name: str, value: object) -> None:
         )
 
 
-def working_set_sizes(caches: dict[str, int], smallest: int = 32 * _KIB, limit: int = 2**30) -> list[int]:
+def working_set_sizes(caches: dict[str, int], smallest: int = 32 * _KIB, limit: int | None = None) -> list[int]:
     """Powers of two from ``smallest`` to 4x the largest cache in ``caches`` (``hardware.cache_sizes()``;
-    256 MiB when it is empty), at most ``limit`` bytes. Notebook 03, section 2: what
-    :func:`working_set_bandwidth` sweeps."""
+    256 MiB when it is empty), at most ``limit`` bytes. ``limit=None`` (the default) allows up to a tenth
+    of the memory available now and 4 GiB, so a machine with a huge last-level cache (a 320-MiB L3) still
+    reaches 4x it when memory allows, and a small one stops short instead of swapping: then
+    :func:`memory_sizes` says how far the sweep got. Notebook 03, section 2: what :func:`working_set_bandwidth`
+    sweeps."""
     smallest = arguments.integer("smallest (bytes)", smallest, minimum=1024)
+    if limit is None:
+        limit = max(smallest, min(4 * 2**30, psutil.virtual_memory().available // 10))
     limit = arguments.integer("limit (bytes)", limit, minimum=smallest)
     if not isinstance(caches, dict):
         raise TypeError(
@@ -41,7 +47,7 @@ def working_set_sizes(caches: dict[str, int], smallest: int = 32 * _KIB, limit: 
         )
     top = min(limit, 4 * max(caches.values()) if caches else 256 * _KIB**2)
     sizes = [smallest]
-    while sizes[-1] < top:
+    while sizes[-1] * 2 <= limit and sizes[-1] < top:
         sizes.append(sizes[-1] * 2)
     return sizes
 
@@ -73,19 +79,32 @@ def working_set_bandwidth(
     return {s: read[s] / t[str(s)].seconds for s in sizes}
 
 
+def memory_sizes(bandwidth: dict[int, float], caches: dict[str, int]) -> list[int]:
+    """The working sets :func:`cache_over_memory` counts as read from memory: those at least 4x the largest
+    cache (McCalpin's rule; 256 MiB and up when the sizes are unknown), or, where memory allowed no such
+    set, the largest one measured if it is at least twice the largest cache (most of its reads miss
+    the caches; notebook 03 then says so). Empty when the sweep never got that far. Notebook 03, section 2."""
+    _check_dict("bandwidth", bandwidth)
+    _check_dict("caches", caches)
+    llc = max(caches.values()) if caches else 64 * _KIB**2
+    far = [s for s in bandwidth if s >= 4 * llc]
+    if far or not bandwidth:
+        return sorted(far)
+    return [max(bandwidth)] if max(bandwidth) >= 2 * llc else []
+
+
 def cache_over_memory(bandwidth: dict[int, float], caches: dict[str, int]) -> tuple[float, float]:
     """(in-cache, memory) bytes/s from :func:`working_set_bandwidth`'s result: the median over working sets
-    well inside L2 (above twice L1d, at most half of L2; 64-256 KiB when the sizes are unknown) and over those
-    at least 4x the largest cache (256 MiB and up when unknown). Notebook 03, section 2. ValueError when
-    either group is empty."""
+    well inside L2 (above twice L1d, at most half of L2; 64-256 KiB when the sizes are unknown) and over
+    :func:`memory_sizes` (at least 4x the largest cache, or the largest set measured, at least twice it,
+    where memory allowed no more). Notebook 03, section 2. ValueError when either group is empty."""
     _check_dict("bandwidth", bandwidth)
     _check_dict("caches", caches)
     l1, l2 = caches.get("L1d", 32 * _KIB), caches.get("L2", 512 * _KIB)
-    far = 4 * max(caches.values()) if caches else 256 * _KIB**2
     inside = [bw for s, bw in bandwidth.items() if 2 * l1 <= s <= l2 // 2]
-    outside = [bw for s, bw in bandwidth.items() if s >= far]
+    outside = [bandwidth[s] for s in memory_sizes(bandwidth, caches)]
     if not inside or not outside:
         raise ValueError(
-            f"bandwidth needs working sets inside L2 and beyond 4x the last cache; got {sorted(bandwidth)}"
+            f"bandwidth needs working sets inside L2 and at least twice the last cache; got {sorted(bandwidth)}"
         )
     return statistics.median(inside), statistics.median(outside)

@@ -74,13 +74,18 @@ def allreduce_benchmark(
     per-rank times at the end), so every rank returns the same rows::
 
         {"bytes", "numel", "seconds", "median_s", "times", "algbw_Bps", "busbw_Bps", "world_size",
-         "bytes_sent", "bytes_sent_max", "bytes_sent_min"}
+         "cpu_s", "bytes_sent", "bytes_sent_max", "bytes_sent_min"}
 
     ``seconds`` is the low quantile (20th percentile) of the repeats, the time the operation takes
     when the operating system does not get in the way (``course_lib.timing`` explains why);
     ``median_s`` the median. ``algbw_Bps`` is bytes / ``seconds``; ``busbw_Bps`` multiplies it by 2 (N-1) / N, the
     bytes a
     ring all-reduce moves per rank, so different world sizes compare on one scale.
+
+    ``cpu_s`` is the CPU time all ranks spent in one operation together (each rank's median over the repeats
+    of ``time.process_time``, all its threads, summed over ranks): divided by the wall time, how many cores
+    the operation keeps busy; notebook 03 compares it with the free cores to measure how much the ranks
+    share them.
 
     ``bytes_sent`` is what one rank handed to the operating system to send in one all-reduce (the mean
     over ranks and repeats of the ``wchar`` counter in ``/proc/self/io``; gloo writes its messages
@@ -110,6 +115,7 @@ def allreduce_benchmark(
     tensors = [torch.zeros(max(1, s // elem), dtype=dt, device=device) for s in sizes]
     times = torch.zeros(len(sizes), repeats, dtype=torch.float64)
     sent = torch.zeros(len(sizes), repeats, dtype=torch.float64)
+    cpu = torch.zeros(len(sizes), repeats, dtype=torch.float64)
     for rnd in range(warmup + repeats):
         # rotate the order each round as well, so no size always follows the largest one
         order = [(i + rnd) % len(sizes) for i in range(len(sizes))]
@@ -117,15 +123,17 @@ def allreduce_benchmark(
             dist.barrier()
             synchronize(device)
             written = _bytes_written()
-            t = time.perf_counter()
+            c, t = time.process_time(), time.perf_counter()
             reduce(tensors[i])
             synchronize(device)
-            elapsed = time.perf_counter() - t
+            elapsed, used = time.perf_counter() - t, time.process_time() - c
             if rnd >= warmup:
                 times[i, rnd - warmup] = elapsed
+                cpu[i, rnd - warmup] = used
                 if written is not None:
                     sent[i, rnd - warmup] = _bytes_written() - written
     times = _all_reduce_on(times, device, dist.ReduceOp.MAX)  # the slowest rank's time
+    cpu = _all_reduce_on(cpu.median(dim=1).values.contiguous(), device, dist.ReduceOp.SUM)  # all ranks' CPU time
     counted = _bytes_written() is not None and device.type == "cpu"
     per_rank = sent.mean(dim=1)  # this rank's bytes per all-reduce, for each size
     sent_max = _all_reduce_on(per_rank.clone(), device, dist.ReduceOp.MAX)  # the busiest rank's
@@ -147,6 +155,7 @@ def allreduce_benchmark(
                 "algbw_Bps": algbw,
                 "busbw_Bps": algbw * 2 * (world - 1) / world,
                 "world_size": world,
+                "cpu_s": float(cpu[i]),
                 "bytes_sent": float(sent[i].mean()) if counted else None,
                 "bytes_sent_max": float(sent_max[i]) if counted else None,
                 "bytes_sent_min": float(sent_min[i]) if counted else None,

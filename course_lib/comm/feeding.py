@@ -89,7 +89,7 @@ def read_starvation(
     max_bytes: int = 128 * 2**20,
     rounds: int = 2,
     directory: str | None = None,
-    read_block: int = 2**20,
+    read_block: int | None = 2**20,
 ) -> dict[str, Any]:
     """A trainer starved by bytes: every batch is read from a file, then ``step(x, y)`` trains on it.
     Notebook 03, section 4.
@@ -100,9 +100,10 @@ def read_starvation(
     what the model sees, as a high-resolution original is) and trains on its first bytes, shaped ``x_shape``
     and scaled to [0, 1]. The bandwidths are measured apart, by plain sequential reads of the whole file: from
     the disk (its pages dropped from the page cache first) and from the page cache, in pieces of ``read_block``
-    bytes (1 MiB), not a batch at a time as the trainer reads: the model does not repeat the epoch's own
-    reads. Then epochs from the disk and from the cache alternate ``rounds`` times; each kind keeps its faster
-    epoch. The file is deleted at the end, also on error.
+    bytes (1 MiB; ``None``: one batch, the trainer's own piece, which notebook 03 uses: a 1-MiB piece stays in
+    the CPU's caches between reads, a batch of tens of MiB does not, so from the page cache the small pieces
+    read several times faster than the epoch does). Then epochs from the disk and from the cache alternate
+    ``rounds`` times; each kind keeps its faster epoch. The file is deleted at the end, also on error.
 
     Returns ``{"file_bytes", "batch_bytes", "used_bytes" (what the model sees of a batch), "read_block",
     "batches", "dropped" (the page cache could be dropped here), "disk_Bps", "cache_Bps", "disk": epoch,
@@ -114,7 +115,7 @@ def read_starvation(
     shape = tuple(arguments.positive_int("x_shape", int(s)) for s in x_shape)
     batches = arguments.positive_int("batches", batches)
     rounds = arguments.positive_int("rounds", rounds)
-    read_block = arguments.positive_int("read_block", read_block)
+    read_block = None if read_block is None else arguments.positive_int("read_block", read_block)
     if not target_s > 0:
         raise ValueError(f"target_s must be > 0 seconds, got {target_s!r}")
     folder = directory or tempfile.gettempdir()
@@ -136,7 +137,8 @@ def read_starvation(
         with open(path, "r+b") as f:  # a whole number of batches
             f.truncate(batch_bytes * batches)
         size = batch_bytes * batches
-        buf, block = bytearray(batch_bytes), bytearray(min(read_block, batch_bytes))
+        buf = bytearray(batch_bytes)
+        block = bytearray(batch_bytes if read_block is None else min(read_block, batch_bytes))
         y = torch.arange(shape[0]) % 10
 
         def to_batch(b: bytearray) -> tuple[torch.Tensor, torch.Tensor]:
