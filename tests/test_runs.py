@@ -261,7 +261,9 @@ def test_a_value_outside_everything_recorded_by_more_than_noise_says_so(tmp_path
 def test_too_few_runs_give_a_ratio_not_a_verdict(tmp_path):
     _atlas(tmp_path, [(2.0, {})])
     text = runs.compare(("04/gap", 3.0, " points", "gap"), this_machine=MACHINE).text()
-    assert "1.5x your kind's run (2 points): more than the 25% run-to-run noise" in text and "OUTSIDE" not in text
+    assert (
+        "1.5x your kind's run (2 points): beyond the 25% run-to-run noise allowance" in text and "OUTSIDE" not in text
+    )
     _atlas(tmp_path, [(0.0, {})])
     zero = runs.compare(("04/gap", 140.0, " points", "gap"), this_machine=MACHINE).text()
     assert "too few runs of your kind" in zero and "more than the" not in zero  # a zero (clamped) value: no ratio
@@ -283,12 +285,13 @@ def test_a_number_the_machine_does_not_change_says_so(tmp_path):
 def test_runs_of_another_set_up_are_left_out(tmp_path):
     _atlas(tmp_path, [(0.3, {}), (0.4, {})], what="f at batch 512")
     text = runs.compare(("04/gap", 0.9, "", "f at batch 16"), this_machine=MACHINE).text()
-    assert "no run of this set-up recorded yet" in text and "2 recorded runs of another set-up left out" in text
+    assert "no run of this measurement (same size and settings) recorded yet" in text
+    assert "2 recorded runs of the same key at another size or setting left out" in text
 
 
 def test_a_key_without_records_says_so(tmp_path):
     text = runs.compare(("04/gap", 3.0), this_machine=MACHINE).text()
-    assert "no run of this set-up recorded yet" in text
+    assert "no run of this measurement (same size and settings) recorded yet" in text
 
 
 def test_compare_refuses_a_key_this_session_never_measured():
@@ -342,6 +345,6 @@ def test_inside_a_range_that_spans_kinds_names_your_kind(tmp_path):
     assert "matches your kind's run (2x)" in text
     # the pooled range (0.03 to 2x) would hide an outlier of this kind; judged against its own kind, it shows
     low = runs.compare(("04/gap", 0.5, "x", "gap"), this_machine=MACHINE).text()
-    assert "0.25x your kind's run (2x): more than the 25% run-to-run noise" in low
+    assert "0.25x your kind's run (2x): beyond the 25% run-to-run noise allowance" in low and "cannot show" in low
     busy = runs.compare(("04/gap", 1.0, "x", "gap"), this_machine=dict(MACHINE, isa="AVX2", busy=True)).text()
     assert "no run of your kind and load recorded" in busy and "your kind under the other load gave 0.03x" in busy

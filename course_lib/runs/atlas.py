@@ -176,7 +176,7 @@ def verdict(
     this kind under the other load) are context, not a verdict, and said to be. A number the same in every recorded
     run is said to be one the machine does not change."""
     if not recorded:
-        return "no run of this set-up recorded yet: yours would be the first"
+        return "no run of this measurement (same size and settings) recorded yet: yours would be the first"
     lo, hi = min(recorded), max(recorded)
     n = len(recorded)
     runs = f"{n} recorded run{'s' * (n != 1)}"
@@ -195,8 +195,8 @@ def verdict(
             if _near(value, med):
                 return f"matches {theirs}, within the {noise}"
             return (
-                f"{_versus(value, med, unit)} {theirs}: more than the {noise}; rerun, and if it stays, your "
-                "machine differs from the recorded one"
+                f"{_versus(value, med, unit)} {theirs}: beyond the {noise} allowance, but {m} run{'s' * (m != 1)} "
+                "of your kind cannot show its spread: rerun to see whether it stays"
             )
         low, high = _widened(min(mine), max(mine), med)
         if min(mine) <= value <= max(mine):
@@ -255,7 +255,9 @@ class Comparison:
             lines.append(f"{row.what or row.key}  [{row.key}]")
             shown = "; ".join(f"{letters[g.label]} {g.spread()}" for g in row.groups)
             n = row.other_setups
-            other = f"; {n} recorded run{'s' * (n != 1)} of another set-up left out" if n else ""
+            other = (
+                f"; {n} recorded run{'s' * (n != 1)} of the same key at another size or setting left out" if n else ""
+            )
             lines.append(
                 f"    this run {_fmt(row.value)}{row.unit} -> {verdict(row.value, recorded, row.unit, mine, kin)}"
                 + (f"\n    recorded: {shown}{other}" if shown and not self._constant(recorded, row.value) else other)
