@@ -266,10 +266,10 @@ def test_too_few_runs_give_a_ratio_not_a_verdict(tmp_path):
     )
     _atlas(tmp_path, [(0.0, {})])
     zero = runs.compare(("04/gap", 140.0, " points", "gap"), this_machine=MACHINE).text()
-    assert "too few runs of your kind" in zero and "more than the" not in zero  # a zero (clamped) value: no ratio
+    assert "too few runs of your kind" in zero and "beyond the" not in zero  # a zero (clamped) value: no ratio
     _atlas(tmp_path, [(4.9, {})])
     signed = runs.compare(("04/gap", -7.75, " points", "gap"), this_machine=MACHINE).text()
-    assert "-12.7 points from your kind's run" in signed and "more than the" not in signed
+    assert "-12.7 points from your kind's run" in signed and "beyond the" not in signed
     _atlas(tmp_path, [(2.0, {})])
     near = runs.compare(("04/gap", 2.3, " points", "gap"), this_machine=MACHINE).text()
     assert "matches your kind's run (2 points), within the 25% run-to-run noise" in near
