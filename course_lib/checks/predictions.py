@@ -42,14 +42,14 @@ _PREDICTIONS: dict[str, _Prediction] = {
             "b8ec9d1895af6b86": "Halving the bytes doubles every intensity, the 4096 x 4096 product's too: work out "
             "its intensity in bf16 (2n^3 FLOPs over 3n^2 elements of 2 bytes) and compare it with the new ridge "
             "point.",
-            "3c051bc6d4a9ab3c": "An add does one FLOP for every three 2-byte elements it moves: no processor's ridge "
-            "point is that low, in any precision.",
+            "3c051bc6d4a9ab3c": "An add does one FLOP for every 6 bytes it moves in bf16 (8 where the CPU reads the "
+            "destination line first): no processor's ridge point is that low, in any precision.",
             "d0ec29075c37847c": "The add did not stop being memory-bound: its intensity only doubled.",
             "d97a8d4ae9c8a0d6": "The larger product has the higher intensity: if one of the two products falls "
             "below the ridge point, it is the smaller one.",
             "7a434b5489893147": "Upside down: the larger a product, the higher its intensity (n^3 FLOPs over n^2 "
-            "bytes), so the 4096 x 4096 product is the last to become memory-bound, and the add, at 1/6 FLOP/byte, "
-            "is the first.",
+            "bytes), so the 4096 x 4096 product is the last to become memory-bound, and the add, at 1/8 to 1/6 "
+            "FLOP/byte, is the first.",
             "853fdf44a66e67ea": "The add did not stop being memory-bound (its intensity only doubled), and the "
             "larger product has the higher intensity: if one product falls below the ridge point, it is the smaller "
             "one.",
