@@ -50,6 +50,7 @@ def test_malloc_counts_is_none_without_glibc():  # pragma: no cover - runs off g
 def test_mlp_steps_with_heap_returns_one_count_per_step_and_checks_arguments():
     r = glibc_heap.mlp_steps_with_heap(8, steps=2, in_features=8, hidden=16, depth=1, threads=1)
     assert len(r["after"]) == 2 and isinstance(r["loss"], float)
+    assert len(r["seconds"]) == 2 and all(s > 0 for s in r["seconds"])
     assert (r["before"] is None) == (not IS_GLIBC)
     with pytest.raises(ValueError, match="batch_size"):
         glibc_heap.mlp_steps_with_heap(0)

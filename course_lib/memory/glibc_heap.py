@@ -17,6 +17,7 @@ import os
 import platform
 import re
 import tempfile
+import time
 import dataclasses
 from dataclasses import dataclass
 
@@ -107,8 +108,8 @@ def mlp_steps_with_heap(
     """Run ``steps`` Adam steps of ``MLP(in_features, [hidden] * depth, 10)`` at ``batch_size`` and return glibc's
     counts before the model exists and after each step (notebook 02,
     section 4; ``heap_max`` after the last: the heap at its largest): ``{"before": MallocCounts | None,
-    "after": [MallocCounts | None, ...], "loss": float}``. Importable, so it runs in a capped child process
-    (``limit.run_with_memory_limit``)."""
+    "after": [MallocCounts | None, ...], "loss": float, "seconds": [float, ...]}`` (each step's wall time).
+    Importable, so it runs in a capped child process (``limit.run_with_memory_limit``)."""
     for name, v in (
         ("batch_size", batch_size),
         ("steps", steps),
@@ -130,11 +131,13 @@ def mlp_steps_with_heap(
     model = MLP(in_features, [hidden] * depth, 10)
     opt = make_optimizer("adam", model.parameters(), lr=1e-3)
     x, y = torch.randn(batch_size, in_features), torch.randint(0, 10, (batch_size,))
-    after, loss = [], 0.0
+    after, loss, seconds = [], 0.0, []
     for _ in range(steps):
+        start = time.perf_counter()
         loss = train_step(model, (x, y), opt).loss
+        seconds.append(time.perf_counter() - start)
         after.append(malloc_counts())
-    return {"before": before, "after": after, "loss": float(loss)}
+    return {"before": before, "after": after, "loss": float(loss), "seconds": seconds}
 
 
 def _max_mmapped() -> int | None:
