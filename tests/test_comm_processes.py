@@ -432,6 +432,17 @@ def test_allreduce_with_controls_runs_the_library_and_each_control():
 
 
 @pytest.mark.slow
+@pytest.mark.skipif(not Path("/proc/self/io").exists(), reason="the OS keeps no per-process byte counts")
+def test_the_hand_written_ring_as_a_control_sends_a_rings_bytes_and_the_naive_one_does_not():
+    # notebook 03, section 6: the hand-written ring's byte claim (1.45-1.6 from the busiest rank; naive: 3)
+    out = d.launch(d.allreduce_with_controls, 4, [2**20], repeats=2, controls=("naive", "ring"))[0]
+    assert set(out) == {"library", "naive", "ring"}
+    per_byte = {a: out[a][0]["bytes_sent_max"] / out[a][0]["bytes"] for a in ("ring", "naive")}
+    assert 1.45 < per_byte["ring"] < 1.6, per_byte
+    assert not 1.45 < per_byte["naive"] < 1.6, per_byte
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize("world_size", [2, 3])
 def test_root_and_naive_all_reduce_sum_like_the_library(world_size):
     for algorithm in ("root", "naive"):
