@@ -238,9 +238,8 @@ def _random_chip(rng: random.Random) -> tuple[float, str, str]:
     return rng.choice([float, int])(rng.randint(0, 2 * 10**11)), optimizer, recipe
 
 
-def _02_largest_model() -> dict:
-    from .. import memory
-
+def _largest_model_cases() -> list:
+    """The fixed cases of ``02/largest_model``: 80 GB under each recipe, then the edges where rounding decides."""
     gb80 = 80e9
     no_master = (
         "A float32 master copy is missing: in the mixed recipe the optimizer updates a 4-byte copy of each weight "
@@ -250,69 +249,72 @@ def _02_largest_model() -> dict:
         "That halves every value. The mixed recipe keeps 2-byte weights and gradients, but also a 4-byte float32 "
         "master copy of each weight and the optimizer's values in float32: with Adam 2 + 2 + 4 + 4 + 4 bytes."
     )
+    return [
+        (
+            (gb80, "adam", "fp32"),
+            5 * 10**9,
+            {
+                20 * 10**9: "That counts the weights alone: each parameter also has a gradient and Adam's two "
+                "values (section 2).",
+                10 * 10**9: "Adam's two values per parameter are missing: 4 + 4 + 4 + 4 bytes in float32.",
+                5: "That is in billions: return the number of parameters.",
+                80 * 10**9: "That is the memory in bytes: divide by what one parameter costs.",
+            },
+        ),
+        (
+            (gb80, "adam", "mixed"),
+            5 * 10**9,
+            {
+                10 * 10**9: halved,
+                gb80 // 12: no_master,
+                gb80 // 14: no_master,
+                gb80 // 18: "The gradients are bf16 in this recipe (2 bytes): only the master weights and the "
+                "optimizer's values are float32.",
+                gb80 // 20: "That keeps float32 weights and gradients plus bf16 copies of both. (torch.autocast "
+                "keeps float32 weights and gradients too, but caches bf16 copies of the weights only, and only "
+                "inside its region.) In the mixed recipe the passes use bf16 weights and gradients (2 bytes "
+                "each), and the float32 master copy is the only 4-byte weight.",
+            },
+        ),
+        (
+            (gb80, "sgd", "mixed"),
+            10 * 10**9,
+            {
+                20 * 10**9: "Plain SGD keeps no values, but the mixed recipe still keeps the float32 master copy "
+                "that SGD updates: 2 + 2 + 4 bytes."
+            },
+        ),
+        (
+            (gb80, "adam", "bf16"),
+            10 * 10**9,
+            {
+                5 * 10**9: "In the bf16 recipe every value is 2 bytes and there is no master copy: 2 + 2 + 2 + 2.",
+                gb80 // 6: "Adam keeps two values per parameter, its running mean and running square.",
+            },
+        ),
+        (
+            (31, "adam", "fp32"),
+            1,
+            {
+                1.9375: "Parameters come whole: 31 bytes hold one 16-byte parameter, not 1.94.",
+                2: "2 parameters need 32 bytes, one more than the 31 there are: round down.",
+            },
+        ),
+        (
+            (32, "adamw", "fp32"),
+            2,
+            {1: "32 bytes hold exactly two 16-byte parameters: a model fits when its states take at most the memory."},
+        ),
+        ((15, "momentum", "mixed"), 1, "2 + 2 + 4 + 4 = 12 bytes per parameter: one fits in 15."),
+        ((0, "adam", "mixed"), 0, "No memory, no parameters."),
+    ]
+
+
+def _02_largest_model() -> dict:
+    from .. import memory
+
     return dict(
-        cases=[
-            (
-                (gb80, "adam", "fp32"),
-                5 * 10**9,
-                {
-                    20 * 10**9: "That counts the weights alone: each parameter also has a gradient and Adam's two "
-                    "values (section 2).",
-                    10 * 10**9: "Adam's two values per parameter are missing: 4 + 4 + 4 + 4 bytes in float32.",
-                    5: "That is in billions: return the number of parameters.",
-                    80 * 10**9: "That is the memory in bytes: divide by what one parameter costs.",
-                },
-            ),
-            (
-                (gb80, "adam", "mixed"),
-                5 * 10**9,
-                {
-                    10 * 10**9: halved,
-                    gb80 // 12: no_master,
-                    gb80 // 14: no_master,
-                    gb80 // 18: "The gradients are bf16 in this recipe (2 bytes): only the master weights and the "
-                    "optimizer's values are float32.",
-                    gb80 // 20: "That keeps float32 weights and gradients plus bf16 copies of both. (torch.autocast "
-                    "keeps float32 weights and gradients too, but caches bf16 copies of the weights only, and only "
-                    "inside its region.) In the mixed recipe the passes use bf16 weights and gradients (2 bytes "
-                    "each), and the float32 master copy is the only 4-byte weight.",
-                },
-            ),
-            (
-                (gb80, "sgd", "mixed"),
-                10 * 10**9,
-                {
-                    20 * 10**9: "Plain SGD keeps no values, but the mixed recipe still keeps the float32 master copy "
-                    "that SGD updates: 2 + 2 + 4 bytes."
-                },
-            ),
-            (
-                (gb80, "adam", "bf16"),
-                10 * 10**9,
-                {
-                    5 * 10**9: "In the bf16 recipe every value is 2 bytes and there is no master copy: 2 + 2 + 2 + 2.",
-                    gb80 // 6: "Adam keeps two values per parameter, its running mean and running square.",
-                },
-            ),
-            (
-                (31, "adam", "fp32"),
-                1,
-                {
-                    1.9375: "Parameters come whole: 31 bytes hold one 16-byte parameter, not 1.94.",
-                    2: "2 parameters need 32 bytes, one more than the 31 there are: round down.",
-                },
-            ),
-            (
-                (32, "adamw", "fp32"),
-                2,
-                {
-                    1: "32 bytes hold exactly two 16-byte parameters: a model fits when its "
-                    "states take at most the memory."
-                },
-            ),
-            ((15, "momentum", "mixed"), 1, "2 + 2 + 4 + 4 = 12 bytes per parameter: one fits in 15."),
-            ((0, "adam", "mixed"), 0, "No memory, no parameters."),
-        ],
+        cases=_largest_model_cases(),
         reference=_ref_largest_model,
         random_inputs=_random_chip,
         refuse=[
