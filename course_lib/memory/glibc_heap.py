@@ -12,7 +12,6 @@ resident growth with what glibc took: the live tensors plus the free blocks it k
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import os
 import platform
 import re
@@ -48,7 +47,7 @@ def _libc():
     if platform.system() != "Linux" or platform.libc_ver()[0] != "glibc":
         return None
     try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        libc = ctypes.CDLL(None)  # the C library this process runs on (find_library would start ldconfig)
     except OSError:  # pragma: no cover - no loadable C library
         return None
     if not hasattr(libc, "malloc_info"):  # pragma: no cover - glibc < 2.10
