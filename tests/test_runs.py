@@ -255,7 +255,9 @@ def test_a_value_outside_everything_recorded_by_more_than_noise_says_so(tmp_path
     assert "just beyond your kind's 3 runs" in near and "OUTSIDE" not in near
     other = runs.compare(("04/gap", 3.0, " points", "gap"), this_machine=dict(MACHINE, isa="AVX2")).text()
     assert "no run of your kind and load recorded" in other and "context, not a verdict" in other
-    assert "OUTSIDE them" in other and other.endswith("save your run (last cell) to add one.")  # a kind never recorded
+    assert "OUTSIDE them" in other and other.endswith(
+        "save your run (last cell) to add one to the atlas."
+    )  # a kind never recorded
 
 
 def test_too_few_runs_give_a_ratio_not_a_verdict(tmp_path):

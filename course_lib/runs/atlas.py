@@ -206,7 +206,12 @@ def verdict(
         return f"OUTSIDE {theirs} even with the {noise} ({_fmt(low)} to {_fmt(high)}{unit}): rerun it"
     other = f"{n} run{'s' * (n != 1)} of other kinds or loads gave {_span(recorded)}{unit}"
     low, high = _widened(lo, hi, statistics.median(recorded))
-    where = "inside them" if low <= value <= high else "OUTSIDE them even with the noise allowance"
+    if lo <= value <= hi:
+        where = "inside them"
+    elif low <= value <= high:
+        where = f"just beyond them, within the {NOISE:.0%} noise allowance ({_fmt(low)} to {_fmt(high)}{unit})"
+    else:
+        where = f"OUTSIDE them even with the {NOISE:.0%} noise allowance ({_fmt(low)} to {_fmt(high)}{unit})"
     same = f"; your kind under the other load gave {_span(kin)}{unit}" if kin else ""
     return f"no run of your kind and load recorded: {other} (context, not a verdict); {where}{same}"
 
@@ -263,7 +268,9 @@ class Comparison:
                 + (f"\n    recorded: {shown}{other}" if shown and not self._constant(recorded, row.value) else other)
             )
         if any("no run of your kind and load" in line for line in lines):
-            lines.append("Your kind and load have no recorded run here: save your run (last cell) to add one.")
+            lines.append(
+                "Values above with no run of your kind and load: save your run (last cell) to add one to the atlas."
+            )
         return "\n".join(lines)
 
     @staticmethod
