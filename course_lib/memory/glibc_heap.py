@@ -120,20 +120,17 @@ def mlp_steps_with_heap(
     arguments.optional(arguments.positive_int, "threads", threads)
     import torch
 
-    from ..models import MLP, make_optimizer
     from ..train import train_step
+    from .limit import _mlp_adam
 
     if threads is not None:
         torch.set_num_threads(threads)
-    before = malloc_counts()
-    torch.manual_seed(0)
-    model = MLP(in_features, [hidden] * depth, 10)
-    opt = make_optimizer("adam", model.parameters(), lr=1e-3)
-    x, y = torch.randn(batch_size, in_features), torch.randint(0, 10, (batch_size,))
+    before = malloc_counts()  # before the model exists
+    model, opt, batch = _mlp_adam(batch_size, in_features, hidden, depth, 10, None)
     after, loss, seconds = [], 0.0, []
     for _ in range(steps):
         start = time.perf_counter()
-        loss = train_step(model, (x, y), opt).loss
+        loss = train_step(model, batch, opt).loss
         seconds.append(time.perf_counter() - start)
         after.append(malloc_counts())
     return {"before": before, "after": after, "loss": float(loss), "seconds": seconds}

@@ -446,22 +446,28 @@ def mlp_training_step(
     ):
         arguments.positive_int(name, v)
     arguments.optional(arguments.positive_int, "threads", threads)
-    import torch
-    from ..models import MLP, make_optimizer
     from ..train import train_step
+
+    model, opt, batch = _mlp_adam(batch_size, in_features, hidden, depth, n_classes, threads)
+    loss = 0.0
+    for _ in range(steps):
+        loss = train_step(model, batch, opt).loss
+    return loss
+
+
+def _mlp_adam(batch_size: int, in_features: int, hidden: int, depth: int, n_classes: int, threads: int | None):
+    """The MLP, its Adam optimizer and one random batch that the capped-process steps train (seed 0); arguments
+    already checked. Sets torch's threads where ``threads`` is given."""
+    import torch
+
+    from ..models import MLP, make_optimizer
 
     if threads is not None:
         torch.set_num_threads(threads)
-
     torch.manual_seed(0)
     model = MLP(in_features, [hidden] * depth, n_classes)
     opt = make_optimizer("adam", model.parameters(), lr=1e-3)
-    x = torch.randn(batch_size, in_features)
-    y = torch.randint(0, n_classes, (batch_size,))
-    loss = 0.0
-    for _ in range(steps):
-        loss = train_step(model, (x, y), opt).loss
-    return loss
+    return model, opt, (torch.randn(batch_size, in_features), torch.randint(0, n_classes, (batch_size,)))
 
 
 # ----------------------------------------------------------------------------------------------
