@@ -214,7 +214,9 @@ def test_a_huge_file_is_not_read(tmp_path):
 def test_a_machine_kind_separates_cpu_kernels_bf16_cores_and_accelerator():
     base = runs.kind_of(MACHINE)
     assert runs.kind_of(dict(MACHINE, isa="AVX2", held={"ATEN_CPU_CAPABILITY": "avx2"})) != base
-    assert "AVX2 kernels (held)" in runs.kind_of(dict(MACHINE, isa="AVX2", held={"ATEN_CPU_CAPABILITY": "avx2"}))
+    assert "AVX2 kernels (held by a setting)" in runs.kind_of(
+        dict(MACHINE, isa="AVX2", held={"ATEN_CPU_CAPABILITY": "avx2"})
+    )
     assert runs.kind_of(dict(MACHINE, accelerator="NVIDIA H100")) != base
     assert runs.kind_of(dict(MACHINE, busy=True, free_cores=1)) == base  # load is a state, not a kind
     assert runs.state_of(dict(MACHINE, busy=True, free_cores=1)).startswith("busy")
@@ -240,8 +242,8 @@ def test_compare_places_this_run_per_machine_kind(tmp_path):
     shown = runs.compare(("04/gap", -5.0, " points", "gap"), this_machine=MACHINE)
     text = shown.text()
     assert "A = " in text and "(this kind)" in text and "busy" in text
-    assert "A -8 to -2 points (3 runs, median -5); B -3 points; C -4 points" in text  # each kind once, by its letter
-    assert "inside your kind's 3 runs (-8 to -2 points)" in text
+    assert "Others: B -3 points; C -4 points" in text and "(A: " in text  # each other kind once, by its letter
+    assert "inside your kind's 3 runs (A: -8 to -2 points)" in text
     assert "The atlas holds 5 recorded runs of this lesson" in text
     assert record.entries()[0]["key"] == "04/gap"  # the value is logged for the run file
 
@@ -249,7 +251,7 @@ def test_compare_places_this_run_per_machine_kind(tmp_path):
 def test_a_value_outside_everything_recorded_by_more_than_noise_says_so(tmp_path):
     _atlas(tmp_path, [(-8.0, {}), (-2.0, {}), (-5.0, {})])
     out = runs.compare(("04/gap", 3.0, " points", "gap"), this_machine=MACHINE).text()
-    assert "OUTSIDE your kind's 3 runs (-8 to -2 points) even with the 25% run-to-run noise (-9.25 to -0.75" in out
+    assert "OUTSIDE your kind's 3 runs (A: -8 to -2 points) even with the 25% noise (-9.25 to -0.75" in out
     # within the noise band (a quarter of the median's size) beyond the range: not an outlier, and said so
     near = runs.compare(("04/gap", -1.0, " points", "gap"), this_machine=MACHINE).text()
     assert "just beyond your kind's 3 runs" in near and "OUTSIDE" not in near
@@ -263,18 +265,16 @@ def test_a_value_outside_everything_recorded_by_more_than_noise_says_so(tmp_path
 def test_too_few_runs_give_a_ratio_not_a_verdict(tmp_path):
     _atlas(tmp_path, [(2.0, {})])
     text = runs.compare(("04/gap", 3.0, " points", "gap"), this_machine=MACHINE).text()
-    assert (
-        "1.5x your kind's run (2 points): beyond the 25% run-to-run noise allowance" in text and "OUTSIDE" not in text
-    )
+    assert "1.5x your kind's run (A: 2 points): beyond the 25% noise allowance" in text and "OUTSIDE" not in text
     _atlas(tmp_path, [(0.0, {})])
     zero = runs.compare(("04/gap", 140.0, " points", "gap"), this_machine=MACHINE).text()
     assert "too few runs of your kind" in zero and "beyond the" not in zero  # a zero (clamped) value: no ratio
     _atlas(tmp_path, [(4.9, {})])
     signed = runs.compare(("04/gap", -7.75, " points", "gap"), this_machine=MACHINE).text()
-    assert "-12.7 points from your kind's run" in signed and "beyond the" not in signed
+    assert "-12.7 points from your kind's run (A: 4.9 points)" in signed and "beyond the" not in signed
     _atlas(tmp_path, [(2.0, {})])
     near = runs.compare(("04/gap", 2.3, " points", "gap"), this_machine=MACHINE).text()
-    assert "matches your kind's run (2 points), within the 25% run-to-run noise" in near
+    assert "matches your kind's run (A: 2 points), within the 25% noise" in near
 
 
 def test_a_number_the_machine_does_not_change_says_so(tmp_path):
@@ -288,7 +288,7 @@ def test_runs_of_another_set_up_are_left_out(tmp_path):
     _atlas(tmp_path, [(0.3, {}), (0.4, {})], what="f at batch 512")
     text = runs.compare(("04/gap", 0.9, "", "f at batch 16"), this_machine=MACHINE).text()
     assert "no run of this measurement (same size and settings) recorded yet" in text
-    assert "2 recorded runs of the same key at another size or setting left out" in text
+    assert "2 runs at another size or setting left out" in text
 
 
 def test_a_key_without_records_says_so(tmp_path):
@@ -338,15 +338,15 @@ def test_the_kinds_are_listed_once_per_kernel_with_the_same_letters(tmp_path):
     again = runs.compare(("04/gap", -4.0, " points", "gap"), this_machine=MACHINE).text()
     assert "  A = " in first and "  C = " in first and "(this kind)" in first
     assert "  A = " not in again and "(kinds A-C as listed above)" in again  # the legend is not repeated
-    assert first.splitlines()[-1].replace("-5 points", "") == again.splitlines()[-1].replace("-5 points", "")
+    assert first.split("Others: ")[-1] == again.split("Others: ")[-1]  # the same letters for the same kinds
 
 
 def test_inside_a_range_that_spans_kinds_names_your_kind(tmp_path):
     _atlas(tmp_path, [(0.03, {"isa": "AVX2"}), (2.0, {}), (1.9, {"busy": True, "free_cores": 1})])
     text = runs.compare(("04/gap", 1.8, "x", "gap"), this_machine=MACHINE).text()
-    assert "matches your kind's run (2x)" in text
+    assert "matches your kind's run (B: 2x)" in text
     # the pooled range (0.03 to 2x) would hide an outlier of this kind; judged against its own kind, it shows
     low = runs.compare(("04/gap", 0.5, "x", "gap"), this_machine=MACHINE).text()
-    assert "0.25x your kind's run (2x): beyond the 25% run-to-run noise allowance" in low and "cannot show" in low
+    assert "0.25x your kind's run (B: 2x): beyond the 25% noise allowance" in low and "cannot show" in low
     busy = runs.compare(("04/gap", 1.0, "x", "gap"), this_machine=dict(MACHINE, isa="AVX2", busy=True)).text()
     assert "no run of your kind and load recorded" in busy and "your kind under the other load gave 0.03x" in busy

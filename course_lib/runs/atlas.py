@@ -168,13 +168,18 @@ def _widened(lo: float, hi: float, med: float) -> tuple[float, float]:
 
 
 def verdict(
-    value: float, recorded: list[float], unit: str = "", mine: list[float] | None = None, kin: list[float] | None = None
+    value: float,
+    recorded: list[float],
+    unit: str = "",
+    mine: list[float] | None = None,
+    kin: list[float] | None = None,
+    letter: str = "",
 ) -> str:
-    """Where ``value`` falls, judged against this run's own machine kind and load only (``mine``), since kinds
-    differ: within the noise allowance (:data:`NOISE`) of their median where they are fewer than :data:`FEW`, else
-    inside their range widened by it. Without a run of this kind and load, the other runs (``recorded``; ``kin``:
-    this kind under the other load) are context, not a verdict, and said to be. A number the same in every recorded
-    run is said to be one the machine does not change."""
+    """Where ``value`` falls, judged against this run's own machine kind and load only (``mine``; ``letter`` names
+    it in the legend), since kinds differ: within the noise allowance (:data:`NOISE`) of their median where they are
+    fewer than :data:`FEW`, else inside their range widened by it. Without a run of this kind and load, the other runs
+    (``recorded``; ``kin``: this kind under the other load) are context, not a verdict, and said to be. A number the
+    same in every recorded run is said to be one the machine does not change."""
     if not recorded:
         return "no run of this measurement (same size and settings) recorded yet: yours would be the first"
     lo, hi = min(recorded), max(recorded)
@@ -185,10 +190,11 @@ def verdict(
             return f"the same as all {runs}: this number does not depend on the machine"
         if n >= FEW:
             return f"differs from the {runs}, which all gave {_fmt(lo)}{unit}: another torch release or thread count?"
-    noise = f"{NOISE:.0%} run-to-run noise"
+    noise = f"{NOISE:.0%} noise"
     if mine:
         med, m = statistics.median(mine), len(mine)
-        theirs = f"your kind's {'run' if m == 1 else f'{m} runs'} ({_span(mine)}{unit})"
+        name = f"{letter}: " if letter else ""
+        theirs = f"your kind's {'run' if m == 1 else f'{m} runs'} ({name}{_span(mine)}{unit})"
         if m < FEW:
             if not (med > 0 and value > 0) and not _same(value, med):  # a signed value near zero: no ratio
                 return f"{_versus(value, med, unit)} {theirs}; too few runs of your kind to know its spread"
@@ -196,7 +202,7 @@ def verdict(
                 return f"matches {theirs}, within the {noise}"
             return (
                 f"{_versus(value, med, unit)} {theirs}: beyond the {noise} allowance, but {m} run{'s' * (m != 1)} "
-                "of your kind cannot show its spread: rerun to see whether it stays"
+                "cannot show its spread: rerun"
             )
         low, high = _widened(min(mine), max(mine), med)
         if min(mine) <= value <= max(mine):
@@ -204,16 +210,15 @@ def verdict(
         if low <= value <= high:
             return f"just beyond {theirs}, within the {noise}"
         return f"OUTSIDE {theirs} even with the {noise} ({_fmt(low)} to {_fmt(high)}{unit}): rerun it"
-    other = f"{n} run{'s' * (n != 1)} of other kinds or loads gave {_span(recorded)}{unit}"
     low, high = _widened(lo, hi, statistics.median(recorded))
     if lo <= value <= hi:
         where = "inside them"
     elif low <= value <= high:
-        where = f"just beyond them, within the {NOISE:.0%} noise allowance ({_fmt(low)} to {_fmt(high)}{unit})"
+        where = f"just beyond them, within the {noise} ({_fmt(low)} to {_fmt(high)}{unit})"
     else:
-        where = f"OUTSIDE them even with the {NOISE:.0%} noise allowance ({_fmt(low)} to {_fmt(high)}{unit})"
+        where = f"OUTSIDE them even with the {noise} ({_fmt(low)} to {_fmt(high)}{unit})"
     same = f"; your kind under the other load gave {_span(kin)}{unit}" if kin else ""
-    return f"no run of your kind and load recorded: {other} (context, not a verdict); {where}{same}"
+    return f"no run of your kind and load recorded, so the others are context, not a verdict: {where}{same}"
 
 
 @dataclass(frozen=True)
@@ -236,8 +241,8 @@ class Comparison:
 
     def text(self) -> str:
         """The machine kinds named once per kernel (A, B, ... in the order the atlas first recorded them, the same
-        letters in every comparison of the lesson), then two lines per value: what it is, and this run's value, its
-        verdict and each kind's recorded values."""
+        letters in every comparison of the lesson), then two lines per value: what it is; this run's value, its
+        verdict against its own kind and the other kinds' recorded values."""
         order = list(self.legend) + [g.label for row in self.rows for g in row.groups if g.label not in self.legend]
         letters = {label: _letter(i) for i, label in enumerate(dict.fromkeys(order))}
         mine_label = f"{self.this_kind}, {self.this_state}"
@@ -258,15 +263,13 @@ class Comparison:
             recorded = [v for g in row.groups for v in g.values]
             mine, kin = self._mine(row), self._mine(row, same_state=False)
             lines.append(f"{row.what or row.key}  [{row.key}]")
-            shown = "; ".join(f"{letters[g.label]} {g.spread()}" for g in row.groups)
+            said = verdict(row.value, recorded, row.unit, mine, kin, letters.get(mine_label, ""))
+            others = [g for g in row.groups if g.label != mine_label]  # your kind's values are in the verdict
+            shown = "; ".join(f"{letters[g.label]} {g.spread()}" for g in (others if mine else row.groups))
             n = row.other_setups
-            other = (
-                f"; {n} recorded run{'s' * (n != 1)} of the same key at another size or setting left out" if n else ""
-            )
-            lines.append(
-                f"    this run {_fmt(row.value)}{row.unit} -> {verdict(row.value, recorded, row.unit, mine, kin)}"
-                + (f"\n    recorded: {shown}{other}" if shown and not self._constant(recorded, row.value) else other)
-            )
+            left = f"; {n} run{'s' * (n != 1)} at another size or setting left out" if n else ""
+            context = f". Others: {shown}" if shown and not self._constant(recorded, row.value) else ""
+            lines.append(f"    {_fmt(row.value)}{row.unit} here: {said}{context}{left}")
         if any("no run of your kind and load" in line for line in lines):
             lines.append(
                 "Values above with no run of your kind and load: save your run (last cell) to add one to the atlas."
