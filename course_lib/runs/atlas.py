@@ -258,6 +258,11 @@ class Comparison:
             lines += [
                 f"  {t} = {label}{'  (this kind)' if label == mine_label else ''}" for label, t in letters.items()
             ]
+            if any("(held by a setting)" in label for label in letters):
+                lines.append(
+                    "  (held by a setting: PyTorch was told to use narrower instructions than the chip has, "
+                    "to show a CPU without them)"
+                )
             _LEGENDS_SHOWN.add(key)
         for row in self.rows:
             recorded = [v for g in row.groups for v in g.values]
