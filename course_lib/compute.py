@@ -403,7 +403,7 @@ def step_models_over(
 
 def mlp_step_products(batch: int, width: int, d_in: int = 64, d_out: int = 10) -> dict[str, tuple[int, int, int]]:
     """The matrix products of one training step of ``MLP(d_in, [width, width], d_out)``: name -> (m, k, n) of an
-    (m x k) @ (k x n) product (notebook 01, section 6).
+    (m x k) @ (k x n) product (``step_part_fns`` times them, ``plots.step_parts_table`` prints them).
 
     Forward, each layer multiplies the batch by its weight (b x in @ in x out). Backward, the gradient of a layer's
     input is (b x out @ out x in), left out for the first layer; the gradient of its weight is (out x b @ b x in),
@@ -457,6 +457,57 @@ def step_part_fns(batch: int, width: int = 1024, device=None, lr: float = 1e-3) 
     fns = {name: (lambda a=a, b=b: torch.mm(a, b)) for name, (a, b) in operands.items()}
     fns["update"] = lambda: torch._foreach_add_(params, grads, alpha=-lr)
     return fns
+
+
+def rank1_update_bytes(m: int, n: int, k: int, dtype: str = "fp32") -> float:
+    """Bytes the rank-1-update form of an (m x k) @ (k x n) product moves (notebook 01, section 6): it writes the
+    m x n output once, then reads and writes it once per further update, (2k - 1) x m x n values; the k columns
+    and rows it multiplies, k(m + n) values, are left out."""
+    m, n, k = (arguments.positive_int(name, v) for name, v in (("m", m), ("n", n), ("k", k)))
+    return (2 * k - 1) * m * n * bytes_per_element(dtype)
+
+
+def thin_product_forms(m: int, k: int, n: int, device=None) -> dict[str, object]:
+    """The (m x k) @ (k x n) product two ways, each into its own preallocated output (``thin_product`` times them):
+    ``"BLAS product"`` (``torch.mm``) and ``"rank-1 updates"``, the same sum as k elementwise passes over the
+    output (``torch.mul`` of column 0 by row 0, then ``addcmul_`` of column j by row j): bandwidth-bound work."""
+    import torch
+
+    m, n, k = (arguments.positive_int(name, v) for name, v in (("m", m), ("n", n), ("k", k)))
+    gen = torch.Generator().manual_seed(m * 7 + k)
+    a, g = torch.randn(m, k, generator=gen).to(device or "cpu"), torch.randn(k, n, generator=gen).to(device or "cpu")
+    out_mm, out_r1 = torch.empty(m, n, device=device), torch.empty(m, n, device=device)
+
+    def rank1():
+        torch.mul(a[:, :1], g[0], out=out_r1)
+        for j in range(1, k):
+            out_r1.addcmul_(a[:, j : j + 1], g[j])
+        return out_r1
+
+    return {"BLAS product": lambda: torch.mm(a, g, out=out_mm), "rank-1 updates": rank1}
+
+
+@dataclass(frozen=True)
+class ThinProduct:
+    """``thin_product``'s timings: the BLAS product, its rank-1-update form and that form's bandwidth model."""
+
+    shape: tuple[int, int, int]  # (m, k, n)
+    blas_s: float
+    rank1_s: float
+    model_s: float  # rank1_update_bytes / bandwidth
+    noisy: bool
+
+
+def thin_product(batch: int, width: int, bandwidth: float, rounds: int = 5, device=None) -> ThinProduct:
+    """Time the thin weight gradient of notebook 01, section 6, (width x batch) @ (batch x width), as a BLAS product
+    and as rank-1 updates (``thin_product_forms``), interleaved, beside ``rank1_update_bytes`` at ``bandwidth``
+    (bytes/s)."""
+    from . import timing
+
+    b, w = arguments.positive_int("batch", batch), arguments.positive_int("width", width)
+    t = timing.compare_interleaved(thin_product_forms(w, b, w, device), rounds=rounds, device=device, min_run_time=0.02)
+    model = rank1_update_bytes(w, w, b) / arguments.positive("bandwidth", bandwidth)
+    return ThinProduct((w, b, w), t["BLAS product"].seconds, t["rank-1 updates"].seconds, model, timing.any_noisy(t))
 
 
 def minor_faults_per_call(fn, calls: int = 20) -> float | None:

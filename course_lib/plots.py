@@ -5,8 +5,12 @@ readable at notebook width, modest resolution. Used by every notebook from 01 on
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 
 import matplotlib.pyplot as plt
+
+if TYPE_CHECKING:
+    from .compute import StepRoofline
 
 _FIGSIZE = (7.0, 4.0)
 _DPI = 90
@@ -450,3 +454,66 @@ def atlas_strips(rows: Sequence[Mapping], *, title: str = "This run among the re
     fig.tight_layout()
     fig.legend(handles.values(), handles.keys(), fontsize=7, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=1)
     return fig
+
+
+def text_table(rows: Sequence[Mapping[str, object]], *, formats: Mapping[str, str] | None = None) -> str:
+    """Rows (dicts with the same keys) as an aligned text table, for printing where a plot would say less
+    (notebook 01: the step's models, the accelerator catalog, chips per dollar). The first column is left-aligned,
+    the others right-aligned; None prints as "-"; numbers use ``formats[column]`` (a format spec such as ".0f"), else
+    integers print whole and other numbers with 3 significant digits (whole from 1000 on); other values with ``str``."""
+    if not rows or any(not isinstance(r, Mapping) for r in rows):
+        raise TypeError("rows must be a non-empty sequence of mappings (column name -> value)")
+    columns = list(rows[0])
+    if any(list(r) != columns for r in rows):
+        raise ValueError(f"every row must have the columns {columns}, in that order")
+    formats = dict(formats or {})
+
+    def cell(column: str, value: object) -> str:
+        if value is None:
+            return "-"
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            return str(value)
+        if column in formats:
+            return format(value, formats[column])
+        return str(value) if isinstance(value, int) else format(value, ".3g" if abs(value) < 1000 else ".0f")
+
+    cells = [[cell(c, r[c]) for c in columns] for r in rows]
+    widths = [max(len(c), *(len(row[i]) for row in cells)) for i, c in enumerate(columns)]
+    lines = [columns] + cells
+    return "\n".join(
+        "  ".join(v.ljust(w) if i == 0 else v.rjust(w) for i, (v, w) in enumerate(zip(line, widths))) for line in lines
+    )
+
+
+def step_parts_table(roof: StepRoofline, peak_flops: float, top: int = 4) -> str:
+    """The ``top`` slowest parts of the smallest batch's step, timed alone (``compute.step_roofline``), as a
+    ``text_table``: each product with its shape and share of ``peak_flops``, the update with its bytes (notebook 01,
+    section 6)."""
+    from . import compute, timing
+
+    if not isinstance(roof, compute.StepRoofline):
+        raise TypeError(f"roof must be a compute.StepRoofline (from compute.step_roofline), got {type(roof).__name__}")
+    b = roof.batches[0]
+    shapes, rows = compute.mlp_step_products(b, roof.width), []
+    for name, sec in sorted(roof.parts[b].items(), key=lambda kv: -kv[1])[:top]:
+        m, k, n = shapes.get(name, (0, 0, 0))
+        what = f"({m} x {k}) @ ({k} x {n})" if m else "12 bytes per parameter"
+        share = f"{2 * m * k * n / sec / peak_flops:.1%}" if m else "-"
+        rows.append({f"batch {b}, part": name, "alone": timing.format_seconds(sec), "shape": what, "share of P": share})
+    return text_table(rows)
+
+
+def duration_bars(hours: Mapping[str, float], *, title: str, xlabel: str):
+    """``bar_chart`` of durations in hours on a log axis, each bar labelled readably ("6.6 days", "1.3 h"), with room
+    above the tallest label (notebook 01, section 7: time to train)."""
+    from .compute import format_duration
+
+    if not hours or any(not v > 0 for v in hours.values()):
+        raise ValueError("hours must map each label to a positive number of hours")
+    fig, ax = bar_chart(
+        list(hours), list(hours.values()), logy=True, title=title, xlabel=xlabel, ylabel="hours (log scale)"
+    )
+    ax.set_ylim(top=8 * max(hours.values()))
+    for label, h in zip(ax.texts, hours.values()):
+        label.set_text(format_duration(h * 3600))
+    return fig, ax

@@ -100,3 +100,100 @@ def test_intensity_with_activations_counts_both():
     assert compute.training_step_intensity_with_activations(n, 2048, acts) < compute.training_step_intensity(2048) / 3
     with pytest.raises(ValueError, match="activation_values"):
         compute.training_step_intensity_with_activations(n, 8, 0)
+
+
+def test_rank1_update_bytes_counts_one_write_then_read_write_per_update():
+    assert compute.rank1_update_bytes(1024, 1024, 1) == 4 * 2**20  # the output written once
+    assert compute.rank1_update_bytes(1024, 1024, 2) == 12 * 2**20  # + one read and one write
+    assert compute.rank1_update_bytes(10, 10, 3, dtype="bf16") == 5 * 100 * 2
+    with pytest.raises(ValueError):
+        compute.rank1_update_bytes(10, 10, 0)
+
+
+def test_thin_product_forms_compute_the_same_product():
+    import torch
+
+    for k in (1, 2, 5):
+        fns = compute.thin_product_forms(16, k, 8)
+        blas, rank1 = fns["BLAS product"](), fns["rank-1 updates"]()
+        assert blas.shape == rank1.shape == (16, 8)
+        assert torch.allclose(blas, rank1, atol=1e-5)
+        assert rank1.abs().sum() > 0
+
+
+def test_thin_product_times_both_forms_beside_the_model():
+    t = compute.thin_product(2, 64, bandwidth=1e10, rounds=1)
+    assert t.shape == (64, 2, 64)
+    assert t.blas_s > 0 and t.rank1_s > 0
+    assert t.model_s == pytest.approx(3 * 64 * 64 * 4 / 1e10)
+    with pytest.raises(ValueError):
+        compute.thin_product(2, 64, bandwidth=0)
+
+
+def test_text_table_aligns_columns_and_formats_numbers():
+    from course_lib import plots
+
+    text = plots.text_table(
+        [
+            {"chip": "a", "TFLOP/s": 989.4, "W": None, "GB/s": 1008.0},
+            {"chip": "longer", "TFLOP/s": 8.1, "W": 8960, "GB/s": 2.5},
+        ],
+        formats={"TFLOP/s": ".0f"},
+    )
+    lines = text.splitlines()
+    assert lines[0].split() == ["chip", "TFLOP/s", "W", "GB/s"]
+    assert lines[1].split() == ["a", "989", "-", "1008"] and lines[2].split() == ["longer", "8", "8960", "2.5"]
+    assert len({len(line) for line in lines}) == 1  # aligned
+    with pytest.raises(TypeError):
+        plots.text_table([])
+    with pytest.raises(ValueError):
+        plots.text_table([{"a": 1}, {"b": 2}])
+
+
+def test_describe_caches_says_what_fits():
+    from course_lib.hardware import processor
+
+    line = processor.describe_caches({"L1d": 32 * 2**10, "L3": 32 * 2**20}, 9 * 2**20, "weights")
+    assert line == "caches: L1d 32 KiB, L3 32 MiB; weights fit in the last level"
+    assert "do not fit" in processor.describe_caches({"L2": 2**20}, 2**21)
+    assert processor.describe_caches({}, 1) == "caches: unknown here"
+
+
+def test_step_parts_table_lists_the_slowest_parts_with_shapes():
+    from course_lib import plots
+
+    roof = compute.StepRoofline(
+        batches=(2, 8),
+        width=1024,
+        sweep=None,
+        fixed_s=1e-4,
+        step_s=(1e-3, 2e-3),
+        models={},
+        parts={2: {"weight gradient, layer 2": 4e-4, "update": 6e-5, "forward, layer 1": 1e-6}},
+        faults_per_step=None,
+    )
+    lines = plots.step_parts_table(roof, peak_flops=1e11, top=2).splitlines()
+    assert len(lines) == 3 and "weight gradient, layer 2" in lines[1] and "(1024 x 2) @ (2 x 1024)" in lines[1]
+    assert "10.5%" in lines[1]  # 2 x 1024 x 2 x 1024 FLOPs in 400 us at 100 GFLOP/s
+    assert "update" in lines[2] and "12 bytes per parameter" in lines[2]
+    with pytest.raises(TypeError):
+        plots.step_parts_table(object(), 1e11)
+
+
+def test_sheet_peak_caveat_for_too_little_work_per_core():
+    from course_lib.hardware import peak
+
+    s = peak.SheetPeak(1e11, 16, 2.5, 32, "")
+    assert s.caveat_for(2048) == "16 cores share the 2048-example step, 128 each: too little work per core"
+    assert peak.SheetPeak(1e11, 8, 2.5, 32, "").caveat_for(2048) == ""
+    assert peak.SheetPeak(1e11, 16, 2.5, 32, "Windows").caveat_for(2048) == "Windows"
+
+
+def test_duration_bars_label_readable_durations():
+    from course_lib import plots
+
+    fig, ax = plots.duration_bars({"a": 1.5, "b": 150.0}, title="t", xlabel="x")
+    assert [t.get_text() for t in ax.texts] == ["1.5 h", "6.25 days"]
+    assert ax.get_ylim()[1] >= 8 * 150
+    with pytest.raises(ValueError):
+        plots.duration_bars({"a": 0.0}, title="t", xlabel="x")

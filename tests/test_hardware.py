@@ -208,3 +208,22 @@ def test_blas_flops_per_cycle_caps_mkl_on_amd_at_avx2():
     assert hardware.blas_flops_per_cycle(0, "AuthenticAMD", "MKL") == 0  # no vector unit known
     with pytest.raises(ValueError, match="flops_per_cycle"):
         hardware.blas_flops_per_cycle(-1, "AuthenticAMD", "MKL")
+
+
+def test_sheet_peak_is_cores_x_clock_x_flops_per_cycle_or_caveated(monkeypatch):
+    from course_lib.hardware import peak
+
+    monkeypatch.setattr(peak, "cpu_clock_ghz", lambda: 2.5)
+    monkeypatch.setattr(peak, "cpu_vendor_family", lambda: ("GenuineIntel", 6))
+    monkeypatch.setattr(peak.platform, "system", lambda: "Linux")
+    monkeypatch.setattr("course_lib.hardware.processor.hybrid_cpu", lambda: False)
+    s = peak.sheet_peak(2, "AVX2", model="Intel Xeon", blas="MKL")
+    assert s.flops == pytest.approx(2 * 2.5e9 * 32) and s.caveat == ""
+    assert "160 GFLOP/s" in s.line(1.6e11) and "boost" not in s.line(1.6e11)
+    assert "boost" in s.line(2e11)
+    assert peak.sheet_peak(2, "AVX2", blas="Accelerate").caveat  # Apple's matrix unit is outside the count
+    monkeypatch.setattr(peak, "cpu_clock_ghz", lambda: None)
+    none = peak.sheet_peak(2, "AVX2")
+    assert none.flops is None and none.caveat and "no data-sheet peak" in none.line(1e11)
+    with pytest.raises(ValueError):
+        peak.sheet_peak(0, "AVX2")

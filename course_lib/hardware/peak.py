@@ -5,6 +5,7 @@ from __future__ import annotations
 import platform
 import re
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 from .. import arguments
@@ -36,7 +37,7 @@ def fp32_flops_per_cycle(vector_isa: str, vendor: str = "", family: int | None =
     512-bit instructions on 256-bit units (AMD Zen 4: vendor "AuthenticAMD", family 25 with AVX-512, which double-
     pumps them: 32 FLOP/cycle, as Zen 3's AVX2; Apple's M-series cores, whose four 128-bit NEON pipes give 32 where
     two-pipe Arm cores such as Neoverse N1 give 16). ``model`` (the CPU's name) picks out the AVX-512 chips with a
-    single 512-bit FMA unit (``one_avx512_fma_unit``). Notebooks 00 and 01 (the data-sheet peak)."""
+    single 512-bit FMA unit (``one_avx512_fma_unit``). Notebook 00 and ``sheet_peak`` (the data-sheet peak)."""
     isa = arguments.choice("vector_isa", vector_isa, tuple(FP32_FLOPS_PER_CYCLE))
     if isa == "AVX-512" and vendor == "AuthenticAMD" and family == 25:
         return 32
@@ -51,7 +52,7 @@ def blas_flops_per_cycle(flops_per_cycle: int, vendor: str, blas: str) -> int:
     """fp32 FLOPs per cycle that PyTorch's matrix products can use: ``flops_per_cycle`` (``fp32_flops_per_cycle``),
     capped at AVX2's 32 where the BLAS is Intel's MKL on an AMD processor, as MKL dispatches its AVX-512 kernels
     on Intel processors only (oneMKL's optimization notice; on AMD it runs its AVX2 code). Zen 5 desktop and
-    server cores have full 512-bit units (64 FLOP/cycle) that MKL leaves unused. Notebook 01 (the data-sheet peak)."""
+    server cores have full 512-bit units (64 FLOP/cycle) that MKL leaves unused. ``sheet_peak`` uses it."""
     per_cycle = arguments.nonnegative_int("flops_per_cycle", flops_per_cycle)
     if vendor == "AuthenticAMD" and blas == "MKL":
         return min(per_cycle, FP32_FLOPS_PER_CYCLE["AVX2"])
@@ -137,3 +138,51 @@ def cpu_peak_flops(cores: int, ghz: float, vector_isa: str, flops_per_cycle: int
         else arguments.positive_int("flops_per_cycle", flops_per_cycle)
     )
     return cores * ghz * 1e9 * per_cycle
+
+
+@dataclass(frozen=True)
+class SheetPeak:
+    """This CPU's data-sheet fp32 peak (``sheet_peak``): ``flops`` is None where clock or vector unit is unknown;
+    ``caveat`` says why it cannot be trusted here ("" where it can)."""
+
+    flops: float | None
+    cores: int
+    ghz: float | None
+    per_cycle: int
+    caveat: str
+
+    def caveat_for(self, examples: int, min_per_core: int = 256) -> str:
+        """``caveat``, or, where there is none, why a step of ``examples`` split over ``cores`` leaves too little
+        work per core (under ``min_per_core`` examples each) to be judged against this peak ("" where it can be)."""
+        per_core = arguments.positive_int("examples", examples) // self.cores
+        if self.caveat or per_core >= min_per_core:
+            return self.caveat
+        return f"{self.cores} cores share the {examples}-example step, {per_core} each: too little work per core"
+
+    def line(self, measured: float) -> str:
+        """One printed line: the data-sheet arithmetic beside a ``measured`` peak (FLOP/s)."""
+        if not self.flops:
+            return f"no data-sheet peak here: {self.caveat}"
+        text = (
+            f"data sheet: {self.cores} core(s) x {self.ghz:.2f} GHz (the clock the OS reports) x {self.per_cycle} "
+            f"FLOP/cycle = {self.flops / 1e9:.0f} GFLOP/s; the measured peak is {measured / self.flops:.2f}x that"
+        )
+        return text + (": the cores run above the reported clock (boost)" if measured > 1.1 * self.flops else "")
+
+
+def sheet_peak(cores: int, vector_isa: str, model: str = "", blas: str = "") -> SheetPeak:
+    """Cores x clock x the fp32 FLOPs per cycle PyTorch's BLAS can use on this CPU (``fp32_flops_per_cycle``,
+    ``blas_flops_per_cycle``), with ``sheet_peak_caveat``'s reasons not to trust it; on Apple's Accelerate, whose
+    products run on a matrix unit the vector-unit count leaves out, always caveated. Notebook 01, sections 4 and 7."""
+    from .processor import hybrid_cpu
+
+    cores = arguments.positive_int("cores", cores)
+    ghz, (vendor, family) = cpu_clock_ghz(), cpu_vendor_family()
+    known = vector_isa in FP32_FLOPS_PER_CYCLE
+    per_cycle = fp32_flops_per_cycle(vector_isa, vendor, family, model=model) if known else 0
+    per_cycle = blas_flops_per_cycle(per_cycle, vendor, blas)
+    flops = cpu_peak_flops(cores, ghz, vector_isa, per_cycle) if ghz and per_cycle else None
+    caveat = sheet_peak_caveat(platform.system(), hybrid_cpu(), ghz, per_cycle)
+    if blas == "Accelerate":
+        caveat = "Accelerate runs products on Apple's matrix unit, which the vector-unit peak leaves out"
+    return SheetPeak(flops, cores, ghz, per_cycle, caveat)

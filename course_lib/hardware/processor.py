@@ -139,7 +139,7 @@ def bf16_flags_known(system: str, flags: set[str] | frozenset[str]) -> bool:
 def hybrid_cpu() -> bool:
     """Whether this CPU mixes performance and efficiency cores (Intel since Alder Lake: Linux lists both
     ``/sys/devices/cpu_core`` and ``/sys/devices/cpu_atom``; Apple silicon: more than one performance level).
-    False where the operating system does not say. Notebook 01, section 7 (the data-sheet peak)."""
+    False where the operating system does not say. ``peak.sheet_peak`` uses it (the data-sheet peak)."""
     if sys.platform == "darwin":
         return _sysctl("hw.nperflevels") not in ("", "1")
     return bool(_read("/sys/devices/cpu_atom/cpus").strip()) and bool(_read("/sys/devices/cpu_core/cpus").strip())
@@ -176,6 +176,19 @@ def cache_sizes(root: str = "/sys/devices/system/cpu/cpu0/cache") -> dict[str, i
         if level.isdigit() and size and kind != "Instruction":
             out["L1d" if level == "1" else f"L{level}"] = size
     return out
+
+
+def describe_caches(caches: dict[str, int], need_bytes: int, what: str = "the data") -> str:
+    """One printed line: ``caches`` (``cache_sizes``) with their sizes and whether ``need_bytes`` of ``what`` fit in
+    the last, largest level ("unknown here" where none is reported). Notebook 01, section 6."""
+
+    def size(v: int) -> str:
+        return f"{v / 2**20:.3g} MiB" if v >= 2**20 else f"{v / 2**10:.3g} KiB"
+
+    if not caches:
+        return "caches: unknown here"
+    fits = "fit" if arguments.nonnegative_int("need_bytes", need_bytes) <= max(caches.values()) else "do not fit"
+    return "caches: " + ", ".join(f"{k} {size(v)}" for k, v in caches.items()) + f"; {what} {fits} in the last level"
 
 
 def simd_features(flags: set[str]) -> tuple[str, ...]:
