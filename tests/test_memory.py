@@ -348,3 +348,60 @@ def test_distributed_paths_that_failed_on_a_release_say_what_to_install(monkeypa
         ti.require_distributed(path)
     with pytest.raises(ValueError, match="path"):
         ti.require_distributed("ring")
+
+
+def test_demo_models_and_tables():
+    from course_lib.memory import demos
+
+    for name in demos.DEMO_MODELS:
+        model, x, y = M.demo_model(name, scale=1 / 128)
+        assert len(x) == len(y) >= 1 and model(x).shape[0] == len(x)
+    assert len(M.demo_model("MLP")[1]) == 2048
+    with pytest.raises(ValueError, match="name"):
+        M.demo_model("ResNet")
+    with pytest.raises(ValueError, match="scale"):
+        M.demo_model("MLP", 2.0)
+    model, x, y = M.demo_model("MLP", 1 / 64)
+    est = M.estimate_training_memory(model, x, "sgd", target=y)
+    text = M.estimate_table([("MLP sgd fp32", est, est.total)])
+    assert "MLP sgd fp32" in text and "1.000" in text and est.peak_phase in text
+    with pytest.raises(ValueError, match="allocated"):
+        M.estimate_table([("x", est, 0)])
+    table = M.largest_model_table([("h100-sxm", "H100", 80, 4e9)])
+    assert "h100-sxm" in table and "4.00 B" in table
+
+
+def test_state_bytes_per_parameter_counts_weights_gradients_and_adams_moments():
+    model, x, y = M.demo_model("MLP", 1 / 256)
+    from course_lib.models import make_optimizer
+
+    per, dtypes = M.state_bytes_per_parameter(model, x, y, make_optimizer("adam", model.parameters()), "bf16-mixed")
+    assert per == 16.0 and dtypes == "weights float32, gradients float32"  # autocast: float32 states, 4 + 4 + 8
+    model, x, y = M.demo_model("MLP", 1 / 256)
+    assert M.state_bytes_per_parameter(model, x, y, make_optimizer("sgd", model.parameters()), "fp32")[0] == 8.0
+    with pytest.raises(TypeError, match="optimizer"):
+        M.state_bytes_per_parameter(model, x, y, "adam")
+
+
+def test_peaks_against_batch_and_activation_bytes_per_example():
+    def make(b):
+        torch.manual_seed(0)
+        return MLP(16, [32], 4), torch.randn(b, 16), torch.randint(0, 4, (b,))
+
+    ests, peaks = M.peaks_against_batch(make, [8, 32])
+    assert len(ests) == len(peaks) == 2 and peaks[1] > peaks[0] > 0
+    assert all(abs(e.total / p - 1) < 0.1 for e, p in zip(ests, peaks))
+    with pytest.raises(ValueError, match="batch"):
+        M.peaks_against_batch(make, [0])
+    measured, estimated = M.activation_bytes_per_example(*make(8), "fp32")
+    assert measured == pytest.approx(estimated, rel=0.15) and measured > 0  # a tiny model: the loss's 4 floats show
+
+
+def test_epochs_say_why_they_cannot_be_judged():
+    from course_lib.memory import streaming
+
+    ok = streaming.EpochTimes(100, 0.02, 0.09, 1000.0, 10000.0, "posix_fadvise", True, 0.0)
+    assert ok.why_not_judged() == ""
+    assert "Windows" in streaming.EpochTimes(100, 0.02, 0.02, 1000.0, 1e4, None, False, None).why_not_judged()
+    assert "cached" in streaming.EpochTimes(100, 0.02, 0.02, 1000.0, 1e4, "posix_fadvise", False, 0.9).why_not_judged()
+    assert "fast" in streaming.EpochTimes(100, 0.5, 0.5, 1000.0, 1e4, "posix_fadvise", True, 0.0).why_not_judged()

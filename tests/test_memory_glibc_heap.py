@@ -69,3 +69,24 @@ def test_saved_bytes_by_dtype_counts_one_more_example():
         memory.saved_bytes_by_dtype(model, memory.first_examples(x, y), "fp32", sizes=(4, 2))
     with pytest.raises(ValueError):
         memory.first_examples(x, y)(0)
+
+
+def test_held_after_steps_compares_the_kernel_with_live_tensors_plus_glibcs_free_count():
+    c = glibc_heap.MallocCounts
+    value = {"before": c(0, 0, 10, 0), "after": [c(0, 0, 40, 0)], "rss_before": 100, "rss_after": 190, "live_after": 60}
+    held = glibc_heap.held_after_steps(value)
+    assert (held.resident_growth, held.live, held.free_kept) == (90, 60, 30)
+    assert held.over_model == 1.0 and held.over_live == 1.5  # dropping glibc's free count breaks the model
+    assert glibc_heap.held_after_steps({**value, "rss_after": None}) is None
+    assert glibc_heap.held_after_steps({**value, "before": None}) is None and glibc_heap.held_after_steps(None) is None
+    with pytest.raises(TypeError, match="value"):
+        glibc_heap.held_after_steps([value])
+
+
+@pytest.mark.skipif(not IS_GLIBC, reason="glibc only")
+def test_mlp_steps_with_heap_reports_the_three_meters():
+    r = glibc_heap.mlp_steps_with_heap(64, steps=2, in_features=64, hidden=256, depth=1, threads=1)
+    held = glibc_heap.held_after_steps(r)
+    params = 64 * 256 + 256 + 256 * 10 + 10
+    # weights and Adam's two moments, its step counters (one float32 scalar per parameter tensor), the batch
+    assert held is not None and held.live == 3 * 4 * params + 4 * 4 + 64 * 64 * 4 + 64 * 8

@@ -78,3 +78,12 @@ def test_an_evicted_epoch_reads_the_disk_where_the_os_lets_us_drop_the_cache(tmp
         assert e.cached_fraction_before is not None and e.cached_fraction_before < 0.05
     with pytest.raises(ValueError):
         streaming.epochs_cached_vs_evicted(tmp_path)
+
+
+def test_epoch_models_read_ahead_takes_the_longer_part_read_then_compute_adds():
+    e = streaming.EpochTimes(100, 0.02, 0.09, 1000.0, 10000.0, "posix_fadvise", True, 0.0)
+    assert e.read_seconds == pytest.approx(0.1) and e.overlapped_seconds == pytest.approx(0.1)
+    assert e.additive_seconds == pytest.approx(0.02 + 0.1 - 0.01)
+    assert e.predicted_slowdown == pytest.approx(5.0) and e.over_overlapped == pytest.approx(0.9)
+    fast_disk = streaming.EpochTimes(100, 0.5, 0.5, 1000.0, 10000.0, "posix_fadvise", True, 0.0)
+    assert fast_disk.predicted_slowdown == pytest.approx(1.0)  # compute hides the whole read

@@ -10,13 +10,17 @@ One import for the whole memory toolkit; each part lives in its own file:
 ``meters``        ``measure_peak_memory``, ``measure_training_memory`` (live tensor bytes and the
                   resident peak), ``measure_activation_bytes_per_example`` (what the forward
                   keeps, per example), ``measure_allocator_peak`` and ``allocator_kept`` (the
-                  allocator's own count, independent of the estimator), ``memtracker_peak``, ``storage_bytes``
+                  allocator's own count, independent of the estimator), ``estimate_against_allocator``,
+                  ``memtracker_peak``, ``storage_bytes``
 ``activation_checkpointing`` ``apply_activation_checkpointing``, ``CheckpointedBlock``
 ``formulas``      ``model_states_bytes`` (ZeRO), ``transformer_activation_bytes`` (Korthikanti et
                   al.), ``largest_model_that_fits``, ``largest_model_per_accelerator``,
                   ``large_model_memory``, an MLP by hand (``mlp_parameters``,
                   ``mlp_activation_bytes``, ``mlp_largest_batch``)
 ``torch_internals`` the private PyTorch APIs the estimator needs, behind one adapter
+``demos``         notebook 02's models (``demo_model``), printed tables (``estimate_table``,
+                  ``largest_model_table``) and measuring loops (``peaks_against_batch``,
+                  ``activation_bytes_per_example``, ``state_bytes_per_parameter``)
 ================  ============================================================================
 
 Out-of-memory runs in a capped subprocess (``course_lib.memory.limit``) and data sets larger than
@@ -48,6 +52,7 @@ from .meters import (
     PeakMemory,
     allocator_kept,
     allocator_peak,
+    estimate_against_allocator,
     estimator_misses,
     measure_activation_bytes_per_example,
     measure_allocator_peak,
@@ -57,6 +62,14 @@ from .meters import (
     storage_bytes,
 )
 from .saved import first_examples, saved_bytes_by_dtype, saved_for_backward
+from .demos import (
+    activation_bytes_per_example,
+    demo_model,
+    estimate_table,
+    largest_model_table,
+    peaks_against_batch,
+    state_bytes_per_parameter,
+)
 
 __all__ = [
     "OPTIMIZERS",
@@ -72,6 +85,7 @@ __all__ = [
     "measure_activation_bytes_per_example",
     "allocator_peak",
     "estimator_misses",
+    "estimate_against_allocator",
     "allocator_kept",
     "measure_allocator_peak",
     "memtracker_peak",
@@ -95,4 +109,10 @@ __all__ = [
     "find_max_batch_size",
     "StreamingDataset",
     "MemmapDataset",
+    "demo_model",
+    "estimate_table",
+    "largest_model_table",
+    "peaks_against_batch",
+    "state_bytes_per_parameter",
+    "activation_bytes_per_example",
 ]

@@ -5,8 +5,9 @@ keeps its own books: ``malloc_info(3)`` (glibc >= 2.10) writes, as XML, how many
 hold now and held at most (``system current`` / ``max``), how many of those are free blocks kept for
 reuse (bins and fast bins), and how many bytes live in separate mappings (``mmap``).
 :func:`malloc_counts` reads them through ``ctypes``; :func:`mlp_steps_with_heap` runs Adam steps of
-the section's MLP and returns the counts before and after, so a notebook can compare the process's
-resident growth with what glibc took: the live tensors plus the free blocks it kept.
+the section's MLP and returns the counts before and after, with the kernel's resident bytes and torch's live
+tensor bytes; :func:`held_after_steps` puts the three meters side by side: resident growth against the live
+tensors plus the free bytes glibc reports keeping (meters that do not read each other).
 """
 
 from __future__ import annotations
@@ -22,7 +23,14 @@ from dataclasses import dataclass
 
 from .. import arguments
 
-__all__ = ["MallocCounts", "malloc_counts", "mlp_steps_with_heap", "parse_malloc_info"]
+__all__ = [
+    "HeldAfterSteps",
+    "MallocCounts",
+    "held_after_steps",
+    "malloc_counts",
+    "mlp_steps_with_heap",
+    "parse_malloc_info",
+]
 
 
 @dataclass(frozen=True)
@@ -107,7 +115,10 @@ def mlp_steps_with_heap(
     """Run ``steps`` Adam steps of ``MLP(in_features, [hidden] * depth, 10)`` at ``batch_size`` and return glibc's
     counts before the model exists and after each step (notebook 02,
     section 4; ``heap_max`` after the last: the heap at its largest): ``{"before": MallocCounts | None,
-    "after": [MallocCounts | None, ...], "loss": float, "seconds": [float, ...]}`` (each step's wall time).
+    "after": [MallocCounts | None, ...], "loss": float, "seconds": [float, ...]}`` (each step's wall time),
+    plus three independent meters for :func:`held_after_steps`: ``"rss_before"`` / ``"rss_after"`` (the kernel's
+    resident bytes, ``VmRSS``; None off Linux) and ``"live_after"`` (bytes of the tensors alive after the last
+    step: weights, Adam's state, the batch; counted from torch's tensors, not from glibc).
     Importable, so it runs in a capped child process (``limit.run_with_memory_limit``)."""
     for name, v in (
         ("batch_size", batch_size),
@@ -120,11 +131,14 @@ def mlp_steps_with_heap(
     arguments.optional(arguments.positive_int, "threads", threads)
     import torch
 
+    from ..hardware.process_memory import proc_status_bytes
     from ..train import train_step
     from .limit import _mlp_adam
+    from .meters import storage_bytes
 
     if threads is not None:
         torch.set_num_threads(threads)
+    rss_before = proc_status_bytes("VmRSS")
     before = malloc_counts()  # before the model exists
     model, opt, batch = _mlp_adam(batch_size, in_features, hidden, depth, 10, None)
     after, loss, seconds = [], 0.0, []
@@ -133,7 +147,18 @@ def mlp_steps_with_heap(
         loss = train_step(model, batch, opt).loss
         seconds.append(time.perf_counter() - start)
         after.append(malloc_counts())
-    return {"before": before, "after": after, "loss": float(loss), "seconds": seconds}
+    rss_after = proc_status_bytes("VmRSS")
+    state = [s for st in opt.state.values() for s in st.values() if torch.is_tensor(s)]
+    live = storage_bytes(list(model.parameters()) + [p.grad for p in model.parameters() if p.grad is not None] + state)
+    return {
+        "before": before,
+        "after": after,
+        "loss": float(loss),
+        "seconds": seconds,
+        "rss_before": rss_before,
+        "rss_after": rss_after,
+        "live_after": live + storage_bytes(list(batch)),
+    }
 
 
 def _max_mmapped() -> int | None:
@@ -155,3 +180,39 @@ def _max_mmapped() -> int | None:
         tmp.seek(0)
         found = re.search(rb"max mmap bytes\s*=\s*(\d+)", tmp.read())
     return int(found.group(1)) if found else None
+
+
+@dataclass(frozen=True)
+class HeldAfterSteps:
+    """What a process holds after :func:`mlp_steps_with_heap`, by three meters that do not read each other (notebook
+    02, section 4): ``resident_growth`` (the kernel: VmRSS after minus before), ``live`` (torch: bytes of the
+    tensors still alive) and ``free_kept`` (glibc: growth of the free bytes ``malloc_info`` reports, its bins plus
+    the top of each heap)."""
+
+    resident_growth: int
+    live: int
+    free_kept: int
+
+    @property
+    def over_model(self) -> float:
+        """Resident growth / (live tensors + free blocks glibc keeps): about 1 when the model holds."""
+        return self.resident_growth / (self.live + self.free_kept)
+
+    @property
+    def over_live(self) -> float:
+        """Resident growth / live tensors: the model that says glibc keeps nothing."""
+        return self.resident_growth / self.live
+
+
+def held_after_steps(value: dict | None) -> HeldAfterSteps | None:
+    """The three meters of one :func:`mlp_steps_with_heap` result; None where one is missing (not Linux, not glibc,
+    the child failed)."""
+    if value is not None and not isinstance(value, dict):
+        raise TypeError(f"value must be the dict mlp_steps_with_heap returned, or None; got {type(value).__name__}")
+    if not value:
+        return None
+    before, after = value.get("before"), (value.get("after") or [None])[-1]
+    rss = value.get("rss_before"), value.get("rss_after")
+    if before is None or after is None or None in rss or not value.get("live_after"):
+        return None
+    return HeldAfterSteps(rss[1] - rss[0], value["live_after"], after.free_kept - before.free_kept)

@@ -70,7 +70,8 @@ def _tensors_of(objs: Iterable) -> list[torch.Tensor]:
 def storage_bytes(tensors: Iterable) -> int:
     """Bytes of the distinct storages behind ``tensors`` (modules count their parameters and buffers).
 
-    Views of one storage count once. Used by notebook 02 (memory) for "what is already live".
+    Views of one storage count once. The memory lesson counts "what is already live" with it (``demos``,
+    ``glibc_heap``).
     """
     seen: dict[int, int] = {}
     if isinstance(tensors, (nn.Module, torch.Tensor)):
@@ -340,7 +341,8 @@ def measure_allocator_peak(
     steps: int = 2,
     foreach: bool | None = None,
 ) -> int | None:
-    """The allocator's peak over ``steps`` real training steps (notebook 02: the estimate against a meter).
+    """The allocator's peak over ``steps`` real training steps (the memory lesson, through
+    :func:`estimate_against_allocator`).
 
     The same steps as :func:`measure_training_memory` (``train.train_step``, optimizer state made in step
     one), measured by :func:`allocator_peak`: a meter independent of the estimator. The model is updated.
@@ -348,6 +350,40 @@ def measure_allocator_peak(
     """
     run, include, device = _training_steps(model, example_input, target, optimizer, precision, steps, foreach, None)
     return allocator_peak(run, include=include, device=device)
+
+
+def estimate_against_allocator(
+    model: nn.Module,
+    example_input: torch.Tensor,
+    target: torch.Tensor | None = None,
+    optimizer: str = "adam",
+    precision: str = "fp32",
+    checkpointing: bool = False,
+    foreach: bool = False,
+    steps: int = 2,
+):
+    """The estimate and the allocator's peak of one configuration, on the model's device (notebook 02, sections
+    3 and its GPU check): ``(MemoryEstimate, allocated bytes or None)``; judge them with :func:`estimator_misses`.
+
+    CPU: the profiler's allocation events; CUDA: ``max_memory_allocated``. On CUDA a small linear layer's forward and
+    backward run first, so cuBLAS's workspace (kept by the caching allocator from the first product on, not
+    modelled by the estimator) is allocated before the meter starts. The estimate is taken first; the model is
+    then trained.
+    """
+    from .estimator import estimate_training_memory
+
+    est = estimate_training_memory(
+        model, example_input, optimizer, precision, checkpointing, target=target, foreach=foreach
+    )
+    device = _check_model(model)[0].device
+    if device.type == "cuda":  # pragma: no cover - needs a CUDA GPU
+        lin = nn.Linear(64, 64, device=device)  # addmm forward, mm backward: the cuBLAS(Lt) handles and workspaces
+        with autocast(precision, device.type):
+            out = lin(torch.ones(8, 64, device=device))
+        out.float().sum().backward()
+        del lin, out
+    allocated = measure_allocator_peak(model, example_input, target, optimizer, precision, steps, foreach)
+    return est, allocated
 
 
 def memtracker_peak(
@@ -391,7 +427,8 @@ def measure_activation_bytes_per_example(
     loss_fn: Callable | None = None,
     meter: str = "live",
 ) -> float:
-    """Measured bytes the forward pass keeps alive per example (notebook 02, mixed precision).
+    """Measured bytes the forward pass keeps alive per example (the memory lesson's mixed precision section, through
+    ``demos.activation_bytes_per_example``).
 
     Runs one forward pass and loss (under ``torch.autocast`` for the mixed precisions) at each of
     two batch sizes and reads what is still alive afterwards: everything autograd keeps for the

@@ -15,7 +15,7 @@ import numpy as np
 
 from .. import arguments
 
-__all__ = ["ReadThroughput", "cache_control", "disk_read_throughput", "drop_file_cache"]
+__all__ = ["EpochTimes", "ReadThroughput", "cache_control", "disk_read_throughput", "drop_file_cache"]
 
 MiB = 2**20
 
@@ -153,3 +153,77 @@ def disk_read_throughput(path: str | os.PathLike, block_size: int = 8 * MiB, dro
 
 
 _drop_file_cache = drop_file_cache  # the name the streaming module and its tests use
+
+
+@dataclass(frozen=True)
+class EpochTimes:
+    """Result of ``streaming.epochs_cached_vs_evicted``: seconds per epoch (the fastest round) with the file in
+    the page cache and evicted before each epoch, and the two sequential read speeds of the file."""
+
+    nbytes: int
+    cached_seconds: float
+    evicted_seconds: float
+    disk_bytes_per_second: float
+    cache_bytes_per_second: float
+    method: str | None  # cache_control() on this OS
+    evicted: bool  # every evicted epoch started with under 5 % of the file cached (where that can be measured)
+    cached_fraction_before: float | None  # the largest share of the file cached when an evicted epoch began
+
+    @property
+    def slowdown(self) -> float:
+        """Evicted epoch time / cached epoch time."""
+        return self.evicted_seconds / self.cached_seconds
+
+    @property
+    def predicted_extra_seconds(self) -> float:
+        """The disk model: the bytes re-read at the disk's speed instead of the cache's."""
+        return self.nbytes / self.disk_bytes_per_second - self.nbytes / self.cache_bytes_per_second
+
+    @property
+    def extra_over_predicted(self) -> float:
+        """(evicted - cached) epoch time / the disk model's extra time."""
+        return (self.evicted_seconds - self.cached_seconds) / self.predicted_extra_seconds
+
+    @property
+    def read_seconds(self) -> float:
+        """The file read once at the disk's speed."""
+        return self.nbytes / self.disk_bytes_per_second
+
+    @property
+    def overlapped_seconds(self) -> float:
+        """The read-ahead model of an evicted epoch: the longer of the disk read and the cached epoch (the OS reads
+        the next chunk while the step computes on this one)."""
+        return max(self.read_seconds, self.cached_seconds)
+
+    @property
+    def additive_seconds(self) -> float:
+        """The no-overlap model: the cached epoch plus the disk model's extra time (read, then compute)."""
+        return self.cached_seconds + self.predicted_extra_seconds
+
+    @property
+    def predicted_slowdown(self) -> float:
+        """The read-ahead model's evicted / cached epoch time."""
+        return self.overlapped_seconds / self.cached_seconds
+
+    @property
+    def over_overlapped(self) -> float:
+        """Measured evicted epoch / the read-ahead model's: about 1 when the model holds."""
+        return self.evicted_seconds / self.overlapped_seconds
+
+    def why_not_judged(self, least_slowdown: float = 1.5) -> str:
+        """Why the memory lesson (section 9) cannot judge these epochs here; "" where it can."""
+        if self.method is None:
+            return (
+                "this OS (Windows) gives Python no way to keep a file out of its page cache, so both epochs read RAM."
+            )
+        if not self.evicted:
+            share = f"{self.cached_fraction_before:.0%}" if self.cached_fraction_before is not None else "part"
+            return (
+                f"the OS kept the file cached ({share} when an evicted epoch began; a folder in RAM, tmpfs, does that)."
+            )
+        if self.predicted_slowdown < least_slowdown:
+            return (
+                "this disk reads the file about as fast as the step computes (a fast SSD, or a virtual disk cached "
+                "by its host): eviction costs little here."
+            )
+        return ""

@@ -45,6 +45,7 @@ from torch.utils.data import Dataset, IterableDataset, get_worker_info
 from .. import arguments, names, seeds
 from ..hardware import current_rss_bytes, peak_rss_bytes, reset_peak_rss
 from .page_cache import (  # re-exported: the data sets below are read through the page cache
+    EpochTimes,
     ReadThroughput,
     _cached_fraction,
     _drop_file_cache,
@@ -499,36 +500,6 @@ def demo_dataset_bytes(
     return size if size >= minimum else 0
 
 
-@dataclass(frozen=True)
-class EpochTimes:
-    """Result of :func:`epochs_cached_vs_evicted`: seconds per epoch (the fastest round) with the file in
-    the page cache and evicted before each epoch, and the two sequential read speeds of the file."""
-
-    nbytes: int
-    cached_seconds: float
-    evicted_seconds: float
-    disk_bytes_per_second: float
-    cache_bytes_per_second: float
-    method: str | None  # cache_control() on this OS
-    evicted: bool  # every evicted epoch started with under 5 % of the file cached (where that can be measured)
-    cached_fraction_before: float | None  # the largest share of the file cached when an evicted epoch began
-
-    @property
-    def slowdown(self) -> float:
-        """Evicted epoch time / cached epoch time."""
-        return self.evicted_seconds / self.cached_seconds
-
-    @property
-    def predicted_extra_seconds(self) -> float:
-        """The disk model: the bytes re-read at the disk's speed instead of the cache's."""
-        return self.nbytes / self.disk_bytes_per_second - self.nbytes / self.cache_bytes_per_second
-
-    @property
-    def extra_over_predicted(self) -> float:
-        """(evicted - cached) epoch time / the disk model's extra time."""
-        return (self.evicted_seconds - self.cached_seconds) / self.predicted_extra_seconds
-
-
 def _epoch(path: str | os.PathLike, batch_size: int, evict: bool) -> float:
     """One pass computing per-class feature sums (a light model, so reading dominates); its seconds."""
     ds = StreamingDataset(path, batch_size, chunk_rows=max(1, (4 * MiB) // dataset_info(path).row_bytes))
@@ -557,7 +528,8 @@ def epochs_cached_vs_evicted(path: str | os.PathLike, rounds: int = 5, batch_siz
     on Linux, ``F_NOCACHE`` reads on macOS: no root needed, nothing else is touched). The epochs alternate, cached
     then evicted, ``rounds`` times; each time is the fastest round (another program can slow an epoch, never
     speed it up). The two read speeds (the best of three cold reads, each after a drop, and the best of three
-    cached reads) give the model: extra seconds per epoch = bytes / disk speed - bytes / cache speed.
+    cached reads) give two models: with the OS reading ahead, an evicted epoch takes the longer of the read and
+    the cached epoch (``overlapped_seconds``); read-then-compute adds them (``additive_seconds``).
     Raises ``ValueError`` for a path that is not a data set of :func:`write_synthetic_dataset`.
     """
     info = dataset_info(path)
