@@ -36,9 +36,9 @@ BOUND = """
 def memory_bound_names(ops, peak_flops, bandwidth):
     return {result}
 """
-PREDICT = """
-def predict_bf16_memory_bound():
-    return {answer}
+SMALLEST = """
+def smallest_compute_bound_n(peak_flops, bandwidth, bytes_per_element):
+    return {n}
 """
 
 # (what the mistake is, the wrong code, a piece of the message the learner must see or None)
@@ -233,24 +233,51 @@ WRONG = [
         ),
         "compute.roofline_regime",
     ),
-    # predict_bf16_memory_bound
-    ("bf16: the fp32 answer", PREDICT.format(answer='{"add"}'), "That is the answer in fp32"),
-    ("bf16: everything", PREDICT.format(answer='{"add", "matmul 256", "matmul 4096"}'), "the 4096 x 4096 product's"),
-    ("bf16: nothing", PREDICT.format(answer="set()"), "no processor's ridge point"),
-    ("bf16: the larger product", PREDICT.format(answer='{"add", "matmul 4096"}'), "it is the smaller one"),
-    ("bf16: the larger product alone", PREDICT.format(answer='{"matmul 4096"}'), "Upside down"),
+    # smallest_compute_bound_n
     (
-        "bf16: both products, not the add",
-        PREDICT.format(answer='{"matmul 256", "matmul 4096"}'),
-        "The add did not stop being memory-bound",
+        "compute-bound n: rounded down",
+        SMALLEST.format(n="int(1.5 * bytes_per_element * peak_flops / bandwidth)"),
+        "Round up",
     ),
-    ("bf16: a list", PREDICT.format(answer='["add", "matmul 256"]'), "return a set of names"),
     (
-        "bf16: the library's verdict",
-        PREDICT.format(
-            answer="compute.memory_bound({name: i * 2 for name, i in ops.items()}, a100.peak_flops('bf16'), a100_bw)"
-        ),
-        "compute.memory_bound",
+        "compute-bound n: 4 bytes an element",
+        SMALLEST.format(n="math.ceil(6 * peak_flops / bandwidth)"),
+        "bytes_per_element = 2 bytes",
+    ),
+    (
+        "compute-bound n: n equal to the ridge",
+        SMALLEST.format(n="math.ceil(peak_flops / bandwidth)"),
+        "n is the matrix size",
+    ),
+    (
+        "compute-bound n: 2 x the ridge",
+        SMALLEST.format(n="math.ceil(bytes_per_element * peak_flops / bandwidth)"),
+        "n / 3 FLOP/byte",
+    ),
+    (
+        "compute-bound n: the ridge upside down",
+        SMALLEST.format(n="max(1, math.ceil(1.5 * bytes_per_element * bandwidth / peak_flops))"),
+        "upside down",
+    ),
+    (
+        "compute-bound n: the tie counted as memory-bound",
+        SMALLEST.format(n="math.floor(1.5 * bytes_per_element * peak_flops / bandwidth) + 1"),
+        "counts as compute-bound",
+    ),
+    (
+        "compute-bound n: never below 2",
+        SMALLEST.format(n="max(2, math.ceil(1.5 * bytes_per_element * peak_flops / bandwidth))"),
+        "even a 1 x 1 x 1 product",
+    ),
+    (
+        "compute-bound n: the library's intensity",
+        "def smallest_compute_bound_n(peak_flops, bandwidth, bytes_per_element):\n"
+        "    n = 1\n"
+        "    while compute.matmul_intensity(n, n, n, {4: 'fp32', 2: 'bf16', 1: 'int8'}[bytes_per_element]) "
+        "< peak_flops / bandwidth:\n"
+        "        n += 1\n"
+        "    return n",
+        "compute.matmul_intensity",
     ),
 ]
 wrong_runs, test_plausible_wrong_answer_fails_its_check = wrong_answer_tests(SOLUTION, WRONG)
@@ -264,7 +291,7 @@ def test_every_exercise_function_has_wrong_answers():
         "roofline",
         "days_to_train",
         "memory_bound_names",
-        "predict_bf16_memory_bound",
+        "smallest_compute_bound_n",
     }
 
 
@@ -453,3 +480,56 @@ def test_the_check_cells_show_no_case_reference_or_message():
         for cell in nb.cells:
             if "check" in cell.metadata.get("tags", []) and "check_largest" not in cell.source:
                 assert re.fullmatch(r'checks\.check\("\d\d/\w+", \w+\)', cell.source.strip()), cell.source
+
+
+def test_a_tie_at_the_ridge_is_a_tie_whichever_way_the_learner_compares():
+    """The roofline check's random ties are exact in floating point: every correct way of comparing the intensity
+    with the ridge point passes, over many seeds (a tie made as peak = intensity x bandwidth of arbitrary floats
+    missed ``I < P / B`` by one ulp about one time in twenty)."""
+    from course_lib.checks import core, ex01
+
+    forms = {
+        "I * B < P": lambda i, p, b: i * b < p,
+        "I < P / B": lambda i, p, b: i < p / b,
+        "I * (B / P) < 1": lambda i, p, b: i * (b / p) < 1,
+        "I * B / P < 1": lambda i, p, b: i * b / p < 1,
+        "P / I > B": lambda i, p, b: p / i > b,
+    }
+    for name, below in forms.items():
+
+        def roofline(intensity, peak_flops, bandwidth, below=below):
+            fed = intensity * bandwidth
+            return (fed, "memory") if below(intensity, peak_flops, bandwidth) else (peak_flops, "compute")
+
+        for seed in range(100):
+            core.check_function(roofline, quiet=True, seed=seed, **ex01._01_roofline())
+    import random
+
+    ties = [ex01._roofline_inputs(random.Random(seed)) for seed in range(2000)]
+    ties = [(i, p, b) for i, p, b in ties if i * b == p]
+    assert len(ties) > 200 and all(p / b == i and i * (b / p) == 1 for i, p, b in ties)
+
+
+def test_the_compute_bound_size_passes_a_closed_form_and_a_search_over_many_seeds():
+    import math
+
+    from course_lib import catalog
+    from course_lib.checks import core, ex01
+
+    def closed_form(peak_flops, bandwidth, bytes_per_element):
+        return max(1, math.ceil(1.5 * bytes_per_element * peak_flops / bandwidth))
+
+    def search(peak_flops, bandwidth, bytes_per_element):  # the learner's own intensity and roofline, step by step
+        n = 1
+        while 2 * n**3 * bandwidth < peak_flops * bytes_per_element * 3 * n**2:
+            n += 1
+        return n
+
+    for fn in (closed_form, search):
+        for seed in range(50):
+            core.check_function(fn, quiet=True, seed=seed, **ex01._01_smallest_compute_bound_n())
+    a100 = catalog.get_accelerator("a100-80gb")  # the worked answer's numbers, from the data sheet
+    assert closed_form(a100.peak_flops("bf16"), a100.memory_bandwidth_gbs * 1e9, 2) == 460
+    assert closed_form(a100.peak_flops("fp32"), a100.memory_bandwidth_gbs * 1e9, 4) == 58
+    message = _check_message("01/smallest_compute_bound_n", lambda p, b, e: 461)
+    assert "461, which is not it" in message and "460" not in message  # the answer is not shown

@@ -153,7 +153,16 @@ WRONG = [
     (
         "needed: efficiency 1 divides by zero",
         NEEDED.format(**NEEDED_RIGHT),
-        "at efficiency 1",
+        "no finite link does that, so return math.inf",  # the case's explanation, though the function raised
+    ),
+    (
+        "needed: one rank at efficiency 1 divides by zero",
+        "def bandwidth_needed(compute_s, grad_bytes, world_size, efficiency):\n"
+        "    allowed = compute_s * (1 / efficiency - 1)\n"
+        "    if allowed == 0 and world_size > 1:\n"
+        "        return math.inf\n"
+        "    return 2 * (world_size - 1) / world_size * grad_bytes / allowed",
+        "One rank sends nothing, even at efficiency 1",
     ),
     (
         "needed: infinite even for one rank at efficiency 1",
@@ -263,3 +272,45 @@ def test_every_exercise_function_has_wrong_answers():
         "predict_from_largest",
         "ring_bandwidth",
     }
+
+
+def test_a_function_that_raises_gets_the_case_explanation_too():
+    """A learner's bandwidth_needed that divides by zero at efficiency 1 is told what the case expects (return
+    math.inf), not only which error it raised, with the hint after it; an unfinished one still gets its own
+    message."""
+    import pytest
+
+    from course_lib import checks
+
+    def bandwidth_needed(compute_s, grad_bytes, world_size, efficiency):
+        share = 2 * (world_size - 1) / world_size
+        return 0.0 if share == 0 else share * grad_bytes / (compute_s * (1 / efficiency - 1))
+
+    with pytest.raises(checks.CheckFailed) as err:
+        checks.check("03/bandwidth_needed", bandwidth_needed, quiet=True)
+    message = str(err.value)
+    assert "raised ZeroDivisionError" in message and "so return math.inf" in message
+    assert message.index("so return math.inf") < message.index("Hint:")
+
+
+def test_an_unfinished_stub_points_at_its_hint_comments_instead_of_repeating_them(tmp_path, monkeypatch):
+    """The solutions of exercises 01-03 keep their hints as comments above the solution block, so a stub shows
+    each hint once, in its cell; the message of an unfinished check points there."""
+    import importlib
+
+    import pytest
+
+    from course_lib import checks
+
+    (tmp_path / "stub_module.py").write_text(
+        "def bus_bandwidth(nbytes, seconds, world_size):\n"
+        "    # Hint: how many bytes does one rank send?\n"
+        "    raise NotImplementedError('Exercise: write your code here.')\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    stub = importlib.import_module("stub_module")
+    with pytest.raises(checks.ExerciseNotDone) as err:
+        checks.check("03/bus_bandwidth", stub.bus_bandwidth, quiet=True)
+    message = str(err.value)
+    assert "not written yet" in message and "read the `# Hint:` comments" in message
+    assert "how many bytes does one rank send" not in message

@@ -12,6 +12,7 @@ exercise (one that still raises NotImplementedError) gets its own friendly messa
 from __future__ import annotations
 
 import _thread
+import inspect
 import math
 import random
 import sys
@@ -86,15 +87,23 @@ def _show(value: Any) -> str:
 
 
 def _call(
-    fn: Callable, args: tuple, name: str, hint: str, *, own_code: bool = False, forbid: Mapping[str, str] | None = None
+    fn: Callable,
+    args: tuple,
+    name: str,
+    hint: str,
+    *,
+    own_code: bool = False,
+    forbid: Mapping[str, str] | None = None,
+    why: str = "",
 ) -> Any:
-    """``fn(*args)``, with a wrong or unfinished answer turned into a message; ``own_code``: refused when a function
-    of the course library ran inside it (see ``_library_entered``), or when it switched off the watcher that sees
-    this or ran code in another thread, where the watcher cannot see; ``forbid``: {package: why} whose code must not
-    run inside it either (``{"torch.nn": "..."}``: no torch module built to count its parameters)."""
+    """``fn(*args)``, with a wrong or unfinished answer turned into a message (``why``, the case's explanation,
+    goes into the message of an error ``fn`` raises, as it would into a wrong answer's); ``own_code``: refused when a
+    function of the course library ran inside it (see ``_library_entered``), or when it switched off the watcher that
+    sees this or ran code in another thread, where the watcher cannot see; ``forbid``: {package: why} whose code must
+    not run inside it either (``{"torch.nn": "..."}``: no torch module built to count its parameters)."""
     tip = f"\nHint: {hint}" if hint else ""
     if own_code:
-        got, entered = _library_entered(lambda: _call(fn, args, name, hint), forbid or {})
+        got, entered = _library_entered(lambda: _call(fn, args, name, hint, why=why), forbid or {})
         if entered is None:
             return got
         kind, what = entered
@@ -113,12 +122,24 @@ def _call(
     try:
         return fn(*args)
     except NotImplementedError as exc:
+        nudge = str(exc)  # the stub's own nudge; the check's hint is for wrong answers
+        if "Hint:" not in nudge and "# Hint:" in _source(fn):  # the hints stand as comments: point there, not twice
+            nudge += " Hint: read the `# Hint:` comments above that line."
         raise ExerciseNotDone(
             f"{name} is not written yet: replace the `raise NotImplementedError(...)` line with your code."
-            + (f"\n({exc})" if str(exc) else "")  # the stub's own nudge; the check's hint is for wrong answers
+            + (f"\n({nudge.strip()})" if nudge.strip() else "")
         ) from None
     except Exception as exc:
-        raise CheckFailed(f"{name}{_show(args)} raised {type(exc).__name__}: {exc}" + tip) from exc
+        said = f"\n{why}" if why else ""
+        raise CheckFailed(f"{name}{_show(args)} raised {type(exc).__name__}: {exc}" + said + tip) from exc
+
+
+def _source(fn: Callable) -> str:
+    """The source of ``fn`` where Python can find it (a notebook cell's function: yes), else ``""``."""
+    try:
+        return inspect.getsource(fn)
+    except (OSError, TypeError):
+        return ""
 
 
 def _explanation(explain: Any, got: Any, rtol: float, atol: float) -> str:
@@ -352,7 +373,8 @@ def check_function(
         if len(case) not in (2, 3):
             raise ValueError("each case is (args, expected) or (args, expected, explanation)")
         args, expected, explain = tuple(case[0]), case[1], (case[2] if len(case) == 3 else None)
-        got = _call(fn, args, name, hint, own_code=own_code, forbid=forbid)
+        why = explain if isinstance(explain, str) else ""  # a {wrong answer: why} mapping has no entry for an error
+        got = _call(fn, args, name, hint, own_code=own_code, forbid=forbid, why=why)
         if not _close(got, expected, rtol, atol):
             said = f"expected {_show(expected)}, got {_show(got)}" if reveal else f"got {_show(got)}, which is not it"
             raise CheckFailed(

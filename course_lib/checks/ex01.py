@@ -4,7 +4,9 @@
 
 from __future__ import annotations
 
+import math
 import random
+from fractions import Fraction
 
 
 def _ref_matmul_intensity(m: int, n: int, k: int, bytes_per_element: int) -> float:
@@ -107,10 +109,14 @@ def _ref_roofline(intensity: float, peak_flops: float, bandwidth: float) -> tupl
 
 
 def _roofline_inputs(rng: random.Random) -> tuple[float, float, float]:
-    """Random intensity, peak and bandwidth; now and then an operation exactly at the ridge point."""
-    intensity, bandwidth = 10 ** rng.uniform(-2, 3), 10 ** rng.uniform(9, 12.5)
-    peak = intensity * bandwidth if rng.random() < 0.2 else 10 ** rng.uniform(10, 15)
-    return intensity, peak, bandwidth
+    """Random intensity, peak and bandwidth; now and then an operation exactly at the ridge point. A tie is made of
+    powers of two, so it is a tie in floating point too, whichever way a learner compares: ``I * B == P``,
+    ``P / B == I`` and ``I * (B / P) == 1`` hold exactly (a tie ``P = I * B`` of arbitrary floats misses ``P / B ==
+    I`` by one ulp about one time in twenty, and would fail a correct ``I < P / B``)."""
+    if rng.random() < 0.2:
+        intensity, bandwidth = 2.0 ** rng.randint(-7, 10), 2.0 ** rng.randint(30, 41)
+        return intensity, intensity * bandwidth, bandwidth
+    return 10 ** rng.uniform(-2, 3), 10 ** rng.uniform(10, 15), 10 ** rng.uniform(9, 12.5)
 
 
 def _01_roofline() -> dict:
@@ -244,6 +250,63 @@ def _01_memory_bound_names() -> dict:
     )
 
 
+def _ref_smallest_compute_bound_n(peak_flops: float, bandwidth: float, bytes_per_element: int) -> int:
+    """The smallest n whose n x n x n product (intensity 2n^3 / (3n^2 x bytes) = n / (1.5 x bytes)) reaches the ridge
+    point peak / bandwidth, worked out in exact fractions so that a tie is a tie."""
+    need = Fraction(3 * bytes_per_element, 2) * Fraction(peak_flops) / Fraction(bandwidth)
+    return max(1, math.ceil(need))
+
+
+def _01_smallest_compute_bound_n() -> dict:
+    from .. import catalog, compute
+
+    a100 = catalog.get_accelerator("a100-80gb")
+    bf16 = (a100.peak_flops("bf16"), a100.memory_bandwidth_gbs * 1e9, 2)
+    right = _ref_smallest_compute_bound_n(*bf16)
+    wrong = {
+        right - 1: "One short: that product's intensity still lies just below the ridge point. Round up: the "
+        "smallest n whose intensity is at least the ridge.",
+        _ref_smallest_compute_bound_n(*bf16[:2], 4): "Twice too large: that counts 4 bytes per element (or n^3 FLOPs "
+        "where a multiply-add is 2). In bf16 an element is bytes_per_element = 2 bytes, so the intensity is n / 3.",
+        math.ceil(2 * bf16[0] / bf16[1]): "An n x n x n product moves 3n^2 elements (A, B and C) of 2 bytes: its "
+        "intensity is 2n^3 / (6n^2) = n / 3 FLOP/byte, so n must reach 3 x the ridge point.",
+        math.ceil(bf16[0] / bf16[1]): "That sets n itself equal to the ridge point: n is the matrix size; its "
+        "intensity is n / (1.5 x bytes_per_element) FLOP/byte, and that must reach the ridge.",
+        1: "An n x n x n product is compute-bound only once its intensity reaches peak / bandwidth; for the A100 in "
+        "bf16 that is far above 1 FLOP/byte. Is your ridge point upside down (bandwidth / peak)?",
+    }
+    wrong.pop(right, None)
+    return dict(
+        cases=[
+            (bf16, right, wrong),
+            (
+                (400e9, 20e9, 2),
+                60,
+                "Exactly at the ridge point counts as compute-bound: 60 / 3 = 20 FLOP/byte = "
+                "400e9 / 20e9, so 60 is the answer, not 61.",
+            ),
+            (
+                (400e9, 20e9, 4),
+                120,
+                "In float32 (4 bytes) the intensity is n / 6: 120 / 6 = 20 FLOP/byte reaches the ridge exactly.",
+            ),
+            ((1e9, 1e11, 2), 1, "A ridge of 0.01 FLOP/byte: even a 1 x 1 x 1 product lies past it, so 1."),
+        ],
+        reference=_ref_smallest_compute_bound_n,
+        random_inputs=lambda rng: (
+            (peak := 10 ** rng.uniform(11, 15)),
+            peak / 10 ** rng.uniform(-1, 2.6),
+            rng.choice([1, 2, 4]),
+        ),
+        refuse=[compute.matmul_intensity, compute.roofline_regime, compute.roofline, compute.ridge_point],
+        rtol=0.0,
+        reveal=False,
+        hint="Where is the ridge point (FLOP/byte) for this peak and bandwidth? What is the intensity of an "
+        "n x n x n product with elements of bytes_per_element bytes (your matmul_intensity)? For which n does it "
+        "first reach the ridge, a tie counting as compute-bound?",
+    )
+
+
 #: the checks of this exercise, by key: what ``registry.check`` runs
 SPECS = {
     "01/matmul_intensity": _01_matmul_intensity,
@@ -251,4 +314,5 @@ SPECS = {
     "01/roofline": _01_roofline,
     "01/days_to_train": _01_days_to_train,
     "01/memory_bound_names": _01_memory_bound_names,
+    "01/smallest_compute_bound_n": _01_smallest_compute_bound_n,
 }
