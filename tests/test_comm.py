@@ -718,3 +718,97 @@ def test_worker_parts_times_the_worker_the_handover_and_the_fill():
     assert out["prepare_s"] == pytest.approx(max(0.0, out["worker_s"] - out["handover_s"]))
     with pytest.raises(ValueError, match="batch_size"):
         feeding.worker_parts(ds, batch_size=0)
+
+
+def test_double_tree_allreduce_time_by_hand():
+    # 8 ranks: 2 * 3 hops of latency, twice the message over the link
+    assert comm.double_tree_allreduce_time(1e6, 8, 1e-5, 1e9) == pytest.approx(6e-5 + 2e-3)
+    assert comm.double_tree_allreduce_time(1e6, 1, 1e-5, 1e9) == 0.0
+    assert comm.double_tree_allreduce_time(0, 1024, 1e-5, 1e9) == pytest.approx(20 * 1e-5)
+    with pytest.raises(ValueError, match="world_size"):
+        comm.double_tree_allreduce_time(1.0, 0, 1e-5, 1e9)
+
+
+@pytest.mark.parametrize("p", [4, 8, 64, 1024])
+def test_ring_and_tree_cross_where_the_crossover_says(p):
+    alpha, bw = 3e-5, 2e9
+    n = comm.ring_tree_crossover_bytes(p, alpha, bw)
+    assert comm.allreduce_time(n, p, alpha, bw) == pytest.approx(comm.double_tree_allreduce_time(n, p, alpha, bw))
+    assert comm.allreduce_time(n / 4, p, alpha, bw) > comm.double_tree_allreduce_time(n / 4, p, alpha, bw)
+    assert comm.allreduce_time(n * 4, p, alpha, bw) < comm.double_tree_allreduce_time(n * 4, p, alpha, bw)
+
+
+def test_ring_vs_tree_rows():
+    rows = comm.ring_vs_tree(1e-5, 1e9, world_sizes=(2, 8), sizes=(4, 2**20))
+    assert [r["world_size"] for r in rows] == [2, 8]
+    assert rows[0]["crossover_bytes"] == 0.0  # 2 ranks: the ring is never slower
+    ring, tree = rows[1]["times"][4]
+    assert ring == pytest.approx(14e-5 + 1.75 * 4 / 1e9) and tree == pytest.approx(6e-5 + 8 / 1e9)
+
+
+def test_with_measured_latency_keeps_the_bandwidth():
+    fit = comm.fit_ring_allreduce([2**20, 2**22, 2**24], [1e-3, 3e-3, 11e-3], 2)
+    link = comm.with_measured_latency(fit, 2e-4)
+    assert link.bandwidth_bytes_per_s == fit.bandwidth_bytes_per_s
+    assert link.alpha_s == pytest.approx(1e-4) and link.intercept_s == pytest.approx(2e-4)
+    assert link.crossover_bytes == pytest.approx(2e-4 * fit.bandwidth_bytes_per_s)  # Hockney's n_1/2, 2 ranks
+    with pytest.raises(TypeError, match="fit"):
+        comm.with_measured_latency(1.0, 2e-4)
+    with pytest.raises(ValueError, match="small_message_s"):
+        comm.with_measured_latency(fit, 0.0)
+
+
+def _row(nbytes, seconds, world=2, sent=None):
+    sent = sent or (None, None, None)
+    return {
+        "bytes": nbytes,
+        "seconds": seconds,
+        "busbw_Bps": nbytes / seconds,
+        "world_size": world,
+        "bytes_sent": sent[0],
+        "bytes_sent_max": sent[1],
+        "bytes_sent_min": sent[2],
+    }
+
+
+def test_bytes_per_message_byte_is_the_median_over_rows():
+    rows = [_row(100, 1.0, 4, (150, 300, 100)), _row(200, 1.0, 4, (300, 300, 300)), _row(400, 1.0, 4, (600, 600, 600))]
+    got = comm.bytes_per_message_byte(rows)
+    assert got == pytest.approx({"mean": 1.5, "max": 1.5, "min": 1.5})  # min: 1.0, 1.5, 1.5
+    assert comm.bytes_per_message_byte([_row(100, 1.0)]) is None  # nothing counted
+    assert comm.bytes_per_message_byte([]) is None
+
+
+def test_allreduce_table_prints_every_row_and_the_cache_column():
+    rows = [_row(4, 2e-4), _row(2**25, 2e-2)]
+    text = comm.allreduce_table(rows, lambda n: 1e-4 + n / 2e9, llc_bytes=2**25)
+    lines = text.splitlines()
+    assert len(lines) == 3 and "LLC" in lines[0]
+    assert lines[2].split()[-1] == "2.00"  # 2 ranks x 32 MiB over a 32 MiB cache
+    assert "LLC" not in comm.allreduce_table(rows, lambda n: 1e-4)
+
+
+def test_feeding_descriptions_print_every_source_and_worker_count():
+    from course_lib.comm import feeding
+
+    epoch = {"wait_s": 0.05, "compute_s": 0.1, "idle_fraction": 1 / 3}
+    feed = {
+        "batches": 4,
+        "batch_bytes": 2**25,
+        "used_bytes": 2**15,
+        "read_block": 2**25,
+        "disk_Bps": 2e9,
+        "cache_Bps": 6e9,
+        "file_bytes": 2**27,
+        "disk": epoch,
+        "cache": epoch,
+    }
+    text = feeding.describe_reads(feed).splitlines()
+    assert len(text) == 3 and text[1].startswith("from disk") and "idle 33%" in text[2]
+    pipeline = {
+        0: {"total_s": 0.64, "batches": 16, "idle_fraction": 0.45, "compute_s": 0.352},
+        1: {"total_s": 0.4, "batches": 16, "idle_fraction": 0.1, "compute_s": 0.352},
+    }
+    lines = feeding.describe_epochs(pipeline, {0: 0.45, 1: 0.0}).splitlines()
+    assert lines[0] == "0 worker(s): 0.64 s for 16 batches, idle 45% (predicted 45%), training 22 ms a batch"
+    assert "predicted" not in feeding.describe_epochs(pipeline)

@@ -84,3 +84,22 @@ def test_the_default_limit_follows_the_memory_available(monkeypatch):
     monkeypatch.setattr(caches.psutil, "virtual_memory", lambda: VM)
     assert caches.working_set_sizes(XEON5)[-1] == 512 * MIB
     assert caches.working_set_sizes(ZEN4)[-1] == 128 * MIB  # 4x a 32-MiB L3 fits: unchanged
+
+
+def test_describe_groups_the_sweep_by_cache_level():
+    sweep = {32 * KIB: 200e9, 512 * KIB: 115e9, 8 * MIB: 96e9, 128 * MIB: 33e9}
+    lines = caches.describe(sweep, ZEN4).splitlines()
+    assert lines[0] == "caches: L1d 32 KiB, L2 1 MiB, L3 32 MiB"
+    assert [line.split(":")[0].strip() for line in lines[1:]] == [
+        "within L1d",
+        "within L2",
+        "within L3",
+        "beyond the caches",
+    ]
+    assert lines[-1].endswith("128 MiB 33 GB/s")
+    assert caches.describe({64 * KIB: 1e9}, {}).splitlines() == [
+        "caches: sizes unknown here",
+        "beyond the caches: 64 KiB 1 GB/s",
+    ]
+    with pytest.raises(TypeError, match="bandwidth"):
+        caches.describe([1], ZEN4)

@@ -370,20 +370,32 @@ def test_data_parallel_step_keeps_the_copies_equal_and_times_its_parts():
     assert out["same_weights"], "the averaged gradients must give every rank the same weights"
     assert out["n_params"] == (32 * 64 + 64) + (64 * 64 + 64) + (64 * 10 + 10)
     assert out["grad_bytes"] == 4 * out["n_params"]
-    for key in ("compute_s", "step_s", "comm_s"):
+    for key in ("compute_s", "step_s", "comm_s", "comm_alone_s", "comm_over_alone"):
         assert out[key] > 0, key
     assert out["wait_s"] >= 0
     assert out["speedup"] == pytest.approx(2 * out["compute_s"] / out["step_s"])
     assert 0 < out["comm_share"] < 1
     assert out["copy_s"] >= 0
-    assert out["compute_in_job_s"] == pytest.approx(out["step_s"] - out["comm_s"] - out["wait_s"] - out["copy_s"])
+    assert 0 < out["compute_in_job_s"] < out["step_s"]  # timed inside the step, not inferred from it
+    assert set(out["split_s"]) == {"compute", "wait", "copy", "comm"}
+    assert sum(out["split_s"].values()) == pytest.approx(out["step_s"])  # the split adds up to the step
+    assert all(v >= 0 for v in out["split_s"].values())
+
+
+@pytest.mark.slow
+def test_allreduce_benchmark_warms_small_messages_untimed():
+    rows = d.launch(d.allreduce_benchmark, 2, [4, 2**20], repeats=2, warmup=0, warm_below=2**10)[0]
+    assert all(r["seconds"] > 0 for r in rows)
+    with pytest.raises(ValueError, match="warm_below"):
+        d.allreduce_benchmark([4], repeats=1, warm_below=-1)  # checked before any process group is needed
 
 
 @pytest.mark.slow
 def test_data_parallel_benchmark_alone_sends_nothing():
     out = d.launch(d.data_parallel_benchmark, 1, in_features=16, hidden=16, layers=1, batch_size=4, steps=2)[0]
-    assert len(out["step_s"]) == len(out["solo_s"]) == len(out["comm_s"]) == 2
+    assert len(out["step_s"]) == len(out["solo_s"]) == len(out["comm_s"]) == len(out["alone_s"]) == 2
     assert out["comm_s"] == out["wait_s"] == out["copy_s"] == [0.0, 0.0]  # one rank: nothing to send
+    assert all(0 < c <= s for c, s in zip(out["compute_s"], out["step_s"]))  # the step is all compute
 
 
 @pytest.mark.parametrize(

@@ -8,8 +8,8 @@ Module 03 (interconnect) meets most of it; modules 04, 06 and 07 use it too.
 ``launcher``      ``launch`` (run an importable function on N ranks), ``rank_info``, ``RankError``,
                   ``LaunchTimeout``, ``last_launch_stats``, ``port_is_free``, ``max_world_size``
 ``collectives``   ``allreduce_benchmark``, ``ring_all_reduce`` (written by hand), the controls
-                  ``naive_all_reduce`` and ``root_all_reduce``, and
-                  ``check_ring_against_library``
+                  ``naive_all_reduce`` and ``root_all_reduce``, ``check_ring_against_library``,
+                  ``bytes_per_message_byte`` and ``allreduce_table`` (reading the rows)
 ``scaling``       ``data_parallel_benchmark`` (a real data-parallel step, timed in parts) and
                   ``measure_data_parallel`` (its speed-up over one rank)
 ``feeding``       a trainer starved for bytes (``read_starvation``: a file from disk or the page cache,
@@ -41,7 +41,9 @@ from .collectives import (
     ALLREDUCE_ALGORITHMS,
     ALLREDUCE_SIZES,
     allreduce_benchmark,
+    allreduce_table,
     allreduce_with_controls,
+    bytes_per_message_byte,
     check_ring_against_library,
     naive_all_reduce,
     ring_all_reduce,
@@ -92,6 +94,8 @@ __all__ = [
     "naive_all_reduce",
     "root_all_reduce",
     "check_ring_against_library",
+    "bytes_per_message_byte",
+    "allreduce_table",
     "demo_rank_sum",
     "demo_raise_on_rank",
     "demo_sleep_on_rank",

@@ -39,7 +39,7 @@ tests check that the two tables agree.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Sequence
 
 import numpy as np
@@ -117,6 +117,61 @@ def allreduce_time(
     if algorithm == "tree":
         return 2 * _ceil_log2(p) * (a + n / bw)
     return 2 * (p - 1) * (a + n / bw)  # parameter_server
+
+
+def double_tree_allreduce_time(nbytes: float, world_size: int, alpha: float, bandwidth: float) -> float:
+    """Predicted seconds for a pipelined double-binary-tree all-reduce of ``nbytes`` (per rank).
+
+    Notebook 03 (interconnect), "ring or tree". Two binary trees, each carrying half the message in
+    small pipelined chunks, every rank a leaf in one tree and an inner node in the other (Sanders,
+    Speck & Traeff 2009, "Two-tree algorithms for full bandwidth broadcast, reduction and scan";
+    NCCL 2.4 uses it for latency at scale): a reduce up and a broadcast down, each ``ceil(log2 p)``
+    hops deep, so ``2*ceil(log2 p)*alpha + 2*n/bw`` (the pipeline's fill, a few chunks, is left
+    out). Against the ring's ``2(p-1)*alpha + 2(p-1)/p*n/bw`` it pays up to twice the bandwidth term
+    but a latency term that grows with ``log p``, not ``p``: :func:`ring_tree_crossover_bytes`.
+    ``world_size == 1`` costs 0. Same argument checks as :func:`allreduce_time`.
+    """
+    n = arguments.nonnegative("nbytes", nbytes)
+    p = arguments.integer("world_size (the number of ranks)", world_size, minimum=1)
+    a = arguments.nonnegative("alpha (per-message latency in seconds)", alpha)
+    bw = arguments.positive("bandwidth (bytes per second; float('inf') is a free link)", bandwidth, allow_inf=True)
+    if p == 1:
+        return 0.0
+    return 2 * _ceil_log2(p) * a + 2 * n / bw
+
+
+def ring_tree_crossover_bytes(world_size: int, alpha: float, bandwidth: float) -> float:
+    """The message size (bytes) above which the ring all-reduce beats the double binary tree.
+
+    Notebook 03 (interconnect), "ring or tree". Equating :func:`allreduce_time` (ring) with
+    :func:`double_tree_allreduce_time`: ``2(p-1-ceil(log2 p))*alpha = 2*n/(p*bw)``, so
+    ``n = p*(p-1-ceil(log2 p))*alpha*bw``. 0 where the tree never wins (p <= 2, or alpha = 0).
+    """
+    p = arguments.integer("world_size (the number of ranks)", world_size, minimum=1)
+    a = arguments.nonnegative("alpha (per-message latency in seconds)", alpha)
+    bw = arguments.positive("bandwidth (bytes per second)", bandwidth)
+    return float(p * max(0, p - 1 - _ceil_log2(p)) * a * bw)
+
+
+def ring_vs_tree(
+    alpha: float, bandwidth: float, world_sizes: Sequence[int] = (8, 64, 1024), sizes: Sequence[float] = (2**12, 2**28)
+) -> list[dict]:
+    """Ring against double-binary-tree all-reduce times for each world size and message size.
+
+    Notebook 03 (interconnect), "ring or tree". One row per world size: ``{"world_size",
+    "crossover_bytes", "times": {size: (ring_s, tree_s)}}`` from :func:`allreduce_time` and
+    :func:`double_tree_allreduce_time` with this ``alpha`` (seconds per message) and ``bandwidth``.
+    """
+    rows = []
+    for p in world_sizes:
+        times = {
+            s: (allreduce_time(s, p, alpha, bandwidth), double_tree_allreduce_time(s, p, alpha, bandwidth))
+            for s in sizes
+        }
+        rows.append(
+            {"world_size": p, "crossover_bytes": ring_tree_crossover_bytes(p, alpha, bandwidth), "times": times}
+        )
+    return rows
 
 
 def allgather_time(nbytes: float, world_size: int, alpha: float, bandwidth: float) -> float:
@@ -390,6 +445,23 @@ def fit_ring_allreduce(
     )
 
 
+def with_measured_latency(fit: AlphaBeta, small_message_s: float) -> AlphaBeta:
+    """``fit`` with its alpha replaced by a measured small-message time (Hockney's latency).
+
+    Notebook 03 (interconnect), section 5. A line fitted on large messages has an intercept, not a
+    latency: Hockney (1991) takes ``t0`` from the smallest messages and the asymptotic bandwidth
+    from the largest. ``small_message_s`` (the time of a tiny all-reduce on the fit's ranks) becomes
+    ``latency_factor * alpha_s``, so ``alpha_s`` is the cost of one of the ring's messages; the
+    bandwidth is kept. ``crossover_bytes`` is then Hockney's ``n_1/2``, the size that reaches half the
+    bandwidth.
+    """
+    if not isinstance(fit, AlphaBeta):
+        raise TypeError(f"fit must be an AlphaBeta (fit_ring_allreduce), got {type(fit).__name__}")
+    t0 = arguments.positive("small_message_s (seconds)", small_message_s)
+    alpha = t0 / fit.latency_factor if fit.latency_factor > 0 else t0
+    return replace(fit, alpha_s=alpha, alpha_clamped=False, model=f"{fit.model}, alpha measured")
+
+
 # --------------------------------------------------------------------------------------
 # 4. Data-parallel step time and speedup
 # --------------------------------------------------------------------------------------
@@ -506,7 +578,11 @@ __all__ = [
     "core_sharing",
     "data_parallel_speedup",
     "data_parallel_step_time",
+    "double_tree_allreduce_time",
     "fit_alpha_beta",
     "fit_ring_allreduce",
     "reduce_scatter_time",
+    "ring_tree_crossover_bytes",
+    "ring_vs_tree",
+    "with_measured_latency",
 ]

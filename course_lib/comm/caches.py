@@ -17,7 +17,7 @@ import torch
 
 from .. import arguments, timing
 
-__all__ = ["working_set_sizes", "working_set_bandwidth", "memory_sizes", "cache_over_memory"]
+__all__ = ["working_set_sizes", "working_set_bandwidth", "memory_sizes", "cache_over_memory", "describe"]
 
 _KIB = 2**10
 
@@ -108,3 +108,20 @@ def cache_over_memory(bandwidth: dict[int, float], caches: dict[str, int]) -> tu
             f"bandwidth needs working sets inside L2 and at least twice the last cache; got {sorted(bandwidth)}"
         )
     return statistics.median(inside), statistics.median(outside)
+
+
+def _size(s: int) -> str:
+    return f"{s / 2**20:g} MiB" if s >= 2**20 else f"{s / 2**10:g} KiB"
+
+
+def describe(bandwidth: dict[int, float], caches: dict[str, int]) -> str:
+    """The sweep of :func:`working_set_bandwidth` as text, one line per cache level a working set fits in
+    (``within L1d``, ..., ``beyond the caches``), after a line of the cache sizes. Notebook 03, section 2."""
+    _check_dict("bandwidth", bandwidth)
+    _check_dict("caches", caches)
+    lines = ["caches: " + (", ".join(f"{k} {_size(v)}" for k, v in caches.items()) or "sizes unknown here")]
+    fits = {s: next((f"within {k}" for k, v in caches.items() if s <= v), "beyond the caches") for s in bandwidth}
+    for where in dict.fromkeys(fits.values()):
+        sets = ", ".join(f"{_size(s)} {b / 1e9:.0f}" for s, b in bandwidth.items() if fits[s] == where)
+        lines.append(f"{where:17s}: {sets} GB/s")
+    return "\n".join(lines)

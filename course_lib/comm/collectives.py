@@ -27,6 +27,8 @@ __all__ = [
     "naive_all_reduce",
     "root_all_reduce",
     "check_ring_against_library",
+    "bytes_per_message_byte",
+    "allreduce_table",
 ]
 
 #: What ``allreduce_benchmark(algorithm=...)`` can time: the backend's own ``dist.all_reduce``, the ring
@@ -63,6 +65,7 @@ def allreduce_benchmark(
     warmup: int = 2,
     dtype: str | torch.dtype = "float32",
     algorithm: str = "library",
+    warm_below: int = 2**20,
 ) -> list[dict]:
     """Time ``dist.all_reduce`` (sum) for each message size; run it under :func:`launch`.
     Notebook 03 (interconnect), section "all-reduce: latency and bandwidth".
@@ -100,6 +103,12 @@ def allreduce_benchmark(
     :func:`ring_all_reduce` ("ring"), :func:`naive_all_reduce` ("naive", (N-1) times the bytes per rank)
     or :func:`root_all_reduce` ("root": the same mean over ranks as a ring on 4 ranks, N-1 on the root):
     what the byte count in notebook 03 must tell from a ring.
+
+    ``warm_below``: a message smaller than this many bytes is sent once, untimed, right before each timed
+    one. The rounds rotate over the sizes, so without it a small message often follows the largest one and
+    pays for what that message left cold (caches, sleeping receiver threads): a 4-byte all-reduce can then
+    take longer than a 1-KiB one. Latency benchmarks time a message after others of its size (the OSU
+    micro-benchmarks run warm-up iterations per size). 0 turns it off.
     """
     algorithm = arguments.choice("algorithm", algorithm, ALLREDUCE_ALGORITHMS)
     reduce = {"library": dist.all_reduce, "ring": ring_all_reduce, "naive": naive_all_reduce, "root": root_all_reduce}[
@@ -108,6 +117,7 @@ def allreduce_benchmark(
     sizes = arguments.int_list("sizes_bytes", sizes_bytes)
     repeats = arguments.positive_int("repeats", repeats)
     warmup = arguments.nonnegative_int("warmup", warmup)
+    warm_below = arguments.nonnegative_int("warm_below", warm_below)
     dt = names.torch_dtype(dtype)
     info = rank_info()
     device, world = info["device"], info["world_size"]
@@ -120,6 +130,8 @@ def allreduce_benchmark(
         # rotate the order each round as well, so no size always follows the largest one
         order = [(i + rnd) % len(sizes) for i in range(len(sizes))]
         for i in order:
+            if tensors[i].numel() * elem < warm_below:
+                reduce(tensors[i])  # untimed: the message's path is warm again after a large one
             dist.barrier()
             synchronize(device)
             written = _bytes_written()
@@ -180,6 +192,33 @@ def allreduce_with_controls(
     for c in controls:
         out[c] = allreduce_benchmark([control_bytes], repeats=control_repeats, warmup=1, algorithm=c)
     return out
+
+
+def bytes_per_message_byte(rows: list[dict]) -> dict[str, float] | None:
+    """What a rank sent per byte of message, from :func:`allreduce_benchmark` rows: ``{"max", "min", "mean"}``
+    (the busiest rank, the idlest, the mean over ranks), each the median over the rows. None where the
+    operating system counted no bytes. Notebook 03, "what the bytes say": a ring sends ``2(N-1)/N``."""
+    if not rows or any(r.get("bytes_sent") is None for r in rows):
+        return None
+    keys = {"max": "bytes_sent_max", "min": "bytes_sent_min", "mean": "bytes_sent"}
+    return {k: statistics.median(r[key] / r["bytes"] for r in rows) for k, key in keys.items()}
+
+
+def allreduce_table(rows: list[dict], predict, llc_bytes: int | None = None) -> str:
+    """A text table of :func:`allreduce_benchmark` rows beside a model: size, measured and predicted time,
+    their ratio, bus bandwidth and, given ``llc_bytes``, the ranks' tensors over the last-level cache
+    (``N x bytes / llc_bytes``: past 1 they cannot all stay in it). Notebook 03, section 5. ``predict`` maps
+    bytes to seconds (``AlphaBeta.predict``)."""
+    head = f"{'bytes':>11}  {'measured':>9}  {'model':>9}  model / measured  bus bw, best-case"
+    lines = [head + ("  ranks' tensors / LLC" if llc_bytes else "")]
+    for r in rows:
+        model = float(predict(r["bytes"]))
+        line = f"{r['bytes']:>11,}  {r['seconds'] * 1e3:6.3f} ms  {model * 1e3:6.3f} ms  {model / r['seconds']:15.2f}x"
+        line += f"  {r['busbw_Bps'] / 1e9:6.2f} GB/s"
+        if llc_bytes:
+            line += f"  {r['world_size'] * r['bytes'] / llc_bytes:20.2f}"
+        lines.append(line)
+    return "\n".join(lines)
 
 
 def ring_all_reduce(tensor: torch.Tensor) -> torch.Tensor:

@@ -24,7 +24,15 @@ from .. import arguments
 from ..memory.page_cache import cache_control, drop_file_cache
 from ..train import measure_input_pipeline
 
-__all__ = ["CAN_DROP_PAGE_CACHE", "drop_from_page_cache", "read_starvation", "worker_epochs", "worker_parts"]
+__all__ = [
+    "CAN_DROP_PAGE_CACHE",
+    "describe_epochs",
+    "describe_reads",
+    "drop_from_page_cache",
+    "read_starvation",
+    "worker_epochs",
+    "worker_parts",
+]
 
 #: Whether this operating system lets an unprivileged process drop a file's pages from its cache
 #: (``posix_fadvise`` with ``POSIX_FADV_DONTNEED``: Linux; macOS and Windows have no such call).
@@ -264,3 +272,33 @@ def worker_parts(dataset: Dataset, *, batch_size: int = 32, rounds: int = 2) -> 
         "first_s": min(first),
         "batches": best["worker"]["batches"],
     }
+
+
+def describe_reads(feed: dict) -> str:
+    """What :func:`read_starvation` measured, as text: the batches, the read bandwidths, and for each source
+    (disk, page cache) the wait beside its bytes / bandwidth model. Notebook 03, section 4."""
+    lines = [
+        f"{feed['batches']} batches, each {feed['batch_bytes'] / 2**20:.0f} MiB read and "
+        f"{feed['used_bytes'] / 2**10:.0f} KiB trained on; read alone in {feed['read_block'] / 2**20:.0f}-MiB pieces: "
+        f"disk {feed['disk_Bps'] / 1e9:.2f} GB/s, page cache {feed['cache_Bps'] / 1e9:.2f} GB/s"
+    ]
+    for src in ("disk", "cache"):
+        e, model_s = feed[src], feed["file_bytes"] / feed[f"{src}_Bps"]
+        lines.append(
+            f"from {src:5s}: waited {e['wait_s'] * 1e3:4.0f} ms (bytes / bandwidth: {model_s * 1e3:4.0f} ms), "
+            f"trained {e['compute_s'] * 1e3:4.0f} ms, idle {e['idle_fraction']:.0%}"
+        )
+    return "\n".join(lines)
+
+
+def describe_epochs(pipeline: dict, idle_predicted: dict | None = None) -> str:
+    """What :func:`worker_epochs` measured, as text: one line per worker count (time, idle share beside
+    ``idle_predicted[workers]`` where given, training time a batch). Notebook 03, section 4."""
+    lines = []
+    for w, p in pipeline.items():
+        pred = f" (predicted {idle_predicted[w]:.0%})" if idle_predicted and w in idle_predicted else ""
+        lines.append(
+            f"{w} worker(s): {p['total_s']:.2f} s for {p['batches']} batches, idle {p['idle_fraction']:.0%}{pred}, "
+            f"training {p['compute_s'] / p['batches'] * 1e3:.0f} ms a batch"
+        )
+    return "\n".join(lines)

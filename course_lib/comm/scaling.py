@@ -4,7 +4,8 @@
   (``train.train_step``); between the backward pass and the update, the ranks wait for each
   other, then the gradients are copied into one flat buffer, summed over the ranks with one
   ``dist.all_reduce``, divided by the number of ranks and copied back, so every copy of the model
-  takes the same step. It times the whole step, the wait, the copies and the all-reduce.
+  takes the same step. It times the whole step, the compute, the wait, the copies and the all-reduce,
+  and, between steps, the same all-reduce alone (the control for the step's own).
 * ``measure_data_parallel``: runs the worker on ``world_size`` ranks, where rank 0 also takes
   steps alone between the data-parallel ones (so the machine's drift hits both), and returns what
   ``comm.data_parallel_speedup`` needs next to what happened: one rank's compute time, the
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import copy
 import inspect
+import statistics
 import time
 from typing import Any
 
@@ -44,13 +46,16 @@ class _GradientAverager:
         self.wait_s: list[float] = []
         self.copy_s: list[float] = []
         self.comm_s: list[float] = []
+        self.entered = self.left = 0.0  # when the last call began and ended (perf_counter)
 
     def __call__(self, model: torch.nn.Module) -> None:
+        self.entered = time.perf_counter()
         if self.world == 1:
+            self.left = self.entered
             for times in (self.wait_s, self.copy_s, self.comm_s):
                 times.append(0.0)
             return
-        t0 = time.perf_counter()
+        t0 = self.entered
         dist.barrier()  # time spent waiting for the slowest rank is not the link's
         t1 = time.perf_counter()
         grads = [p.grad for i, p in enumerate(model.parameters()) if p.grad is not None and i not in self.skip]
@@ -66,7 +71,7 @@ class _GradientAverager:
         for g in grads:
             g.copy_(self.buffer[offset : offset + g.numel()].view_as(g))
             offset += g.numel()
-        t4 = time.perf_counter()
+        t4 = self.left = time.perf_counter()
         self.wait_s.append(t1 - t0)
         self.copy_s.append(t2 - t1 + t4 - t3)
         self.comm_s.append(t3 - t2)
@@ -101,9 +106,12 @@ def data_parallel_benchmark(
     random examples (weak scaling: the global batch is ``batch_size`` x the number of ranks). A
     barrier starts each step on all ranks together. Before each data-parallel step, rank 0 takes one
     step alone on a copy of the model while the other ranks wait (the one-rank baseline, measured
-    under the same conditions). Returns this rank's ``{"rank", "world_size", "step_s", "comm_s",
-    "wait_s", "copy_s", "solo_s", "grad_bytes", "n_params", "checksum"}``: the step times, their
-    all-reduce parts, the time spent waiting for the slowest rank before the all-reduce (a barrier),
+    under the same conditions); after each, all ranks time one all-reduce of ``n_params`` float32 values
+    alone (``"alone_s"``: the control for the step's own). Returns this rank's ``{"rank", "world_size",
+    "step_s", "comm_s", "alone_s", "wait_s", "copy_s", "solo_s",
+    "compute_s", "grad_bytes", "n_params", "checksum"}``: the step times, their
+    all-reduce parts, the compute inside each step (forward and backward up to the all-reduce hook, plus the
+    update after it, timed), the time spent waiting for the slowest rank before the all-reduce (a barrier),
     copying the gradients into the flat buffer, dividing and copying back, and (rank 0 only) the
     steps alone (lists, ``warmup`` steps dropped), the bytes all-reduced per
     step, and a checksum of the weights after training (equal on every rank when the gradients were
@@ -151,6 +159,9 @@ def data_parallel_benchmark(
     )
     step_s: list[float] = []
     solo_s: list[float] = []
+    alone_s: list[float] = []  # the control: the same bytes all-reduced between steps, nothing else running
+    alone = torch.zeros(models.count_parameters(model), device=info["device"])  # float32: 4 bytes a parameter
+    compute_s: list[float] = []  # forward + backward before the hook, update after it: timed, not inferred
     for _ in range(warmup + steps):
         dist.barrier()  # one step alone on rank 0 while the others wait ...
         if rank == 0:
@@ -160,7 +171,14 @@ def data_parallel_benchmark(
         dist.barrier()  # ... then one data-parallel step on every rank
         start = time.perf_counter()
         train.train_step(model, batch, opt, before_update=average)
-        step_s.append(time.perf_counter() - start)
+        end = time.perf_counter()
+        step_s.append(end - start)
+        compute_s.append((average.entered - start) + (end - average.left))
+        dist.barrier()  # the control, in turns with the steps so drift hits both: one all-reduce, as benchmarked,
+        alone.fill_(1.0)  # after writing its buffer, as the step writes its own between its barrier and all-reduce
+        start = time.perf_counter()
+        dist.all_reduce(alone)
+        alone_s.append(time.perf_counter() - start)
     n_params = models.count_parameters(model)
     max_diff, divergence = _weights_apart(model, batch, lr=0.01)
     from_one, sum_diff, over_sum = _against_one_process(
@@ -172,9 +190,11 @@ def data_parallel_benchmark(
         "world_size": world,
         "step_s": step_s[warmup:],
         "comm_s": average.comm_s[warmup:],
+        "alone_s": alone_s[warmup:],
         "wait_s": average.wait_s[warmup:],
         "copy_s": average.copy_s[warmup:],
         "solo_s": solo_s[warmup:],
+        "compute_s": compute_s[warmup:],
         "grad_bytes": 4 * n_params,
         "n_params": n_params,
         "checksum": checksum,
@@ -263,9 +283,16 @@ def measure_data_parallel(world_size: int = 2, **config: Any) -> dict[str, Any]:
 
         {"compute_s": one rank's step alone (nothing to communicate),
          "step_s": a step on world_size ranks, "comm_s": its all-reduce part (slowest rank),
+         "comm_alone_s": the control: an all-reduce of the same number of float32 values timed between the
+         steps (a barrier, then nothing else), as the benchmark of section 5 times it, in the same job,
+         "comm_over_alone": the median over steps of the step's all-reduce / the control after it (slowest ranks),
          "wait_s": waiting for the slowest rank before the all-reduce,
          "copy_s": copying gradients to the flat buffer and back, and dividing,
-         "compute_in_job_s": step_s - comm_s - wait_s - copy_s, "grad_bytes", "n_params", "world_size",
+         "compute_in_job_s": forward + backward + update inside a data-parallel step (timed; slowest rank),
+         "split_s": the slowest rank's step split into {"compute", "wait", "copy", "comm"}: each part's share
+         of that rank's summed step times, times step_s, so the parts add up to step_s (the low quantiles
+         above, taken part by part, need not),
+         "grad_bytes", "n_params", "world_size",
          "speedup": world_size * compute_s / step_s (examples per second against one rank),
          "comm_share": comm_s / step_s, "same_weights": every rank ended with the same weights,
          "max_weight_diff", "one_tensor_divergence": the largest difference between ranks, and its control,
@@ -291,15 +318,26 @@ def measure_data_parallel(world_size: int = 2, **config: Any) -> dict[str, Any]:
     compute = representative(ranks[0]["solo_s"])
     step = max(representative(r["step_s"]) for r in ranks)
     comm_s = max(representative(r["comm_s"]) for r in ranks)
+    alone_s = max(representative(r["alone_s"]) for r in ranks)
+    paired = [
+        max(r["comm_s"][i] for r in ranks) / max(r["alone_s"][i] for r in ranks) for i in range(len(ranks[0]["comm_s"]))
+    ]
     wait_s = max(representative(r["wait_s"]) for r in ranks)
     copy_s = max(representative(r["copy_s"]) for r in ranks)
+    in_job = max(representative(r["compute_s"]) for r in ranks)
+    slowest = max(ranks, key=lambda r: representative(r["step_s"]))
+    total = sum(slowest["step_s"])
+    split = {k: step * sum(slowest[f"{k}_s"]) / total for k in ("compute", "wait", "copy", "comm")}
     return {
         "compute_s": compute,
         "step_s": step,
         "comm_s": comm_s,
+        "comm_alone_s": alone_s,
+        "comm_over_alone": statistics.median(paired),
         "wait_s": wait_s,
         "copy_s": copy_s,
-        "compute_in_job_s": step - comm_s - wait_s - copy_s,
+        "compute_in_job_s": in_job,
+        "split_s": split,
         "grad_bytes": ranks[0]["grad_bytes"],
         "n_params": ranks[0]["n_params"],
         "world_size": world_size,
