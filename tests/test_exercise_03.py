@@ -47,6 +47,16 @@ LINK = """
 def ring_bandwidth(world_size, gpus_per_server, in_server, network):
     return {result}
 """
+FIT = """
+def fit_alpha_beta(sizes, seconds, world_size):
+    import numpy as np
+
+    slope, intercept = {line}
+    steps = 2 * (world_size - 1)
+    return {result}
+"""
+FIT_LINE = "np.polyfit(sizes, seconds, 1)"
+FIT_RIGHT = "intercept / steps, steps / world_size / slope"
 
 # (what the mistake is, the wrong code, a piece of the message the learner must see or None)
 WRONG = [
@@ -241,7 +251,7 @@ WRONG = [
     (
         "link: a table of the fixed cases",
         "def ring_bandwidth(world_size, gpus_per_server, in_server, network):\n"
-        "    table = {(16, 8, 300e9, 25e9): 200e9}\n"
+        "    table = {(16, 8, 300e9, 25e9): 200e9, (32, 4, 300e9, 25e9): 100e9}\n"
         "    return table.get((world_size, gpus_per_server, in_server, network), in_server)",
         "from the reference",
     ),
@@ -257,6 +267,53 @@ WRONG = [
         LINK.format(result="in_server if world_size <= gpus_per_server else network"),
         "one ring per card",
     ),
+    (
+        "link: 8 GPUs a server, whatever gpus_per_server says",
+        LINK.format(result="in_server if world_size <= gpus_per_server else min(in_server, 8 * network)"),
+        "gpus_per_server = 4 GPUs",
+    ),
+    # fit_alpha_beta
+    (
+        "fit: forgot the 2(N-1)/N of the bytes",
+        FIT.format(line=FIT_LINE, result="intercept / steps, 1 / slope"),
+        "each rank sends 2(N-1)/N x n",
+    ),
+    (
+        "fit: alpha as the whole intercept",
+        FIT.format(line=FIT_LINE, result="intercept, steps / world_size / slope"),
+        "the latency of all 2(N-1) steps",
+    ),
+    (
+        "fit: sizes in MiB",
+        FIT.format(line="np.polyfit([n / 2**20 for n in sizes], seconds, 1)", result=FIT_RIGHT),
+        "fit on bytes, not MiB",
+    ),
+    (
+        "fit: alpha and B swapped",
+        FIT.format(line=FIT_LINE, result="steps / world_size / slope, intercept / steps"),
+        "the other way round",
+    ),
+    (
+        "fit: seconds per byte",
+        FIT.format(line=FIT_LINE, result="intercept / steps, slope / (steps / world_size)"),
+        "seconds per byte",
+    ),
+    (
+        "fit: a line through the first and the last row",
+        FIT.format(
+            line="((seconds[-1] - seconds[0]) / (sizes[-1] - sizes[0]),\n"
+            "                        seconds[0] - (seconds[-1] - seconds[0]) / (sizes[-1] - sizes[0]) * sizes[0])",
+            result=FIT_RIGHT,
+        ),
+        "first and the last row",
+    ),
+    (
+        "fit: the course library's fit",
+        "def fit_alpha_beta(sizes, seconds, world_size):\n"
+        "    fit = comm.fit_alpha_beta(sizes, seconds)\n"
+        "    return fit.alpha_s, fit.bandwidth_bytes_per_s",
+        "comm.",
+    ),
 ]
 
 wrong_runs, test_plausible_wrong_answer_fails_its_check = wrong_answer_tests(SOLUTION, WRONG)
@@ -271,6 +328,7 @@ def test_every_exercise_function_has_wrong_answers():
         "bandwidth_needed",
         "predict_from_largest",
         "ring_bandwidth",
+        "fit_alpha_beta",
     }
 
 

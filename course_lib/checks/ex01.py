@@ -272,6 +272,8 @@ def _01_smallest_compute_bound_n() -> dict:
         "intensity is 2n^3 / (6n^2) = n / 3 FLOP/byte, so n must reach 3 x the ridge point.",
         math.ceil(bf16[0] / bf16[1]): "That sets n itself equal to the ridge point: n is the matrix size; its "
         "intensity is n / (1.5 x bytes_per_element) FLOP/byte, and that must reach the ridge.",
+        float(Fraction(3, 1) * Fraction(bf16[0]) / Fraction(bf16[1])): "That is where the intensity equals the ridge "
+        "point exactly, a fraction; n is a whole matrix size. Round up: the smallest whole n at or past the ridge.",
         1: "An n x n x n product is compute-bound only once its intensity reaches peak / bandwidth; for the A100 in "
         "bf16 that is far above 1 FLOP/byte. Is your ridge point upside down (bandwidth / peak)?",
     }
@@ -299,8 +301,7 @@ def _01_smallest_compute_bound_n() -> dict:
             rng.choice([1, 2, 4]),
         ),
         refuse=[compute.matmul_intensity, compute.roofline_regime, compute.roofline, compute.ridge_point],
-        rtol=0.0,
-        reveal=False,
+        rtol=1e-12,
         hint="Where is the ridge point (FLOP/byte) for this peak and bandwidth? What is the intensity of an "
         "n x n x n product with elements of bytes_per_element bytes (your matmul_intensity)? For which n does it "
         "first reach the ridge, a tie counting as compute-bound?",

@@ -289,16 +289,24 @@ def _random_cluster(rng: random.Random) -> tuple[int, int, float, float]:
     return world_size, gpus, 10 ** rng.uniform(9, 12), 10 ** rng.uniform(9, 12)
 
 
-def _03_ring_bandwidth() -> dict:
-    one_ring = (
-        "That is one ring through one network card. Between servers NCCL runs one ring per card side by side: "
-        "each carries 1/8 of the bytes and leaves the server through its own card, so the server's bytes cross "
-        "the network at 8 x network, while every GPU's in-server link carries all 8 rings."
+def _one_ring(g: int) -> str:
+    return (
+        "That is one ring through one network card. Between servers NCCL runs one ring per card side by side: with "
+        f"{g} GPUs and {g} cards a server, each ring carries 1/{g} of the bytes and leaves the server through its own "
+        f"card, so the server's bytes cross the network at gpus_per_server x network ({g} x network here), while "
+        f"every GPU's in-server link carries all {g} rings."
     )
-    in_server_bound = (
-        "Every ring still passes through every GPU of a server, so each GPU's in-server link carries all 8 rings: "
+
+
+def _in_server_bound(g: int) -> str:
+    return (
+        f"Every ring still passes through every GPU of a server, so each GPU's in-server link carries all {g} rings: "
         "the ring can go no faster than in_server, however many cards the server has."
     )
+
+
+def _03_ring_bandwidth() -> dict:
+    one_ring, in_server_bound = _one_ring(8), _in_server_bound(8)
     never_leaves = "8 GPUs fill one server of 8 exactly: the ring never leaves it, so the network does not count."
     return dict(
         cases=[
@@ -320,6 +328,16 @@ def _03_ring_bandwidth() -> dict:
             ((64, 8, 300e9, 50e9), 300e9, {50e9: one_ring, 400e9: in_server_bound}),
             ((4, 8, 31.5e9, 50e9), 31.5e9),
             ((16, 8, 31.5e9, 50e9), 31.5e9, {50e9: in_server_bound, 400e9: in_server_bound}),
+            (
+                (32, 4, 300e9, 25e9),
+                100e9,
+                {
+                    25e9: _one_ring(4),
+                    200e9: "This server holds gpus_per_server = 4 GPUs, not 8: 4 cards leave it side by side.",
+                    300e9: "32 GPUs do not fit in a server of 4: the ring crosses the network, and 4 cards of "
+                    "25 GB/s carry 100 GB/s.",
+                },
+            ),
         ],
         reference=_ref_ring_bandwidth,
         random_inputs=_random_cluster,
@@ -327,6 +345,70 @@ def _03_ring_bandwidth() -> dict:
         rtol=1e-9,
         hint="Does a ring of this many GPUs fit in one server? If it leaves the servers, through how many network "
         "cards do a server's bytes leave at once, and which link does every ring still cross inside a server?",
+    )
+
+
+def _ref_fit_alpha_beta(sizes, seconds, world_size) -> tuple[float, float]:
+    """Least squares of t = 2(N-1) alpha + 2(N-1)/N x n / B: a line t = c0 + c1 n, then alpha and B from it."""
+    k = len(sizes)
+    mean_n, mean_t = sum(sizes) / k, sum(seconds) / k
+    c1 = sum((n - mean_n) * (t - mean_t) for n, t in zip(sizes, seconds)) / sum((n - mean_n) ** 2 for n in sizes)
+    c0 = mean_t - c1 * mean_n
+    steps = 2 * (world_size - 1)
+    return c0 / steps, steps / world_size / c1
+
+
+def _alpha_beta_rows(world_size, alpha, bandwidth, sizes, noise=()) -> tuple[list[int], list[float], int]:
+    seconds = [_ref_ring_allreduce_seconds(n, world_size, alpha, bandwidth) for n in sizes]
+    return list(sizes), [t * (1 + e) for t, e in zip(seconds, list(noise) + [0.0] * len(sizes))], world_size
+
+
+def _random_alpha_beta(rng: random.Random) -> tuple[list[int], list[float], int]:
+    sizes = sorted(rng.sample([2**p for p in range(16, 28)], rng.randint(3, 6)))
+    noise = [rng.uniform(-0.1, 0.1) for _ in sizes]
+    return _alpha_beta_rows(rng.choice([2, 4, 8]), 10 ** rng.uniform(-6, -4), 10 ** rng.uniform(8, 11), sizes, noise)
+
+
+def _03_fit_alpha_beta() -> dict:
+    from .. import comm
+
+    mib = 2**20
+    exact = _alpha_beta_rows(4, 20e-6, 1e9, [mib, 2 * mib, 4 * mib, 8 * mib, 16 * mib])
+    noisy = _alpha_beta_rows(2, 50e-6, 2e9, [mib, 4 * mib, 8 * mib, 32 * mib], [0.08, -0.05, 0.06, 0.02])
+    sizes, seconds, n = noisy
+    through_ends = (seconds[-1] - seconds[0]) / (sizes[-1] - sizes[0])
+    ends = ((seconds[0] - through_ends * sizes[0]) / 2, 1 / through_ends)
+    return dict(
+        cases=[
+            (
+                exact,
+                (20e-6, 1e9),
+                {
+                    (20e-6, 1e9 * 4 / 6): "The bandwidth is 1.5x too low: in a ring each rank sends 2(N-1)/N x n "
+                    "bytes (1.5 n on 4 ranks), not n; the slope of the line is 2(N-1)/N / B.",
+                    (6 * 20e-6, 1e9): "alpha is 6x too large: the intercept is the latency of all 2(N-1) steps (6 "
+                    "on 4 ranks); alpha is one step's.",
+                    (20e-6, 1e9 / mib): "The bandwidth is 2^20 times too low: fit on bytes, not MiB (sizes are bytes).",
+                    (1e9, 20e-6): "The pair is the other way round: return (alpha, bandwidth), seconds first.",
+                    (20e-6, 1e-9): "That is seconds per byte, the slope's unit: return the bandwidth in bytes per "
+                    "second.",
+                },
+            ),
+            (
+                noisy,
+                _ref_fit_alpha_beta(*noisy),
+                {
+                    ends: "That is the line through the first and the last row. Least squares uses every row: it "
+                    "minimises the sum of the squared misses over all of them, so one noisy row moves it little.",
+                },
+            ),
+        ],
+        reference=_ref_fit_alpha_beta,
+        random_inputs=_random_alpha_beta,
+        refuse=[comm.fit_alpha_beta, comm.fit_ring_allreduce],
+        hint="Fit a straight line t = c0 + c1 x n by least squares over all rows (numpy.polyfit does), sizes in "
+        "bytes. Which term of your ring_allreduce_seconds does not grow with n, and which does? Read alpha and B "
+        "off them.",
     )
 
 
@@ -338,4 +420,5 @@ SPECS = {
     "03/bandwidth_needed": _03_bandwidth_needed,
     "03/predict_from_largest": _03_predict_from_largest,
     "03/ring_bandwidth": _03_ring_bandwidth,
+    "03/fit_alpha_beta": _03_fit_alpha_beta,
 }

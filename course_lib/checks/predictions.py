@@ -1,10 +1,9 @@
-"""Checks of a prediction that a learner writes as a function returning their answer (exercise 01's bf16 question).
+"""Checks of a prediction that a learner writes as a function returning their answer.
 
 The answer is kept here only as a hash (of the key and the sorted names), and so is each plausible wrong answer, with
 what it means: neither the check cell nor this module shows which set is right. ``check_prediction(fn, key)`` runs
 ``fn`` (which must not call the course library), compares the hash of what it returns with the answer's, and explains
-a wrong answer. tests/test_exercise_01.py works the answer out from the catalog and the course's cost models and
-checks that it has this hash.
+a wrong answer.
 """
 
 from __future__ import annotations
@@ -30,34 +29,7 @@ class _Prediction:
     hint: str
 
 
-_PREDICTIONS: dict[str, _Prediction] = {
-    # Exercise 01, section 5: which of the add (1 FLOP per 3 elements) and the 256 x 256 and 4096 x 4096 products
-    # are memory-bound on an A100 in bf16
-    "01/a100_bf16_memory_bound": _Prediction(
-        names=("add", "matmul 256", "matmul 4096"),
-        answer="bbf1589712fa6684",
-        wrong={
-            "d101879cf5bc0988": "That is the answer in fp32. In bf16 the peak rises 16x while the bandwidth stays, "
-            "so the ridge point moves up 16x; halving the bytes only doubles each intensity. Compare again.",
-            "b8ec9d1895af6b86": "Halving the bytes doubles every intensity, the 4096 x 4096 product's too: work out "
-            "its intensity in bf16 (2n^3 FLOPs over 3n^2 elements of 2 bytes) and compare it with the new ridge "
-            "point.",
-            "3c051bc6d4a9ab3c": "An add does one FLOP for every 6 bytes it moves in bf16 (8 where the CPU reads the "
-            "destination line first): no processor's ridge point is that low, in any precision.",
-            "d0ec29075c37847c": "The add did not stop being memory-bound: its intensity only doubled.",
-            "d97a8d4ae9c8a0d6": "The larger product has the higher intensity: if one of the two products falls "
-            "below the ridge point, it is the smaller one.",
-            "7a434b5489893147": "Upside down: the larger a product, the higher its intensity (n^3 FLOPs over n^2 "
-            "bytes), so the 4096 x 4096 product is the last to become memory-bound, and the add, at 1/8 to 1/6 "
-            "FLOP/byte, is the first.",
-            "853fdf44a66e67ea": "The add did not stop being memory-bound (its intensity only doubled), and the "
-            "larger product has the higher intensity: if one product falls below the ridge point, it is the smaller "
-            "one.",
-        },
-        hint="Where is the A100's ridge point in bf16, given its catalog row? Where does each intensity move when an "
-        "element takes 2 bytes instead of 4? Which operations lie below the ridge?",
-    ),
-}
+_PREDICTIONS: dict[str, _Prediction] = {}  # key -> its prediction; none at present
 
 
 def check_prediction(fn: Callable[[], Any], key: str, *, hint: str | None = None, quiet: bool = False) -> int:
