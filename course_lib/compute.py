@@ -496,18 +496,24 @@ class ThinProduct:
     rank1_s: float
     model_s: float  # rank1_update_bytes / bandwidth
     noisy: bool
+    bandwidth: float = 0.0  # bytes/s the model used
 
 
-def thin_product(batch: int, width: int, bandwidth: float, rounds: int = 5, device=None) -> ThinProduct:
+def thin_product(batch: int, width: int, bandwidth: float, rounds: int = 5, device=None, copy=None) -> ThinProduct:
     """Time the thin weight gradient of notebook 01, section 6, (width x batch) @ (batch x width), as a BLAS product
     and as rank-1 updates (``thin_product_forms``), interleaved, beside ``rank1_update_bytes`` at ``bandwidth``
-    (bytes/s)."""
+    (bytes/s); ``copy`` = (a copy function, the bytes it moves) is timed among them and its B replaces ``bandwidth``,
+    so a burst of other work hits model and measurement alike."""
     from . import timing
 
     b, w = arguments.positive_int("batch", batch), arguments.positive_int("width", width)
-    t = timing.compare_interleaved(thin_product_forms(w, b, w, device), rounds=rounds, device=device, min_run_time=0.02)
-    model = rank1_update_bytes(w, w, b) / arguments.positive("bandwidth", bandwidth)
-    return ThinProduct((w, b, w), t["BLAS product"].seconds, t["rank-1 updates"].seconds, model, timing.any_noisy(t))
+    fns = {**thin_product_forms(w, b, w, device), **({"copy": copy[0]} if copy else {})}
+    t = timing.compare_interleaved(fns, rounds=rounds, device=device, min_run_time=0.02)
+    bw = copy[1] / t["copy"].seconds if copy else arguments.positive("bandwidth", bandwidth)
+    model = rank1_update_bytes(w, w, b) / bw
+    return ThinProduct(
+        (w, b, w), t["BLAS product"].seconds, t["rank-1 updates"].seconds, model, timing.any_noisy(t), bw
+    )
 
 
 def minor_faults_per_call(fn, calls: int = 20) -> float | None:

@@ -126,8 +126,18 @@ def test_thin_product_times_both_forms_beside_the_model():
     assert t.shape == (64, 2, 64)
     assert t.blas_s > 0 and t.rank1_s > 0
     assert t.model_s == pytest.approx(3 * 64 * 64 * 4 / 1e10)
+    assert t.bandwidth == 1e10
     with pytest.raises(ValueError):
         compute.thin_product(2, 64, bandwidth=0)
+
+
+def test_thin_product_takes_b_from_a_copy_timed_among_the_forms():
+    import torch
+
+    src, dst = torch.ones(4096), torch.empty(4096)
+    t = compute.thin_product(2, 64, bandwidth=1.0, rounds=1, copy=(lambda: dst.copy_(src), 8 * 4096))
+    assert t.bandwidth > 1e6  # the copy's B, not the 1 byte/s passed in
+    assert t.model_s == pytest.approx(3 * 64 * 64 * 4 / t.bandwidth)
 
 
 def test_text_table_aligns_columns_and_formats_numbers():

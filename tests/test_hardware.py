@@ -227,3 +227,19 @@ def test_sheet_peak_is_cores_x_clock_x_flops_per_cycle_or_caveated(monkeypatch):
     assert none.flops is None and none.caveat and "no data-sheet peak" in none.line(1e11)
     with pytest.raises(ValueError):
         peak.sheet_peak(0, "AVX2")
+
+
+def test_fma_layout_multiplies_to_the_flops_per_cycle():
+    from course_lib.hardware import peak
+
+    assert peak.fma_layout("AVX-512", "GenuineIntel", 6, model="Intel Xeon Platinum 8480") == (16, 2)
+    assert peak.fma_layout("AVX-512", "GenuineIntel", 6, model="Intel Xeon Silver 4214") == (16, 1)
+    assert peak.fma_layout("AVX-512", "AuthenticAMD", 25, model="AMD EPYC 9654") == (8, 2)  # Zen 4: two halves
+    assert peak.fma_layout("AVX-512", "AuthenticAMD", 26, model="AMD EPYC 9555", blas="MKL") == (8, 2)  # AVX2 count
+    assert peak.fma_layout("AVX-512", "AuthenticAMD", 26, model="AMD EPYC 9555") == (16, 2)
+    assert peak.fma_layout("AVX2") == (8, 2) and peak.fma_layout("NEON", "Apple") == (4, 4)
+    for isa in peak.FP32_FLOPS_PER_CYCLE:
+        lanes, units = peak.fma_layout(isa)
+        assert lanes * units * 2 == peak.fp32_flops_per_cycle(isa)
+    s = peak.SheetPeak(1.6e11, 2, 2.5, 32, "", 8)
+    assert "8 fp32 lanes x 2 FMA units x 2 FLOP per FMA = 32 FLOP" in s.line(1.6e11)

@@ -48,11 +48,27 @@ def fp32_flops_per_cycle(vector_isa: str, vendor: str = "", family: int | None =
     return FP32_FLOPS_PER_CYCLE[isa]
 
 
+def fma_layout(vector_isa: str, vendor: str = "", family: int | None = None, *, model: str = "", blas: str = ""):
+    """(fp32 lanes per FMA unit, FMA units per core) that PyTorch's products use: lanes x units x 2 (a fused
+    multiply-add counts two FLOPs) = ``blas_flops_per_cycle(fp32_flops_per_cycle(...))``. AVX-512: 16 lanes x 2 units
+    (Intel Xeon Gold 6xxx, Platinum; Zen 5 desktop and server), 16 x 1 (``one_avx512_fma_unit``), or 8 x 2 on Zen 4,
+    which runs a 512-bit instruction as two 256-bit halves (AMD, Software Optimization Guide for Family 19h); AVX2
+    and SVE 8 x 2; AVX 8 x 1 (a multiplier and an adder); SSE 4 x 1; NEON 4 x 2, Apple's cores 4 x 4. MKL on AMD
+    counts 8 x 2 (``blas_flops_per_cycle``). Notebook 01, section 4 prints it (``SheetPeak.line``)."""
+    per_cycle = blas_flops_per_cycle(fp32_flops_per_cycle(vector_isa, vendor, family, model=model), vendor, blas)
+    isa = "AVX2" if per_cycle < fp32_flops_per_cycle(vector_isa, vendor, family, model=model) else vector_isa
+    lanes = {"AVX-512": 16, "AVX2": 8, "AVX": 8, "SVE": 8, "SSE": 4, "NEON": 4}[isa]
+    if isa == "AVX-512" and vendor == "AuthenticAMD" and family == 25:
+        lanes = 8
+    return lanes, per_cycle // (2 * lanes)
+
+
 def blas_flops_per_cycle(flops_per_cycle: int, vendor: str, blas: str) -> int:
     """fp32 FLOPs per cycle that PyTorch's matrix products can use: ``flops_per_cycle`` (``fp32_flops_per_cycle``),
-    capped at AVX2's 32 where the BLAS is Intel's MKL on an AMD processor, as MKL dispatches its AVX-512 kernels
-    on Intel processors only (oneMKL's optimization notice; on AMD it runs its AVX2 code). Zen 5 desktop and
-    server cores have full 512-bit units (64 FLOP/cycle) that MKL leaves unused. ``sheet_peak`` uses it."""
+    capped at AVX2's 32 where the BLAS is Intel's MKL on an AMD processor: MKL picks its code path by processor
+    vendor and may not use AVX-512 on AMD (Intel's optimization notice), so the cap is a bound that a faster path
+    would exceed, not a fact about the chip. Zen 5 desktop and server cores have full 512-bit units (64
+    FLOP/cycle). ``sheet_peak`` uses it."""
     per_cycle = arguments.nonnegative_int("flops_per_cycle", flops_per_cycle)
     if vendor == "AuthenticAMD" and blas == "MKL":
         return min(per_cycle, FP32_FLOPS_PER_CYCLE["AVX2"])
@@ -150,6 +166,7 @@ class SheetPeak:
     ghz: float | None
     per_cycle: int
     caveat: str
+    lanes: int = 0  # fp32 lanes per FMA unit (``fma_layout``); 0 where unknown
 
     def caveat_for(self, examples: int, min_per_core: int = 256) -> str:
         """``caveat``, or, where there is none, why a step of ``examples`` split over ``cores`` leaves too little
@@ -163,7 +180,13 @@ class SheetPeak:
         """One printed line: the data-sheet arithmetic beside a ``measured`` peak (FLOP/s)."""
         if not self.flops:
             return f"no data-sheet peak here: {self.caveat}"
-        text = (
+        layout = (
+            f"per core and cycle: {self.lanes} fp32 lanes x {self.per_cycle // (2 * self.lanes)} FMA units x 2 FLOP "
+            f"per FMA = {self.per_cycle} FLOP\n"
+            if self.lanes
+            else ""
+        )
+        text = layout + (
             f"data sheet: {self.cores} core(s) x {self.ghz:.2f} GHz (the clock the OS reports) x {self.per_cycle} "
             f"FLOP/cycle = {self.flops / 1e9:.0f} GFLOP/s; the measured peak is {measured / self.flops:.2f}x that"
         )
@@ -181,8 +204,9 @@ def sheet_peak(cores: int, vector_isa: str, model: str = "", blas: str = "") -> 
     known = vector_isa in FP32_FLOPS_PER_CYCLE
     per_cycle = fp32_flops_per_cycle(vector_isa, vendor, family, model=model) if known else 0
     per_cycle = blas_flops_per_cycle(per_cycle, vendor, blas)
+    lanes = fma_layout(vector_isa, vendor, family, model=model, blas=blas)[0] if known else 0
     flops = cpu_peak_flops(cores, ghz, vector_isa, per_cycle) if ghz and per_cycle else None
     caveat = sheet_peak_caveat(platform.system(), hybrid_cpu(), ghz, per_cycle)
     if blas == "Accelerate":
         caveat = "Accelerate runs products on Apple's matrix unit, which the vector-unit peak leaves out"
-    return SheetPeak(flops, cores, ghz, per_cycle, caveat)
+    return SheetPeak(flops, cores, ghz, per_cycle, caveat, lanes)
