@@ -74,8 +74,8 @@ def largest_model_table(table) -> str:
     (notebook 02, section 10)."""
     table = list(table)
     w = max((len(key) for key, *_ in table), default=11) + 2
-    lines = [f"{'accelerator':{w}s}{'memory (GB)':>12}{'max params (bf16-mixed Adam)':>30}"]
-    lines += [f"{key:{w}s}{mem_gb:12.0f}{max_params / 1e9:28.2f} B" for key, _name, mem_gb, max_params in table]
+    lines = [f"{'accelerator':{w}s}{'memory (GB)':>12}{'max params (16-bit mixed Adam)':>32}"]
+    lines += [f"{key:{w}s}{mem_gb:12.0f}{max_params / 1e9:30.2f} B" for key, _name, mem_gb, max_params in table]
     return "\n".join(lines)
 
 

@@ -25,12 +25,27 @@ from .. import arguments
 
 __all__ = [
     "HeldAfterSteps",
+    "cap_arenas",
     "MallocCounts",
     "held_after_steps",
     "malloc_counts",
     "mlp_steps_with_heap",
     "parse_malloc_info",
 ]
+
+
+def cap_arenas(n: int = 2) -> bool:
+    """Ask glibc for at most ``n`` malloc arenas from now on (``mallopt(M_ARENA_MAX)``, as ``MALLOC_ARENA_MAX``
+    does at start-up; each extra arena reserves 64 MiB of address space, mallopt(3)), so a step under an
+    address-space cap does not need more room on a machine with more cores (``limit.mlp_training_step``). False where
+    the C library is not glibc."""
+    n = arguments.positive_int("n", n)
+    if platform.libc_ver()[0] != "glibc":
+        return False
+    try:
+        return bool(ctypes.CDLL(None).mallopt(-8, n))  # -8: M_ARENA_MAX in glibc's malloc.h
+    except (OSError, AttributeError, TypeError):
+        return False
 
 
 @dataclass(frozen=True)

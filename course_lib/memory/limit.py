@@ -434,7 +434,8 @@ def mlp_training_step(
     memory). Memory grows with the batch through the activations saved for backward
     (about ``batch * (in_features + 2 * depth * hidden) * 4`` bytes) on top of parameters,
     gradients and Adam's two moments. Returns the last loss. ``threads``: torch's intra-op threads for the
-    step (None: as the process has them); the address space a step needs grows with the threads that allocate.
+    step (None: as the process has them), and at most that many glibc arenas (at least 2): the address space a
+    step needs grows with the threads that allocate.
     """
     for name, v in (
         ("batch_size", batch_size),
@@ -462,8 +463,11 @@ def _mlp_adam(batch_size: int, in_features: int, hidden: int, depth: int, n_clas
 
     from ..models import MLP, make_optimizer
 
-    if threads is not None:
+    if threads is not None:  # the threads that allocate, and glibc's arenas for them: the same on any core count
+        from .glibc_heap import cap_arenas
+
         torch.set_num_threads(threads)
+        cap_arenas(max(2, threads))
     torch.manual_seed(0)
     model = MLP(in_features, [hidden] * depth, n_classes)
     opt = make_optimizer("adam", model.parameters(), lr=1e-3)

@@ -198,7 +198,7 @@ def _resident_peak():
 def measure_peak_memory(
     fn: Callable[[], object], include: Iterable = (), device: torch.device | str | None = None
 ) -> PeakMemory:
-    """Run ``fn()`` once and report its peak memory (notebook 02, memory: measuring).
+    """Run ``fn()`` once and report its peak memory (the meter of :func:`measure_training_memory`).
 
     ``live_bytes`` is the peak of live tensor bytes: the storages of ``include`` (modules and
     tensors that exist before the call and belong to the job, e.g. the model and the batch;
@@ -244,6 +244,7 @@ def measure_training_memory(
     steps: int = 3,
     loss_fn: Callable | None = None,
     foreach: bool | None = None,
+    micro_batches: int = 1,
 ) -> PeakMemory:
     """Peak memory of ``steps`` real training steps on one batch (notebook 02, memory).
 
@@ -252,9 +253,11 @@ def measure_training_memory(
     optimizer state (created in step 1) is live during later forward and backward passes. The
     model, input and target count as live before the call (``include``). The model's parameters
     are updated. Default loss: ``train.default_loss``. fp16-mixed uses a GradScaler on CUDA only
-    (fp16 is very slow on CPUs).
+    (fp16 is very slow on CPUs). ``micro_batches``: each step splits the batch (gradient accumulation, section 7a).
     """
-    run, include, device = _training_steps(model, example_input, target, optimizer, precision, steps, foreach, loss_fn)
+    run, include, device = _training_steps(
+        model, example_input, target, optimizer, precision, steps, foreach, loss_fn, micro_batches
+    )
     return measure_peak_memory(run, include=include, device=device)
 
 
@@ -501,13 +504,14 @@ def estimator_misses(pairs) -> tuple[float, str, float, dict[str, float]]:
     return worst, closest, bugs[closest], bugs
 
 
-def _training_steps(model, example_input, target, optimizer, precision, steps, foreach, loss_fn):
+def _training_steps(model, example_input, target, optimizer, precision, steps, foreach, loss_fn, micro_batches=1):
     """``steps`` real training steps as a function to meter (``train.train_step``; optimizer state made in step one),
     what counts as live before them, and the device."""
     params = _check_model(model)
     precision = names.precision(precision)
     inputs = _as_inputs("example_input", example_input)
     steps = arguments.positive_int("steps", steps)
+    micro_batches = arguments.positive_int("micro_batches", micro_batches)
     device = params[0].device
     opt = make_optimizer(optimizer, params, foreach=foreach)
     scaler = grad_scaler(precision, device)
@@ -515,6 +519,8 @@ def _training_steps(model, example_input, target, optimizer, precision, steps, f
 
     def run() -> None:
         for _ in range(steps):
-            train_step(model, (*inputs, target), opt, loss_fn, device, precision=precision, scaler=scaler)
+            train_step(
+                model, (*inputs, target), opt, loss_fn, device, micro_batches, precision=precision, scaler=scaler
+            )
 
     return run, [model, *inputs, target], device

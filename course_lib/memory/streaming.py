@@ -43,7 +43,8 @@ import torch
 from torch.utils.data import Dataset, IterableDataset, get_worker_info
 
 from .. import arguments, names, seeds
-from ..hardware import current_rss_bytes, peak_rss_bytes, reset_peak_rss
+from ..hardware import current_rss_bytes, peak_rss_bytes
+from .meters import _resident_peak
 from .page_cache import (  # re-exported: the data sets below are read through the page cache
     EpochTimes,
     ReadThroughput,
@@ -63,6 +64,7 @@ __all__ = [
     "MemmapDataset",
     "StreamReport",
     "stream_once",
+    "stream_passes",
     "ReadThroughput",
     "disk_read_throughput",
     "cache_control",
@@ -362,7 +364,7 @@ class StreamReport:
     seconds: float
     accuracy: float  # running training accuracy of the linear model over the pass
     class_means_norm: float  # a checksum of the per-class means (same for every method)
-    peak_is_exact: bool  # False where VmHWM could not be reset (then the peak is the lifetime peak)
+    peak_is_exact: bool  # False where VmHWM could not be reset (then psutil's rss, sampled every 1 ms)
 
     @property
     def peak_increase_bytes(self) -> int:
@@ -392,7 +394,8 @@ def stream_once(
     per batch. ``method``: ``"stream"`` (:class:`StreamingDataset`, a chunk of ``budget_bytes / 4``),
     ``"memmap"`` (:class:`MemmapDataset` read in chunks, ``release()`` after each), ``"memmap_keep"``
     (the same without ``release()``: every page read stays resident) or ``"load"`` (``np.load`` of
-    the whole file, the naive way). The peak is the process's VmHWM, reset just before the pass, so
+    the whole file, the naive way). The peak is the process's VmHWM, reset just before the pass (elsewhere
+    psutil's rss sampled every millisecond), so
     run this in a fresh process (e.g. ``run_with_memory_limit(stream_once, limit, path, budget)``)
     for a clean number. Importable, so it can run in a spawned subprocess.
     """
@@ -420,7 +423,6 @@ def stream_once(
 
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # tiny matmuls: one thread avoids OpenMP overhead on a busy 2-core VM
-    exact = reset_peak_rss()
     before = current_rss_bytes()
     t0 = time.perf_counter()
 
@@ -444,15 +446,17 @@ def stream_once(
                 ds.release()
 
     try:
-        for xb, yb in batches():
-            xb = xb.float()
-            sums.index_add_(0, yb, xb.double())
-            counts += torch.bincount(yb, minlength=info.n_classes).double()
-            correct += train_step(model, (xb, yb), opt).correct
+        with _resident_peak() as rss:  # VmHWM reset first (Linux); elsewhere psutil's rss sampled every 1 ms
+            for xb, yb in batches():
+                xb = xb.float()
+                sums.index_add_(0, yb, xb.double())
+                counts += torch.bincount(yb, minlength=info.n_classes).double()
+                correct += train_step(model, (xb, yb), opt).correct
     finally:
         torch.set_num_threads(threads)
     seconds = time.perf_counter() - t0
-    peak = peak_rss_bytes(exact)
+    exact = rss["method"] == "VmHWM"
+    peak = rss["bytes"] if rss["bytes"] is not None else peak_rss_bytes(False)
     means = sums / counts.clamp_min(1).unsqueeze(1)
     return StreamReport(
         method,
@@ -466,6 +470,22 @@ def stream_once(
         float(means.norm()),
         exact,
     )
+
+
+def stream_passes(path: str | os.PathLike, budget_bytes: int, capped: bool = True) -> dict:
+    """Section 8's passes of :func:`stream_once`, each in its own child process (notebook 02), keyed (method, cap):
+    stream under a cap of the budget; load uncapped and under the budget's cap (out of memory); memmap and
+    memmap_keep uncapped (a map reserves the whole file's address space). ``capped=False`` (no ``RLIMIT_AS``:
+    macOS, Windows): the passes run uncapped, resident memory metered, and the load meant to fail is left out."""
+    from .limit import run_with_memory_limit
+
+    budget = _pos_int("budget_bytes", budget_bytes)
+    wanted = [("stream", budget), ("load", 2**31), ("load", budget), ("memmap", 2**31), ("memmap_keep", 2**31)]
+    return {
+        (m, cap): run_with_memory_limit(stream_once, cap, path, budget, method=m, allow_uncapped=not capped)
+        for m, cap in wanted
+        if capped or (m, cap) != ("load", budget)
+    }
 
 
 # ----------------------------------------------------------------------------------------------
