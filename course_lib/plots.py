@@ -508,6 +508,10 @@ def duration_bars(hours: Mapping[str, float], *, title: str, xlabel: str):
     above the tallest label (notebook 01, section 7: time to train)."""
     from .compute import format_duration
 
+    if not isinstance(hours, Mapping) or not all(isinstance(v, (int, float)) for v in hours.values()):
+        raise TypeError(f"hours must map labels to numbers of hours, got {type(hours).__name__}")
+    if not isinstance(title, str) or not isinstance(xlabel, str):
+        raise TypeError("title and xlabel must be strings")
     if not hours or any(not v > 0 for v in hours.values()):
         raise ValueError("hours must map each label to a positive number of hours")
     fig, ax = bar_chart(

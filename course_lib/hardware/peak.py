@@ -54,7 +54,7 @@ def fma_layout(vector_isa: str, vendor: str = "", family: int | None = None, *, 
     (Intel Xeon Gold 6xxx, Platinum; Zen 5 desktop and server), 16 x 1 (``one_avx512_fma_unit``), or 8 x 2 on Zen 4,
     which runs a 512-bit instruction as two 256-bit halves (AMD, Software Optimization Guide for Family 19h); AVX2
     and SVE 8 x 2; AVX 8 x 1 (a multiplier and an adder); SSE 4 x 1; NEON 4 x 2, Apple's cores 4 x 4. MKL on AMD
-    counts 8 x 2 (``blas_flops_per_cycle``). Notebook 01, section 4 prints it (``SheetPeak.line``)."""
+    counts 8 x 2 (``blas_flops_per_cycle``). ``SheetPeak.line`` prints it."""
     per_cycle = blas_flops_per_cycle(fp32_flops_per_cycle(vector_isa, vendor, family, model=model), vendor, blas)
     isa = "AVX2" if per_cycle < fp32_flops_per_cycle(vector_isa, vendor, family, model=model) else vector_isa
     lanes = {"AVX-512": 16, "AVX2": 8, "AVX": 8, "SVE": 8, "SSE": 4, "NEON": 4}[isa]
