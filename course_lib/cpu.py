@@ -296,8 +296,8 @@ def thread_plan(
     if mode == "native" and ratio is not None:
         used = "AMX tiles" if "AMX BF16" in cpu.simd else "bf16 instructions" if cpu.native_bf16 else "a fast bf16 path"
         notes.append(
-            f"bf16 matrix products run {ratio:.1f}x as fast as fp32 here ({used}): mixed precision "
-            + ("pays on this CPU." if ratio > 1.2 else "saves memory here and costs no time.")
+            f"bf16 matrix products run {ratio:.1f}x as fast as fp32 here ({used}): on these small products bf16 "
+            + ("saves time and memory." if ratio > 1.2 else "saves memory and costs no time.")
         )
     elif mode == "slow":
         notes.append(

@@ -57,7 +57,8 @@ def adaptations(
         (
             "Mixed precision on the CPU",
             {
-                "native": f"bf16 runs about as fast as fp32 or faster here{ratio}: bf16 demos run full size"
+                "native": f"bf16 ran {'faster than' if (decided.bf16_ratio or 0) > 1.2 else 'about as fast as'} fp32 "
+                f"here{ratio}: bf16 demos run full size"
                 + (" and show a speed-up" if (decided.bf16_ratio or 0) > 1.2 else ""),
                 "slow": f"bf16 works but runs slower than fp32 here{ratio}: demos show its memory saving; the speed-up "
                 "needs a GPU or a CPU with bf16 units",

@@ -251,7 +251,7 @@ def test_compare_places_this_run_per_machine_kind(tmp_path):
 def test_a_value_outside_everything_recorded_by_more_than_noise_says_so(tmp_path):
     _atlas(tmp_path, [(-8.0, {}), (-2.0, {}), (-5.0, {})])
     out = runs.compare(("04/gap", 3.0, " points", "gap"), this_machine=MACHINE).text()
-    assert "OUTSIDE your kind's 3 runs (A: -8 to -2 points) even with the 25% noise (-9.25 to -0.75" in out
+    assert "OUTSIDE your kind's 3 runs (A: -8 to -2 points) even with the 25% noise allowance (-9.25 to -0.75" in out
     # within the noise band (a quarter of the median's size) beyond the range: not an outlier, and said so
     near = runs.compare(("04/gap", -1.0, " points", "gap"), this_machine=MACHINE).text()
     assert "just beyond your kind's 3 runs" in near and "OUTSIDE" not in near
@@ -274,7 +274,7 @@ def test_too_few_runs_give_a_ratio_not_a_verdict(tmp_path):
     assert "-12.7 points from your kind's run (A: 4.9 points)" in signed and "beyond the" not in signed
     _atlas(tmp_path, [(2.0, {})])
     near = runs.compare(("04/gap", 2.3, " points", "gap"), this_machine=MACHINE).text()
-    assert "matches your kind's run (A: 2 points), within the 25% noise" in near
+    assert "matches your kind's run (A: 2 points), within the 25% noise allowance" in near
 
 
 def test_a_number_the_machine_does_not_change_says_so(tmp_path):

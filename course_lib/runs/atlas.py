@@ -190,7 +190,7 @@ def verdict(
             return f"the same as all {runs}: this number does not depend on the machine"
         if n >= FEW:
             return f"differs from the {runs}, which all gave {_fmt(lo)}{unit}: another torch release or thread count?"
-    noise = f"{NOISE:.0%} noise"
+    noise = f"{NOISE:.0%} noise allowance"
     if mine:
         med, m = statistics.median(mine), len(mine)
         name = f"{letter}: " if letter else ""
@@ -201,7 +201,7 @@ def verdict(
             if _near(value, med):
                 return f"matches {theirs}, within the {noise}"
             return (
-                f"{_versus(value, med, unit)} {theirs}: beyond the {noise} allowance, but {m} run{'s' * (m != 1)} "
+                f"{_versus(value, med, unit)} {theirs}: beyond the {noise}, but {m} run{'s' * (m != 1)} "
                 "cannot show its spread: rerun"
             )
         low, high = _widened(min(mine), max(mine), med)
