@@ -716,8 +716,27 @@ def test_worker_parts_times_the_worker_the_handover_and_the_fill():
     assert out["batches"] == 3
     assert out["worker_s"] > 0 and out["handover_s"] > 0 and out["first_s"] > 0
     assert out["prepare_s"] == pytest.approx(max(0.0, out["worker_s"] - out["handover_s"]))
+    assert 0 < out["receive_s"] < out["first_s"]  # a waiting batch comes faster than the first one
     with pytest.raises(ValueError, match="batch_size"):
         feeding.worker_parts(ds, batch_size=0)
+
+
+def test_worker_epoch_model_by_hand():
+    from course_lib.comm import feeding
+
+    parts = {"first_s": 0.02, "worker_s": 0.010, "receive_s": 0.001}
+    # step-bound: fill + 3 x (step + receive) + the last step
+    out = feeding.worker_epoch_model(parts, 0.024, 4)
+    assert out["total_s"] == pytest.approx(0.02 + 3 * 0.025 + 0.024)
+    assert out["wait_s"] == pytest.approx(out["total_s"] - 4 * 0.024)
+    # worker-bound: the worker sets the pace, the trainer waits
+    out = feeding.worker_epoch_model(parts, 0.002, 4)
+    assert out["total_s"] == pytest.approx(0.02 + 3 * 0.010 + 0.002)
+    assert feeding.worker_epoch_model(parts, 0.0, 1)["total_s"] == pytest.approx(0.02)
+    with pytest.raises(ValueError, match="batches"):
+        feeding.worker_epoch_model(parts, 0.01, 0)
+    with pytest.raises(ValueError, match="step_s"):
+        feeding.worker_epoch_model(parts, -1.0, 2)
 
 
 def test_double_tree_allreduce_time_by_hand():
@@ -812,3 +831,14 @@ def test_feeding_descriptions_print_every_source_and_worker_count():
     lines = feeding.describe_epochs(pipeline, {0: 0.45, 1: 0.0}).splitlines()
     assert lines[0] == "0 worker(s): 0.64 s for 16 batches, idle 45% (predicted 45%), training 22 ms a batch"
     assert "predicted" not in feeding.describe_epochs(pipeline)
+
+
+def test_step_operations_counts_one_sgd_step():
+    from course_lib.comm import scaling
+
+    small, deep = scaling.step_operations(8, 16, 1, 4), scaling.step_operations(8, 16, 3, 4)
+    assert 10 < small < deep < 200  # more layers, more operations
+    assert scaling.step_operations(8, 16, 1, 4) == small  # batch-independent count, deterministic
+    assert 1e-6 <= scaling.KERNEL_LAUNCH_S <= 1e-5
+    with pytest.raises(ValueError, match="layers"):
+        scaling.step_operations(8, 16, 0, 4)

@@ -239,9 +239,11 @@ def worker_parts(dataset: Dataset, *, batch_size: int = 32, rounds: int = 2) -> 
     worker needs to prepare a batch and hand it over (``worker_s``); the same over examples that cost
     nothing to make, shaped like ``dataset``'s, times the hand-over alone (``handover_s``: collating, the
     shared-memory copy and the queue); ``prepare_s`` is the difference, the preparing as the worker does it.
-    ``first_s`` is the wait for an epoch's first batch (the pipeline fill: nothing overlaps it). Each setting
-    keeps its fastest of ``rounds`` epochs. Returns ``{"worker_s", "handover_s", "prepare_s", "first_s",
-    "batches"}``.
+    ``first_s`` is the wait for an epoch's first batch (the pipeline fill: nothing overlaps it).
+    ``receive_s`` is the trainer's own share of a hand-over: the time ``next()`` takes when the batch is
+    already waiting in the queue (the trainer sleeps between batches, so the worker is always ahead). Each
+    setting keeps its fastest of ``rounds`` epochs. Returns ``{"worker_s", "handover_s", "prepare_s",
+    "first_s", "receive_s", "batches"}``.
     """
     batch_size = arguments.positive_int("batch_size", batch_size)
     rounds = arguments.positive_int("rounds", rounds)
@@ -255,6 +257,7 @@ def worker_parts(dataset: Dataset, *, batch_size: int = 32, rounds: int = 2) -> 
         measure_input_pipeline(loader, nothing, max_batches=2)  # start the worker, warm up
     best: dict[str, dict] = {}
     first: list[float] = []
+    receive: list[float] = []
     for _ in range(rounds):
         for name, loader in loaders.items():
             epoch = measure_input_pipeline(loader, nothing)
@@ -263,6 +266,9 @@ def worker_parts(dataset: Dataset, *, batch_size: int = 32, rounds: int = 2) -> 
         t = time.perf_counter()
         next(iter(loaders["worker"]))
         first.append(time.perf_counter() - t)
+        receive.append(
+            _receive_time(loaders["handover"], 2 * best["handover"]["total_s"] / best["handover"]["batches"])
+        )
     del loaders
     per = {name: e["total_s"] / e["batches"] for name, e in best.items()}
     return {
@@ -270,16 +276,47 @@ def worker_parts(dataset: Dataset, *, batch_size: int = 32, rounds: int = 2) -> 
         "handover_s": per["handover"],
         "prepare_s": max(0.0, per["worker"] - per["handover"]),
         "first_s": min(first),
+        "receive_s": min(receive),
         "batches": best["worker"]["batches"],
     }
+
+
+def _receive_time(loader: DataLoader, gap_s: float) -> float:
+    """Mean seconds ``next()`` takes for a batch already waiting: the trainer sleeps ``gap_s`` (longer than
+    the worker needs a batch) before each request after the first."""
+    it, spent, n = iter(loader), 0.0, 0
+    next(it)
+    while True:
+        time.sleep(gap_s + 1e-3)
+        t = time.perf_counter()
+        try:
+            next(it)
+        except StopIteration:
+            return spent / max(n, 1)
+        spent, n = spent + time.perf_counter() - t, n + 1
+
+
+def worker_epoch_model(parts: dict, step_s: float, batches: int) -> dict[str, float]:
+    """The one-worker epoch predicted from its parts (:func:`worker_parts`) and a training step of ``step_s``
+    seconds. Notebook 03, section 4.
+
+    The fill (first batch), then ``batches - 1`` times the slower of the worker (``worker_s``) and the
+    trainer's loop (receive + step), then the last batch's step, which nothing overlaps. Returns
+    ``{"total_s", "wait_s"}``: the epoch, and the trainer's time in ``next()`` (the total less its steps).
+    """
+    step_s = arguments.nonnegative("step_s", step_s)
+    batches = arguments.positive_int("batches", batches)
+    cycle = max(parts["worker_s"], step_s + parts["receive_s"])
+    total = parts["first_s"] + (batches - 1) * cycle + step_s
+    return {"total_s": total, "wait_s": max(0.0, total - batches * step_s)}
 
 
 def describe_reads(feed: dict) -> str:
     """What :func:`read_starvation` measured, as text: the batches, the read bandwidths, and for each source
     (disk, page cache) the wait beside its bytes / bandwidth model. Notebook 03, section 4."""
     lines = [
-        f"{feed['batches']} batches, each {feed['batch_bytes'] / 2**20:.0f} MiB read and "
-        f"{feed['used_bytes'] / 2**10:.0f} KiB trained on; read alone in {feed['read_block'] / 2**20:.0f}-MiB pieces: "
+        f"{feed['batches']} batches, each a {feed['batch_bytes'] / 2**20:.0f}-MiB read of which the step uses "
+        f"{feed['used_bytes'] / 2**10:.0f} KiB; read alone in {feed['read_block'] / 2**20:.0f}-MiB pieces: "
         f"disk {feed['disk_Bps'] / 1e9:.2f} GB/s, page cache {feed['cache_Bps'] / 1e9:.2f} GB/s"
     ]
     for src in ("disk", "cache"):

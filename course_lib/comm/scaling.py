@@ -25,12 +25,17 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from .. import arguments, models, seeds, train
 from ..timing import representative
 from .launcher import launch, rank_info
 
-__all__ = ["data_parallel_benchmark", "measure_data_parallel"]
+__all__ = ["KERNEL_LAUNCH_S", "data_parallel_benchmark", "measure_data_parallel", "step_operations"]
+
+# A CUDA kernel launch costs a few microseconds of host time (Gray, 2019, "Getting Started with CUDA Graphs",
+# NVIDIA Developer Blog): a floor under a GPU step of many small kernels, whatever the chip's FLOP/s.
+KERNEL_LAUNCH_S = 4e-6
 
 
 class _GradientAverager:
@@ -350,3 +355,31 @@ def measure_data_parallel(world_size: int = 2, **config: Any) -> dict[str, Any]:
         "sum_not_mean_diff": ranks[0]["sum_not_mean_diff"],
         "diff_over_sum_not_mean": max(r["diff_over_sum_not_mean"] for r in ranks),
     }
+
+
+class _OpCounter(TorchDispatchMode):
+    """Counts the ATen operations that compute something (views excluded)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.count = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if not func.is_view:
+            self.count += 1
+        return func(*args, **(kwargs or {}))
+
+
+def step_operations(in_features: int = 512, hidden: int = 1024, layers: int = 3, batch_size: int = 32) -> int:
+    """The ATen operations (views excluded) of one SGD training step of :func:`data_parallel_benchmark`'s MLP,
+    counted on the CPU: on a GPU each launches about one kernel, so ``step_operations() * KERNEL_LAUNCH_S`` is
+    a floor under its step time. Notebook 03, section 7."""
+    _check_config(in_features, hidden, layers, batch_size, 1, 0)
+    model = models.MLP(in_features, [hidden] * layers, 10)
+    opt = train.make_optimizer("sgd", model.parameters(), lr=0.01)
+    batch = _rank_batch(0, 0, batch_size, in_features)
+    loss_fn = torch.nn.CrossEntropyLoss()
+    train.train_step(model, batch, opt, loss_fn)  # the first step creates the gradients
+    with _OpCounter() as counter:
+        train.train_step(model, batch, opt, loss_fn)
+    return counter.count
