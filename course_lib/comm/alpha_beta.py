@@ -122,7 +122,7 @@ def allreduce_time(
 def double_tree_allreduce_time(nbytes: float, world_size: int, alpha: float, bandwidth: float) -> float:
     """Predicted seconds for a pipelined double-binary-tree all-reduce of ``nbytes`` (per rank).
 
-    Notebook 03 (interconnect), "ring or tree". Two binary trees, each carrying half the message in
+    ``ring_vs_tree`` tabulates it. Two binary trees, each carrying half the message in
     small pipelined chunks, every rank a leaf in one tree and an inner node in the other (Sanders,
     Speck & Traeff 2009, "Two-tree algorithms for full bandwidth broadcast, reduction and scan";
     NCCL 2.4 uses it for latency at scale): a reduce up and a broadcast down, each ``ceil(log2 p)``
@@ -143,7 +143,7 @@ def double_tree_allreduce_time(nbytes: float, world_size: int, alpha: float, ban
 def ring_tree_crossover_bytes(world_size: int, alpha: float, bandwidth: float) -> float:
     """The message size (bytes) above which the ring all-reduce beats the double binary tree.
 
-    Notebook 03 (interconnect), "ring or tree". Equating :func:`allreduce_time` (ring) with
+    ``ring_vs_tree`` uses it. Equating :func:`allreduce_time` (ring) with
     :func:`double_tree_allreduce_time`: ``2(p-1-ceil(log2 p))*alpha = 2*n/(p*bw)``, so
     ``n = p*(p-1-ceil(log2 p))*alpha*bw``. 0 where the tree never wins (p <= 2, or alpha = 0).
     """

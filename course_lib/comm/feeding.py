@@ -331,6 +331,8 @@ def describe_reads(feed: dict) -> str:
 def describe_epochs(pipeline: dict, idle_predicted: dict | None = None) -> str:
     """What :func:`worker_epochs` measured, as text: one line per worker count (time, idle share beside
     ``idle_predicted[workers]`` where given, training time a batch). Notebook 03, section 4."""
+    if not isinstance(pipeline, dict) or (idle_predicted is not None and not isinstance(idle_predicted, dict)):
+        raise TypeError("pipeline (and idle_predicted) must be dicts keyed by worker count, as worker_epochs returns")
     lines = []
     for w, p in pipeline.items():
         pred = f" (predicted {idle_predicted[w]:.0%})" if idle_predicted and w in idle_predicted else ""
