@@ -19,7 +19,7 @@ FP32_FLOPS_PER_CYCLE = {"AVX-512": 64, "AVX2": 32, "AVX": 16, "SSE": 8, "SVE": 3
 
 def cpu_clock_ghz() -> float | None:
     """The CPU's clock in GHz as the operating system reports it (the maximum, else the current one),
-    or None where it does not say (notebook 00, the peak estimate)."""
+    or None where it does not say (``sheet_peak``, the peak estimate)."""
     import psutil
 
     try:
@@ -37,7 +37,7 @@ def fp32_flops_per_cycle(vector_isa: str, vendor: str = "", family: int | None =
     512-bit instructions on 256-bit units (AMD Zen 4: vendor "AuthenticAMD", family 25 with AVX-512, which double-
     pumps them: 32 FLOP/cycle, as Zen 3's AVX2; Apple's M-series cores, whose four 128-bit NEON pipes give 32 where
     two-pipe Arm cores such as Neoverse N1 give 16). ``model`` (the CPU's name) picks out the AVX-512 chips with a
-    single 512-bit FMA unit (``one_avx512_fma_unit``). Notebook 00 and ``sheet_peak`` (the data-sheet peak)."""
+    single 512-bit FMA unit (``one_avx512_fma_unit``). ``sheet_peak`` uses it (the data-sheet peak)."""
     isa = arguments.choice("vector_isa", vector_isa, tuple(FP32_FLOPS_PER_CYCLE))
     if isa == "AVX-512" and vendor == "AuthenticAMD" and family == 25:
         return 32
@@ -140,7 +140,7 @@ def cpu_vendor_family() -> tuple[str, int | None]:
 
 
 def cpu_peak_flops(cores: int, ghz: float, vector_isa: str, flops_per_cycle: int | None = None) -> float:
-    """Data-sheet peak fp32 FLOP/s: cores x clock x FLOPs per cycle for ``vector_isa`` (notebook 00), or
+    """Data-sheet peak fp32 FLOP/s: cores x clock x FLOPs per cycle for ``vector_isa``, or
     ``flops_per_cycle`` where given (``fp32_flops_per_cycle`` knows the cores that differ from their ISA's).
 
     A pure function: ``cpu_peak_flops(2, 2.5, "AVX2")`` is 2 x 2.5e9 x 32 = 160 GFLOP/s.
