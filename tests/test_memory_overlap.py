@@ -28,8 +28,8 @@ def test_accumulation_is_metered_in_steady_state_and_splits_the_activations():
         memory.measure_training_memory(*_mlp(), micro_batches=0)
 
 
-def _epochs(cached, evicted, reads, evicted_ok=True):
-    return PrefetchedEpochs(100 * MiB, 32, cached, evicted, tuple(reads), evicted_ok)
+def _epochs(cached, evicted, reads, evicted_ok=True, fraction=0.0):
+    return PrefetchedEpochs(100 * MiB, 32, cached, evicted, tuple(reads), evicted_ok, cached_fraction_before=fraction)
 
 
 def test_the_two_models_of_an_evicted_epoch_and_when_they_are_judged():
@@ -40,9 +40,19 @@ def test_the_two_models_of_an_evicted_epoch_and_when_they_are_judged():
     if streaming.cache_control() is not None:
         assert e.why_not_judged() == ""
         assert "close" in _epochs(0.01, 0.1, [0.1]).why_not_judged()  # compute not sized: the models agree
-        assert "cached" in _epochs(0.09, 0.1, [0.1], evicted_ok=False).why_not_judged()
+        assert "cached" in _epochs(0.09, 0.1, [0.1], evicted_ok=False, fraction=0.9).why_not_judged()
+        assert "90%" in _epochs(0.09, 0.1, [0.1], evicted_ok=False, fraction=0.9).why_not_judged()
+        assert "no mincore" in _epochs(0.09, 0.1, [0.1], evicted_ok=False, fraction=None).why_not_judged()
     else:
         assert "Windows" in e.why_not_judged()
+
+
+def test_the_check_compares_medians_like_with_like():
+    """A fast outlier among the evicted epochs must not pull the measurement to the model: medians, as the reads."""
+    e = PrefetchedEpochs(100 * MiB, 32, 0.05, 0.05, (0.1, 0.1, 0.1), True, (0.05, 0.09, 0.09), (0.05, 0.15, 0.16), 0.0)
+    assert e.cached_median == pytest.approx(0.09) and e.evicted_median == pytest.approx(0.15)
+    assert e.max_model == pytest.approx(0.1) and e.sum_model == pytest.approx(0.19)
+    assert e.over_max == pytest.approx(1.5)  # the fastest evicted epoch alone would give 0.5
 
 
 def test_prefetched_epochs_size_the_compute_and_time_every_read(tmp_path):
@@ -51,6 +61,9 @@ def test_prefetched_epochs_size_the_compute_and_time_every_read(tmp_path):
     assert 8 <= e.width <= 16384
     assert len(e.read_seconds) == 3 + 2 and all(r > 0 for r in e.read_seconds)
     assert e.cached_seconds > 0 and e.evicted_seconds > 0
+    assert len(e.cached_rounds) == len(e.evicted_rounds) == 2 and e.evicted_median >= e.evicted_seconds
+    if e.evicted:  # verified only where mincore measured the share cached before every evicted epoch
+        assert e.cached_fraction_before is not None and e.cached_fraction_before < 0.05
     assert e.sum_model > e.max_model
     with pytest.raises(ValueError, match="rounds"):
         overlap.prefetched_epochs(path, rounds=0)
@@ -58,6 +71,10 @@ def test_prefetched_epochs_size_the_compute_and_time_every_read(tmp_path):
 
 def test_the_arena_cap_and_the_table_header():
     assert isinstance(glibc_heap.cap_arenas(2), bool)
+    in_use = glibc_heap.glibc_malloc_in_use()  # section 4 judges glibc's books only where its malloc is the one used
+    assert isinstance(in_use, bool)
+    if not in_use:
+        assert glibc_heap.malloc_counts() is None
     with pytest.raises(ValueError, match="n"):
         glibc_heap.cap_arenas(0)
     table = memory.largest_model_table([("t4", "NVIDIA T4", 16, 0.8e9)])
@@ -68,16 +85,20 @@ def test_stream_once_meters_by_sampling_where_the_peak_cannot_be_reset(tmp_path,
     """macOS and Windows: no VmHWM reset, so section 8 reads psutil's rss sampled every millisecond."""
     from course_lib.memory import meters
 
-    path = streaming.write_synthetic_dataset(tmp_path / "d", n_samples=32 * MiB // 256, n_features=64)
+    # 64 MiB: above glibc's largest mmap threshold (32 MiB), so the load gets fresh pages, not blocks that earlier
+    # tests freed and glibc kept (with a 32-MiB file that made the growth depend on the tests run before)
+    path = streaming.write_synthetic_dataset(tmp_path / "d", n_samples=64 * MiB // 256, n_features=64)
     monkeypatch.setattr(meters, "reset_peak_rss", lambda: False)
     load = streaming.stream_once(path, 4 * MiB, method="load")
     assert not load.peak_is_exact
-    assert load.peak_increase_bytes > 16 * MiB  # the whole 32-MiB file was resident at once
+    assert load.peak_increase_bytes > 32 * MiB  # the whole 64-MiB file was resident at once
 
 
 def test_without_a_cap_section_8_runs_every_pass_but_the_one_meant_to_fail(tmp_path):
-    path = streaming.write_synthetic_dataset(tmp_path / "d", n_samples=8 * MiB // 256, n_features=64)
-    passes = streaming.stream_passes(path, 2 * MiB, capped=False)
-    assert ("load", 2 * MiB) not in passes and ("stream", 2 * MiB) in passes
-    assert all(r.ok for r in passes.values())
-    assert passes["stream", 2 * MiB].value.accuracy == passes["load", 2**31].value.accuracy
+    # on Linux RLIMIT_AS still applies (capped=False only allows running without one): a budget of 2 MiB head-room
+    # ran out of memory in some runs, depending on the heap the child inherited; 8 MiB leaves the stream room
+    path = streaming.write_synthetic_dataset(tmp_path / "d", n_samples=32 * MiB // 256, n_features=64)
+    passes = streaming.stream_passes(path, 8 * MiB, capped=False)
+    assert ("load", 8 * MiB) not in passes and ("stream", 8 * MiB) in passes
+    assert all(r.ok for r in passes.values()), {k: r.summary() for k, r in passes.items() if not r.ok}
+    assert passes["stream", 8 * MiB].value.accuracy == passes["load", 2**31].value.accuracy

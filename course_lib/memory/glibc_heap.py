@@ -27,6 +27,7 @@ __all__ = [
     "HeldAfterSteps",
     "cap_arenas",
     "MallocCounts",
+    "glibc_malloc_in_use",
     "held_after_steps",
     "malloc_counts",
     "mlp_steps_with_heap",
@@ -66,8 +67,22 @@ class MallocCounts:
         return self.heap_max - before.heap + max(self.mmapped_max, self.mmapped) - before.mmapped
 
 
-def _libc():
+def glibc_malloc_in_use() -> bool:
+    """Whether this process's ``malloc`` is glibc's own (notebook 02, section 4). ``platform.libc_ver()`` says only
+    which C library is linked: an allocator loaded with ``LD_PRELOAD`` (jemalloc, tcmalloc) replaces ``malloc`` and
+    glibc's books then miss what it holds. Compares the ``malloc`` the process resolves with libc.so.6's own."""
     if platform.system() != "Linux" or platform.libc_ver()[0] != "glibc":
+        return False
+    try:
+        used, own = ctypes.CDLL(None).malloc, ctypes.CDLL("libc.so.6").malloc
+    except (OSError, AttributeError):  # pragma: no cover - no loadable C library
+        return False
+    address = ctypes.cast(used, ctypes.c_void_p).value
+    return address is not None and address == ctypes.cast(own, ctypes.c_void_p).value
+
+
+def _libc():
+    if not glibc_malloc_in_use():
         return None
     try:
         libc = ctypes.CDLL(None)  # the C library this process runs on (find_library would start ldconfig)

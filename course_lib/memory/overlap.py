@@ -35,14 +35,18 @@ MiB = 2**20
 
 @dataclass(frozen=True)
 class PrefetchedEpochs:
-    """Result of :func:`prefetched_epochs` (seconds: the fastest round of each kind; reads: every cold read)."""
+    """Result of :func:`prefetched_epochs` (seconds: the fastest round of each kind; reads: every cold read;
+    ``cached_rounds``/``evicted_rounds``: every round, whose medians the models and the check compare)."""
 
     nbytes: int
     width: int  # the hidden layer's width, sized so the compute takes about as long as the disk read
     cached_seconds: float  # an epoch with the file in the page cache: about the compute alone
     evicted_seconds: float  # an epoch with the file dropped from the cache first
     read_seconds: tuple[float, ...]  # whole-file reads from the disk, timed apart (one per round, then three)
-    evicted: bool  # every evicted epoch began with under 5 % of the file cached (where that can be measured)
+    evicted: bool  # verified: every evicted epoch began with under 5 % of the file cached (mincore measured it)
+    cached_rounds: tuple[float, ...] = ()
+    evicted_rounds: tuple[float, ...] = ()
+    cached_fraction_before: float | None = None  # the largest share cached when an evicted epoch began; None: unknown
 
     @property
     def read_median(self) -> float:
@@ -50,26 +54,39 @@ class PrefetchedEpochs:
         return statistics.median(self.read_seconds)
 
     @property
+    def cached_median(self) -> float:
+        """The median cached epoch (the fastest where the rounds were not kept)."""
+        return statistics.median(self.cached_rounds) if self.cached_rounds else self.cached_seconds
+
+    @property
+    def evicted_median(self) -> float:
+        """The median evicted epoch (the fastest where the rounds were not kept): like with like, as the reads."""
+        return statistics.median(self.evicted_rounds) if self.evicted_rounds else self.evicted_seconds
+
+    @property
     def max_model(self) -> float:
-        """Reading ahead: the longer of the disk read and the compute (the cached epoch)."""
-        return max(self.read_median, self.cached_seconds)
+        """Reading ahead: the longer of the disk read and the compute (the cached epoch), medians."""
+        return max(self.read_median, self.cached_median)
 
     @property
     def sum_model(self) -> float:
-        """No overlap: the disk read plus the compute (the cached epoch)."""
-        return self.read_median + self.cached_seconds
+        """No overlap: the disk read plus the compute (the cached epoch), medians."""
+        return self.read_median + self.cached_median
 
     @property
     def over_max(self) -> float:
-        """Measured evicted epoch / the read-ahead model: about 1 when the read hides behind the compute."""
-        return self.evicted_seconds / self.max_model
+        """Median evicted epoch / the read-ahead model: about 1 when the read hides behind the compute."""
+        return self.evicted_median / self.max_model
 
     def why_not_judged(self) -> str:
-        """Why section 9 cannot judge the overlap here; "" where it can."""
+        """Why section 9 cannot judge the overlap here; "" where it can. An eviction that silently failed would
+        give an epoch about as long as the cached one, near the read-ahead model: unverified, nothing is judged."""
         if cache_control() is None:
             return "this OS (Windows) gives Python no way to keep a file out of its page cache."
         if not self.evicted:
-            return "the OS kept the file cached (a folder in RAM, tmpfs, does that)."
+            share = self.cached_fraction_before
+            seen = f"{share:.0%} of the file" if share is not None else "an unknown share (no mincore here)"
+            return f"the eviction was not verified: {seen} cached when an evicted epoch began (tmpfs keeps it all)."
         if self.sum_model / self.max_model < 1.5:
             return "the compute could not be sized to the disk read here, so the two models lie too close to tell."
         return ""
@@ -130,17 +147,26 @@ def prefetched_epochs(
         low, high = (_epoch(path, w, batch_size, evict=False) for w in (16, 256))  # a straight line through both
         target = min(statistics.median(reads), most_seconds)
         width = int(min(max(8, 16 + (target - low) * (256 - 16) / max(high - low, 1e-9)), 16384))
-        cached, evicted, ok = [], [], all(r > 0 for r in reads)
+        cached, evicted, fracs, ok = [], [], [], all(r > 0 for r in reads)
         for _ in range(rounds):
             disk_read_throughput(x_file, drop_cache=False)  # the cached epoch finds the whole file in RAM
             cached.append(_epoch(path, width, batch_size, evict=False))
             dropped = drop_file_cache(x_file)
-            frac = _cached_fraction(x_file)
-            ok = ok and dropped and (frac is None or frac < 0.05)
+            fracs.append(_cached_fraction(x_file))  # verified, not assumed: None (unknown) fails the check
+            ok = ok and dropped and fracs[-1] is not None and fracs[-1] < 0.05
             evicted.append(_epoch(path, width, batch_size, evict=True))
             reads.append(disk_read_throughput(x_file, drop_cache=True).seconds)
     finally:
         torch.set_num_threads(threads)
+    known = [f for f in fracs if f is not None]
     return PrefetchedEpochs(
-        info.nbytes, width, min(cached), min(evicted), tuple(reads), bool(ok) and cache_control() is not None
+        info.nbytes,
+        width,
+        min(cached),
+        min(evicted),
+        tuple(reads),
+        bool(ok) and cache_control() is not None,
+        tuple(cached),
+        tuple(evicted),
+        max(known) if len(known) == len(fracs) else None,
     )
