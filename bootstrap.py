@@ -23,23 +23,20 @@ missing those checks skip and say how to install it. In CI (the CI variable set)
 with apt-get.
 
 PyTorch: the pinned release TORCH_PIN is installed first, so pip never picks a different torch
-to satisfy the other packages. On Linux with no NVIDIA driver loaded it comes from the CPU-only wheels
-(CPU_INDEX: a few hundred MB instead of several GB of CUDA libraries); set TORCH_INDEX_URL to choose another
-build (a CUDA or ROCm index, or "pypi" for PyPI's default).
+to satisfy the other packages. Set TORCH_INDEX_URL to choose the build, e.g. the CPU-only wheels
+(https://download.pytorch.org/whl/cpu) on a Linux machine without a GPU, or a CUDA index.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
-import shutil
 import subprocess
 import sys
 import venv
 from pathlib import Path
 
 TORCH_PIN = "torch==2.13.0"
-CPU_INDEX = "https://download.pytorch.org/whl/cpu"
 ROOT = Path(__file__).resolve().parent
 VENV = ROOT / ".venv"
 STAMP = VENV / ".course-installed"
@@ -82,23 +79,11 @@ def setup(extras: str = "lab,test") -> Path:
         return python
     pip = [python, "-m", "pip", "install", "--disable-pip-version-check"]
     if not _has_torch(python):
-        _run(pip + [TORCH_PIN] + _torch_index())
+        index = os.environ.get("TORCH_INDEX_URL")
+        _run(pip + [TORCH_PIN] + (["--index-url", index] if index else []))
     _run(pip + ["-e", f"{ROOT}[{extras}]"])
     STAMP.write_text(wanted)
     return python
-
-
-def _torch_index() -> list[str]:
-    """pip's arguments choosing where torch comes from: TORCH_INDEX_URL if set ("pypi": PyPI's default), else the
-    CPU-only wheels on Linux where no NVIDIA driver is loaded (PyPI's Linux wheel carries CUDA), else PyPI."""
-    index = os.environ.get("TORCH_INDEX_URL", "")
-    if index == "pypi":
-        return []
-    gpu = any(Path(p).exists() for p in ("/proc/driver/nvidia", "/dev/dxg")) or shutil.which("nvidia-smi")
-    if not index and sys.platform.startswith("linux") and not gpu:  # /dev/dxg: a GPU under WSL2
-        print(f"No NVIDIA driver here: installing the CPU-only torch ({CPU_INDEX}); set TORCH_INDEX_URL to change")
-        index = CPU_INDEX
-    return ["--index-url", index] if index else []
 
 
 def ci_system_packages() -> None:
@@ -124,7 +109,8 @@ def plain_env(where: Path = ROOT / "build" / "plain-env") -> dict:
         venv.EnvBuilder(with_pip=True).create(where)
     pip = [python, "-m", "pip", "install", "-q", "--disable-pip-version-check"]
     if not _has_torch(python):
-        _run(pip + [TORCH_PIN] + _torch_index())
+        index = os.environ.get("TORCH_INDEX_URL")
+        _run(pip + [TORCH_PIN] + (["--index-url", index] if index else []))
     _run(pip + [ROOT, "ipykernel"])
     _run(pip + ["--no-deps", "--force-reinstall", ROOT])  # this checkout's course_lib, even at the same version
     _run(
