@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import pytest
 import torch
-from torch import nn
 
 from course_lib import memory, models
 from course_lib.memory import estimator, limit, streaming
@@ -14,18 +13,8 @@ from course_lib.memory import estimator, limit, streaming
 MiB = 2**20
 
 
-def _conv1d(batch=128):  # the lesson's Conv1d model
-    torch.manual_seed(0)
-    net = nn.Sequential(
-        nn.Conv1d(4, 32, 5, padding=2),
-        nn.GELU(),
-        nn.LayerNorm(64),
-        nn.Conv1d(32, 32, 5, padding=2),
-        nn.GELU(),
-        nn.Flatten(),
-        nn.Linear(32 * 64, 10),
-    )
-    return net, torch.randn(batch, 4, 64), torch.randint(0, 10, (batch,))
+def _conv1d():  # the lesson's Conv1d model, batch 128
+    return memory.demo_model("Conv1d")
 
 
 def _allocator(build, optimizer, precision="fp32", foreach=None):

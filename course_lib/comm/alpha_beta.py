@@ -72,6 +72,16 @@ def _ceil_log2(p: int) -> int:
 # --------------------------------------------------------------------------------------
 
 
+def _link_args(nbytes, world_size, alpha, bandwidth) -> tuple[float, int, float, float]:
+    """The checked (bytes, ranks, alpha, bandwidth) every collective's time takes."""
+    return (
+        arguments.nonnegative("nbytes", nbytes),
+        arguments.integer("world_size (the number of ranks)", world_size, minimum=1),
+        arguments.nonnegative("alpha (per-message latency in seconds)", alpha),
+        arguments.positive("bandwidth (bytes per second; float('inf') is a free link)", bandwidth, allow_inf=True),
+    )
+
+
 def allreduce_time(
     nbytes: float,
     world_size: int,
@@ -105,10 +115,7 @@ def allreduce_time(
     Raises TypeError/ValueError for negative ``nbytes``, ``world_size < 1``,
     ``alpha < 0``, ``bandwidth <= 0`` or an ``algorithm`` not in ``ALGORITHMS``.
     """
-    n = arguments.nonnegative("nbytes", nbytes)
-    p = arguments.integer("world_size (the number of ranks)", world_size, minimum=1)
-    a = arguments.nonnegative("alpha (per-message latency in seconds)", alpha)
-    bw = arguments.positive("bandwidth (bytes per second; float('inf') is a free link)", bandwidth, allow_inf=True)
+    n, p, a, bw = _link_args(nbytes, world_size, alpha, bandwidth)
     algorithm = arguments.choice("algorithm", algorithm, ALGORITHMS)
     if p == 1:
         return 0.0
@@ -131,10 +138,7 @@ def double_tree_allreduce_time(nbytes: float, world_size: int, alpha: float, ban
     but a latency term that grows with ``log p``, not ``p``: :func:`ring_tree_crossover_bytes`.
     ``world_size == 1`` costs 0. Same argument checks as :func:`allreduce_time`.
     """
-    n = arguments.nonnegative("nbytes", nbytes)
-    p = arguments.integer("world_size (the number of ranks)", world_size, minimum=1)
-    a = arguments.nonnegative("alpha (per-message latency in seconds)", alpha)
-    bw = arguments.positive("bandwidth (bytes per second; float('inf') is a free link)", bandwidth, allow_inf=True)
+    n, p, a, bw = _link_args(nbytes, world_size, alpha, bandwidth)
     if p == 1:
         return 0.0
     return 2 * _ceil_log2(p) * a + 2 * n / bw
@@ -182,10 +186,7 @@ def allgather_time(nbytes: float, world_size: int, alpha: float, bandwidth: floa
     all ``n``: ``(p-1)*alpha + (p-1)/p * n/bw`` (Thakur et al. 2005, ring algorithm).
     ``world_size == 1`` costs 0. Same argument checks as ``allreduce_time``.
     """
-    n = arguments.nonnegative("nbytes", nbytes)
-    p = arguments.integer("world_size (the number of ranks)", world_size, minimum=1)
-    a = arguments.nonnegative("alpha (per-message latency in seconds)", alpha)
-    bw = arguments.positive("bandwidth (bytes per second; float('inf') is a free link)", bandwidth, allow_inf=True)
+    n, p, a, bw = _link_args(nbytes, world_size, alpha, bandwidth)
     if p == 1:
         return 0.0
     return (p - 1) * a + (p - 1) / p * n / bw
@@ -211,10 +212,7 @@ def broadcast_time(nbytes: float, world_size: int, alpha: float, bandwidth: floa
     for long messages MPICH switches to scatter + all-gather). ``world_size == 1``
     costs 0.
     """
-    n = arguments.nonnegative("nbytes", nbytes)
-    p = arguments.integer("world_size (the number of ranks)", world_size, minimum=1)
-    a = arguments.nonnegative("alpha (per-message latency in seconds)", alpha)
-    bw = arguments.positive("bandwidth (bytes per second; float('inf') is a free link)", bandwidth, allow_inf=True)
+    n, p, a, bw = _link_args(nbytes, world_size, alpha, bandwidth)
     return _ceil_log2(p) * (a + n / bw)
 
 
