@@ -497,23 +497,26 @@ class ThinProduct:
     model_s: float  # rank1_update_bytes / bandwidth
     noisy: bool
     bandwidth: float = 0.0  # bytes/s the model used
+    blas_one_thread_s: float = 0.0  # the BLAS product on one thread (CPU only; 0 elsewhere)
 
 
 def thin_product(batch: int, width: int, bandwidth: float, rounds: int = 5, device=None, copy=None) -> ThinProduct:
     """Time the thin weight gradient of notebook 01, section 6, (width x batch) @ (batch x width), as a BLAS product
     and as rank-1 updates (``thin_product_forms``), interleaved, beside ``rank1_update_bytes`` at ``bandwidth``
     (bytes/s); ``copy`` = (a copy function, the bytes it moves) is timed among them and its B replaces ``bandwidth``,
-    so a burst of other work hits model and measurement alike."""
+    so a burst of other work hits model and measurement alike. On a CPU the BLAS product is also timed on one
+    thread: as fast or slower there, its time is its kernel's, not its threads'."""
     from . import timing
 
     b, w = arguments.positive_int("batch", batch), arguments.positive_int("width", width)
     fns = {**thin_product_forms(w, b, w, device), **({"copy": copy[0]} if copy else {})}
-    t = timing.compare_interleaved(fns, rounds=rounds, device=device, min_run_time=0.02)
+    one = {"1 thread": fns["BLAS product"]} if str(device or "cpu") == "cpu" else {}
+    kw = {"rounds": rounds, "device": device, "min_run_time": 0.02, "num_threads": {"1 thread": 1}}
+    t = timing.compare_interleaved({**fns, **one}, **kw)
     bw = copy[1] / t["copy"].seconds if copy else arguments.positive("bandwidth", bandwidth)
-    model = rank1_update_bytes(w, w, b) / bw
-    return ThinProduct(
-        (w, b, w), t["BLAS product"].seconds, t["rank-1 updates"].seconds, model, timing.any_noisy(t), bw
-    )
+    s = {name: r.seconds for name, r in t.items()}
+    model, noisy = rank1_update_bytes(w, w, b) / bw, timing.any_noisy(t)
+    return ThinProduct((w, b, w), s["BLAS product"], s["rank-1 updates"], model, noisy, bw, s.get("1 thread", 0.0))
 
 
 def minor_faults_per_call(fn, calls: int = 20) -> float | None:

@@ -517,7 +517,7 @@ def duration_bars(hours: Mapping[str, float], *, title: str, xlabel: str):
     fig, ax = bar_chart(
         list(hours), list(hours.values()), logy=True, title=title, xlabel=xlabel, ylabel="hours (log scale)"
     )
-    ax.set_ylim(top=8 * max(hours.values()))
+    ax.set_ylim(bottom=min(hours.values()) / 10, top=8 * max(hours.values()))  # the shortest bar a decade tall
     for label, h in zip(ax.texts, hours.values()):
         label.set_text(format_duration(h * 3600))
     return fig, ax

@@ -242,4 +242,4 @@ def test_fma_layout_multiplies_to_the_flops_per_cycle():
         lanes, units = peak.fma_layout(isa)
         assert lanes * units * 2 == peak.fp32_flops_per_cycle(isa)
     s = peak.SheetPeak(1.6e11, 2, 2.5, 32, "", 8)
-    assert "8 fp32 lanes x 2 FMA units x 2 FLOP per FMA = 32 FLOP" in s.line(1.6e11)
+    assert "8 fp32 lanes x 2 FMA units x 2 FLOP per FMA (fused multiply-add, a x b + c) = 32 FLOP" in s.line(1.6e11)

@@ -251,13 +251,13 @@ def test_compare_places_this_run_per_machine_kind(tmp_path):
 def test_a_value_outside_everything_recorded_by_more_than_noise_says_so(tmp_path):
     _atlas(tmp_path, [(-8.0, {}), (-2.0, {}), (-5.0, {})])
     out = runs.compare(("04/gap", 3.0, " points", "gap"), this_machine=MACHINE).text()
-    assert "OUTSIDE your kind's 3 runs (A: -8 to -2 points) even with the 25% noise allowance (-9.25 to -0.75" in out
+    assert "OUTSIDE your kind's 3 runs (A: -8 to -2 points) even with ±25% (-9.25 to -0.75" in out
     # within the noise band (a quarter of the median's size) beyond the range: not an outlier, and said so
     near = runs.compare(("04/gap", -1.0, " points", "gap"), this_machine=MACHINE).text()
     assert "just beyond your kind's 3 runs" in near and "OUTSIDE" not in near
     other = runs.compare(("04/gap", 3.0, " points", "gap"), this_machine=dict(MACHINE, isa="AVX2")).text()
-    assert "no run of your kind and load recorded" in other and "context, not a verdict" in other
-    assert "OUTSIDE them" in other and other.endswith(
+    assert "context only (no run of your kind and load)" in other
+    assert "OUTSIDE the others" in other and other.endswith(
         "save your run (last cell) to add one to the atlas."
     )  # a kind never recorded
 
@@ -265,16 +265,16 @@ def test_a_value_outside_everything_recorded_by_more_than_noise_says_so(tmp_path
 def test_too_few_runs_give_a_ratio_not_a_verdict(tmp_path):
     _atlas(tmp_path, [(2.0, {})])
     text = runs.compare(("04/gap", 3.0, " points", "gap"), this_machine=MACHINE).text()
-    assert "1.5x your kind's run (A: 2 points): beyond the 25% noise allowance" in text and "OUTSIDE" not in text
+    assert "1.5x your kind's run (A: 2 points): beyond ±25%" in text and "OUTSIDE" not in text
     _atlas(tmp_path, [(0.0, {})])
     zero = runs.compare(("04/gap", 140.0, " points", "gap"), this_machine=MACHINE).text()
-    assert "too few runs of your kind" in zero and "beyond the" not in zero  # a zero (clamped) value: no ratio
+    assert "too few runs to know its spread" in zero and "beyond the" not in zero  # a zero (clamped) value: no ratio
     _atlas(tmp_path, [(4.9, {})])
     signed = runs.compare(("04/gap", -7.75, " points", "gap"), this_machine=MACHINE).text()
     assert "-12.7 points from your kind's run (A: 4.9 points)" in signed and "beyond the" not in signed
     _atlas(tmp_path, [(2.0, {})])
     near = runs.compare(("04/gap", 2.3, " points", "gap"), this_machine=MACHINE).text()
-    assert "matches your kind's run (A: 2 points), within the 25% noise allowance" in near
+    assert "matches your kind's run (A: 2 points), within ±25%" in near
 
 
 def test_a_number_the_machine_does_not_change_says_so(tmp_path):
@@ -347,6 +347,6 @@ def test_inside_a_range_that_spans_kinds_names_your_kind(tmp_path):
     assert "matches your kind's run (B: 2x)" in text
     # the pooled range (0.03 to 2x) would hide an outlier of this kind; judged against its own kind, it shows
     low = runs.compare(("04/gap", 0.5, "x", "gap"), this_machine=MACHINE).text()
-    assert "0.25x your kind's run (B: 2x): beyond the 25% noise allowance" in low and "cannot show" in low
+    assert "0.25x your kind's run (B: 2x): beyond ±25%" in low and "cannot show" in low
     busy = runs.compare(("04/gap", 1.0, "x", "gap"), this_machine=dict(MACHINE, isa="AVX2", busy=True)).text()
-    assert "no run of your kind and load recorded" in busy and "your kind under the other load gave 0.03x" in busy
+    assert "context only (no run of your kind and load)" in busy and "your kind, other load: 0.03x" in busy

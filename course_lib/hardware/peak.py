@@ -182,7 +182,7 @@ class SheetPeak:
             return f"no data-sheet peak here: {self.caveat}"
         layout = (
             f"per core and cycle: {self.lanes} fp32 lanes x {self.per_cycle // (2 * self.lanes)} FMA units x 2 FLOP "
-            f"per FMA = {self.per_cycle} FLOP\n"
+            f"per FMA (fused multiply-add, a x b + c) = {self.per_cycle} FLOP\n"
             if self.lanes
             else ""
         )

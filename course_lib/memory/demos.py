@@ -60,12 +60,12 @@ def demo_model(name: str, scale: float = 1.0) -> tuple[nn.Module, torch.Tensor, 
 def estimate_table(rows) -> str:
     """``rows`` of ``(label, MemoryEstimate, allocated bytes)`` as a table: estimate, the allocator's peak, their
     ratio and the estimated peak phase (notebook 02, section 3)."""
-    lines = [f"{'configuration':42s}{'estimate':>10}{'allocator':>11}{'est/alloc':>10}  peak phase"]
+    lines = [f"{'configuration':42s}{'est. MiB':>10}{'alloc. MiB':>11}{'est/alloc':>10}  peak phase"]
     for label, est, allocated in rows:
         if not allocated or allocated <= 0:
             raise ValueError(f"row {label!r}: allocated must be a positive byte count, got {allocated!r}")
         ratio = est.total / allocated
-        lines.append(f"{label:42s}{est.total / MiB:8.1f}M{allocated / MiB:10.1f}M{ratio:10.3f}  {est.peak_phase}")
+        lines.append(f"{label:42s}{est.total / MiB:9.1f}{allocated / MiB:11.1f}{ratio:10.3f}  {est.peak_phase}")
     return "\n".join(lines)
 
 

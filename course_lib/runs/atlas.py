@@ -85,7 +85,7 @@ class Group:
         n = len(self.values)
         if n == 1:
             return f"{_fmt(lo)}{self.unit}"
-        return f"{_fmt(lo)} to {_fmt(hi)}{self.unit} ({n} runs, median {_fmt(statistics.median(self.values))})"
+        return f"{_fmt(lo)} to {_fmt(hi)}{self.unit} ({n} runs)"
 
 
 def groups(key: str, what: str | None = None) -> list[Group]:
@@ -190,35 +190,35 @@ def verdict(
             return f"the same as all {runs}: this number does not depend on the machine"
         if n >= FEW:
             return f"differs from the {runs}, which all gave {_fmt(lo)}{unit}: another torch release or thread count?"
-    noise = f"{NOISE:.0%} noise allowance"
+    noise = f"±{NOISE:.0%}"  # the noise allowance, named in the legend
     if mine:
         med, m = statistics.median(mine), len(mine)
         name = f"{letter}: " if letter else ""
         theirs = f"your kind's {'run' if m == 1 else f'{m} runs'} ({name}{_span(mine)}{unit})"
         if m < FEW:
             if not (med > 0 and value > 0) and not _same(value, med):  # a signed value near zero: no ratio
-                return f"{_versus(value, med, unit)} {theirs}; too few runs of your kind to know its spread"
+                return f"{_versus(value, med, unit)} {theirs}; too few runs to know its spread"
             if _near(value, med):
-                return f"matches {theirs}, within the {noise}"
+                return f"matches {theirs}, within {noise}"
             return (
-                f"{_versus(value, med, unit)} {theirs}: beyond the {noise}, but {m} run{'s' * (m != 1)} "
+                f"{_versus(value, med, unit)} {theirs}: beyond {noise}, but {m} run{'s' * (m != 1)} "
                 "cannot show its spread: rerun"
             )
         low, high = _widened(min(mine), max(mine), med)
         if min(mine) <= value <= max(mine):
             return f"inside {theirs}"
         if low <= value <= high:
-            return f"just beyond {theirs}, within the {noise}"
-        return f"OUTSIDE {theirs} even with the {noise} ({_fmt(low)} to {_fmt(high)}{unit}): rerun it"
+            return f"just beyond {theirs}, within {noise}"
+        return f"OUTSIDE {theirs} even with {noise} ({_fmt(low)} to {_fmt(high)}{unit}): rerun it"
     low, high = _widened(lo, hi, statistics.median(recorded))
     if lo <= value <= hi:
-        where = "inside them"
+        where = "inside the others"
     elif low <= value <= high:
-        where = f"just beyond them, within the {noise} ({_fmt(low)} to {_fmt(high)}{unit})"
+        where = f"just beyond the others, within {noise} ({_fmt(low)} to {_fmt(high)}{unit})"
     else:
-        where = f"OUTSIDE them even with the {noise} ({_fmt(low)} to {_fmt(high)}{unit})"
-    same = f"; your kind under the other load gave {_span(kin)}{unit}" if kin else ""
-    return f"no run of your kind and load recorded, so the others are context, not a verdict: {where}{same}"
+        where = f"OUTSIDE the others even with {noise} ({_fmt(low)} to {_fmt(high)}{unit})"
+    same = f"; your kind, other load: {_span(kin)}{unit}" if kin else ""
+    return f"context only (no run of your kind and load): {where}{same}"
 
 
 @dataclass(frozen=True)
@@ -263,6 +263,10 @@ class Comparison:
                     "  (held by a setting: PyTorch was told to use narrower instructions than the chip has, "
                     "to show a CPU without them)"
                 )
+            lines.append(
+                f"  (±{NOISE:.0%}: the noise allowance between runs of one kind; context only: no run of your kind "
+                "and load to judge by)"
+            )
             _LEGENDS_SHOWN.add(key)
         for row in self.rows:
             recorded = [v for g in row.groups for v in g.values]
@@ -275,7 +279,7 @@ class Comparison:
             left = f"; {n} run{'s' * (n != 1)} at another size or setting left out" if n else ""
             context = f". Others: {shown}" if shown and not self._constant(recorded, row.value) else ""
             lines.append(f"    {_fmt(row.value)}{row.unit} here: {said}{context}{left}")
-        if any("no run of your kind and load" in line for line in lines):
+        if any("(no run of your kind and load)" in line for line in lines):
             lines.append(
                 "Values above with no run of your kind and load: save your run (last cell) to add one to the atlas."
             )
