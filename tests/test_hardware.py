@@ -243,3 +243,15 @@ def test_fma_layout_multiplies_to_the_flops_per_cycle():
         assert lanes * units * 2 == peak.fp32_flops_per_cycle(isa)
     s = peak.SheetPeak(1.6e11, 2, 2.5, 32, "", 8)
     assert "8 fp32 lanes x 2 FMA units x 2 FLOP per FMA (fused multiply-add, a x b + c) = 32 FLOP" in s.line(1.6e11)
+
+
+def test_a_container_memory_limit_caps_the_ram_reported(monkeypatch):
+    from course_lib.hardware import machine
+
+    files = {"/sys/fs/cgroup/memory.max": "2147483648\n", "/sys/fs/cgroup/memory.current": "536870912\n"}
+    monkeypatch.setattr(machine, "_read", lambda path: files.get(path, ""))
+    assert machine.container_memory_limit() == (2**31, 2**29)
+    info = machine.detect()
+    assert info.ram_bytes <= 2**31 and info.available_ram_bytes <= 2**31 - 2**29
+    files["/sys/fs/cgroup/memory.max"] = "max\n"  # cgroup v2 without a limit, and no v1 files: the host's RAM
+    assert machine.container_memory_limit() is None

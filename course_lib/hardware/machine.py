@@ -12,7 +12,7 @@ from pathlib import Path
 import torch
 
 from .. import devices
-from .processor import CPUInfo, _cpu_info
+from .processor import CPUInfo, _cpu_info, _read
 
 PLATFORMS = ("colab", "kaggle", "vertex-ai-workbench", "local")
 
@@ -213,15 +213,34 @@ def large_blocks_returned_on_free(
     return False, "this system's allocator is unknown to the course"
 
 
+def container_memory_limit() -> tuple[int, int] | None:
+    """(limit, in use) in bytes where a container caps this process's memory (cgroup v2 ``memory.max`` or v1
+    ``memory.limit_in_bytes``), None where nothing does: Docker, Kaggle and JupyterHub kill a process past it,
+    whatever the host's RAM."""
+    for limit_file, usage_file in (
+        ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory.current"),
+        ("/sys/fs/cgroup/memory/memory.limit_in_bytes", "/sys/fs/cgroup/memory/memory.usage_in_bytes"),
+    ):
+        limit, usage = _read(limit_file).strip(), _read(usage_file).strip()
+        if limit.isdigit() and int(limit) < 2**60:  # "max", or v1's huge number: no limit
+            return int(limit), int(usage) if usage.isdigit() else 0
+    return None
+
+
 def detect() -> HardwareInfo:
-    """Describe this machine: CPU, RAM, accelerators, platform, torch build (notebook 00)."""
+    """Describe this machine: CPU, RAM (a container's limit where it is lower), accelerators, platform, torch build
+    (notebook 00)."""
     import psutil
 
     vm = psutil.virtual_memory()
+    total, available = int(vm.total), int(vm.available)
+    capped = container_memory_limit()
+    if capped:
+        total, available = min(total, capped[0]), max(0, min(available, capped[0] - capped[1]))
     return HardwareInfo(
         cpu=_cpu_info(),
-        ram_bytes=int(vm.total),
-        available_ram_bytes=int(vm.available),
+        ram_bytes=total,
+        available_ram_bytes=available,
         accelerators=_accelerators(),
         platform=detect_platform(),
         os=f"{platform.system()} {platform.release()}",

@@ -263,10 +263,7 @@ class Comparison:
                     "  (held by a setting: PyTorch was told to use narrower instructions than the chip has, "
                     "to show a CPU without them)"
                 )
-            lines.append(
-                f"  (±{NOISE:.0%}: the noise allowance between runs of one kind; context only: no run of your kind "
-                "and load to judge by)"
-            )
+            lines.append(f"  (±{NOISE:.0%}: the noise allowance, how far runs of one kind may differ)")
             _LEGENDS_SHOWN.add(key)
         for row in self.rows:
             recorded = [v for g in row.groups for v in g.values]
