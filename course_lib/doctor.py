@@ -81,11 +81,11 @@ def adaptations(
     rows.append(
         (
             "Memory demos",
-            f"{ram_gib:.0f} GiB RAM; out-of-memory runs only inside a capped subprocess"
+            f"{ram_gib:.1f} GiB RAM; out-of-memory runs only inside a capped subprocess"
             + ("" if dp.runs("memory_cap") else ", which this system cannot do: those demos are skipped"),
         )
     )
-    local = "2-4 local CPU processes talking over gloo on 127.0.0.1" + (
+    local = "2-4 local CPU processes talking over gloo (PyTorch's CPU communication library) on 127.0.0.1" + (
         " (one core: slower, still correct)" if cores < 2 else ""
     )
     rows.append(("Distributed demos", local + (f"; NCCL across {dp.gpu_ranks} GPUs as well" if dp.gpu_ranks else "")))

@@ -154,7 +154,7 @@ def time_fn(
     warmup: int = 2,
     min_run_time: float = 0.2,
 ) -> Timing:
-    """The time of one call of ``fn()`` (notebook 01: matmul throughput, step time).
+    """The time of one call of ``fn()`` (notebook 07.1: a benchmark's single timings).
 
     ``fn`` takes no arguments (wrap yours in a lambda). It is called ``warmup`` times first, then
     in blocks for at least ``min_run_time`` seconds by ``torch.utils.benchmark.Timer``, with the

@@ -802,7 +802,7 @@ def test_allreduce_table_prints_every_row_and_the_cache_column():
     rows = [_row(4, 2e-4), _row(2**25, 2e-2)]
     text = comm.allreduce_table(rows, lambda n: 1e-4 + n / 2e9, llc_bytes=2**25)
     lines = text.splitlines()
-    assert len(lines) == 3 and "LLC" in lines[0]
+    assert len(lines) == 4 and "LLC" in lines[0] and lines[3].startswith("* the 20th percentile")  # the footnote
     assert lines[2].split()[-1] == "2.00"  # 2 ranks x 32 MiB over a 32 MiB cache
     assert "LLC" not in comm.allreduce_table(rows, lambda n: 1e-4)
 

@@ -246,13 +246,13 @@ def test_every_exercise_function_has_wrong_answers():
 
 
 def test_the_guess_is_locked_before_the_check_that_would_show_its_answer():
-    """The largest_model check shows its expected values on failure (5 billion for an 80 GB A100 with Adam in mixed
-    precision), so the guess of that number must be locked before the check cell runs, not after it."""
+    """The largest_model check shows its expected values on failure (10 billion for an 80 GB A100 with Adam, all in
+    bf16), so the guess of that number must be locked before the check cell runs, not after it."""
     import nbformat
 
     for folder in ("solutions", "exercises"):
         cells = nbformat.read(ROOT / folder / "02_memory.ipynb", as_version=4).cells
         code = [c.source for c in cells if c.cell_type == "code"]
-        lock = next(i for i, s in enumerate(code) if "guess_first(guess_a100_adam_mixed_billions" in s)
+        lock = next(i for i, s in enumerate(code) if "guess_first(guess_a100_adam_bf16_billions" in s)
         check = next(i for i, s in enumerate(code) if 'checks.check("02/largest_model"' in s)
         assert lock < check, folder

@@ -209,16 +209,16 @@ def allreduce_table(rows: list[dict], predict, llc_bytes: int | None = None) -> 
     their ratio, bus bandwidth and, given ``llc_bytes``, the ranks' tensors over the last-level cache
     (``N x bytes / llc_bytes``: past 1 they cannot all stay in it). Notebook 03, section 5. ``predict`` maps
     bytes to seconds (``AlphaBeta.predict``)."""
-    head = f"{'bytes':>11}  {'measured':>9}  {'model':>9}  model / measured  bus bw, best-case"
+    head = f"{'bytes':>11}  {'measured*':>9}  {'model':>9}  model / measured  bus bw, best-case"
     lines = [head + ("  ranks' tensors / LLC" if llc_bytes else "")]
     for r in rows:
         model = float(predict(r["bytes"]))
         line = f"{r['bytes']:>11,}  {r['seconds'] * 1e3:6.3f} ms  {model * 1e3:6.3f} ms  {model / r['seconds']:15.2f}x"
-        line += f"  {r['busbw_Bps'] / 1e9:6.2f} GB/s"
+        line += f"  {r['busbw_Bps'] / 1e9:6.3g} GB/s"
         if llc_bytes:
             line += f"  {r['world_size'] * r['bytes'] / llc_bytes:20.2f}"
         lines.append(line)
-    return "\n".join(lines)
+    return "\n".join(lines + ["* the 20th percentile of the repeats: the least disturbed runs, a best case"])
 
 
 def ring_all_reduce(tensor: torch.Tensor) -> torch.Tensor:

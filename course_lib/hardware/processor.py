@@ -29,6 +29,7 @@ _SIMD_FLAGS = {
     "avx512_fp16": "AVX-512 FP16",
     "avx512_vnni": "AVX-512 VNNI",
     "avx_vnni": "AVX-VNNI",
+    "avx_ne_convert": "AVX-NE-CONVERT",  # bf16 conversions in hardware: oneDNN's avx2_vnni_2 level runs bf16 with them
     "amx_tile": "AMX",
     "amx_bf16": "AMX BF16",
     "amx_int8": "AMX INT8",

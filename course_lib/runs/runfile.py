@@ -233,6 +233,11 @@ def save(lesson: str, label: str | None = None, folder: str | os.PathLike | None
     return path
 
 
+def _count(n: int, noun: str) -> str:
+    """``n`` and ``noun``, plural where ``n`` is not 1: "1 value", "3 values"."""
+    return f"{n} {noun}{'s' * (n != 1)}"
+
+
 def summary(run: dict) -> str:
     """Three lines: what the run holds, on which machine."""
     es = run["entries"]
@@ -243,7 +248,7 @@ def summary(run: dict) -> str:
     return (
         f"Lesson {run['lesson']} on {kind_of(run['machine'])}, {state_of(run['machine'])}, "
         f"torch {run['machine'].get('torch')}\n"
-        f"  {made} of {len(guesses)} guesses made; {sum(e['kind'] == 'value' for e in es)} values; "
+        f"  {made} of {len(guesses)} guesses made; {_count(sum(e['kind'] == 'value' for e in es), 'value')}; "
         f"{len(claims)} claims: {counts['held']} held, {counts['not held']} not held, {counts['not judged']} not judged"
     )
 
