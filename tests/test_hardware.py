@@ -251,7 +251,9 @@ def test_a_container_memory_limit_caps_the_ram_reported(monkeypatch):
     files = {"/sys/fs/cgroup/memory.max": "2147483648\n", "/sys/fs/cgroup/memory.current": "536870912\n"}
     monkeypatch.setattr(machine, "_read", lambda path: files.get(path, ""))
     assert machine.container_memory_limit() == (2**31, 2**29)
+    files["/sys/fs/cgroup/memory.stat"] = "anon 1000\ninactive_file 268435456\n"  # page cache the kernel can drop
+    assert machine.container_memory_limit() == (2**31, 2**28)
     info = machine.detect()
-    assert info.ram_bytes <= 2**31 and info.available_ram_bytes <= 2**31 - 2**29
+    assert info.ram_bytes <= 2**31 and info.available_ram_bytes <= 2**31 - 2**28  # the limit less what is in use
     files["/sys/fs/cgroup/memory.max"] = "max\n"  # cgroup v2 without a limit, and no v1 files: the host's RAM
     assert machine.container_memory_limit() is None

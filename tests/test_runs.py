@@ -258,7 +258,7 @@ def test_a_value_outside_everything_recorded_by_more_than_noise_says_so(tmp_path
     other = runs.compare(("04/gap", 3.0, " points", "gap"), this_machine=dict(MACHINE, isa="AVX2")).text()
     assert "context only (no run of your kind and load)" in other
     assert "OUTSIDE the others" in other and other.endswith(
-        "save your run (last cell) to add one to the atlas."
+        "save your run (last cell) and hand it in, so your kind can join the atlas."
     )  # a kind never recorded
 
 

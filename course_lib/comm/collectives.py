@@ -14,7 +14,7 @@ import torch
 import torch.distributed as dist
 
 from .. import arguments, names, seeds
-from ..timing import representative
+from ..timing import format_rate, representative
 from ..hardware import synchronize
 from .launcher import rank_info
 
@@ -214,7 +214,7 @@ def allreduce_table(rows: list[dict], predict, llc_bytes: int | None = None) -> 
     for r in rows:
         model = float(predict(r["bytes"]))
         line = f"{r['bytes']:>11,}  {r['seconds'] * 1e3:6.3f} ms  {model * 1e3:6.3f} ms  {model / r['seconds']:15.2f}x"
-        line += f"  {r['busbw_Bps'] / 1e9:6.3g} GB/s"
+        line += f"  {format_rate(r['busbw_Bps'], 'B/s'):>10}"
         if llc_bytes:
             line += f"  {r['world_size'] * r['bytes'] / llc_bytes:20.2f}"
         lines.append(line)

@@ -216,14 +216,21 @@ def large_blocks_returned_on_free(
 def container_memory_limit() -> tuple[int, int] | None:
     """(limit, in use) in bytes where a container caps this process's memory (cgroup v2 ``memory.max`` or v1
     ``memory.limit_in_bytes``), None where nothing does: Docker, Kaggle and JupyterHub kill a process past it,
-    whatever the host's RAM."""
-    for limit_file, usage_file in (
-        ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory.current"),
-        ("/sys/fs/cgroup/memory/memory.limit_in_bytes", "/sys/fs/cgroup/memory/memory.usage_in_bytes"),
+    whatever the host's RAM. In use leaves out the inactive page cache the kernel reclaims first, as docker stats
+    does."""
+    for folder, limit_file, usage_file, cache_line in (
+        ("/sys/fs/cgroup/", "memory.max", "memory.current", "inactive_file"),
+        ("/sys/fs/cgroup/memory/", "memory.limit_in_bytes", "memory.usage_in_bytes", "total_inactive_file"),
     ):
-        limit, usage = _read(limit_file).strip(), _read(usage_file).strip()
+        limit, usage = _read(folder + limit_file).strip(), _read(folder + usage_file).strip()
         if limit.isdigit() and int(limit) < 2**60:  # "max", or v1's huge number: no limit
-            return int(limit), int(usage) if usage.isdigit() else 0
+            stat = dict(
+                line.split()[:2] for line in _read(folder + "memory.stat").splitlines() if len(line.split()) >= 2
+            )
+            cache = (
+                int(stat.get(cache_line, "0")) if stat.get(cache_line, "0").isdigit() else 0
+            )  # reclaimable page cache
+            return int(limit), max(0, int(usage) - cache) if usage.isdigit() else 0
     return None
 
 

@@ -263,7 +263,10 @@ class Comparison:
                     "  (held by a setting: PyTorch was told to use narrower instructions than the chip has, "
                     "to show a CPU without them)"
                 )
-            lines.append(f"  (±{NOISE:.0%}: the noise allowance, how far runs of one kind may differ)")
+            lines.append(
+                f"  (±{NOISE:.0%}: the noise allowance, how far runs of one kind may differ; values set by memory "
+                "bandwidth can swing more on a shared cloud host)"
+            )
             _LEGENDS_SHOWN.add(key)
         for row in self.rows:
             recorded = [v for g in row.groups for v in g.values]
@@ -278,7 +281,8 @@ class Comparison:
             lines.append(f"    {_fmt(row.value)}{row.unit} here: {said}{context}{left}")
         if any("(no run of your kind and load)" in line for line in lines):
             lines.append(
-                "Values above with no run of your kind and load: save your run (last cell) to add one to the atlas."
+                "Values above with no run of your kind and load: save your run (last cell) and hand it in, "
+                "so your kind can join the atlas."
             )
         return "\n".join(lines)
 
