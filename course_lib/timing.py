@@ -315,13 +315,15 @@ def matmul_throughput(
     device: torch.device | str = "cpu",
     min_run_time: float = 0.1,
     seed: int = 0,
+    num_threads: int | None = None,
 ) -> list[Throughput]:
     """Time an n x n @ n x n product, written into an existing output, for each n (notebook 01).
 
     Small n: the fixed cost of a call dominates. Large n: the arithmetic does, and FLOP/s
-    approaches the machine's peak.
+    approaches the machine's peak. ``num_threads``: CPU threads (default: torch's current setting).
     """
     sizes = arguments.int_list("sizes", sizes)
+    num_threads = None if num_threads is None else arguments.positive_int("num_threads", num_threads)
     torch_dtype = to_dtype(dtype)
     device = as_device(device)
     gen = torch.Generator().manual_seed(seed)
@@ -330,7 +332,13 @@ def matmul_throughput(
         a = torch.randn(n, n, generator=gen).to(device=device, dtype=torch_dtype)
         b = torch.randn(n, n, generator=gen).to(device=device, dtype=torch_dtype)
         c = torch.empty(n, n, device=device, dtype=torch_dtype)
-        t = time_fn(lambda: torch.mm(a, b, out=c), label=f"matmul {n}", device=device, min_run_time=min_run_time)
+        t = time_fn(
+            lambda: torch.mm(a, b, out=c),
+            label=f"matmul {n}",
+            device=device,
+            min_run_time=min_run_time,
+            num_threads=num_threads,
+        )
         out.append(Throughput(n, t.seconds, matmul_flops(n, n, n), t.noisy))
     return out
 

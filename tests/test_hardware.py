@@ -210,6 +210,19 @@ def test_blas_flops_per_cycle_caps_mkl_on_amd_at_avx2():
         hardware.blas_flops_per_cycle(-1, "AuthenticAMD", "MKL")
 
 
+def test_bf16_dot_model_is_twice_the_blas_width_share():
+    from course_lib.hardware.peak import bf16_dot_over_fp32
+
+    zen4 = bf16_dot_over_fp32("AVX-512", "AMD EPYC 9654", "MKL", vendor="AuthenticAMD", family=25)
+    zen5 = bf16_dot_over_fp32("AVX-512", "AMD EPYC 9655", "MKL", vendor="AuthenticAMD", family=26)
+    xeon = bf16_dot_over_fp32("AVX-512", "Intel(R) Xeon(R) Gold 6348", "MKL", vendor="GenuineIntel", family=6)
+    assert (zen4, zen5, xeon) == (2.0, 4.0, 2.0)  # Zen 5: MKL's AVX2 path leaves its 512-bit units half idle
+    assert bf16_dot_over_fp32("AVX-512", "AMD EPYC 9655", "OpenBLAS", vendor="AuthenticAMD", family=26) == 2.0
+    with pytest.raises(ValueError, match="vector_isa"):
+        bf16_dot_over_fp32("AVX-1024", vendor="GenuineIntel", family=6)
+    assert bf16_dot_over_fp32("AVX-512", blas="MKL") in (2.0, 4.0)  # this CPU, detected
+
+
 def test_sheet_peak_is_cores_x_clock_x_flops_per_cycle_or_caveated(monkeypatch):
     from course_lib.hardware import peak
 

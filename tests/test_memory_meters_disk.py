@@ -36,6 +36,7 @@ def test_each_plausible_bug_misses_the_meter_by_more_than_the_lesson_bound():
     est = memory.estimate_training_memory(model, x, "adam", target=y)
     bugs = memory.plausible_bugs(est)
     assert set(bugs) == {
+        "components summed",
         "activations forgotten",
         "activation gradients forgotten",
         "optimizer state forgotten",
@@ -45,9 +46,9 @@ def test_each_plausible_bug_misses_the_meter_by_more_than_the_lesson_bound():
     # the backward pass without the activation gradients: at least what is held at the peak without them
     parts = dict(est.peak_parts)
     assert est.total - parts["activation gradients"] <= bugs["activation gradients forgotten"] < est.total
-    assert all(abs(b / est.total - 1) > 0.08 for b in bugs.values()), (
+    assert all(abs(b / est.total - 1) > 0.05 for b in bugs.values()), (
         bugs
-    )  # the lesson judges the worst of its configurations
+    )  # the lesson's float32 bound (3 %) rejects each, on the worst of its configurations too
     with pytest.raises(TypeError, match="MemoryEstimate"):
         memory.plausible_bugs(123)
 

@@ -170,6 +170,6 @@ def test_estimate_against_allocator_pairs_the_estimate_with_the_allocators_peak(
     if allocated is None:  # pragma: no cover - a PyTorch whose profiler reports no allocation events
         pytest.skip("this PyTorch's profiler reports no allocations")
     worst, closest, bug_miss, _ = memory.estimator_misses([(est, allocated)])
-    assert worst < 10 < bug_miss  # the GPU check's claim, here on the CPU meter: the estimate fits, no bug does
+    assert worst < 3 < bug_miss  # the lesson's float32 bound, here on a tiny MLP: the estimate fits, no bug does
     with pytest.raises(TypeError, match="model"):
         memory.estimate_against_allocator("not a model", x, y)

@@ -393,6 +393,38 @@ def test_check_largest():
     with pytest.raises(checks.ExerciseNotDone, match="not written yet"):
         checks.check_largest(stub, fits, hint="search")
 
+    asked = []  # the costly function a search calls appends what it is asked
+
+    def costly_fits(n):
+        asked.append(n)
+        return fits(n)
+
+    def linear(limit):  # right answer, one ask per number: fine for 3, far too many for 3000
+        n = 0
+        while costly_fits(n + 1):
+            n += 1
+        return n
+
+    def bisect(limit):
+        lo, hi = 0, 1
+        while costly_fits(hi):
+            lo, hi = hi, 2 * hi
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            lo, hi = (mid, hi) if costly_fits(mid) else (lo, mid)
+        return lo
+
+    big = lambda n: n <= 3000  # noqa: E731
+    fits = big
+    assert checks.check_largest(bisect, big, 0, quiet=True, asked=asked) == 3000
+    assert len(asked) <= checks.core.search_budget(3000)
+    with pytest.raises(checks.CheckFailed, match="asked about 3001 numbers"):
+        checks.check_largest(linear, big, 0, asked=asked)
+    with pytest.raises(TypeError, match="asked"):
+        checks.check_largest(bisect, big, 0, asked=(1, 2))
+    with pytest.raises(ValueError, match="answer"):
+        checks.core.search_budget(-1)
+
 
 def _checkpoint(model, optimizer, step):
     return {

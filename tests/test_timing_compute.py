@@ -89,6 +89,24 @@ def fixed_timing(seconds):
     return fake
 
 
+def test_throughput_sweep_runs_on_the_threads_asked():
+    threads_seen = []
+    real_mm = torch.mm
+
+    def spy(*args, **kwargs):
+        threads_seen.append(torch.get_num_threads())
+        return real_mm(*args, **kwargs)
+
+    before = torch.get_num_threads()
+    try:
+        torch.mm = spy
+        timing.matmul_throughput([8], num_threads=1, min_run_time=0.001)
+    finally:
+        torch.mm = real_mm
+    assert threads_seen and set(threads_seen) == {1}
+    assert torch.get_num_threads() == before
+
+
 def test_throughput_sweep_counts_2n3_flops(monkeypatch):
     monkeypatch.setattr(timing, "time_fn", fixed_timing(0.5))
     pts = timing.matmul_throughput([8, 128])
@@ -98,6 +116,8 @@ def test_throughput_sweep_counts_2n3_flops(monkeypatch):
         timing.matmul_throughput([])
     with pytest.raises(TypeError):
         timing.matmul_throughput([8.5])
+    with pytest.raises(ValueError):
+        timing.matmul_throughput([8], num_threads=0)
     with pytest.raises(ValueError):
         timing.memory_bandwidth(10)
 

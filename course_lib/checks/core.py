@@ -414,19 +414,39 @@ def check_value(
         print(f"\u2713 {name} is right: {got!r}")
 
 
+def search_budget(answer: int) -> int:
+    """How many numbers a search for ``answer`` may ask about: doubling from 1 to pass it, then halving the gap
+    (each about log2(answer) asks), with room for a start far from it."""
+    if isinstance(answer, bool) or not isinstance(answer, int) or answer < 0:
+        raise ValueError(f"answer must be a whole number >= 0, got {answer!r}")
+    return 2 * math.ceil(math.log2(answer + 2)) + 8
+
+
 def check_largest(
-    fn: Callable[..., Any], fits: Callable[[int], bool], *args: Any, hint: str = "", quiet: bool = False
+    fn: Callable[..., Any],
+    fits: Callable[[int], bool],
+    *args: Any,
+    hint: str = "",
+    quiet: bool = False,
+    asked: list | None = None,
 ) -> int:
     """Check that ``fn(*args)`` returns the largest whole number for which ``fits`` holds: it fits, one more
     does not. Returns that number.
 
     For answers such as "the largest batch that fits in 64 MiB", where the check tests the property
-    without knowing how the learner found the number.
+    without knowing how the learner found the number. ``asked``: a list that the costly function the learner's
+    search calls appends each number it is asked about to; the check empties it first, and fails a search that
+    asked far more often than halving the gap needs (``search_budget``).
     """
     if not callable(fn):
         raise TypeError(f"fn must be the function you wrote, got {type(fn).__name__}")
+    if asked is not None and not isinstance(asked, list):
+        raise TypeError(f"asked must be the list your probe function appends to, got {type(asked).__name__}")
     name = getattr(fn, "__name__", "your function")
+    if asked is not None:
+        asked.clear()
     value = _call(fn, args, name, hint)
+    tries = len(asked) if asked is not None else 0
     shown = f"{name}({', '.join(map(repr, args))})"
     more = f"\nHint: {hint}" if hint else ""
     if isinstance(value, bool) or not isinstance(value, int):
@@ -435,6 +455,12 @@ def check_largest(
         raise CheckFailed(f"{shown} = {value} does not fit: aim lower." + more)
     if fits(value + 1):
         raise CheckFailed(f"{shown} = {value} fits, but so does {value + 1}: it is not the largest." + more)
+    if asked is not None and tries > search_budget(value):
+        raise CheckFailed(
+            f"{shown} = {value} is right, but your search asked about {tries} numbers. Keep one that fits and one "
+            f"that does not, and try the middle of the gap each time: about {search_budget(value)} asks at most "
+            "for this answer (doubling to find one that does not fit, then halving the gap)." + more
+        )
     if not quiet:
         print(f"\u2713 {shown} = {value} is the largest that fits")
     return value

@@ -246,8 +246,9 @@ def _largest_model_cases() -> list:
         "and keeps its values in float32 (4 bytes each), on top of the 2-byte bf16 weight and gradient."
     )
     halved = (
-        "That halves every value. The mixed recipe keeps 2-byte weights and gradients, but also a 4-byte float32 "
-        "master copy of each weight and the optimizer's values in float32: with Adam 2 + 2 + 4 + 4 + 4 bytes."
+        "That halves every value: the all-bf16 recipe. The mixed recipe keeps 2-byte weights and gradients, but also "
+        "a float32 master copy of each weight, and the optimizer's values stay in float32: list them and add up "
+        "their bytes."
     )
     return [
         (

@@ -75,6 +75,21 @@ def blas_flops_per_cycle(flops_per_cycle: int, vendor: str, blas: str) -> int:
     return per_cycle
 
 
+def bf16_dot_over_fp32(
+    vector_isa: str, model: str = "", blas: str = "", *, vendor: str | None = None, family: int | None = None
+) -> float:
+    """The bf16 / fp32 speed of matrix products that a chip with AVX-512 BF16 (and no AMX) can reach, by hand
+    (notebook 00): bf16 products (oneDNN, ``VDPBF16PS``: two bf16 multiply-adds per fp32 lane, Intel SDM) run at
+    the chip's full vector rate (``fp32_flops_per_cycle``), fp32 products at the rate their BLAS uses
+    (``blas_flops_per_cycle``). So 2x where both use one width (Zen 4, Xeons); 4x with MKL on Zen 5 server and
+    desktop chips, whose 512-bit units MKL's AVX2 path on AMD leaves half idle. ``vendor`` and ``family``: this
+    CPU's where not given."""
+    if vendor is None:
+        vendor, family = cpu_vendor_family()
+    per_cycle = fp32_flops_per_cycle(vector_isa, vendor, family, model=model)
+    return 2 * per_cycle / blas_flops_per_cycle(per_cycle, vendor, blas)
+
+
 # AVX-512 chips that start one 512-bit FMA per cycle, not two (32 fp32 FLOPs): Intel's client cores of the 10th
 # (Ice Lake, "G" models) and 11th generations (Tiger Lake, Rocket Lake), and, among Xeon Scalable processors, only
 # the first two generations (Skylake-SP, model numbers x1xx; Cascade Lake, x2xx): their Bronze 3xxx, Silver 4xxx

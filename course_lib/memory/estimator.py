@@ -393,9 +393,11 @@ def _estimate(
 
 
 def plausible_bugs(est: MemoryEstimate) -> dict[str, int]:
-    """The totals four plausible estimator bugs would report for the step ``est`` describes.
+    """The totals five plausible estimator bugs would report for the step ``est`` describes.
 
-    A claim that judges the estimator must reject each of them: "activations forgotten" (model states,
+    A claim that judges the estimator must reject each of them: "components summed" (parameters, gradients,
+    optimizer state, activations, batch and temporaries added up, as if all were alive at once and nothing else
+    were: no phase peak, no activation gradients), "activations forgotten" (model states,
     optimizer temporaries and the batch only), "activation gradients forgotten" (the backward pass holding only
     the saved activations and the parameters' gradients, as a sum of parameters, gradients, optimizer state and
     activations assumes), "optimizer state forgotten", and "model states at 2 bytes per value" (weights,
@@ -407,6 +409,12 @@ def plausible_bugs(est: MemoryEstimate) -> dict[str, int]:
     at_peak = sum(b for name, b in states.items() if name in ("parameters", "optimizer state", "gradients"))
     at_peak += states.get("parameter gradients", 0)
     return {
+        "components summed": est.parameters
+        + est.gradients
+        + est.optimizer_state
+        + est.activations
+        + est.batch
+        + est.temporaries,
         "activations forgotten": est.parameters + est.gradients + est.optimizer_state + est.batch + est.temporaries,
         "activation gradients forgotten": max(
             est.forward_peak, est.backward_peak_without_activation_gradients, est.step_peak

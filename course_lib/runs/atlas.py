@@ -264,8 +264,9 @@ class Comparison:
                     "to show a CPU without them)"
                 )
             lines.append(
-                f"  (±{NOISE:.0%}: the noise allowance, how far runs of one kind may differ; values set by memory "
-                "bandwidth can swing more on a shared cloud host)"
+                f"  (±{NOISE:.0%}: the noise allowance beyond your kind's recorded range before a value counts as "
+                "different; values set by memory bandwidth or by a library's choice of threads swing more between "
+                "runs, as the ranges show)"
             )
             _LEGENDS_SHOWN.add(key)
         for row in self.rows:

@@ -250,6 +250,11 @@ def summary(run: dict) -> str:
         f"torch {run['machine'].get('torch')}\n"
         f"  {made} of {len(guesses)} guesses made; {_count(sum(e['kind'] == 'value' for e in es), 'value')}; "
         f"{len(claims)} claims: {counts['held']} held, {counts['not held']} not held, {counts['not judged']} not judged"
+        + (
+            " (not judged: written for another kind of machine or device, or stood down here)"
+            if counts["not judged"]
+            else ""
+        )
     )
 
 
