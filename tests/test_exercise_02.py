@@ -203,7 +203,7 @@ WRONG = [
     (
         "model: bf16 with a master copy",
         MODEL.format(**{**MODEL_RIGHT, "bf16": "2 + 2 + 4 + 4 * values"}),
-        "no master copy: 2 + 2 + 2 + 2",
+        "no master copy: count the values, 2 bytes each",
     ),
     ("model: not whole", MODEL.format(**{**MODEL_RIGHT, "result": "memory_bytes / per_parameter"}), "come whole"),
     (

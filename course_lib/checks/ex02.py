@@ -282,14 +282,15 @@ def _largest_model_cases() -> list:
             10 * 10**9,
             {
                 20 * 10**9: "Plain SGD keeps no values, but the mixed recipe still keeps the float32 master copy "
-                "that SGD updates: 2 + 2 + 4 bytes."
+                "that SGD updates: count it with the bf16 weight and gradient."
             },
         ),
         (
             (gb80, "adam", "bf16"),
             10 * 10**9,
             {
-                5 * 10**9: "In the bf16 recipe every value is 2 bytes and there is no master copy: 2 + 2 + 2 + 2.",
+                5 * 10**9: "In the bf16 recipe every value is 2 bytes and there is no master copy: count the "
+                "values, 2 bytes each.",
                 gb80 // 6: "Adam keeps two values per parameter, its running mean and running square.",
             },
         ),
@@ -306,7 +307,12 @@ def _largest_model_cases() -> list:
             2,
             {1: "32 bytes hold exactly two 16-byte parameters: a model fits when its states take at most the memory."},
         ),
-        ((15, "momentum", "mixed"), 1, "2 + 2 + 4 + 4 = 12 bytes per parameter: one fits in 15."),
+        (
+            (15, "momentum", "mixed"),
+            1,
+            "Momentum keeps one float32 value, beside the bf16 weight and gradient and the float32 master copy: add up "
+            "their bytes, then see how many whole parameters fit in 15.",
+        ),
         ((0, "adam", "mixed"), 0, "No memory, no parameters."),
     ]
 
