@@ -317,7 +317,8 @@ def thread_plan(
             named = ", ".join(f"{p.owner}'s {p.library}" for p in others)
             notes.append(
                 f"Besides PyTorch's own thread pool, other libraries loaded {len(others)} ({named}): each BLAS "
-                "pool among them is held to one thread, so scikit-learn and PyTorch do not compete for the cores."
+                "pool among them is held to one thread, so their matrix routines do not compete with PyTorch's for "
+                "the cores."
             )
     return Plan(
         threads=free,

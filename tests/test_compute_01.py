@@ -33,6 +33,7 @@ def test_one_fma_chips_and_caveats():
     assert peak.fp32_flops_per_cycle("AVX-512", "GenuineIntel", 6, model="11th Gen Intel(R) Core(TM) i7-1165G7") == 32
     assert peak.fp32_flops_per_cycle("AVX-512", "AuthenticAMD", 26, model="AMD Ryzen AI 9 HX 370") == 32
     assert peak.fp32_flops_per_cycle("AVX-512", "AuthenticAMD", 26, model="AMD Ryzen 9 9950X") == 64
+    assert peak.fp32_flops_per_cycle("AVX-512", "AuthenticAMD", 26, model="AMD RYZEN AI MAX+ 395 w/ Radeon 8060S") == 64
     assert peak.fp32_flops_per_cycle("AVX-512", "GenuineIntel", 6, model="Intel(R) Xeon(R) Platinum 8480+") == 64
     assert peak.sheet_peak_caveat("Linux", False, 2.5, 32) == ""
     assert "base clock" in peak.sheet_peak_caveat("Windows", False, 2.5, 32)

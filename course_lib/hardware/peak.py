@@ -106,11 +106,13 @@ _ONE_FMA_INTEL = re.compile(
 def one_avx512_fma_unit(model: str, vendor: str = "", family: int | None = None) -> bool:
     """Whether a CPU with AVX-512, named ``model``, starts only one 512-bit FMA per cycle (a pure function; see
     ``_ONE_FMA_INTEL``): Intel's Ice Lake and Tiger/Rocket Lake client chips, the Skylake-SP and Cascade Lake Xeon
-    Bronze, Silver and Gold 5xxx (but the Gold 5122 and 5222), AMD Zen 5 mobile ("Ryzen AI", family 26). The
-    data-sheet peak of those chips is half the ISA's."""
+    Bronze, Silver and Gold 5xxx (but the Gold 5122 and 5222), AMD Zen 5 mobile ("Ryzen AI" 300, family 26; not
+    the Ryzen AI Max, Strix Halo, whose 512-bit units are full width: Chips and Cheese). The data-sheet peak of those
+    chips is half the ISA's."""
     model = model or ""
     if vendor == "AuthenticAMD" or "AMD" in model:
-        return family == 26 and "Ryzen AI" in model
+        named = model.lower()
+        return family == 26 and "ryzen ai" in named and "max" not in named
     return bool(_ONE_FMA_INTEL.search(model))
 
 
