@@ -254,7 +254,7 @@ def test_a_value_outside_everything_recorded_by_more_than_noise_says_so(tmp_path
     assert "OUTSIDE your kind's 3 runs (A: -8 to -2 points) even with ±25% (-9.25 to -0.75" in out
     # within the noise band (a quarter of the median's size) beyond the range: not an outlier, and said so
     near = runs.compare(("04/gap", -1.0, " points", "gap"), this_machine=MACHINE).text()
-    assert "just beyond your kind's 3 runs" in near and "OUTSIDE" not in near
+    assert "within the ±25% noise allowance of your kind's 3 runs" in near and "OUTSIDE" not in near
     other = runs.compare(("04/gap", 3.0, " points", "gap"), this_machine=dict(MACHINE, isa="AVX2")).text()
     assert "context only (no run of your kind and load)" in other
     assert "OUTSIDE the others" in other and other.endswith(

@@ -208,13 +208,13 @@ def verdict(
         if min(mine) <= value <= max(mine):
             return f"inside {theirs}"
         if low <= value <= high:
-            return f"just beyond {theirs}, within {noise}"
+            return f"within the {noise} noise allowance of {theirs}: the same, within run-to-run noise"
         return f"OUTSIDE {theirs} even with {noise} ({_fmt(low)} to {_fmt(high)}{unit}): rerun it"
     low, high = _widened(lo, hi, statistics.median(recorded))
     if lo <= value <= hi:
         where = "inside the others"
     elif low <= value <= high:
-        where = f"just beyond the others, within {noise} ({_fmt(low)} to {_fmt(high)}{unit})"
+        where = f"within the {noise} noise allowance of the others ({_fmt(low)} to {_fmt(high)}{unit})"
     else:
         where = f"OUTSIDE the others even with {noise} ({_fmt(low)} to {_fmt(high)}{unit})"
     same = f"; your kind, other load: {_span(kin)}{unit}" if kin else ""
