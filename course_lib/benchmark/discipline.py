@@ -278,7 +278,7 @@ class RepeatsEffect:
 
 
 def repeats_effect(
-    device: torch.device | str | None = None, *, n: int = 256, groups: int = 4, per_group: int = 200, threads: int = 1
+    device: torch.device | str | None = None, *, n: int = 256, groups: int = 4, per_group: int = 400, threads: int = 1
 ) -> RepeatsEffect:
     """Time ``groups * per_group`` single n x n matmuls one by one, then group them. Notebook 07.1,
     "Repeats and medians".
