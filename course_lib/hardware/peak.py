@@ -81,9 +81,9 @@ def bf16_dot_over_fp32(
     """The bf16 / fp32 speed of matrix products that a chip with AVX-512 BF16 (and no AMX) can reach, by hand
     (notebook 00): bf16 products (oneDNN, ``VDPBF16PS``: two bf16 multiply-adds per fp32 lane, Intel SDM) run at
     the chip's full vector rate (``fp32_flops_per_cycle``), fp32 products at the rate their BLAS uses
-    (``blas_flops_per_cycle``). So 2x where both use one width (Zen 4, Xeons); 4x with MKL on Zen 5 server and
-    desktop chips, whose 512-bit units MKL's AVX2 path on AMD leaves half idle. ``vendor`` and ``family``: this
-    CPU's where not given."""
+    (``blas_flops_per_cycle``). So 2x where the BLAS reaches the chip's full fp32 rate (Zen 4, Xeons); 4x with MKL on
+    Zen 5 server and desktop chips, whose 512-bit units MKL's AVX2 path on AMD leaves half idle. ``vendor`` and
+    ``family``: this CPU's where not given."""
     if vendor is None:
         vendor, family = cpu_vendor_family()
     per_cycle = fp32_flops_per_cycle(vector_isa, vendor, family, model=model)
