@@ -57,7 +57,8 @@ class Claim:
     def line(self) -> str:
         mark = "held" if self.held else "DID NOT HOLD"
         return (
-            f"Claim {mark}: {self.text}. Measured {_fmt(self.measured)}{self.unit}, bound {self.bound()}; "
+            f"Claim {mark}: {self.text}. Measured {_apart(self.measured, (self.low, self.high))}{self.unit}, "
+            f"bound {self.bound()}; "
             f"with no effect ({self.no_effect_is}) it would be {_fmt(self.no_effect)}{self.unit}."
         )
 
@@ -97,6 +98,17 @@ def _fmt(x: float) -> str:
     if mag >= 100:
         return f"{x:.0f}"
     return f"{x:.3g}"
+
+
+def _apart(x: float, ends: tuple) -> str:
+    """``x`` as :func:`_fmt` writes it, or with more digits (up to 8) where that would read the same as a bound's
+    end it differs from: 1.397 against a bound of 1.4 prints as 1.397, not as 1.4."""
+    text = _fmt(x)
+    near = [e for e in ends if e is not None and e != x and _fmt(e) == text]
+    for digits in range(4, 9):
+        if not near or all(f"{x:.{digits}g}" != f"{e:.{digits}g}" for e in near):
+            return text if not near else f"{x:.{digits}g}"
+    return repr(x)
 
 
 def _number(value, arg: str) -> float:

@@ -103,6 +103,12 @@ def test_a_claim_that_holds_shows_one_line(capsys):
     assert "with no effect (1.0: the same speed) it would be 1x" in out
 
 
+def test_a_value_next_to_its_bound_is_printed_with_the_digits_that_tell_them_apart():
+    assert "Measured 1.397x, bound below 1.4x" in C.judge("near", 1.397, below=1.4, no_effect=2.0, unit="x").line()
+    assert "Measured 1.403x, bound below 1.4x" in C.judge("near", 1.403, below=1.4, no_effect=2.0, unit="x").line()
+    assert "Measured 1.38x, bound below 1.4x" in C.judge("far", 1.38, below=1.4, no_effect=2.0, unit="x").line()
+
+
 def test_a_claim_that_misses_raises_with_what_was_expected_and_the_hint():
     with pytest.raises(C.ClaimFailed, match=r"DID NOT HOLD.*Measured 1.1x, bound above 1.3x.*\nrerun idle"):
         C.claim("faster", 1.1, above=1.3, no_effect=1.0, unit="x", hint="rerun idle")

@@ -241,7 +241,7 @@ WRONG = [
     (
         "link: one network card shared by the server",
         LINK.format(result="in_server if world_size <= gpus_per_server else min(in_server, network / gpus_per_server)"),
-        "not network / 8",
+        "all 8 of them at once",
     ),
     (
         "link: the cards' sum without the in-server link",

@@ -36,7 +36,7 @@ def test_each_plausible_bug_misses_the_meter_by_more_than_the_lesson_bound():
     est = memory.estimate_training_memory(model, x, "adam", target=y)
     bugs = memory.plausible_bugs(est)
     assert set(bugs) == {
-        "every part alive at once",
+        "the parts added up, no phases",
         "activations forgotten",
         "activation gradients forgotten",
         "optimizer state forgotten",

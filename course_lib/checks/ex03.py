@@ -293,8 +293,7 @@ def _one_ring(g: int) -> str:
     return (
         "That is one ring through one network card. Between servers NCCL runs one ring per card side by side: with "
         f"{g} GPUs and {g} cards a server, each ring carries 1/{g} of the bytes and leaves the server through its own "
-        f"card, so the server's bytes cross the network at gpus_per_server x network ({g} x network here), while "
-        f"every GPU's in-server link carries all {g} rings."
+        "card. How fast, then, do a server's bytes cross the network, and what does every GPU's in-server link carry?"
     )
 
 
@@ -315,12 +314,11 @@ def _03_ring_bandwidth() -> dict:
                 (16, 8, 300e9, 25e9),
                 200e9,
                 {
-                    300e9: "16 GPUs do not fit in a server of 8: the ring crosses the network, and 8 cards of "
-                    "25 GB/s carry 200 GB/s.",
+                    300e9: "16 GPUs do not fit in a server of 8: the ring crosses the network. What can the "
+                    "server's cards carry together?",
                     25e9: one_ring,
                     25e9 / 8: "That shares one network card among the server's 8 GPUs. Here each GPU has its own "
-                    "card, and the rings leave the server through all 8 of them at once: 8 x network, not "
-                    "network / 8.",
+                    "card, and the rings leave the server through all 8 of them at once.",
                     162.5e9: "A ring is not as fast as the average of its links: each step waits for the slowest.",
                     250e9: "A ring is not as fast as the average of its links: each step waits for the slowest.",
                 },
@@ -334,8 +332,8 @@ def _03_ring_bandwidth() -> dict:
                 {
                     25e9: _one_ring(4),
                     200e9: "This server holds gpus_per_server = 4 GPUs, not 8: 4 cards leave it side by side.",
-                    300e9: "32 GPUs do not fit in a server of 4: the ring crosses the network, and 4 cards of "
-                    "25 GB/s carry 100 GB/s.",
+                    300e9: "32 GPUs do not fit in a server of 4: the ring crosses the network. What can the "
+                    "server's cards carry together?",
                 },
             ),
         ],

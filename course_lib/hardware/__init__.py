@@ -13,7 +13,8 @@ reached from here:
                     ``usable_cpus``, ``cache_sizes``, oneDNN's instruction-set hold (``onednn_isa_limit``)
 ``peak``            its data-sheet peak: ``cpu_peak_flops``, ``fp32_flops_per_cycle``, ``cpu_clock_ghz``,
                     ``blas_flops_per_cycle``
-``machine``         the whole machine: ``detect`` (a ``HardwareInfo``), ``detect_platform``, ``blas_library``
+``machine``         the whole machine: ``detect`` (a ``HardwareInfo``), ``detect_platform``, ``blas_library``,
+                    ``memory_settings`` (swap, overcommit, a container's cap), ``disk_of``
 ``process_memory``  this process's resident memory: ``current_rss_bytes``, ``peak_rss_bytes``
 ==================  ==========================================================================
 """
@@ -25,7 +26,17 @@ import os
 import torch
 
 from .. import devices, names
-from .machine import PLATFORMS, AcceleratorInfo, HardwareInfo, blas_library, detect, detect_platform
+from .machine import (
+    PLATFORMS,
+    AcceleratorInfo,
+    HardwareInfo,
+    MemorySettings,
+    blas_library,
+    detect,
+    detect_platform,
+    disk_of,
+    memory_settings,
+)
 from .peak import (
     FP32_FLOPS_PER_CYCLE,
     blas_flops_per_cycle,
@@ -62,6 +73,9 @@ __all__ = [
     "blas_library",
     "detect",
     "detect_platform",
+    "MemorySettings",
+    "disk_of",
+    "memory_settings",
     "FP32_FLOPS_PER_CYCLE",
     "cpu_clock_ghz",
     "blas_flops_per_cycle",

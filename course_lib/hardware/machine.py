@@ -200,7 +200,10 @@ def large_blocks_returned_on_free(
     if library == "Windows heap":
         return False, "PyTorch's Windows builds allocate tensors with their own mimalloc, which keeps freed memory"
     if arch in ("aarch64", "arm64"):
-        return False, "recent PyTorch builds for 64-bit Arm allocate with their own mimalloc, which keeps freed memory"
+        return False, (
+            "PyTorch builds for 64-bit Arm since 2.10 may allocate with their own mimalloc (pytorch#164741), which "
+            "keeps freed memory"
+        )
     if library == "glibc":
         changed = [name for name in _GLIBC_MALLOC_SETTINGS if environ.get(name)]
         if "malloc" in environ.get("GLIBC_TUNABLES", ""):
@@ -232,6 +235,84 @@ def container_memory_limit() -> tuple[int, int] | None:
             )  # reclaimable page cache
             return int(limit), max(0, int(usage) - cache) if usage.isdigit() else 0
     return None
+
+
+_OVERCOMMIT = {
+    "0": "overcommit heuristic (the default: grants more than is free, pages come when touched)",
+    "1": "overcommit always (grants every request)",
+    "2": "overcommit never (refuses a request past swap plus a share of RAM)",
+}
+
+
+@dataclass(frozen=True)
+class MemorySettings:
+    """What decides the fate of a process that outgrows RAM on this machine (:func:`memory_settings`)."""
+
+    system: str
+    ram_bytes: int
+    swap_bytes: int
+    overcommit: str  # Linux's /proc/sys/vm/overcommit_memory, in words; "" elsewhere
+    container_limit_bytes: int | None  # a cgroup's memory cap, None where none applies
+
+    def summary(self) -> str:
+        gib = 2**30
+        swap = f"swap {self.swap_bytes / gib:.1f} GiB" if self.swap_bytes else "no swap"
+        cap = (
+            f"a container cap of {self.container_limit_bytes / gib:.1f} GiB"
+            if self.container_limit_bytes
+            else "no container cap"
+        )
+        parts = [f"RAM {self.ram_bytes / gib:.1f} GiB", swap, cap] + ([self.overcommit] if self.overcommit else [])
+        return f"{self.system}: " + "; ".join(parts)
+
+
+def memory_settings() -> MemorySettings:
+    """RAM, swap (Windows: the page file), a container's cgroup cap and, on Linux, the kernel's overcommit mode
+    (``/proc/sys/vm/overcommit_memory``): the settings that decide whether a job past RAM is refused, slowed by
+    paging or killed (notebook 02, section 6)."""
+    import psutil
+
+    system = platform.system() or "unknown system"
+    mode = _read("/proc/sys/vm/overcommit_memory").strip() if system == "Linux" else ""
+    capped = container_memory_limit()
+    return MemorySettings(
+        system,
+        int(psutil.virtual_memory().total),
+        int(psutil.swap_memory().total),
+        _OVERCOMMIT.get(mode, ""),
+        capped[0] if capped else None,
+    )
+
+
+def disk_of(path: str | os.PathLike) -> str:
+    """The kind of disk that holds ``path``, in words (notebook 02, section 9): on Linux its block device from
+    ``/sys`` (NVMe, SATA or SCSI, a virtual disk, spinning or not), elsewhere "not known here". A virtual disk's
+    speed is the host's storage, whatever it reports; a file system with no block device (a network or memory
+    file system, an overlay) says so. Raises ``TypeError`` for a path that is not a string or path, and
+    ``FileNotFoundError`` for one that does not exist."""
+    if not isinstance(path, (str, os.PathLike)):
+        raise TypeError(f"path must be a string or a path, not {type(path).__name__}")
+    st = os.stat(path)
+    if platform.system() != "Linux":
+        return f"not known here ({platform.system() or 'this system'} does not describe its disks to the course)"
+    node = Path(f"/sys/dev/block/{os.major(st.st_dev)}:{os.minor(st.st_dev)}")
+    if not node.exists():
+        return "no block device (a network, memory or overlay file system): its speed is not a disk's"
+    dev = node.resolve()
+    dev = dev.parent if (dev / "partition").exists() else dev
+    name, model = dev.name, " ".join(_read(str(dev / "device" / "model")).split())
+    spins = _read(str(dev / "queue" / "rotational")).strip() == "1"
+    if name.startswith(("vd", "xvd")):
+        kind = "a virtual disk: the host's storage sets its speed"
+    elif name.startswith("nvme"):
+        kind = "an NVMe SSD"
+    elif name.startswith(("sd", "hd")):
+        kind = "a spinning hard disk" if spins else "a SATA/SAS SSD (or a cloud volume)"
+    elif name.startswith(("zram", "loop", "ram")):
+        kind = "a device backed by memory or by a file"
+    else:
+        kind = "a block device the course does not know"
+    return f"{name}{f' ({model})' if model else ''}: {kind}"
 
 
 def detect() -> HardwareInfo:

@@ -395,7 +395,7 @@ def _estimate(
 def plausible_bugs(est: MemoryEstimate) -> dict[str, int]:
     """The totals five plausible estimator bugs would report for the step ``est`` describes.
 
-    A claim that judges the estimator must reject each of them: "every part alive at once" (parameters, gradients,
+    A claim that judges the estimator must reject each of them: "the parts added up, no phases" (parameters, gradients,
     optimizer state, activations, batch and temporaries added up, as if all were alive at once and nothing else
     were: no phase peak, no activation gradients), "activations forgotten" (model states,
     optimizer temporaries and the batch only), "activation gradients forgotten" (the backward pass holding only
@@ -409,7 +409,7 @@ def plausible_bugs(est: MemoryEstimate) -> dict[str, int]:
     at_peak = sum(b for name, b in states.items() if name in ("parameters", "optimizer state", "gradients"))
     at_peak += states.get("parameter gradients", 0)
     return {
-        "every part alive at once": est.parameters
+        "the parts added up, no phases": est.parameters
         + est.gradients
         + est.optimizer_state
         + est.activations

@@ -209,7 +209,10 @@ def verdict(
             return f"inside {theirs}"
         if low <= value <= high:
             return f"within the {noise} noise allowance of {theirs}: the same, within run-to-run noise"
-        return f"OUTSIDE {theirs} even with {noise} ({_fmt(low)} to {_fmt(high)}{unit}): rerun it"
+        return (
+            f"OUTSIDE {theirs} even with {noise} ({_fmt(low)} to {_fmt(high)}{unit}): another program busy, or "
+            "another disk or power setting? Rerun this section on a quiet machine"
+        )
     low, high = _widened(lo, hi, statistics.median(recorded))
     if lo <= value <= hi:
         where = "inside the others"
@@ -258,15 +261,10 @@ class Comparison:
             lines += [
                 f"  {t} = {label}{'  (this kind)' if label == mine_label else ''}" for label, t in letters.items()
             ]
-            if any("(held by a setting)" in label for label in letters):
-                lines.append(
-                    "  (held by a setting: PyTorch was told to use narrower instructions than the chip has, "
-                    "to show a CPU without them)"
-                )
+            held = any("(held by a setting)" in label for label in letters)
             lines.append(
-                f"  (±{NOISE:.0%}: the noise allowance beyond your kind's recorded range before a value counts as "
-                "different; values set by memory bandwidth or by a library's choice of threads swing more between "
-                "runs, as the ranges show)"
+                ("  (held: PyTorch told to use narrower instructions than the chip has; " if held else "  (")
+                + f"±{NOISE:.0%}: the noise allowance beyond your kind's range before a value counts as different)"
             )
             _LEGENDS_SHOWN.add(key)
         for row in self.rows:

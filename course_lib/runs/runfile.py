@@ -245,11 +245,14 @@ def summary(run: dict) -> str:
     claims = [e for e in es if e["kind"] == "claim"]
     made = sum(e.get("guess") is not None for e in guesses)
     counts = {s: sum(e["status"] == s for e in claims) for s in _STATUSES}
+    values = sum(e["kind"] == "value" for e in es)
     return (
         f"Lesson {run['lesson']} on {kind_of(run['machine'])}, {state_of(run['machine'])}, "
         f"torch {run['machine'].get('torch')}\n"
-        f"  {made} of {len(guesses)} guesses made; {_count(sum(e['kind'] == 'value' for e in es), 'value')}; "
-        f"{len(claims)} claims: {counts['held']} held, {counts['not held']} not held, {counts['not judged']} not judged"
+        f"  {made} of {len(guesses)} guesses made; "
+        + (f"{_count(values, 'other measured value')}; " if values else "")
+        + f"{len(claims)} claims: {counts['held']} held, {counts['not held']} not held, "
+        f"{counts['not judged']} not judged"
         + (
             " (not judged: written for another kind of machine or device, or stood down here)"
             if counts["not judged"]
