@@ -350,3 +350,28 @@ def test_inside_a_range_that_spans_kinds_names_your_kind(tmp_path):
     assert "0.25x your kind's run (B: 2x): beyond ±25%" in low and "cannot show" in low
     busy = runs.compare(("04/gap", 1.0, "x", "gap"), this_machine=dict(MACHINE, isa="AVX2", busy=True)).text()
     assert "context only (no run of your kind and load)" in busy and "your kind, other load: 0.03x" in busy
+
+
+def test_the_atlas_recorder_refuses_a_value_far_outside_its_kinds_recorded_range():
+    """tools/record_atlas.py keeps a run disturbed mid-way out of the atlas: a value outside the range its kind and
+    load recorded (widened by the noise allowance) is named; a value inside it is not."""
+    import copy
+    import importlib
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
+    record_atlas = importlib.import_module("record_atlas")
+    from course_lib.runs.atlas import atlas_runs
+
+    runs = atlas_runs(str(Path(__file__).resolve().parents[1] / "course_lib" / "tables" / "atlas"))  # the real one
+    kin = lambda r: (r["lesson"], record_atlas.kind_of(r["machine"]), r["machine"]["busy"])  # noqa: E731
+    run = next(r for r in runs if r["lesson"] == "01" and sum(kin(x) == kin(r) for x in runs) >= 3)
+    seen = [x["value"] for r in runs if kin(r) == kin(run) for x in r["entries"] if x["key"] == "01/speedup"]
+    for value, named in ((10 * max(seen), True), (sorted(seen)[len(seen) // 2], False)):
+        probe = copy.deepcopy(run)
+        for e in probe["entries"]:
+            if e["key"] == "01/speedup":
+                e["value"] = value
+        said = record_atlas.outliers(probe, runs)
+        assert any(s.startswith("01/speedup:") for s in said) is named, said

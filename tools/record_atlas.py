@@ -10,8 +10,11 @@ the atlas, one file per lesson, machine kind, load and day:
     python tools/record_atlas.py build/executed/notebooks/04_training_tricks.ipynb  course-runs/04-laptop.json
 
 It refuses an executed copy that is stale (its code differs from the notebook's now), that stopped with an error,
-or whose last cell did not run, and a run file that ``runs.load_run`` refuses. A learner's run file (``course-runs/``)
-can be recorded the same way: that is how a new machine kind joins the atlas.
+or whose last cell did not run, and a run file that ``runs.load_run`` refuses. It also refuses a run with a value
+outside its own kind and load's recorded range, widened by the noise allowance, where three or more runs recorded
+it: a program that woke up mid-run slows some cells and not others, which the load measured at the start cannot
+see. ``--force`` records it anyway (a real change: a new torch release, a new session of a drifting host). A
+learner's run file (``course-runs/``) can be recorded the same way: that is how a new machine kind joins the atlas.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ sys.path.insert(0, str(ROOT / "tools"))
 import nbrun  # noqa: E402
 
 from course_lib.runs import ATLAS, RunFileError, check_run, kind_of, load_run  # noqa: E402
+from course_lib.runs.atlas import _widened, atlas_runs  # noqa: E402
 from course_lib.runs.runfile import NOT_REACHED  # noqa: E402
 
 
@@ -67,8 +71,38 @@ def record(run: dict, atlas: Path = ATLAS) -> Path:
     return target
 
 
+def outliers(run: dict, runs: tuple[dict, ...]) -> list[str]:
+    """``run``'s values outside the range that three or more runs of its lesson, machine kind and load recorded,
+    widened by the noise allowance: "key: value (lo to hi recorded)"."""
+    same = [
+        r
+        for r in runs
+        if r["lesson"] == run["lesson"]
+        and kind_of(r["machine"]) == kind_of(run["machine"])
+        and r["machine"]["busy"] == run["machine"]["busy"]
+    ]
+    found = []
+    for e in run["entries"]:
+        v = e.get("value")
+        if not isinstance(v, (int, float)) or isinstance(v, bool):
+            continue
+        seen = [
+            x["value"]
+            for r in same
+            for x in r["entries"]
+            if x["key"] == e["key"] and isinstance(x.get("value"), (int, float))
+        ]
+        if len(seen) >= 3:
+            lo, hi = _widened(min(seen), max(seen), sorted(seen)[len(seen) // 2])
+            if not lo <= v <= hi:
+                found.append(f"{e['key']}: {v:.3g} ({min(seen):.3g} to {max(seen):.3g} recorded)")
+    return found
+
+
 def main(argv: list[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
+    force = "--force" in args
+    args = [a for a in args if a != "--force"]
     paths = [Path(a) for a in args] or sorted((nbrun.EXECUTED / "notebooks").glob("[0-9]*.ipynb"))
     failed = 0
     for path in paths:
@@ -76,6 +110,14 @@ def main(argv: list[str] | None = None) -> int:
             run = run_of_executed(path) if path.suffix == ".ipynb" else load_run(path)
         except (RunFileError, OSError, ValueError) as exc:
             print(f"not recorded: {exc}")
+            failed += 1
+            continue
+        odd = [] if force else outliers(run, atlas_runs())
+        if odd:
+            print(
+                f"not recorded: {path.name} has {len(odd)} value(s) outside its kind's recorded range, e.g. {odd[0]}: "
+                "disturbed? Run it again on a quiet machine, or pass --force to record a real change"
+            )
             failed += 1
             continue
         target = record(run)

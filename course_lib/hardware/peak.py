@@ -17,6 +17,21 @@ from .. import arguments
 FP32_FLOPS_PER_CYCLE = {"AVX-512": 64, "AVX2": 32, "AVX": 16, "SSE": 8, "SVE": 32, "NEON": 16}
 
 
+def cpu_clock_source() -> str:
+    """Which clock :func:`cpu_clock_ghz` reads: "maximum" (the boost limit the OS reports through cpufreq),
+    "current" (no maximum reported: often the nominal or base clock, in VMs, containers and WSL2), or "" where the
+    OS reports none (notebook 00, section 4)."""
+    import psutil
+
+    try:
+        freq = psutil.cpu_freq()
+    except (OSError, NotImplementedError, AttributeError):
+        return ""
+    if freq is None:
+        return ""
+    return "maximum" if freq.max and freq.max > 0 else "current" if freq.current and freq.current > 0 else ""
+
+
 def cpu_clock_ghz() -> float | None:
     """The CPU's clock in GHz as the operating system reports it (the maximum, else the current one),
     or None where it does not say (``sheet_peak``, the peak estimate)."""
