@@ -270,3 +270,21 @@ def test_a_container_memory_limit_caps_the_ram_reported(monkeypatch):
     assert info.ram_bytes <= 2**31 and info.available_ram_bytes <= 2**31 - 2**28  # the limit less what is in use
     files["/sys/fs/cgroup/memory.max"] = "max\n"  # cgroup v2 without a limit, and no v1 files: the host's RAM
     assert machine.container_memory_limit() is None
+
+
+def test_half_width_avx2_cores_and_the_boost_clock_are_told_apart(monkeypatch):
+    """Zen/Zen+ and Gracemont run AVX2 on 128-bit units (16 FLOPs a cycle); Zen 2 does not. Only Linux's pstate
+    drivers report the boost limit as the maximum clock; acpi-cpufreq's maximum may be the base."""
+    from types import SimpleNamespace
+
+    import psutil
+
+    from course_lib.hardware import peak
+
+    assert peak.half_width_avx2("AuthenticAMD", 23, 0x11) and peak.half_width_avx2("GenuineIntel", 6, 0xBE)
+    assert not peak.half_width_avx2("AuthenticAMD", 23, 0x31) and not peak.half_width_avx2("AuthenticAMD", 25, 0x11)
+    monkeypatch.setattr(psutil, "cpu_freq", lambda: SimpleNamespace(max=4500.0, current=3000.0))
+    assert peak.cpu_clock_source("intel_pstate") == "maximum (boost)"
+    assert peak.cpu_clock_source("acpi-cpufreq") == "base or current"
+    monkeypatch.setattr(psutil, "cpu_freq", lambda: SimpleNamespace(max=0.0, current=0.0))
+    assert peak.cpu_clock_source("intel_pstate") == ""

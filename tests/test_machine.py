@@ -55,3 +55,24 @@ def test_large_blocks_are_judged_returned_only_where_the_allocator_gives_them_ba
 def test_the_report_calls_hardware_threads_logical_cpus_not_cores():
     line = next(x for x in machine.detect().report().splitlines() if x.startswith("Cores"))
     assert "physical" in line and "logical CPUs (hardware threads)" in line
+
+
+def test_the_disk_under_a_path_is_named_from_its_mount_where_no_block_device_holds_it(monkeypatch, tmp_path):
+    """disk_of names a virtual, NVMe or spinning disk from /sys, and an overlay (containers) or tmpfs from the mount
+    table; it refuses a path that is not one."""
+    mounts = "overlay / overlay rw 0 0\ntmpfs /dev/shm tmpfs rw 0 0\n"
+    monkeypatch.setattr(machine, "_read", lambda p: mounts if p == "/proc/self/mounts" else "")
+    assert "overlay" in machine._file_system_kind("/content/data") and "memory" in machine._file_system_kind(
+        "/dev/shm/x"
+    )
+    assert isinstance(machine.disk_of(tmp_path), str)
+    with pytest.raises(TypeError):
+        machine.disk_of(3)
+    with pytest.raises(FileNotFoundError):
+        machine.disk_of(tmp_path / "missing")
+
+
+def test_the_memory_settings_summary_names_ram_swap_and_a_container_cap():
+    s = machine.memory_settings()
+    assert s.ram_bytes > 0 and s.swap_bytes >= 0 and s.summary().startswith(s.system)
+    assert "RAM" in s.summary() and ("swap" in s.summary())

@@ -284,6 +284,21 @@ def memory_settings() -> MemorySettings:
     )
 
 
+def _file_system_kind(path: str) -> str:
+    """What holds ``path`` where no block device does, from the longest mount point above it (/proc/self/mounts)."""
+    best, fstype = "", ""
+    for line in _read("/proc/self/mounts").splitlines():
+        parts = line.split()
+        if len(parts) >= 3 and (path == parts[1] or path.startswith(parts[1].rstrip("/") + "/")):
+            if len(parts[1]) > len(best):
+                best, fstype = parts[1], parts[2]
+    if fstype == "overlay":
+        return "a container's overlay file system, over a disk the container does not name: its speed is that disk's"
+    if fstype in ("tmpfs", "ramfs"):
+        return "memory (tmpfs): no disk at all, so a read runs at memory speed"
+    return f"no block device ({fstype or 'a network or virtual file system'}): its speed is not a local disk's"
+
+
 def disk_of(path: str | os.PathLike) -> str:
     """The kind of disk that holds ``path``, in words (notebook 02, section 9): on Linux its block device from
     ``/sys`` (NVMe, SATA or SCSI, a virtual disk, spinning or not), elsewhere "not known here". A virtual disk's
@@ -297,7 +312,7 @@ def disk_of(path: str | os.PathLike) -> str:
         return f"not known here ({platform.system() or 'this system'} does not describe its disks to the course)"
     node = Path(f"/sys/dev/block/{os.major(st.st_dev)}:{os.minor(st.st_dev)}")
     if not node.exists():
-        return "no block device (a network, memory or overlay file system): its speed is not a disk's"
+        return _file_system_kind(os.path.realpath(path))
     dev = node.resolve()
     dev = dev.parent if (dev / "partition").exists() else dev
     name, model = dev.name, " ".join(_read(str(dev / "device" / "model")).split())

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .. import arguments
+from .processor import _read
 
 # fp32 operations one core can start per clock cycle: vector lanes x 2 (a fused multiply-add counts
 # as two operations) x the number of FMA units. Typical desktop and server cores have two units;
@@ -17,19 +18,25 @@ from .. import arguments
 FP32_FLOPS_PER_CYCLE = {"AVX-512": 64, "AVX2": 32, "AVX": 16, "SSE": 8, "SVE": 32, "NEON": 16}
 
 
-def cpu_clock_source() -> str:
-    """Which clock :func:`cpu_clock_ghz` reads: "maximum" (the boost limit the OS reports through cpufreq),
-    "current" (no maximum reported: often the nominal or base clock, in VMs, containers and WSL2), or "" where the
-    OS reports none (notebook 00, section 4)."""
+_BOOST_DRIVERS = ("intel_pstate", "amd-pstate", "amd_pstate")  # Linux drivers whose reported maximum is the boost
+
+
+def cpu_clock_source(driver: str | None = None) -> str:
+    """Which clock :func:`cpu_clock_ghz` reads: "maximum (boost)" where Linux's cpufreq driver is one that reports
+    the boost limit (``intel_pstate``, ``amd-pstate``); "base or current" where the OS gives a maximum that may be
+    the base clock (acpi-cpufreq reports the base as its maximum; macOS), or only the current clock (VMs, WSL2); ""
+    where it reports none (notebook 00, section 4). ``driver`` stands in for the one in ``/sys``."""
     import psutil
 
     try:
         freq = psutil.cpu_freq()
     except (OSError, NotImplementedError, AttributeError):
         return ""
-    if freq is None:
+    if freq is None or not ((freq.max and freq.max > 0) or (freq.current and freq.current > 0)):
         return ""
-    return "maximum" if freq.max and freq.max > 0 else "current" if freq.current and freq.current > 0 else ""
+    if driver is None:
+        driver = _read("/sys/devices/system/cpu/cpu0/cpufreq/scaling_driver").strip()
+    return "maximum (boost)" if freq.max and freq.max > 0 and driver.startswith(_BOOST_DRIVERS) else "base or current"
 
 
 def cpu_clock_ghz() -> float | None:
@@ -54,6 +61,13 @@ def fp32_flops_per_cycle(vector_isa: str, vendor: str = "", family: int | None =
     two-pipe Arm cores such as Neoverse N1 give 16). ``model`` (the CPU's name) picks out the AVX-512 chips with a
     single 512-bit FMA unit (``one_avx512_fma_unit``). ``sheet_peak`` uses it (the data-sheet peak)."""
     isa = arguments.choice("vector_isa", vector_isa, tuple(FP32_FLOPS_PER_CYCLE))
+    if (
+        isa == "AVX2"
+        and vendor
+        and (vendor, family) == cpu_vendor_family()
+        and half_width_avx2(vendor, family, cpu_model_number())
+    ):
+        return 16  # this machine's own core: Zen, Zen+ or Gracemont
     if isa == "AVX-512" and vendor == "AuthenticAMD" and family == 25:
         return 32
     if isa == "AVX-512" and one_avx512_fma_unit(model, vendor, family):
@@ -169,6 +183,28 @@ def cpu_vendor_family() -> tuple[str, int | None]:
     vendor = re.search(r"^vendor_id\s*:\s*(\S+)", text, re.M)
     family = re.search(r"^cpu family\s*:\s*(\d+)", text, re.M)
     return (vendor.group(1) if vendor else ""), (int(family.group(1)) if family else None)
+
+
+def cpu_model_number() -> int | None:
+    """This x86 CPU's model number within its family, from /proc/cpuinfo (17 for a Zen 4 EPYC), None elsewhere."""
+    found = re.search(r"^model\s*:\s*(\d+)", _read("/proc/cpuinfo"), re.M)
+    return int(found.group(1)) if found else None
+
+
+def half_width_avx2(vendor: str, family: int | None, number: int | None) -> bool:
+    """Cores that run AVX2 on two 128-bit FMA units, 16 fp32 FLOPs a cycle, not 32: AMD Zen and Zen+ (family 23,
+    models below 0x30; Zen 2 from 0x30 has 256-bit units) and Intel's Gracemont-only chips (family 6, model 0xBE:
+    N100, N200, i3-N305; Chips and Cheese, "Gracemont: Revenge of the Atom Cores")."""
+    if not isinstance(vendor, str):
+        raise TypeError(f"vendor must be a string such as 'AuthenticAMD', not {type(vendor).__name__}")
+    for name, value in (("family", family), ("number", number)):
+        if value is not None and (not isinstance(value, int) or isinstance(value, bool)):
+            raise TypeError(f"{name} must be an int or None, not {type(value).__name__}")
+    if number is None:
+        return False
+    return (vendor == "AuthenticAMD" and family == 23 and number < 0x30) or (
+        vendor == "GenuineIntel" and family == 6 and number == 0xBE
+    )
 
 
 def cpu_peak_flops(cores: int, ghz: float, vector_isa: str, flops_per_cycle: int | None = None) -> float:
