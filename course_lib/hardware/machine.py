@@ -296,6 +296,8 @@ def _file_system_kind(path: str) -> str:
         return "a container's overlay file system, over a disk the container does not name: its speed is that disk's"
     if fstype in ("tmpfs", "ramfs"):
         return "memory (tmpfs): no disk at all, so a read runs at memory speed"
+    if fstype in ("btrfs", "zfs", "bcachefs"):
+        return f"a {fstype} volume over local disks the course does not name"
     return f"no block device ({fstype or 'a network or virtual file system'}): its speed is not a local disk's"
 
 
@@ -317,7 +319,9 @@ def disk_of(path: str | os.PathLike) -> str:
     dev = dev.parent if (dev / "partition").exists() else dev
     name, model = dev.name, " ".join(_read(str(dev / "device" / "model")).split())
     spins = _read(str(dev / "queue" / "rotational")).strip() == "1"
-    if name.startswith(("vd", "xvd")):
+    if any(cloud in model for cloud in ("Elastic Block Store", "PersistentDisk", "Persistent Disk", "nvme_card-pd")):
+        kind = "a network-attached cloud volume: its tier sets its speed, often below a local disk's"
+    elif name.startswith(("vd", "xvd")):
         kind = "a virtual disk: the host's storage sets its speed"
     elif name.startswith("nvme"):
         kind = "an NVMe SSD"

@@ -87,6 +87,8 @@ def fma_layout(vector_isa: str, vendor: str = "", family: int | None = None, *, 
     per_cycle = blas_flops_per_cycle(fp32_flops_per_cycle(vector_isa, vendor, family, model=model), vendor, blas)
     isa = "AVX2" if per_cycle < fp32_flops_per_cycle(vector_isa, vendor, family, model=model) else vector_isa
     lanes = {"AVX-512": 16, "AVX2": 8, "AVX": 8, "SVE": 8, "SSE": 4, "NEON": 4}[isa]
+    if isa == "AVX2" and per_cycle == 16:  # Zen, Zen+, Gracemont: two 128-bit FMA units
+        lanes = 4
     if isa == "AVX-512" and vendor == "AuthenticAMD" and family == 25:
         lanes = 8
     return lanes, per_cycle // (2 * lanes)
@@ -149,8 +151,8 @@ def sheet_peak_caveat(system: str, hybrid: bool, ghz: float | None, flops_per_cy
     """Why cores x clock x FLOPs per cycle cannot be trusted as this CPU's peak ("" where it can): no clock or
     vector unit reported; Windows, which reports the base clock while the cores boost far above it; a hybrid
     chip, whose performance and efficiency cores differ in clock and vector width."""
-    if not ghz or flops_per_cycle < 32:
-        return "this system does not report the CPU clock, or its vector unit is narrower than AVX2"
+    if not ghz or flops_per_cycle < 16:
+        return "this system does not report the CPU clock, or its vector unit is narrower than AVX"
     if system == "Windows":
         return "Windows reports the CPU's base clock, and its cores boost well above it, so the share has no ceiling"
     if hybrid:
@@ -235,6 +237,7 @@ class SheetPeak:
     per_cycle: int
     caveat: str
     lanes: int = 0  # fp32 lanes per FMA unit (``fma_layout``); 0 where unknown
+    why: str = ""  # why AVX-512 counts 8 lanes here: Zen 4's halves, or MKL's 256-bit path on AMD
 
     def caveat_for(self, examples: int, min_per_core: int = 256) -> str:
         """``caveat``, or, where there is none, why a step of ``examples`` split over ``cores`` leaves too little
@@ -250,7 +253,7 @@ class SheetPeak:
             return f"no data-sheet peak here: {self.caveat}"
         layout = (
             f"per core and cycle: {self.lanes} fp32 lanes x {self.per_cycle // (2 * self.lanes)} FMA units x 2 FLOP "
-            f"per FMA (fused multiply-add, a x b + c) = {self.per_cycle} FLOP\n"
+            f"per FMA (fused multiply-add, a x b + c) = {self.per_cycle} FLOP{f' ({self.why})' if self.why else ''}\n"
             if self.lanes
             else ""
         )
@@ -277,4 +280,11 @@ def sheet_peak(cores: int, vector_isa: str, model: str = "", blas: str = "") -> 
     caveat = sheet_peak_caveat(platform.system(), hybrid_cpu(), ghz, per_cycle)
     if blas == "Accelerate":
         caveat = "Accelerate runs products on Apple's matrix unit, which the vector-unit peak leaves out"
-    return SheetPeak(flops, cores, ghz, per_cycle, caveat, lanes)
+    why = ""
+    if vector_isa == "AVX-512" and lanes == 8:
+        why = (
+            "Zen 4: each 512-bit instruction runs as two 256-bit halves"
+            if (vendor, family) == ("AuthenticAMD", 25)
+            else "MKL's 256-bit path on AMD"
+        )
+    return SheetPeak(flops, cores, ghz, per_cycle, caveat, lanes, why)

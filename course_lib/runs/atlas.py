@@ -208,7 +208,7 @@ def verdict(
         if min(mine) <= value <= max(mine):
             return f"inside {theirs}"
         if low <= value <= high:
-            return f"within the {noise} noise allowance of {theirs}: the same, within run-to-run noise"
+            return f"outside the range, but within the {noise} noise allowance of {theirs}: not a clear difference"
         return (
             f"OUTSIDE {theirs} even with {noise} ({_fmt(low)} to {_fmt(high)}{unit}): another program busy, or "
             "another disk or power setting? Rerun this section on a quiet machine"
