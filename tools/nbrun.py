@@ -162,7 +162,13 @@ _MACHINE: dict | None = None
 
 
 # settings that hold PyTorch's CPU kernels below what the CPU has; a run made under them says so
-HOLDS = ("ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA", "FBGEMM_ENABLE_INSTRUCTIONS")
+HOLDS = (
+    "ATEN_CPU_CAPABILITY",
+    "ONEDNN_MAX_CPU_ISA",
+    "DNNL_MAX_CPU_ISA",
+    "FBGEMM_ENABLE_INSTRUCTIONS",
+    "MKL_ENABLE_INSTRUCTIONS",
+)
 
 
 def machine() -> dict:

@@ -63,7 +63,13 @@ LESSONS = {
 }
 
 # settings that hold PyTorch's CPU kernels below what the CPU has; a run made under them says so
-_HOLDS = ("ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA", "FBGEMM_ENABLE_INSTRUCTIONS")
+_HOLDS = (
+    "ATEN_CPU_CAPABILITY",
+    "ONEDNN_MAX_CPU_ISA",
+    "DNNL_MAX_CPU_ISA",
+    "FBGEMM_ENABLE_INSTRUCTIONS",
+    "MKL_ENABLE_INSTRUCTIONS",
+)
 
 MAX_BYTES = 1_000_000  # a run file is a few kB
 MAX_ENTRIES = 400
