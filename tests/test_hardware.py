@@ -200,7 +200,8 @@ def test_cache_sizes_here_are_plausible():
     assert levels == sorted(levels), f"each level is at least as large as the one before: {sizes}"
 
 
-def test_blas_flops_per_cycle_caps_mkl_on_amd_at_avx2():
+def test_blas_flops_per_cycle_caps_mkl_on_amd_at_avx2(monkeypatch):
+    monkeypatch.delenv("MKL_ENABLE_INSTRUCTIONS", raising=False)
     assert hardware.blas_flops_per_cycle(64, "AuthenticAMD", "MKL") == 32  # Zen 5: MKL runs its AVX2 code
     assert hardware.blas_flops_per_cycle(32, "AuthenticAMD", "MKL") == 32  # Zen 4: already 32
     assert hardware.blas_flops_per_cycle(64, "AuthenticAMD", "OpenBLAS") == 64
@@ -208,6 +209,27 @@ def test_blas_flops_per_cycle_caps_mkl_on_amd_at_avx2():
     assert hardware.blas_flops_per_cycle(0, "AuthenticAMD", "MKL") == 0  # no vector unit known
     with pytest.raises(ValueError, match="flops_per_cycle"):
         hardware.blas_flops_per_cycle(-1, "AuthenticAMD", "MKL")
+
+
+def test_mkl_held_by_its_own_setting_counts_the_held_width(monkeypatch):
+    """MKL_ENABLE_INSTRUCTIONS reaches MKL's float32 products, which PyTorch's own settings do not: an AVX-512 Xeon
+    held to AVX2 is counted at AVX2's 32 FLOPs a cycle, and its 8 lanes are said to come from the hold."""
+    from course_lib.hardware import peak
+
+    monkeypatch.setenv("MKL_ENABLE_INSTRUCTIONS", "avx2")
+    assert peak.mkl_hold() == "AVX2"
+    assert peak.blas_flops_per_cycle(64, "GenuineIntel", "MKL") == 32
+    assert peak.blas_flops_per_cycle(64, "GenuineIntel", "OpenBLAS") == 64  # the setting is MKL's alone
+    assert peak.library_flops_per_cycle("AVX-512", "GenuineIntel", 6, blas="MKL") == 32
+    assert peak.library_flops_per_cycle("AVX-512", "GenuineIntel", 6, blas="OpenBLAS") == 64
+    monkeypatch.setattr(peak, "cpu_vendor_family", lambda: ("GenuineIntel", 6))
+    monkeypatch.setattr(peak, "cpu_clock_ghz", lambda: 2.0)
+    sheet = peak.sheet_peak(2, "AVX-512", "Intel(R) Xeon(R) Platinum 8480+", "MKL")
+    assert (sheet.per_cycle, sheet.lanes) == (32, 8) and "MKL_ENABLE_INSTRUCTIONS" in sheet.why
+    monkeypatch.setenv("MKL_ENABLE_INSTRUCTIONS", "AVX512")  # allows the chip's full width: no hold
+    assert peak.mkl_hold() == "" and peak.blas_flops_per_cycle(64, "GenuineIntel", "MKL") == 64
+    monkeypatch.delenv("MKL_ENABLE_INSTRUCTIONS")
+    assert peak.library_flops_per_cycle("AVX-512", "AuthenticAMD", 26, blas="MKL") == 64  # Zen 5: the chip's count
 
 
 def test_bf16_dot_model_is_twice_the_blas_width_share():

@@ -94,16 +94,42 @@ def fma_layout(vector_isa: str, vendor: str = "", family: int | None = None, *, 
     return lanes, per_cycle // (2 * lanes)
 
 
+# MKL_ENABLE_INSTRUCTIONS values that hold MKL below AVX-512, and the vector level each leaves it
+_MKL_HOLDS = {"AVX2": "AVX2", "AVX": "AVX", "SSE4_2": "SSE"}
+
+
+def mkl_hold() -> str:
+    """The vector level ``MKL_ENABLE_INSTRUCTIONS`` holds Intel's MKL to ("AVX2", "AVX", "SSE"), or "" where it is
+    unset or allows AVX-512: MKL picks its own kernels, so PyTorch's own settings (``ATEN_CPU_CAPABILITY``) do not
+    reach its float32 products."""
+    import os
+
+    return _MKL_HOLDS.get(os.environ.get("MKL_ENABLE_INSTRUCTIONS", "").strip().upper(), "")
+
+
 def blas_flops_per_cycle(flops_per_cycle: int, vendor: str, blas: str) -> int:
     """fp32 FLOPs per cycle that PyTorch's matrix products can use: ``flops_per_cycle`` (``fp32_flops_per_cycle``),
     capped at AVX2's 32 where the BLAS is Intel's MKL on an AMD processor: MKL picks its code path by processor
     vendor and may not use AVX-512 on AMD (Intel's optimization notice), so the cap is a bound that a faster path
     would exceed, not a fact about the chip. Zen 5 desktop and server cores have full 512-bit units (64
-    FLOP/cycle). ``sheet_peak`` uses it."""
+    FLOP/cycle). Where ``MKL_ENABLE_INSTRUCTIONS`` holds MKL lower (``mkl_hold``), that level's count is the cap,
+    a fact of the run. ``sheet_peak`` uses it."""
     per_cycle = arguments.nonnegative_int("flops_per_cycle", flops_per_cycle)
+    if blas == "MKL" and mkl_hold():
+        per_cycle = min(per_cycle, FP32_FLOPS_PER_CYCLE[mkl_hold()])
     if vendor == "AuthenticAMD" and blas == "MKL":
         return min(per_cycle, FP32_FLOPS_PER_CYCLE["AVX2"])
     return per_cycle
+
+
+def library_flops_per_cycle(
+    vector_isa: str, vendor: str = "", family: int | None = None, *, model: str = "", blas: str = ""
+) -> int:
+    """The most fp32 FLOPs per cycle the BLAS could reach on this core: ``fp32_flops_per_cycle``, capped only by a
+    setting that holds MKL lower (``mkl_hold``), not by the vendor rule of ``blas_flops_per_cycle``, which may
+    undercount. Notebook 00's one-core check widens its band by this over the counted FLOPs per cycle."""
+    most = fp32_flops_per_cycle(vector_isa, vendor, family, model=model)
+    return min(most, FP32_FLOPS_PER_CYCLE[mkl_hold()]) if blas == "MKL" and mkl_hold() else most
 
 
 def bf16_dot_over_fp32(
@@ -283,7 +309,9 @@ def sheet_peak(cores: int, vector_isa: str, model: str = "", blas: str = "") -> 
     why = ""
     if vector_isa == "AVX-512" and lanes == 8:
         why = (
-            "Zen 4: each 512-bit instruction runs as two 256-bit halves"
+            "MKL held to AVX2 by MKL_ENABLE_INSTRUCTIONS"
+            if blas == "MKL" and mkl_hold()
+            else "Zen 4: each 512-bit instruction runs as two 256-bit halves"
             if (vendor, family) == ("AuthenticAMD", 25)
             else "MKL's 256-bit path on AMD"
         )
