@@ -187,7 +187,7 @@ def guess_first(**guesses: Any) -> None:
         return
     names = ", ".join(f"`{n}`" for n in missing)
     if revealing():
-        print(f"(No guess in {names}: the answer is shown because {REVEAL_SETTING}=1 is set.)")
+        print(f"(No guess in {names}: this copy shows the answer anyway; make yours before reading on.)")
         return
     raise GuessFirst(
         f"Guess first: set {names} in the prediction cell above to a number, run that cell, then run this one again."
