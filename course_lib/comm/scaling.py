@@ -168,8 +168,9 @@ def data_parallel_benchmark(
     alone = torch.zeros(models.count_parameters(model), device=info["device"])  # float32: 4 bytes a parameter
     compute_s: list[float] = []  # forward + backward before the hook, update after it: timed, not inferred
     for _ in range(warmup + steps):
-        dist.barrier()  # one step alone on rank 0 while the others wait ...
-        if rank == 0:
+        dist.barrier()  # two steps alone on rank 0 while the others wait, the second timed: a process training
+        if rank == 0:  # alone steps back to back, its weights warm in the caches, not one step after the job's
+            train.train_step(solo_model, batch, solo_opt)
             start = time.perf_counter()
             train.train_step(solo_model, batch, solo_opt)
             solo_s.append(time.perf_counter() - start)
@@ -282,7 +283,8 @@ def measure_data_parallel(world_size: int = 2, **config: Any) -> dict[str, Any]:
 
     Launches :func:`data_parallel_benchmark` (``config`` goes to it) on ``world_size`` ranks with one
     thread per rank (one core per rank, so one rank alone on one core is the fair baseline). Steps
-    alone on rank 0 alternate with data-parallel steps, so the machine's drift hits both alike.
+    alone on rank 0 (two back to back, the second timed: warm, as in a training loop) alternate with
+    data-parallel steps, so the machine's drift hits both alike.
     Times are low quantiles over the steps; a data-parallel step takes as long as its slowest rank.
     Returns::
 
