@@ -161,16 +161,6 @@ def errors(nb: nbformat.NotebookNode) -> list[str]:
 _MACHINE: dict | None = None
 
 
-# settings that hold PyTorch's CPU kernels below what the CPU has; a run made under them says so
-HOLDS = (
-    "ATEN_CPU_CAPABILITY",
-    "ONEDNN_MAX_CPU_ISA",
-    "DNNL_MAX_CPU_ISA",
-    "FBGEMM_ENABLE_INSTRUCTIONS",
-    "MKL_ENABLE_INSTRUCTIONS",
-)
-
-
 def machine() -> dict:
     """Where the outputs are made: CPU, cores, accelerator, torch and the date (asked once per process)."""
     global _MACHINE
@@ -178,6 +168,7 @@ def machine() -> dict:
         import psutil
 
         from course_lib.hardware import detect
+        from course_lib.runs.runfile import HOLDS  # the settings that hold kernels below the CPU: one list
 
         info = detect()
         accelerators = [a.name for a in info.accelerators]

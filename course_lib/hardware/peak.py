@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import platform
 import re
 import sys
@@ -102,8 +103,6 @@ def mkl_hold() -> str:
     """The vector level ``MKL_ENABLE_INSTRUCTIONS`` holds Intel's MKL to ("AVX2", "AVX", "SSE"), or "" where it is
     unset or allows AVX-512: MKL picks its own kernels, so PyTorch's own settings (``ATEN_CPU_CAPABILITY``) do not
     reach its float32 products."""
-    import os
-
     return _MKL_HOLDS.get(os.environ.get("MKL_ENABLE_INSTRUCTIONS", "").strip().upper(), "")
 
 

@@ -63,7 +63,7 @@ LESSONS = {
 }
 
 # settings that hold PyTorch's CPU kernels below what the CPU has; a run made under them says so
-_HOLDS = (
+HOLDS = (
     "ATEN_CPU_CAPABILITY",
     "ONEDNN_MAX_CPU_ISA",
     "DNNL_MAX_CPU_ISA",
@@ -120,7 +120,7 @@ def machine() -> dict:
         "torch": torch.__version__,
         "platform": info.platform,
         "os": info.os,
-        "held": {k: os.environ[k] for k in _HOLDS if os.environ.get(k)},
+        "held": {k: os.environ[k] for k in HOLDS if os.environ.get(k)},
         "course": str(getattr(sys.modules.get("course_lib"), "__version__", "")),
     }
 
