@@ -274,7 +274,10 @@ def test_too_few_runs_give_a_ratio_not_a_verdict(tmp_path):
     assert "-12.7 points from your kind's run (A: 4.9 points)" in signed and "beyond the" not in signed
     _atlas(tmp_path, [(2.0, {})])
     near = runs.compare(("04/gap", 2.3, " points", "gap"), this_machine=MACHINE).text()
-    assert "matches your kind's run (A: 2 points), within ±25%" in near
+    assert "outside your kind's run (A: 2 points), but within the ±25% noise allowance" in near
+    _atlas(tmp_path, [(2.0, {}), (2.6, {})])  # inside the runs' own range: said so, not "within the allowance"
+    inside = runs.compare(("04/gap", 2.3, " points", "gap"), this_machine=MACHINE).text()
+    assert "inside your kind's 2 runs (A: 2 to 2.6 points)" in inside and "allowance of" not in inside
 
 
 def test_a_number_the_machine_does_not_change_says_so(tmp_path):
@@ -344,7 +347,7 @@ def test_the_kinds_are_listed_once_per_kernel_with_the_same_letters(tmp_path):
 def test_inside_a_range_that_spans_kinds_names_your_kind(tmp_path):
     _atlas(tmp_path, [(0.03, {"isa": "AVX2"}), (2.0, {}), (1.9, {"busy": True, "free_cores": 1})])
     text = runs.compare(("04/gap", 1.8, "x", "gap"), this_machine=MACHINE).text()
-    assert "matches your kind's run (B: 2x)" in text
+    assert "outside your kind's run (B: 2x), but within the ±25% noise allowance" in text
     # the pooled range (0.03 to 2x) would hide an outlier of this kind; judged against its own kind, it shows
     low = runs.compare(("04/gap", 0.5, "x", "gap"), this_machine=MACHINE).text()
     assert "0.25x your kind's run (B: 2x): beyond ±25%" in low and "cannot show" in low

@@ -4,7 +4,7 @@ Every executed lesson ends with its run file (the last cell, ``runs.save``, show
 ``application/vnd.course.run+json``): the keyed values, guesses and claims of that run and the machine it ran on,
 described from inside the kernel (CPU, the kernel level PyTorch used, bf16 mode, cores, free cores, accelerator,
 torch, idle or busy, any setting that held the kernels below the CPU's level). This tool copies that run file into
-the atlas, one file per lesson, machine kind, load and day:
+the atlas, one file per run (lesson, machine kind, load and day, and a letter for a second run of the day):
 
     python tools/record_atlas.py                       # every executed copy under build/executed/notebooks/
     python tools/record_atlas.py build/executed/notebooks/04_training_tricks.ipynb  course-runs/04-laptop.json
@@ -61,13 +61,19 @@ def run_of_executed(path: Path) -> dict:
 
 
 def record(run: dict, atlas: Path = ATLAS) -> Path:
-    """Write ``run`` into the atlas: ``<lesson>/<date>-<machine kind>-<idle|busy>.json`` (a run of the same lesson,
-    kind, load and day is replaced)."""
+    """Write ``run`` into the atlas: ``<lesson>/<date>-<machine kind>-<idle|busy>.json``. A second run of the same
+    lesson, kind, load and day is kept beside the first (``-b``, ``-c``, ...), never over it: an executed copy printed
+    its comparison against the runs recorded before it, and that comparison must stay reproducible from the files."""
     state = "busy" if run["machine"]["busy"] else "idle"
-    target = atlas / run["lesson"] / f"{run['date']}-{_slug(kind_of(run['machine']))}-{state}.json"
-    target.parent.mkdir(parents=True, exist_ok=True)
+    stem = atlas / run["lesson"] / f"{run['date']}-{_slug(kind_of(run['machine']))}-{state}"
     run = dict(run, label="")  # the atlas names machines, not people
-    target.write_text(json.dumps(run, indent=1, sort_keys=True) + "\n")
+    text = json.dumps(run, indent=1, sort_keys=True) + "\n"
+    names = [stem.with_name(stem.name + (f"-{c}" if c else "") + ".json") for c in ("", *"bcdefghijklmnopqrstuvwxyz")]
+    target = next((t for t in names if not t.exists() or t.read_text() == text), None)
+    if target is None:
+        raise RunFileError(f"{stem.name}: 26 runs of one kind, load and day are recorded already")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(text)
     return target
 
 

@@ -188,7 +188,7 @@ def guess_first(**guesses: Any) -> None:
     names = ", ".join(f"`{n}`" for n in missing)
     if revealing():
         print(
-            f"(No guess in {names}: answers are shown without one here, {REVEAL_SETTING}=1; "
+            f"(No guess in {names}: this copy shows its answers without one ({REVEAL_SETTING}=1); "
             "make yours before reading on.)"
         )
         return

@@ -198,8 +198,10 @@ def verdict(
         if m < FEW:
             if not (med > 0 and value > 0) and not _same(value, med):  # a signed value near zero: no ratio
                 return f"{_versus(value, med, unit)} {theirs}; too few runs to know its spread"
+            if min(mine) <= value <= max(mine):
+                return f"inside {theirs}"
             if _near(value, med):
-                return f"matches {theirs}, within {noise}"
+                return f"outside {theirs}, but within the {noise} noise allowance of their median: no clear difference"
             return (
                 f"{_versus(value, med, unit)} {theirs}: beyond {noise}, but {m} run{'s' * (m != 1)} "
                 "cannot show its spread: rerun"
