@@ -90,16 +90,27 @@ def test_describe_groups_the_sweep_by_cache_level():
     sweep = {32 * KIB: 200e9, 512 * KIB: 115e9, 8 * MIB: 96e9, 128 * MIB: 33e9}
     lines = caches.describe(sweep, ZEN4).splitlines()
     assert lines[0] == "caches: L1d 32 KiB, L2 1 MiB, L3 32 MiB"
-    assert [line.split(":")[0].strip() for line in lines[1:]] == [
+    assert [line.split(":")[0].strip() for line in lines[1:-1]] == [
         "within L1d",
         "within L2",
         "within L3",
         "beyond the caches",
     ]
-    assert lines[-1].endswith("128 MiB 33 GB/s")
+    assert lines[-2].endswith("128 MiB 33 GB/s")
+    assert lines[-1].startswith("the caches this thread sees end between 8 MiB and 128 MiB")
     assert caches.describe({64 * KIB: 1e9}, {}).splitlines() == [
         "caches: sizes unknown here",
         "beyond the caches: 64 KiB 1 GB/s",
     ]
     with pytest.raises(TypeError, match="bandwidth"):
         caches.describe([1], ZEN4)
+
+
+def test_the_sweep_names_where_the_caches_end_whatever_the_system_reports():
+    """A VM reporting its host's 480-MiB L3 reads 128 MiB at memory's pace: the sweep, not the report, says so."""
+    bw = {2**20: 127e9, 2**21: 66e9, 2**22: 27e9, 2**26: 21e9, 2**27: 15e9, 2**28: 14e9, 2**30: 14e9}
+    assert caches.caches_end(bw) == (2**26, 2**27)  # a gradual fall: the end is where memory's pace begins
+    assert "end between 64 MiB and 128 MiB" in caches.describe(bw, {"L2": 2**21, "L3": 480 * 2**20})
+    assert caches.caches_end({2**20: 10e9, 2**21: 9.5e9, 2**22: 9e9}) is None  # all at one pace: no end claimed
+    assert caches.caches_end({2**20: 30e9, 2**30: 9e9}) is None  # two sizes cannot show where
+    assert "end between" not in caches.describe({2**20: 10e9, 2**21: 9e9}, {"L2": 2**21})

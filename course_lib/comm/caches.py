@@ -124,4 +124,26 @@ def describe(bandwidth: dict[int, float], caches: dict[str, int]) -> str:
     for where in dict.fromkeys(fits.values()):
         sets = ", ".join(f"{_size(s)} {b / 1e9:.0f}" for s, b in bandwidth.items() if fits[s] == where)
         lines.append(f"{where:17s}: {sets} GB/s")
+    knee = caches_end(bandwidth)
+    if knee:
+        lines.append(
+            f"the caches this thread sees end between {_size(knee[0])} and {_size(knee[1])}: from there on every set "
+            "is read at about the largest set's pace, memory's, whatever cache size the system reports (a VM may "
+            "report its host chip's whole last-level cache)"
+        )
     return "\n".join(lines)
+
+
+def caches_end(bandwidth: dict[int, float], within: float = 1.15) -> tuple[int, int] | None:
+    """Where the sweep reaches memory's pace: the two neighbouring sizes between which the bandwidth comes within
+    ``within`` of the largest set's and stays there. None where even the smallest set runs at that pace, or the
+    sweep has fewer than three sizes."""
+    _check_dict("bandwidth", bandwidth)
+    sizes = sorted(bandwidth)
+    if len(sizes) < 3:
+        return None
+    pace = bandwidth[sizes[-1]]
+    first = len(sizes) - 1
+    while first > 0 and bandwidth[sizes[first - 1]] <= within * pace:
+        first -= 1
+    return (sizes[first - 1], sizes[first]) if first > 0 else None
