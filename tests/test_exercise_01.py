@@ -257,7 +257,7 @@ WRONG = [
     (
         "compute-bound n: 2 x the ridge",
         SMALLEST.format(n="math.ceil(bytes_per_element * peak_flops / bandwidth)"),
-        "n / 3 FLOP/byte",
+        "three n x n matrices",
     ),
     (
         "compute-bound n: the ridge upside down",

@@ -253,6 +253,6 @@ def test_the_guess_is_locked_before_the_check_that_would_show_its_answer():
     for folder in ("solutions", "exercises"):
         cells = nbformat.read(ROOT / folder / "02_memory.ipynb", as_version=4).cells
         code = [c.source for c in cells if c.cell_type == "code"]
-        lock = next(i for i, s in enumerate(code) if "guess_first(guess_a100_adam_mixed_billions" in s)
+        lock = next(i for i, s in enumerate(code) if "guess_first(guess_24gb_momentum_bf16_billions" in s)
         check = next(i for i, s in enumerate(code) if 'checks.check("02/largest_model"' in s)
         assert lock < check, folder

@@ -267,11 +267,13 @@ def _01_smallest_compute_bound_n() -> dict:
         right - 1: "One short: that product's intensity still lies just below the ridge point. Round up: the "
         "smallest n whose intensity is at least the ridge.",
         _ref_smallest_compute_bound_n(*bf16[:2], 4): "Twice too large: that counts 4 bytes per element (or n^3 FLOPs "
-        "where a multiply-add is 2). In bf16 an element is bytes_per_element = 2 bytes, so the intensity is n / 3.",
-        math.ceil(2 * bf16[0] / bf16[1]): "An n x n x n product moves 3n^2 elements (A, B and C) of 2 bytes: its "
-        "intensity is 2n^3 / (6n^2) = n / 3 FLOP/byte, so n must reach 3 x the ridge point.",
-        math.ceil(bf16[0] / bf16[1]): "That sets n itself equal to the ridge point: n is the matrix size; its "
-        "intensity is n / (1.5 x bytes_per_element) FLOP/byte, and that must reach the ridge.",
+        "where a multiply-add is 2). In bf16 an element is bytes_per_element = 2 bytes.",
+        math.ceil(2 * bf16[0] / bf16[1]): "Your n is twice the ridge point: count the bytes again. An n x n x n "
+        "product moves three n x n matrices (A, B and C), each element bytes_per_element bytes; ask your "
+        "matmul_intensity for the intensity of size n, and find the n at which it reaches the ridge.",
+        math.ceil(bf16[0] / bf16[1]): "That sets n itself equal to the ridge point: n is the matrix size, not its "
+        "intensity. Work out the intensity an n x n x n product has (your matmul_intensity), then the n at which it "
+        "reaches the ridge.",
         float(Fraction(3, 1) * Fraction(bf16[0]) / Fraction(bf16[1])): "That is where the intensity equals the ridge "
         "point exactly, a fraction; n is a whole matrix size. Round up: the smallest whole n at or past the ridge.",
         1: "An n x n x n product is compute-bound only once its intensity reaches peak / bandwidth; for the A100 in "
@@ -284,13 +286,14 @@ def _01_smallest_compute_bound_n() -> dict:
             (
                 (400e9, 20e9, 2),
                 60,
-                "Exactly at the ridge point counts as compute-bound: 60 / 3 = 20 FLOP/byte = "
-                "400e9 / 20e9, so 60 is the answer, not 61.",
+                "Exactly at the ridge point counts as compute-bound: here the ridge is 400e9 / 20e9 = 20 FLOP/byte, "
+                "and the expected size's product has exactly that intensity, so it is the answer, not one more.",
             ),
             (
                 (400e9, 20e9, 4),
                 120,
-                "In float32 (4 bytes) the intensity is n / 6: 120 / 6 = 20 FLOP/byte reaches the ridge exactly.",
+                "In float32 each element takes 4 bytes, twice bf16's: the same ridge (20 FLOP/byte) needs a larger "
+                "product than in bf16. Did you use bytes_per_element?",
             ),
             ((1e9, 1e11, 2), 1, "A ridge of 0.01 FLOP/byte: even a 1 x 1 x 1 product lies past it, so 1."),
         ],
