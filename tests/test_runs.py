@@ -146,6 +146,20 @@ def test_the_lock_stops_a_cell_without_its_guess(monkeypatch):
     checks.guess_first(guess_x=3)  # a guess: the cell goes on
 
 
+def test_a_guess_edited_after_the_answer_is_shown_is_not_scored(monkeypatch):
+    """The value a guess held when its measurement first ran is scored; a later edit is named, not counted."""
+    monkeypatch.setattr(checks.guesses, "LOCKED", {})
+    checks.guess_first(guess_locked=2.0)  # the measurement cell runs: 2 is committed
+    checks.guess_first(guess_locked=9.0)  # the learner saw the answer (9), edited the guess and ran the cell again
+    score = checks.score_guess(9.0, 9.0, name="guess_locked", what="w")
+    assert score.guess == 2.0 and score.changed_to == 9.0 and score.verdict != "exactly right"
+    assert "Scored: your first guess" in score.text() and "restart the kernel" in score.text()
+    same = checks.score_guess(2.0, 9.0, name="guess_locked", what="w")  # unchanged: scored as it is, no note
+    assert same.changed_to is None and "Scored:" not in same.text()
+    fresh = checks.score_guess(4.0, 9.0, name="guess_never_locked", what="w")  # no lock ran (an exercise's own)
+    assert fresh.guess == 4.0 and fresh.changed_to is None
+
+
 def test_the_one_setting_reveals_and_says_so(monkeypatch, capsys):
     monkeypatch.setenv("COURSE_REVEAL", "1")
     checks.guess_first(guess_x=None, guess_y=2.0)

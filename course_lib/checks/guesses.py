@@ -33,6 +33,7 @@ class GuessScore:
     answer_name: str = "measured here"
     key: str = ""
     close_within: float | None = None
+    changed_to: float | None = None  # a later value of the guess, written after the answer was shown: not scored
 
     @staticmethod
     def _factor(value: float, reference: float) -> float | None:
@@ -117,6 +118,11 @@ class GuessScore:
         else:
             lines.append(self._line(f"your guess ({self.name})", self.guess))
             lines.append(f"  Verdict: {self.verdict}.")
+            if self.changed_to is not None:
+                lines.append(
+                    f"  Scored: your first guess, locked when its measurement first ran; `{self.name}` now holds "
+                    f"{_fmt(self.changed_to)}, written after the answer was shown (restart the kernel to guess afresh)."
+                )
             if self.model is not None and self.factor is not None and self.model_factor is not None:
                 if self.model_factor < self.factor:
                     lines.append(
@@ -157,6 +163,11 @@ class GuessScore:
 REVEAL_SETTING = "COURSE_REVEAL"
 
 
+#: Each guess as it stood when its measurement cell first ran (name -> value): the one that is scored, so that a
+#: guess edited after the answer was shown does not count. A kernel restart clears it.
+LOCKED: dict[str, float] = {}
+
+
 def revealing() -> bool:
     """Whether a measurement cell shows its answer without a guess (``COURSE_REVEAL=1``; see :func:`guess_first`)."""
     return os.environ.get(REVEAL_SETTING, "").strip().lower() in ("1", "true", "yes", "on")
@@ -175,14 +186,18 @@ def guess_first(**guesses: Any) -> None:
     anything, with a message that says to write the guess and run the cell again, so "Run all" stops at each
     prediction instead of printing every answer. With ``COURSE_REVEAL=1`` (set by the website build and the
     tests, and by a learner who wants the answers without guessing) it prints one line saying so and goes on.
-    A guess that is not a number raises ``TypeError`` at once.
+    A guess that is not a number raises ``TypeError`` at once. The first number each guess holds here is locked
+    (:data:`LOCKED`): :func:`score_guess` scores it, even after the variable is edited once the answer was shown.
     """
     if not guesses:
         raise TypeError("name the guess: checks.guess_first(guess_ratio=guess_ratio)")
     missing = []
     for name, guess in guesses.items():
-        if _as_number(guess, name, allow_none=True) is None:
+        value = _as_number(guess, name, allow_none=True)
+        if value is None:
             missing.append(name)
+        else:
+            LOCKED.setdefault(name, value)  # the first value only: a later edit is shown, not scored
     if not missing:
         return
     names = ", ".join(f"`{n}`" for n in missing)
@@ -254,6 +269,10 @@ def score_guess(
     near = None if close_within is None else _as_number(close_within, "close_within", allow_none=False)
     if near is not None and near < 0:
         raise ValueError(f"close_within must be >= 0, got {close_within!r}")
+    first = LOCKED.get(name)
+    changed = g if g is not None and first is not None and g != first else None
+    if changed is not None:
+        g = first
     score = GuessScore(
         what=what,
         unit=unit,
@@ -265,6 +284,7 @@ def score_guess(
         answer_name=answer_name,
         key=key,
         close_within=near,
+        changed_to=changed,
     )
     if key:
         record.log(score.entry())
