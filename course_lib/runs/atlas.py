@@ -277,7 +277,12 @@ class Comparison:
             others = [g for g in row.groups if g.label != mine_label]  # your kind's values are in the verdict
             shown = "; ".join(f"{letters[g.label]} {g.spread()}" for g in (others if mine else row.groups))
             n = row.other_setups
-            left = f"; {n} run{'s' * (n != 1)} at another size or setting left out" if n else ""
+            left = (
+                f"; {n} run{'s' * (n != 1)} measured another way (size, setting or an earlier form of this check), "
+                "not compared"
+                if n
+                else ""
+            )
             context = f". Others: {shown}" if shown and not self._constant(recorded, row.value) else ""
             lines.append(f"    {_fmt(row.value)}{row.unit} here: {said}{context}{left}")
         if any("(no run of your kind and load)" in line for line in lines):
