@@ -369,6 +369,23 @@ def test_inside_a_range_that_spans_kinds_names_your_kind(tmp_path):
     assert "context only (no run of your kind and load)" in busy and "your kind, other load: 0.03x" in busy
 
 
+def test_the_atlas_recorder_keeps_a_second_run_of_the_day_beside_the_first(tmp_path):
+    """An executed copy compared itself with the runs recorded before it: recording a later run of the same lesson,
+    kind, load and day must not overwrite them, and recording the same run twice must not add a copy."""
+    import importlib
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
+    record_atlas = importlib.import_module("record_atlas")
+    run = {"lesson": "04", "date": "2026-12-07", "machine": dict(MACHINE), "entries": [{"key": "04/gap", "value": 2.0}]}
+    first = record_atlas.record(run, atlas=tmp_path)
+    again = record_atlas.record(run, atlas=tmp_path)  # the same run: the same file
+    later = record_atlas.record(dict(run, entries=[{"key": "04/gap", "value": 3.0}]), atlas=tmp_path)
+    assert first == again and later != first and later.name.endswith("-b.json")
+    assert '"value": 2.0' in first.read_text() and '"value": 3.0' in later.read_text()
+
+
 def test_the_atlas_recorder_refuses_a_value_far_outside_its_kinds_recorded_range():
     """tools/record_atlas.py keeps a run disturbed mid-way out of the atlas: a value outside the range its kind and
     load recorded (widened by the noise allowance) is named; a value inside it is not."""

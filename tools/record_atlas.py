@@ -126,7 +126,12 @@ def main(argv: list[str] | None = None) -> int:
             )
             failed += 1
             continue
-        target = record(run)
+        try:
+            target = record(run)
+        except RunFileError as exc:
+            print(f"not recorded: {exc}")
+            failed += 1
+            continue
         print(f"recorded {len(run['entries'])} entries of lesson {run['lesson']}: {target.relative_to(ROOT)}")
     return 1 if failed else 0
 
