@@ -420,19 +420,22 @@ def retry_storm(
             attempts.append(time.perf_counter())
         return connect(port, timeout=2.0)
 
-    def client(i: int, port: int, t0_box: list) -> None:
+    def client(i: int, service: DelayedService) -> None:
         go.wait()
         at = retry(
-            lambda: attempt(port), attempts=30, backoff=backoff, retry_on=ConnectionRefusedError, jitter=jitter, seed=i
+            lambda: attempt(service.port),
+            attempts=30,
+            backoff=backoff,
+            retry_on=ConnectionRefusedError,
+            jitter=jitter,
+            seed=i,
         )
-        connected[i] = at - t0_box[0]
+        connected[i] = at - service.started_at  # from the failure, the moment the service went down
 
     with DelayedService(down_s) as service:
-        t0_box = [0.0]
-        threads = [threading.Thread(target=client, args=(i, service.port, t0_box), daemon=True) for i in range(clients)]
+        threads = [threading.Thread(target=client, args=(i, service), daemon=True) for i in range(clients)]
         for t in threads:
             t.start()
-        t0_box[0] = time.perf_counter()
         go.set()
         for t in threads:
             t.join(timeout)
