@@ -305,7 +305,7 @@ def test_runs_of_another_set_up_are_left_out(tmp_path):
     _atlas(tmp_path, [(0.3, {}), (0.4, {})], what="f at batch 512")
     text = runs.compare(("04/gap", 0.9, "", "f at batch 16"), this_machine=MACHINE).text()
     assert "no run of this measurement (same size and settings) recorded yet" in text
-    assert "2 runs measured another way (size, setting or an earlier form of this check), not compared" in text
+    assert "2 runs measured another way (another size, setting or bound), not compared" in text
 
 
 def test_a_key_without_records_says_so(tmp_path):

@@ -278,8 +278,7 @@ class Comparison:
             shown = "; ".join(f"{letters[g.label]} {g.spread()}" for g in (others if mine else row.groups))
             n = row.other_setups
             left = (
-                f"; {n} run{'s' * (n != 1)} measured another way (size, setting or an earlier form of this check), "
-                "not compared"
+                f"; {n} run{'s' * (n != 1)} measured another way (another size, setting or bound), not compared"
                 if n
                 else ""
             )
