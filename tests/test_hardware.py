@@ -310,3 +310,35 @@ def test_half_width_avx2_cores_and_the_boost_clock_are_told_apart(monkeypatch):
     assert peak.cpu_clock_source("acpi-cpufreq") == "base or current"
     monkeypatch.setattr(psutil, "cpu_freq", lambda: SimpleNamespace(max=0.0, current=0.0))
     assert peak.cpu_clock_source("intel_pstate") == ""
+
+
+def test_avx512_over_avx2_times_two_fresh_processes_and_rejects_bad_input(monkeypatch):
+    """Notebook 00's FMA-unit measurement: each rate comes from a child process with its own setting, the free one
+    without any MKL hold the parent has, and the ratio is their quotient."""
+    monkeypatch.setenv("MKL_ENABLE_INSTRUCTIONS", "AVX2")  # the parent's hold must not reach the free child
+    seen = []
+
+    class Done:
+        returncode, stderr = 0, ""
+
+        def __init__(self, stdout):
+            self.stdout = stdout
+
+    def fake_run(cmd, env, **kwargs):
+        seen.append(env.get("MKL_ENABLE_INSTRUCTIONS"))
+        return Done("100.0\n" if env.get("MKL_ENABLE_INSTRUCTIONS") else "160.0\n")
+
+    monkeypatch.setattr("subprocess.run", fake_run)
+    out = hardware.peak.avx512_over_avx2(64, rounds=2)
+    assert seen == [None, "AVX2", None, "AVX2"]  # alternating, two rounds
+    assert out == {"avx512_gflops": 160.0, "avx2_gflops": 100.0, "ratio": 1.6}
+    for bad in ({"size": 0}, {"rounds": -1}, {"size": "big"}):
+        with pytest.raises((ValueError, TypeError)):
+            hardware.peak.avx512_over_avx2(**bad)
+
+
+@pytest.mark.slow
+def test_avx512_over_avx2_runs_the_product_in_child_processes():
+    out = hardware.peak.avx512_over_avx2(128, rounds=1)
+    assert out["avx512_gflops"] > 0 and out["avx2_gflops"] > 0
+    assert out["ratio"] == pytest.approx(out["avx512_gflops"] / out["avx2_gflops"])

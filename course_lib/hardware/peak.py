@@ -320,3 +320,50 @@ def sheet_peak(cores: int, vector_isa: str, model: str = "", blas: str = "") -> 
             else "MKL's 256-bit path on AMD"
         )
     return SheetPeak(flops, cores, ghz, per_cycle, caveat, lanes, why)
+
+
+_ONE_THREAD_RATE = """
+import sys, time, torch
+torch.set_num_threads(1)
+n = int(sys.argv[1])
+a, b = torch.randn(n, n), torch.randn(n, n)
+best = float("inf")
+for _ in range(7):
+    t0 = time.perf_counter()
+    for _ in range(3):
+        a @ b
+    best = min(best, (time.perf_counter() - t0) / 3)
+print(2 * n**3 / best / 1e9)
+"""
+
+
+def avx512_over_avx2(size: int = 1024, rounds: int = 2, timeout: float = 120.0) -> dict[str, float]:
+    """One core's float32 ``size`` x ``size`` product rate (GFLOP/s, the best of 7 timings) with Intel's MKL free
+    and held to AVX2 (``MKL_ENABLE_INSTRUCTIONS=AVX2``), each in a fresh process, since MKL reads the setting once
+    when it loads; ``rounds`` of the two in turn, the faster of each kept. Two 512-bit FMA units start twice
+    AVX2's FLOPs per cycle, one unit as many, so the ratio tells them apart whatever the clock (less the lower
+    clock some chips hold under AVX-512 code). Meaningful where the products run in MKL on an Intel chip with
+    AVX-512 (elsewhere the setting changes nothing). Returns ``{"avx512_gflops", "avx2_gflops", "ratio"}``.
+    Notebook 00 (Going deeper)."""
+    import subprocess
+
+    size = arguments.positive_int("size", size)
+    rounds = arguments.positive_int("rounds", rounds)
+    timeout = arguments.seconds("timeout", timeout)
+    base = {k: v for k, v in os.environ.items() if k != "MKL_ENABLE_INSTRUCTIONS"}
+    envs = {"avx512_gflops": base, "avx2_gflops": {**base, "MKL_ENABLE_INSTRUCTIONS": "AVX2"}}
+    rates: dict[str, float] = {k: 0.0 for k in envs}
+    for _ in range(rounds):
+        for key, env in envs.items():
+            done = subprocess.run(
+                [sys.executable, "-c", _ONE_THREAD_RATE, str(size)],
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=timeout,
+                stdin=subprocess.DEVNULL,
+            )
+            if done.returncode != 0:
+                raise RuntimeError(f"the timing process failed ({key}): {done.stderr.strip()[-500:]}")
+            rates[key] = max(rates[key], float(done.stdout.split()[-1]))
+    return {**rates, "ratio": rates["avx512_gflops"] / rates["avx2_gflops"]}
