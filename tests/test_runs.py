@@ -297,7 +297,7 @@ def test_too_few_runs_give_a_ratio_not_a_verdict(tmp_path):
 def test_a_number_the_machine_does_not_change_says_so(tmp_path):
     _atlas(tmp_path, [(16.8, {}), (16.8, {"isa": "AVX2"}), (16.8, {"busy": True, "free_cores": 1})])
     same = runs.compare(("04/gap", 16.8, " points", "gap"), this_machine=MACHINE).text()
-    assert "the same as all 3 recorded runs: this number does not depend on the machine" in same
+    assert "the same as all 3 recorded runs: none of the recorded machines changes this number" in same
     assert "differs from the 3 recorded runs" in runs.compare(("04/gap", 16.9, "", "gap"), this_machine=MACHINE).text()
 
 

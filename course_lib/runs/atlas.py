@@ -187,7 +187,7 @@ def verdict(
     runs = f"{n} recorded run{'s' * (n != 1)}"
     if all(_same(v, lo) for v in recorded):
         if _same(value, lo):
-            return f"the same as all {runs}: this number does not depend on the machine"
+            return f"the same as all {runs}: none of the recorded machines changes this number"
         if n >= FEW:
             return f"differs from the {runs}, which all gave {_fmt(lo)}{unit}: another torch release or thread count?"
     noise = f"±{NOISE:.0%}"  # the noise allowance, named in the legend
