@@ -342,3 +342,12 @@ def test_avx512_over_avx2_runs_the_product_in_child_processes():
     out = hardware.peak.avx512_over_avx2(128, rounds=1)
     assert out["avx512_gflops"] > 0 and out["avx2_gflops"] > 0
     assert out["ratio"] == pytest.approx(out["avx512_gflops"] / out["avx2_gflops"])
+
+
+def test_a_cpu_name_without_a_model_number_is_hidden():
+    assert hardware.peak.model_name_hidden("Intel(R) Xeon(R) Processor")
+    assert hardware.peak.model_name_hidden("Intel(R) Xeon(R) CPU @ 2.20GHz")  # the clock is not a model number
+    assert not hardware.peak.model_name_hidden("Intel(R) Xeon(R) Platinum 8480+")
+    assert not hardware.peak.model_name_hidden("AMD EPYC 9R14 96-Core Processor")
+    with pytest.raises(TypeError, match="model"):
+        hardware.peak.model_name_hidden(None)

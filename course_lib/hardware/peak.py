@@ -322,23 +322,22 @@ def sheet_peak(cores: int, vector_isa: str, model: str = "", blas: str = "") -> 
     return SheetPeak(flops, cores, ghz, per_cycle, caveat, lanes, why)
 
 
-_ONE_THREAD_RATE = """
-import sys, time, torch
-torch.set_num_threads(1)
-n = int(sys.argv[1])
-a, b = torch.randn(n, n), torch.randn(n, n)
-best = float("inf")
-for _ in range(7):
-    t0 = time.perf_counter()
-    for _ in range(3):
-        a @ b
-    best = min(best, (time.perf_counter() - t0) / 3)
-print(2 * n**3 / best / 1e9)
-"""
+_ONE_THREAD_RATE = (  # a fresh process: MKL reads MKL_ENABLE_INSTRUCTIONS once, when it loads
+    "import sys\nfrom course_lib import timing\n"
+    "print(timing.matmul_throughput([int(sys.argv[1])], num_threads=1)[0].flops_per_s / 1e9)"
+)
+
+
+def model_name_hidden(model: str) -> bool:
+    """Whether a CPU's name carries no model number (a VM's "Intel(R) Xeon(R) Processor", or "... CPU @ 2.20GHz"):
+    then the FMA-unit count read from the name is a default. Notebook 00 (section 4, Going deeper)."""
+    if not isinstance(model, str):
+        raise TypeError(f"model must be the CPU's name as a string, got {type(model).__name__}")
+    return not any(ch.isdigit() for ch in model.split("@")[0])
 
 
 def avx512_over_avx2(size: int = 1024, rounds: int = 2, timeout: float = 120.0) -> dict[str, float]:
-    """One core's float32 ``size`` x ``size`` product rate (GFLOP/s, the best of 7 timings) with Intel's MKL free
+    """One core's float32 ``size`` x ``size`` product rate (GFLOP/s, ``timing.matmul_throughput``) with Intel's MKL free
     and held to AVX2 (``MKL_ENABLE_INSTRUCTIONS=AVX2``), each in a fresh process, since MKL reads the setting once
     when it loads; ``rounds`` of the two in turn, the faster of each kept. Two 512-bit FMA units start twice
     AVX2's FLOPs per cycle, one unit as many, so the ratio tells them apart whatever the clock (less the lower
