@@ -173,3 +173,35 @@ def test_estimate_against_allocator_pairs_the_estimate_with_the_allocators_peak(
     assert worst < 3 < bug_miss  # the lesson's float32 bound, here on a tiny MLP: the estimate fits, no bug does
     with pytest.raises(TypeError, match="model"):
         memory.estimate_against_allocator("not a model", x, y)
+
+
+@pytest.mark.parametrize("k", [2, 4, 8])
+def test_accumulation_keeps_every_gradient_alive_and_the_estimate_knows(k):
+    def build():
+        torch.manual_seed(0)
+        return models.MLP(64, [512, 512], 10), torch.randn(512, 64), torch.randint(0, 10, (512,))
+
+    model, x, y = build()
+    allocated = memory.measure_allocator_peak(model, x, y, "adam", steps=2, micro_batches=k)
+    if allocated is None:  # pragma: no cover - a PyTorch whose profiler reports no allocation events
+        pytest.skip("this PyTorch's profiler reports no allocations")
+    est = memory.estimate_training_memory(*build()[:2], "adam", target=build()[2], micro_batches=k)
+    assert abs(est.total / allocated - 1) < 0.02, (k, est.table(), allocated)
+    parts = dict(est.peak_parts)
+    if est.peak_phase == "backward pass":  # all the gradients are held from the second micro-batch on
+        assert parts["gradients summed so far"] == est.gradients and parts["batch"] == x.nbytes + y.nbytes
+    # a micro-batch priced as a step of its own, plus the rest of the batch: the gradients summed into are missing
+    small, xs, ys = build()
+    micro = memory.estimate_training_memory(small, xs[: 512 // k], "adam", target=ys[: 512 // k])
+    assert micro.backward_peak + x.nbytes * (1 - 1 / k) + y.nbytes * (1 - 1 / k) < est.backward_peak
+
+
+def test_micro_batches_are_checked():
+    torch.manual_seed(0)
+    model, x = models.MLP(8, [16], 2), torch.randn(4, 8)
+    with pytest.raises(ValueError, match="micro_batches"):
+        memory.estimate_training_memory(model, x, micro_batches=0)
+    with pytest.raises(ValueError, match="cannot exceed"):
+        memory.estimate_training_memory(model, x, micro_batches=5)
+    with pytest.raises(TypeError, match="micro_batches"):
+        memory.estimate_training_memory(model, x, micro_batches="4")

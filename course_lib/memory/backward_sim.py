@@ -117,8 +117,10 @@ class _Backward:
         block_inputs: dict[int, set[int]],
         start_bytes: int,
         conv_scratch: bool = False,
+        accumulating: bool = False,
     ) -> None:
         self.nodes, self.deps, self.held = nodes, deps, held
+        self.accumulating = accumulating  # every .grad exists already: a new gradient is added in and freed
         self.storage_size, self.block_inputs, self.start_bytes = storage_size, block_inputs, start_bytes
         self.conv_scratch = conv_scratch
         self.live_keys = {k for k in held.holders if not isinstance(k, tuple)}
@@ -181,14 +183,17 @@ class _Backward:
         self.peak_without_act_grads = max(
             self.peak_without_act_grads, self.acts_live + self.leaf_kept + self.sink_pending + scratch
         )
-        if n.name() == _GRAD_SINK:  # a gradient reaching AccumulateGrad stays (it becomes .grad)
+        if n.name() == _GRAD_SINK and not self.accumulating:  # a gradient reaching AccumulateGrad becomes .grad
             for buf in inbuf.values():
                 self.leaf_kept += buf[0]
                 if len(buf) == 3 and buf[2]:
                     buf[2] = False
                     self.sink_pending -= buf[0]
-        else:
+        else:  # used up; when accumulating, a parameter's new gradient is added into its .grad, then freed
             for buf in inbuf.values():
+                if n.name() == _GRAD_SINK and len(buf) == 3 and buf[2]:
+                    buf[2] = False
+                    self.sink_pending -= buf[0]
                 buf[1][0] -= 1
                 if buf[1][0] == 0:
                     self.live -= buf[0]
@@ -259,6 +264,7 @@ def _simulate_backward(
     block_inputs: dict[int, set[int]],
     start_bytes: int,
     conv_scratch: bool = False,
+    accumulating: bool = False,
 ) -> tuple[int, int, dict[str, int], int]:
     """Simulate the backward pass over the autograd graph from ``root``.
 
@@ -270,8 +276,10 @@ def _simulate_backward(
     (the output and the loss). ``block_ranges``: the sequence numbers of the graph nodes each
     checkpointed block created (empty without checkpointing); a block's saved tensors other
     than its input are recomputed copies that appear when the block's first node runs. ``conv_scratch``:
-    add the scratch of a CPU convolution's backward (``_Backward._scratch``).
+    add the scratch of a CPU convolution's backward (``_Backward._scratch``). ``accumulating``: every parameter
+    already has a ``.grad`` (a later micro-batch of gradient accumulation), so a gradient reaching a parameter is
+    a temporary, added in place and freed; "parameter gradients" then counts those in flight.
     """
     nodes, deps = _graph(root)
     held = _held_tensors(nodes, excluded, storage_size, block_ranges, block_inputs)
-    return _Backward(nodes, deps, held, storage_size, block_inputs, start_bytes, conv_scratch).run(root)
+    return _Backward(nodes, deps, held, storage_size, block_inputs, start_bytes, conv_scratch, accumulating).run(root)

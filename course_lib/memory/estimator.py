@@ -50,7 +50,7 @@ from dataclasses import dataclass, field, fields
 import torch
 from torch import nn
 
-from .. import names
+from .. import arguments, names
 from ..train import autocast, default_loss
 from . import torch_internals as ti
 from .activation_checkpointing import CheckpointedBlock, _plan_blocks
@@ -261,8 +261,10 @@ def _record_step(
     wrappers: list,
     run_precision: str,
     device: torch.device,
+    accumulating: bool = False,
 ) -> _Pass:
-    """Run ONE forward pass under ``run_precision``, recording what autograd saves, then simulate the backward."""
+    """Run ONE forward pass under ``run_precision``, recording what autograd saves, then simulate the backward
+    (``accumulating``: as a later micro-batch of gradient accumulation, every ``.grad`` already there)."""
     excluded = {_key(t) for t in list(model.parameters()) + list(model.buffers())} | {_key(t) for t in inputs}
     if target is not None:
         excluded.add(_key(target))
@@ -292,6 +294,7 @@ def _record_step(
             rec.block_inputs,
             out_bytes,
             conv_scratch=not conv_scratch_not_modelled(device),
+            accumulating=accumulating,
         )
         del out, loss, rec.keep[:]
     return _Pass(fwd_live, fwd_peak, out_bytes, saved_total, bwd_peak, acts_start, bwd_parts, bwd_no_act_grads)
@@ -309,6 +312,7 @@ def estimate_training_memory(
     target: torch.Tensor | None = None,
     loss_fn: Callable | None = None,
     foreach: bool | None = None,
+    micro_batches: int = 1,
 ) -> MemoryEstimate:
     """Estimate the peak memory of training ``model`` on batches like ``example_input``.
 
@@ -322,7 +326,10 @@ def estimate_training_memory(
     ``apply_activation_checkpointing`` wraps them; an unwrapped model is planned the same way
     without changing it). ``target``/``loss_fn``: as in ``measure_training_memory``.
     ``foreach``: the optimizer implementation, ``None`` = torch's default (foreach on CUDA,
-    single-tensor on CPU). See the module docstring for every term.
+    single-tensor on CPU). ``micro_batches``: gradient accumulation as ``train.train_step`` runs it (notebook 02,
+    section 7a): the pass is recorded on the first micro-batch, the whole batch stays in memory, and from the second
+    micro-batch on every parameter's ``.grad`` is alive through the forward and backward passes, each new gradient
+    a temporary until it is added in. See the module docstring for every term.
     """
     ti.require()
     params = _check_model(model)
@@ -333,14 +340,25 @@ def estimate_training_memory(
     inputs = _as_inputs("example_input", example_input)
     if target is not None and not isinstance(target, torch.Tensor):
         raise TypeError(f"target must be a tensor or None, got {type(target).__name__}")
+    micro_batches = arguments.positive_int("micro_batches", micro_batches)
+    if micro_batches > len(inputs[0]):
+        raise ValueError(f"micro_batches ({micro_batches}) cannot exceed the batch size ({len(inputs[0])})")
+    batch = storage_bytes([*inputs, target]) if target is not None else storage_bytes(inputs)
+    if micro_batches > 1:  # the first micro-batch, as train_step splits the batch (tensor_split)
+        inputs = tuple(t.tensor_split(micro_batches)[0] for t in inputs)
+        target = target.tensor_split(micro_batches)[0] if target is not None else None
     device = params[0].device
     if foreach is None:
         foreach = device.type in ("cuda", "xpu")
     wrappers, blocks = _checkpointed_blocks(model, activation_checkpointing)
     run_precision = "bf16-mixed" if precision == "fp16-mixed" and device.type == "cpu" else precision
-    step = _record_step(model, inputs, target, loss_fn or default_loss, blocks, wrappers, run_precision, device)
-    batch = storage_bytes([*inputs, target]) if target is not None else storage_bytes(inputs)
-    return _estimate(step, storage_bytes(model), params, optimizer, foreach, batch, activation_checkpointing)
+    accumulating = micro_batches > 1
+    step = _record_step(
+        model, inputs, target, loss_fn or default_loss, blocks, wrappers, run_precision, device, accumulating
+    )
+    return _estimate(
+        step, storage_bytes(model), params, optimizer, foreach, batch, activation_checkpointing, accumulating
+    )
 
 
 def _estimate(
@@ -351,11 +369,14 @@ def _estimate(
     foreach: bool,
     batch: int,
     activation_checkpointing: bool,
+    accumulating: bool = False,
 ) -> MemoryEstimate:
-    """The three phases of the step from a recorded pass, and the largest of them."""
+    """The three phases of the step from a recorded pass, and the largest of them (``accumulating``: a later
+    micro-batch's forward and backward, with every gradient alive)."""
     g_bytes = sum(p.numel() * p.element_size() for p in params)
     o_bytes, t_bytes = _optimizer_bytes(optimizer, params, foreach)
-    persistent = p_bytes + o_bytes + batch
+    kept = g_bytes if accumulating else 0  # gradients summed so far, alive through the next micro-batch
+    persistent = p_bytes + o_bytes + batch + kept
     if activation_checkpointing:
         # the forward keeps block inputs and the tensors saved outside blocks; a block's own
         # temporaries come and go (bounded by what its backward recomputes)
@@ -369,9 +390,14 @@ def _estimate(
     phases = {"forward pass": fwd, "backward pass": bwd, "optimizer step": step}
     phase = max(phases, key=phases.get)
     common = [("parameters", p_bytes), ("optimizer state", o_bytes), ("batch", batch)]
+    held = [("gradients summed so far", kept)]
+    bwd_parts = [
+        ("new gradients, before they are added" if accumulating and n == "parameter gradients" else n, b)
+        for n, b in rec.bwd_parts.items()
+    ]
     parts = {
-        "forward pass": common + [("forward pass tensors", fwd - persistent)],
-        "backward pass": common + list(rec.bwd_parts.items()),
+        "forward pass": common + held + [("forward pass tensors", fwd - persistent)],
+        "backward pass": common + held + bwd_parts,
         "optimizer step": common
         + [("gradients", g_bytes), ("output and loss", rec.out_bytes), ("step temporaries", t_bytes)],
     }[phase]

@@ -343,15 +343,18 @@ def measure_allocator_peak(
     precision: str = "fp32",
     steps: int = 2,
     foreach: bool | None = None,
+    micro_batches: int = 1,
 ) -> int | None:
     """The allocator's peak over ``steps`` real training steps (the memory lesson, through
-    :func:`estimate_against_allocator`).
+    :func:`estimate_against_allocator`; ``micro_batches``: gradient accumulation, section 7a).
 
     The same steps as :func:`measure_training_memory` (``train.train_step``, optimizer state made in step
     one), measured by :func:`allocator_peak`: a meter independent of the estimator. The model is updated.
     ``foreach``: the optimizer's implementation, as in ``models.make_optimizer`` (None: torch's default).
     """
-    run, include, device = _training_steps(model, example_input, target, optimizer, precision, steps, foreach, None)
+    run, include, device = _training_steps(
+        model, example_input, target, optimizer, precision, steps, foreach, None, micro_batches
+    )
     return allocator_peak(run, include=include, device=device)
 
 
