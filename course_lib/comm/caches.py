@@ -11,13 +11,22 @@ The cache sizes come from ``course_lib.hardware.cache_sizes()`` (``{"L1d": bytes
 from __future__ import annotations
 
 import statistics
+import time
 
+import numpy as np
 import psutil
 import torch
 
 from .. import arguments, timing
 
-__all__ = ["working_set_sizes", "working_set_bandwidth", "memory_sizes", "cache_over_memory", "describe"]
+__all__ = [
+    "working_set_sizes",
+    "working_set_bandwidth",
+    "memory_sizes",
+    "cache_over_memory",
+    "describe",
+    "dependent_load_time",
+]
 
 _KIB = 2**10
 
@@ -147,3 +156,54 @@ def caches_end(bandwidth: dict[int, float], within: float = 1.15) -> tuple[int, 
     while first > 0 and bandwidth[sizes[first - 1]] <= within * pace:
         first -= 1
     return (sizes[first - 1], sizes[first]) if first > 0 else None
+
+
+def _pointer_chain(size_bytes: int, line: int, seed: int) -> memoryview:
+    """A cycle through every ``line``-byte line of a ``size_bytes`` int32 array, in a random order: the first int
+    of each line holds the index of the next line's first int (lmbench's ``lat_mem_rd`` with a random stride)."""
+    per_line = line // 4
+    lines = size_bytes // line
+    order = np.random.default_rng(seed).permutation(lines).astype(np.int64) * per_line
+    chain = np.zeros(lines * per_line, dtype=np.int32)
+    chain[order] = np.roll(order, -1)
+    return memoryview(chain)
+
+
+def _chase(chain: memoryview, steps: int) -> float:
+    """Seconds a step of ``i = chain[i]``: each load's address is the value the last one read."""
+    i = 0
+    start = time.perf_counter()
+    for _ in range(steps):
+        i = chain[i]
+    return (time.perf_counter() - start) / steps
+
+
+def dependent_load_time(
+    size_bytes: int, *, small_bytes: int = 32 * _KIB, line: int = 64, steps: int = 100_000, rounds: int = 3
+) -> dict[str, float]:
+    """Seconds per load when each load's address comes from the one before (a *pointer chase*: McVoy & Staelin,
+    "lmbench", USENIX 1996): ``{"cache": s on a small_bytes chain, "memory": s on a size_bytes chain}``.
+
+    Notebook 03, Going deeper on the caches. One load is in flight at a time, so a step takes the latency of
+    wherever the line lives, plus the Python interpreter's own work per step (tens of ns). On the small chain
+    (inside L1) the step is almost all interpreter; the difference ``memory - cache`` is what a load from
+    memory adds, a lower bound on the memory latency (the out-of-order core overlaps part of the interpreter's
+    work with the wait). The chain visits every ``line``-byte line of the set once, in a random order, so neither
+    the caches nor the prefetchers can guess the next address; like lmbench it also pays the TLB misses of
+    random pages. The two chains are timed in turns, ``rounds`` times each; the fastest of each is kept.
+    """
+    size = arguments.integer("size_bytes", size_bytes, minimum=1024)
+    small = arguments.integer("small_bytes", small_bytes, minimum=1024)
+    line = arguments.integer("line", line, minimum=8)
+    steps = arguments.positive_int("steps", steps)
+    rounds = arguments.positive_int("rounds", rounds)
+    if small >= size:
+        raise ValueError(f"small_bytes must be below size_bytes, got {small} and {size}")
+    if line % 4 or small < 2 * line:
+        raise ValueError(f"line must be a multiple of 4 bytes and at most half of small_bytes, got {line}")
+    chains = {"cache": _pointer_chain(small, line, 0), "memory": _pointer_chain(size, line, 1)}
+    best = {k: float("inf") for k in chains}
+    for _ in range(rounds):
+        for k, chain in chains.items():
+            best[k] = min(best[k], _chase(chain, steps))
+    return best
