@@ -174,41 +174,6 @@ def overhead_model_time(work: float, overhead_s: float, rate: float) -> float:
     )
 
 
-def logreg_flops(
-    n_rows: int, n_features: int, n_classes: int, iterations: int = 1, fit_intercept: bool = True
-) -> float:
-    """FLOPs of the two matrix products in each iteration of a softmax logistic regression.
-
-    Notebook 01, section 5 (classical ML). Per iteration: scores X @ W and gradient X.T @ (P - Y),
-    each 2 x rows x (features + intercept) x classes FLOPs. The count leaves out what a FLOP model
-    cannot see: the softmax (an exp and a log per score), extra loss evaluations of the solver's line
-    search, its bookkeeping, and each call's fixed overhead; on a small data set those dominate.
-    """
-    for name, v in (
-        ("n_rows", n_rows),
-        ("n_features", n_features),
-        ("n_classes", n_classes),
-        ("iterations", iterations),
-    ):
-        arguments.positive_int(name, v)
-    if not isinstance(fit_intercept, bool):
-        raise TypeError(f"fit_intercept must be True or False, got {type(fit_intercept).__name__}")
-    return 2.0 * 2 * n_rows * (n_features + int(fit_intercept)) * n_classes * iterations
-
-
-def line_through(x0: float, y0: float, x1: float, y1: float) -> tuple[float, float]:
-    """(intercept, slope) of the line through two measurements, e.g. fit time at two iteration counts.
-
-    Notebook 01, section 5: the fixed cost of a fit and its cost per iteration, read off two fits
-    that run a fixed number of iterations. ValueError if the two x values are equal.
-    """
-    x0, y0, x1, y1 = (arguments.number(n, v) for n, v in (("x0", x0), ("y0", y0), ("x1", x1), ("y1", y1)))
-    if x0 == x1:
-        raise ValueError(f"x0 and x1 must differ to define a line, both are {x0}")
-    slope = (y1 - y0) / (x1 - x0)
-    return y0 - slope * x0, slope
-
-
 @dataclass(frozen=True)
 class ChipScale:
     """One accelerator per chip, per pod and per dollar (``scale_table``)."""

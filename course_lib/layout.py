@@ -47,6 +47,7 @@ LAYERS: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
         "cost models and measurement",
         (
             ("compute", "module 01: roofline, training FLOPs, time to train"),
+            ("classical_ml", "module 01: classical ML on a CPU, a logistic regression's FLOPs and numpy steps"),
             (
                 "memory",
                 "module 02: estimator, meters, checkpointing, formulas, capped runs, data sets larger than memory",

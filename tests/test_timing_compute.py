@@ -3,7 +3,7 @@ import math
 import pytest
 import torch
 
-from course_lib import compute, timing
+from course_lib import classical_ml, compute, timing
 
 
 def test_time_fn_reports_a_low_quantile_and_the_spread():
@@ -222,21 +222,41 @@ def test_days_to_train_takes_tflops():
 
 def test_logreg_flops_counts_two_products_per_iteration():
     # digits: 1,348 rows x (64 features + intercept) x 10 classes, scores and gradient.
-    assert compute.logreg_flops(1348, 64, 10) == 2 * 2 * 1348 * 65 * 10
-    assert compute.logreg_flops(10, 3, 2, iterations=5, fit_intercept=False) == 5 * 4 * 10 * 3 * 2
+    assert classical_ml.logreg_flops(1348, 64, 10) == 2 * 2 * 1348 * 65 * 10
+    assert classical_ml.logreg_flops(10, 3, 2, iterations=5, fit_intercept=False) == 5 * 4 * 10 * 3 * 2
     with pytest.raises(ValueError, match="iterations"):
-        compute.logreg_flops(10, 3, 2, iterations=0)
+        classical_ml.logreg_flops(10, 3, 2, iterations=0)
     with pytest.raises(TypeError, match="fit_intercept"):
-        compute.logreg_flops(10, 3, 2, fit_intercept="yes")
+        classical_ml.logreg_flops(10, 3, 2, fit_intercept="yes")
+
+
+def test_logreg_evaluation_steps_are_the_evaluation_taken_apart():
+    import numpy as np
+
+    rng = np.random.default_rng(1)
+    x = np.hstack([rng.normal(size=(50, 4)), np.ones((50, 1))]).astype(np.float32)
+    y = np.eye(3, dtype=np.float32)[rng.integers(0, 3, 50)]
+    steps = classical_ml.logreg_evaluation_steps(x, y)
+    assert len(steps) == 12 and "row max, 3 wide" in steps
+    assert sum("(a product)" in name for name in steps) == 2  # the two products logreg_flops counts
+    loss = steps["loss: log, Z * Y, row sum, mean"]()
+    assert 0 < loss < 2 * np.log(3)  # near log(3): small weights, scores almost equal
+    assert steps["gradient X^T (P - Y) / n (a product)"]().shape == (5, 3)
+    with pytest.raises(TypeError, match="numpy"):
+        classical_ml.logreg_evaluation_steps(x.tolist(), y)
+    with pytest.raises(ValueError, match="rows"):
+        classical_ml.logreg_evaluation_steps(x, y[:10])
+    with pytest.raises(ValueError, match="dtype"):
+        classical_ml.logreg_evaluation_steps(x, y.astype(np.float64))
 
 
 def test_line_through_two_measurements():
-    fixed, slope = compute.line_through(5, 0.010, 40, 0.045)
+    fixed, slope = classical_ml.line_through(5, 0.010, 40, 0.045)
     assert fixed == pytest.approx(0.005) and slope == pytest.approx(0.001)
     with pytest.raises(ValueError, match="differ"):
-        compute.line_through(5, 1.0, 5, 2.0)
+        classical_ml.line_through(5, 1.0, 5, 2.0)
     with pytest.raises(TypeError):
-        compute.line_through("5", 1.0, 6, 2.0)
+        classical_ml.line_through("5", 1.0, 6, 2.0)
 
 
 def test_scale_table_per_chip_pod_and_dollar():
