@@ -409,3 +409,22 @@ def test_the_atlas_recorder_refuses_a_value_far_outside_its_kinds_recorded_range
                 e["value"] = value
         said = record_atlas.outliers(probe, runs)
         assert any(s.startswith("01/speedup:") for s in said) is named, said
+
+
+def test_a_value_outside_only_beyond_the_digits_shown_is_at_the_edge():
+    mine = [78.8, 100.0, 119.3]
+    said = atlas_mod.verdict(119.4, mine, " GFLOP/s", mine=mine, letter="G")  # both print as 119
+    assert said.startswith("at the edge of your kind's 3 runs (G: 78.8 to 119"), said
+    assert "inside" in atlas_mod.verdict(100.0, mine, mine=mine)
+    assert "outside the range" in atlas_mod.verdict(125.0, mine, mine=mine)  # 125 prints apart from 119
+    few = [1.06, 1.1]
+    assert atlas_mod.verdict(1.0584, few, "x", mine=few).startswith("at the edge of")
+
+
+def test_a_tight_close_within_is_what_the_measurement_tells_apart():
+    """An exact count (bf16 activation bytes): 25 % is not noise there, so the naive half is not "spot on"."""
+    naive = checks.score_guess(0.5, measured=0.585, model=0.5, model_name="half the bytes", close_within=0.02, name="g")
+    assert naive.verdict == "exactly the model's answer (half the bytes), not the measurement's"
+    assert checks.score_guess(0.57, measured=0.585, close_within=0.02, name="g").verdict.startswith("spot on")
+    assert checks.score_guess(0.55, measured=0.585, close_within=0.02, name="g").verdict == "close (within 2x)"
+    assert checks.score_guess(0.55, measured=0.585, name="g").verdict == "spot on"  # without it: 25 %

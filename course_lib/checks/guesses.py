@@ -67,15 +67,17 @@ class GuessScore:
         if self.guess == self.measured:
             return "exactly right"
         near = self.close_within is not None and abs(self.guess - self.measured) <= self.close_within
+        # close_within, where given, is what the measurement tells apart (an exact count: a tight one); else 25 %
+        tells_apart = near if self.close_within is not None else f is not None and f <= 1.25
         if self.model is not None and self.guess == self.model:
-            return f"exactly the {self.model_name}'s answer" + (
-                ", and within what this measurement can tell apart" if near or (f is not None and f <= 1.25) else ""
+            return f"exactly the model's answer ({self.model_name})" + (
+                ", and within what this measurement can tell apart" if tells_apart else ", not the measurement's"
             )
         if near:
             return "spot on (within what this measurement can tell apart)"
         if f is None:
             return "off by " + _fmt(abs(self.guess - self.measured)) + (f" {self.unit}" if self.unit else "")
-        if f <= 1.25:
+        if f <= 1.25 and self.close_within is None:
             return "spot on"
         if f <= 2:
             return "close (within 2x)"

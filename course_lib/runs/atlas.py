@@ -200,6 +200,8 @@ def verdict(
                 return f"{_versus(value, med, unit)} {theirs}; too few runs to know its spread"
             if min(mine) <= value <= max(mine):
                 return f"inside {theirs}"
+            if _fmt(value) in (_fmt(min(mine)), _fmt(max(mine))):  # outside only beyond the digits shown
+                return f"at the edge of {theirs}"
             if _near(value, med):
                 return f"outside {theirs}, but within the {noise} noise allowance of their median: no clear difference"
             return (
@@ -209,6 +211,8 @@ def verdict(
         low, high = _widened(min(mine), max(mine), med)
         if min(mine) <= value <= max(mine):
             return f"inside {theirs}"
+        if _fmt(value) in (_fmt(min(mine)), _fmt(max(mine))):  # outside only beyond the digits shown
+            return f"at the edge of {theirs}"
         if low <= value <= high:
             return f"outside the range, but within the {noise} noise allowance of {theirs}: not a clear difference"
         return (
