@@ -243,7 +243,7 @@ class _Backward:
         seen: set[int] = set()
         param_grads = self.leaf_kept
         for target_id, slots in self.buffers.items():
-            if self.nodes[target_id].name() == _GRAD_SINK:
+            if _heads_to_parameter(self.nodes[target_id]):
                 for buf in slots.values():
                     if id(buf) not in seen:
                         seen.add(id(buf))
@@ -254,6 +254,20 @@ class _Backward:
             "activation gradients": peak - acts - param_grads - scratch,
             "kernel scratch": scratch,
         }
+
+
+def _heads_to_parameter(node, depth: int = 4) -> bool:
+    """Whether a gradient sent to ``node`` becomes a parameter's gradient: ``node`` is AccumulateGrad, or passes its
+    gradient through (a transpose, a view) to nothing but AccumulateGrad, as a linear layer's weight gradient does."""
+    if node.name() == _GRAD_SINK:
+        return True
+    nexts = [nxt for nxt, _ in node.next_functions if nxt is not None]
+    return (
+        depth > 0
+        and node.name() in _PASS_THROUGH
+        and bool(nexts)
+        and all(_heads_to_parameter(nxt, depth - 1) for nxt in nexts)
+    )
 
 
 def _simulate_backward(
