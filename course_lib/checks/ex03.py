@@ -404,9 +404,8 @@ def _03_fit_alpha_beta() -> dict:
         reference=_ref_fit_alpha_beta,
         random_inputs=_random_alpha_beta,
         refuse=[comm.fit_alpha_beta, comm.fit_ring_allreduce],
-        hint="Fit a straight line t = c0 + c1 x n by least squares over all rows (numpy.polyfit does), sizes in "
-        "bytes. Which term of your ring_allreduce_seconds does not grow with n, and which does? Read alpha and B "
-        "off them.",
+        hint="Fit a straight line t = c0 + c1 x n by least squares over all rows, sizes in bytes. Which term of your "
+        "ring_allreduce_seconds does not grow with n, and which does? How do c0 and c1 give alpha and B?",
     )
 
 
