@@ -276,14 +276,14 @@ class Comparison:
         for row in self.rows:
             recorded = [v for g in row.groups for v in g.values]
             mine, kin = self._mine(row), self._mine(row, same_state=False)
-            lines.append(f"{row.what or row.key}  [{row.key}]")
+            lines.append(row.what or row.key)
             said = verdict(row.value, recorded, row.unit, mine, kin, letters.get(mine_label, ""))
             others = [g for g in row.groups if g.label != mine_label]  # your kind's values are in the verdict
             shown = "; ".join(f"{letters[g.label]} {g.spread()}" for g in (others if mine else row.groups))
             n = row.other_setups
-            left = (
+            left = (  # said only where nothing is compared: then it says why
                 f"; {n} run{'s' * (n != 1)} measured another way (another size, setting or bound), not compared"
-                if n
+                if n and not recorded
                 else ""
             )
             context = f". Others: {shown}" if shown and not self._constant(recorded, row.value) else ""
