@@ -428,3 +428,11 @@ def test_a_tight_close_within_is_what_the_measurement_tells_apart():
     assert checks.score_guess(0.57, measured=0.585, close_within=0.02, name="g").verdict.startswith("spot on")
     assert checks.score_guess(0.55, measured=0.585, close_within=0.02, name="g").verdict == "close (within 2x)"
     assert checks.score_guess(0.55, measured=0.585, name="g").verdict == "spot on"  # without it: 25 %
+
+
+def test_a_claim_reworded_around_the_same_quantity_keeps_its_runs():
+    same = atlas_mod._same_quantity
+    assert same("half the bytes is faster (fp32 / bf16 time)", "half the bytes is up to 2x (fp32 / bf16 time)", True)
+    assert not same("beats the model (bf16 / fp32 speed)", "beats it (bf16 / fp32 speed, one thread)", True)
+    assert not same("two threads beat one", "two threads beat one, by up to 2x", True)  # no quantity named: in full
+    assert not same("f at batch 512 (the calibration)", "f at batch 16 (the calibration)", False)  # values: in full

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import math
+import re
 import statistics
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -61,10 +62,22 @@ def records(key: str, what: str | None = None) -> list[tuple[float, dict]]:
         for e in run["entries"]:
             if e["key"] == key and e.get("value") is not None:
                 said = e.get("what") or e.get("text") or ""
-                if what is None or not what or not said or said == what:
+                if what is None or not what or not said or _same_quantity(said, what, e["kind"] == "claim"):
                     out.append((e["value"], run["machine"]))
                 break
     return out
+
+
+def _same_quantity(said: str, what: str, claim: bool) -> bool:
+    """Whether two descriptions name one quantity. A claim's text ends with the quantity it judges, in brackets
+    ("... (fp32 / bf16 time)"): a claim reworded around the same quantity is the same experiment. Any other
+    description, or a claim without that ending, must match in full."""
+    if said == what:
+        return True
+    if not claim:
+        return False
+    ends = [re.search(r"\(([^()]*)\)\s*$", t) for t in (said, what)]
+    return all(ends) and ends[0].group(1) == ends[1].group(1)
 
 
 @dataclass(frozen=True)
@@ -217,7 +230,7 @@ def verdict(
             return f"outside the range, but within the {noise} noise allowance of {theirs}: not a clear difference"
         return (
             f"OUTSIDE {theirs} even with {noise} ({_fmt(low)} to {_fmt(high)}{unit}): another program busy, or "
-            "another disk or power setting? Rerun this section on a quiet machine"
+            "another power setting? Rerun this section on a quiet machine"
         )
     low, high = _widened(lo, hi, statistics.median(recorded))
     if lo <= value <= hi:
