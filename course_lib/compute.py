@@ -295,13 +295,20 @@ def step_time_models(
 
     * ``"roofline"``: fixed cost + the slower of its FLOPs at peak and its weight bytes at the bandwidth;
     * ``"compute only"``: fixed cost + FLOPs at peak (a compute-bound step);
-    * ``"overhead only"``: the fixed cost alone (a step bound by per-call overhead).
+    * ``"overhead only"``: the fixed cost alone (a step bound by per-call overhead);
+    * ``"compute + bytes"``: fixed cost + FLOPs at peak + weight bytes at the bandwidth: operations that run one
+      after another, none hiding another's memory traffic (the roofline's max assumes they overlap fully).
     """
     fixed = arguments.nonnegative("fixed_s", fixed_s)
     flops_s = 6.0 * arguments.positive("n_params", n_params) * arguments.positive_int("batch", batch)
     flops_s /= arguments.positive("peak_flops", peak_flops)
     bytes_s = training_step_bytes(n_params) / arguments.positive("bandwidth", bandwidth)
-    return {"roofline": fixed + max(flops_s, bytes_s), "compute only": fixed + flops_s, "overhead only": fixed}
+    return {
+        "roofline": fixed + max(flops_s, bytes_s),
+        "compute only": fixed + flops_s,
+        "overhead only": fixed,
+        "compute + bytes": fixed + flops_s + bytes_s,
+    }
 
 
 def worst_miss(measured: list[float], predicted: list[float]) -> float:

@@ -19,6 +19,7 @@ def test_step_time_models_pick_the_slower_roof():
     assert m["overhead only"] == pytest.approx(1e-4)
     assert m["compute only"] == pytest.approx(1e-4 + 12e6 / 1e11)
     assert m["roofline"] == pytest.approx(1e-4 + 24e6 / 1e10)  # memory-bound at batch 2
+    assert m["compute + bytes"] == pytest.approx(1e-4 + 12e6 / 1e11 + 24e6 / 1e10)  # no overlap: the two add
     big = compute.step_time_models(1e6, 4096, 0.0, peak_flops=1e11, bandwidth=1e10)
     assert big["roofline"] == pytest.approx(big["compute only"])
 
