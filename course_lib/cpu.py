@@ -217,9 +217,7 @@ def calibrate(threads: int | None = None) -> Calibration:
         a16, b16 = a.bfloat16(), b.bfloat16()
         flops = 2 * n**3
         fns, best = {"fp32": lambda: a @ b, "bf16": lambda: a16 @ b16}, {}
-        for _ in range(
-            3
-        ):  # fp32 bf16 fp32 bf16 ..., each kind's fastest look: a slow spell cannot land on one kind alone
+        for _ in range(3):  # fp32 bf16 fp32 bf16 ...: a slow spell cannot land on one kind alone
             for kind, fn in fns.items():
                 t = timing.time_fn(fn, label=kind, num_threads=threads, warmup=1, min_run_time=0.03).seconds
                 best[kind] = min(best.get(kind, t), t)

@@ -186,11 +186,12 @@ def dependent_load_time(
 
     Notebook 03, Going deeper on the caches. One load is in flight at a time, so a step takes the latency of
     wherever the line lives, plus the Python interpreter's own work per step (tens of ns). On the small chain
-    (inside L1) the step is almost all interpreter; the difference ``memory - cache`` is what a load from
-    memory adds, a lower bound on the memory latency (the out-of-order core overlaps part of the interpreter's
-    work with the wait). The chain visits every ``line``-byte line of the set once, in a random order, so neither
-    the caches nor the prefetchers can guess the next address; like lmbench it also pays the TLB misses of
-    random pages. The two chains are timed in turns, ``rounds`` times each; the fastest of each is kept.
+    (inside L1) the step is almost all interpreter; the difference ``memory - cache`` is what a random load from
+    memory adds. Two errors pull it from DRAM's own latency, in opposite directions: the out-of-order core overlaps
+    part of the interpreter's work with the wait (lower), and, like lmbench, a random load also pays TLB misses and
+    page walks (higher; twice over in a VM). The chain visits every ``line``-byte line of the set once, in a random
+    order, so neither the caches nor the prefetchers can guess the next address. The two chains are timed in turns,
+    ``rounds`` times each; the fastest of each is kept.
     """
     size = arguments.integer("size_bytes", size_bytes, minimum=1024)
     small = arguments.integer("small_bytes", small_bytes, minimum=1024)
