@@ -328,3 +328,17 @@ def test_the_atlas_holds_every_key_a_lesson_shows_from_three_kinds_of_run(path):
     runs_here = [r for r in atlas.atlas_runs() if r["lesson"] == lesson]
     kinds = {(r["machine"]["isa"], bool(r["machine"]["held"]), r["machine"]["busy"]) for r in runs_here}
     assert len(kinds) >= 3, f"{path.name}: the atlas has {len(kinds)} kinds of run ({sorted(kinds)}); expected 3"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_the_atlas_holds_no_key_the_lesson_no_longer_names(path):
+    """A learner's run file lists every claim the atlas knows for the lesson, judged or not; a key the lesson no
+    longer makes would show there as "not judged" with no cell to find it in. Removing a claim removes its key
+    from the atlas's runs too."""
+    from course_lib.runs import atlas
+
+    lesson = _lesson(path)
+    code = "\n".join(c.source for c in _read(path).cells if c.cell_type == "code")
+    named = set(re.findall(rf"[\"']({re.escape(lesson)}/[a-z][a-z0-9_]*)[\"']", code))
+    gone = sorted({e["key"] for r in atlas.atlas_runs() if r["lesson"] == lesson for e in r["entries"]} - named)
+    assert not gone, f"{path.name}: the atlas holds keys the lesson no longer names: {gone}; remove their entries"

@@ -267,9 +267,18 @@ def summary(run: dict) -> str:
     )
 
 
+def _shown(path: Path) -> str:
+    """``path`` as the learner finds it from the notebook's folder: relative to it where at most one folder up."""
+    try:
+        rel = os.path.relpath(Path(path).resolve(), Path.cwd().resolve())
+    except (ValueError, OSError):  # another drive (Windows), or no working folder
+        return str(path)
+    return rel if not rel.startswith(os.path.join("..", "..")) else str(path)
+
+
 def _show_saved(run: dict, path: Path) -> None:
     text = (
-        f"Saved your run to {path}\n{summary(run)}\n"
+        f"Saved your run to {_shown(path)}\n{summary(run)}\n"
         "Hand this file to your instructor for the class page (`course class FOLDER --out DIR`); on Colab download it "
         "from the Files panel. It holds your guesses, the measurements and this machine's description, nothing else."
     )
