@@ -295,9 +295,9 @@ def step_time_models(
 
     * ``"roofline"``: fixed cost + the slower of its FLOPs at peak and its weight bytes at the bandwidth;
     * ``"compute only"``: fixed cost + FLOPs at peak (a compute-bound step);
-    * ``"overhead only"``: the fixed cost alone (a step bound by per-call overhead);
-    * ``"compute + bytes"``: fixed cost + FLOPs at peak + weight bytes at the bandwidth: operations that run one
-      after another, none hiding another's memory traffic (the roofline's max assumes they overlap fully).
+    * ``"overhead only"``: the fixed cost alone (a step bound by per-call overhead).
+
+    The roofline bounds one kernel; ``kernel_roofline_s`` applies it kernel by kernel, as a step runs them.
     """
     fixed = arguments.nonnegative("fixed_s", fixed_s)
     flops_s = 6.0 * arguments.positive("n_params", n_params) * arguments.positive_int("batch", batch)
@@ -307,7 +307,6 @@ def step_time_models(
         "roofline": fixed + max(flops_s, bytes_s),
         "compute only": fixed + flops_s,
         "overhead only": fixed,
-        "compute + bytes": fixed + flops_s + bytes_s,
     }
 
 
@@ -370,7 +369,31 @@ def step_models_over(
         raise ValueError(f"width {width!r} was not swept; the sweep has widths {sorted(sweep.n_params)}")
     n = sweep.n_params[width]
     per = [step_time_models(n, b, fixed_s, peak_flops, bandwidth) for b in batches]
-    return {name: [p[name] for p in per] for name in per[0]}
+    models = {name: [p[name] for p in per] for name in per[0]}
+    models["kernel by kernel"] = [fixed_s + kernel_roofline_s(b, width, peak_flops, bandwidth) for b in batches]
+    return models
+
+
+def kernel_roofline_s(
+    batch: int, width: int, peak_flops: float, bandwidth: float, d_in: int = 64, d_out: int = 10
+) -> float:
+    """The roofline applied kernel by kernel to one SGD step of ``MLP(d_in, [width, width], d_out)`` (the
+    ``"kernel by kernel"`` model of ``step_roofline``), fixed cost left out: the kernels run one after another,
+    so each one's bound adds (Williams, Waterman and Patterson, 2009, bound one kernel). Each product of
+    ``mlp_step_products`` takes the larger of its
+    FLOPs at ``peak_flops`` and its bytes (read both operands, write the result, 4 bytes a value) at ``bandwidth``;
+    each ReLU reads and writes its activations forward (8 bytes a value) and reads two, writes one backward (12);
+    the update reads every weight and gradient and writes the weight (12 bytes a parameter)."""
+    b, w = arguments.positive_int("batch", batch), arguments.positive_int("width", width)
+    d_in, d_out = arguments.positive_int("d_in", d_in), arguments.positive_int("d_out", d_out)
+    peak, bw = arguments.positive("peak_flops", peak_flops), arguments.positive("bandwidth", bandwidth)
+    total = sum(
+        max(2.0 * m * k * n / peak, 4.0 * (m * k + k * n + m * n) / bw)
+        for m, k, n in mlp_step_products(b, w, d_in, d_out).values()
+    )
+    relus = 2 * (8 + 12) * b * w / bw  # two hidden layers, forward and backward
+    n_params = d_in * w + w + w * w + w + w * d_out + d_out
+    return total + relus + 12.0 * n_params / bw
 
 
 def mlp_step_products(batch: int, width: int, d_in: int = 64, d_out: int = 10) -> dict[str, tuple[int, int, int]]:
@@ -509,8 +532,9 @@ def minor_faults_per_call(fn, calls: int = 20) -> float | None:
 
 @dataclass(frozen=True)
 class StepRoofline:
-    """A training-step sweep beside its models (``step_roofline``): the three of ``step_time_models`` and
-    ``"parts timed alone"``, the fixed cost plus the step's products and update each timed on their own."""
+    """A training-step sweep beside its models (``step_roofline``): those of ``step_time_models``, ``"kernel by
+    kernel"`` (``kernel_roofline_s``) and ``"parts timed alone"``, the fixed cost plus the step's products and
+    update each timed on their own."""
 
     batches: tuple[int, ...]
     width: int

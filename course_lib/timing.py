@@ -443,3 +443,18 @@ def thread_scaling(
         min_run_time=min_run_time,
     )
     return {t: timings[f"{t} threads"] for t in thread_counts}
+
+
+def fork_join_cost(threads: int, *, rounds: int = 5) -> tuple[float, float, float]:
+    """The fixed cost ``s`` of splitting one operation over ``threads`` CPU threads (notebook 01, section 3's
+    fork-join model, t_p = t_1 / p + s), measured directly: one pass of ``add_`` over an array large enough that
+    PyTorch splits it over every thread (32 Ki elements, its grain, or more per thread), on one thread and on
+    ``threads``, interleaved. Returns (t_1, t_p, s = t_p - t_1 / p) in seconds; ``s`` is clamped at 0."""
+    import torch
+
+    threads = arguments.positive_int("threads", threads)
+    x = torch.ones(max(1 << 17, 2 * 32768 * threads))
+    fns = {"1": lambda: x.add_(1.0), "p": lambda: x.add_(1.0)}
+    t = compare_interleaved(fns, rounds=rounds, num_threads={"1": 1, "p": threads}, min_run_time=0.05)
+    t1, tp = t["1"].seconds, t["p"].seconds
+    return t1, tp, max(0.0, tp - t1 / threads)

@@ -19,9 +19,27 @@ def test_step_time_models_pick_the_slower_roof():
     assert m["overhead only"] == pytest.approx(1e-4)
     assert m["compute only"] == pytest.approx(1e-4 + 12e6 / 1e11)
     assert m["roofline"] == pytest.approx(1e-4 + 24e6 / 1e10)  # memory-bound at batch 2
-    assert m["compute + bytes"] == pytest.approx(1e-4 + 12e6 / 1e11 + 24e6 / 1e10)  # no overlap: the two add
     big = compute.step_time_models(1e6, 4096, 0.0, peak_flops=1e11, bandwidth=1e10)
     assert big["roofline"] == pytest.approx(big["compute only"])
+
+
+def test_kernel_roofline_adds_each_kernels_own_bound():
+    # batch 2: every product waits on its bytes, so the sum is the step's bytes (products, ReLUs, update) at B
+    w, n_params = 1024, 64 * 1024 + 1024 + 1024 * 1024 + 1024 + 1024 * 10 + 10
+    prods = compute.mlp_step_products(2, w)
+    product_bytes = sum(4 * (m * k + k * n + m * n) for m, k, n in prods.values())
+    small = compute.kernel_roofline_s(2, w, peak_flops=1e15, bandwidth=1e10)
+    assert small == pytest.approx((product_bytes + 2 * 20 * 2 * w + 12 * n_params) / 1e10)
+    # a huge batch: the products' FLOPs at P, plus the bytes no product hides (ReLUs, update)
+    big = compute.kernel_roofline_s(1 << 16, w, peak_flops=1e9, bandwidth=1e12)
+    flops = sum(2 * m * k * n for m, k, n in compute.mlp_step_products(1 << 16, w).values())
+    assert big == pytest.approx(flops / 1e9 + (2 * 20 * (1 << 16) * w + 12 * n_params) / 1e12)
+    # never below the whole-step roofline's larger term less the fixed cost, and above it near the ridge
+    for b in (2, 32, 2048):
+        whole = compute.step_time_models(n_params, b, 0.0, 3e11, 4e10)["roofline"]
+        assert compute.kernel_roofline_s(b, w, 3e11, 4e10) >= 0.9 * whole
+    with pytest.raises(ValueError):
+        compute.kernel_roofline_s(0, w, 1e9, 1e9)
 
 
 def test_worst_miss_counts_both_ways():

@@ -298,3 +298,31 @@ def test_svm_and_the_6nd_rule_as_notebook_01_prints_them():
     for b in (8, 64):
         step = train.make_step_fn(mlp, torch.randn(b, 64), torch.randint(0, 10, (b,)), optimizer="sgd", lr=1e-3)
         assert timing.count_flops(step) / (6 * n * b) == pytest.approx(0.979, abs=0.003)
+
+
+def test_evaluations_in_fit_counts_the_solvers_calls_inside_a_fit():
+    import numpy as np
+    import scipy.optimize
+    from sklearn.linear_model import LogisticRegression
+
+    rng = np.random.default_rng(0)
+    x, y = rng.normal(size=(200, 5)), rng.integers(0, 3, 200)
+    ev = classical_ml.evaluations_in_fit(lambda: LogisticRegression(max_iter=200).fit(x, y), repeats=2)
+    assert ev is not None and ev.evaluations >= ev.iterations >= 1  # a rejected step costs one more
+    assert 0 < ev.share <= 1 and ev.per_evaluation_s > 0
+    by_hand = classical_ml.evaluations_in_fit(
+        lambda: scipy.optimize.minimize(lambda w: float((w**2).sum()), np.ones(3))
+    )
+    assert by_hand is not None and by_hand.evaluations > 1
+    assert classical_ml.evaluations_in_fit(lambda: None) is None  # no solver called: nothing to count
+    with pytest.raises(TypeError, match="fit"):
+        classical_ml.evaluations_in_fit(3)
+    with pytest.raises(ValueError, match="repeats"):
+        classical_ml.evaluations_in_fit(lambda: None, repeats=0)
+
+
+def test_fork_join_cost_splits_one_add():
+    t1, tp, s = timing.fork_join_cost(1, rounds=2)
+    assert t1 > 0 and tp > 0 and s >= 0
+    with pytest.raises(ValueError, match="threads"):
+        timing.fork_join_cost(0)
