@@ -383,6 +383,12 @@ def test_data_parallel_step_keeps_the_copies_equal_and_times_its_parts():
 
 
 @pytest.mark.slow
+def test_one_rank_step_time_is_the_jobs_baseline_in_a_process_alone():
+    c = d.scaling.one_rank_step_time(in_features=16, hidden=16, layers=1, batch_size=4, steps=3)
+    assert 0 < c < 1  # seconds: a tiny MLP's step
+
+
+@pytest.mark.slow
 def test_allreduce_benchmark_warms_small_messages_untimed():
     rows = d.launch(d.allreduce_benchmark, 2, [4, 2**20], repeats=2, warmup=0, warm_below=2**10)[0]
     assert all(r["seconds"] > 0 for r in rows)
@@ -410,6 +416,8 @@ def test_data_parallel_benchmark_alone_sends_nothing():
 def test_measure_data_parallel_rejects_bad_input_before_launching(kwargs, exc, match):
     with pytest.raises(exc, match=match):
         d.measure_data_parallel(2, **kwargs)
+    with pytest.raises(exc, match=match):
+        d.scaling.one_rank_step_time(**kwargs)
     with pytest.raises(ValueError, match="world_size"):
         d.measure_data_parallel(1)
 

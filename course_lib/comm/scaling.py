@@ -31,7 +31,13 @@ from .. import arguments, models, seeds, train
 from ..timing import representative
 from .launcher import launch, rank_info
 
-__all__ = ["KERNEL_LAUNCH_S", "data_parallel_benchmark", "measure_data_parallel", "step_operations"]
+__all__ = [
+    "KERNEL_LAUNCH_S",
+    "data_parallel_benchmark",
+    "measure_data_parallel",
+    "one_rank_step_time",
+    "step_operations",
+]
 
 # A CUDA kernel launch costs a few microseconds of host time (Gray, 2019, "Getting Started with CUDA Graphs",
 # NVIDIA Developer Blog): a floor under a GPU step of many small kernels, whatever the chip's FLOP/s.
@@ -277,6 +283,26 @@ def _weights_apart(model: torch.nn.Module, batch: tuple, lr: float) -> tuple[flo
     return float(both[0]), float(both[1])
 
 
+def _checked_config(config: dict) -> dict:
+    unknown = set(config) - set(inspect.signature(data_parallel_benchmark).parameters)
+    if unknown:
+        raise TypeError(f"unknown argument(s) {sorted(unknown)} for data_parallel_benchmark")
+    defaults = {k: v.default for k, v in inspect.signature(data_parallel_benchmark).parameters.items()}
+    settings = {**defaults, **config}
+    _check_config(*(settings[k] for k in ("in_features", "hidden", "layers", "batch_size", "steps", "warmup")))
+    return settings
+
+
+def one_rank_step_time(**config: Any) -> float:
+    """One rank's step alone, *C* in notebook 03's data-parallel model, timed exactly as
+    :func:`measure_data_parallel` times its baseline (rank 0's steps alone, two back to back, the second timed; a
+    low quantile over the steps), in a fresh one-thread process with no other rank beside it: the number a learner
+    reads before the job. ``config`` goes to :func:`data_parallel_benchmark`. Seconds."""
+    _checked_config(config)
+    ranks = launch(data_parallel_benchmark, 1, threads_per_rank=1, **config)
+    return representative(ranks[0]["solo_s"])
+
+
 def measure_data_parallel(world_size: int = 2, **config: Any) -> dict[str, Any]:
     """Measure data-parallel training on ``world_size`` ranks against one rank, one thread each.
     Notebook 03 (interconnect), section "how far does data parallelism scale".
@@ -308,12 +334,7 @@ def measure_data_parallel(world_size: int = 2, **config: Any) -> dict[str, Any]:
          "diff_over_sum_not_mean": the largest, over parameter tensors, of the first over the second}
     """
     world_size = arguments.integer("world_size", world_size, minimum=2)
-    unknown = set(config) - set(inspect.signature(data_parallel_benchmark).parameters)
-    if unknown:
-        raise TypeError(f"unknown argument(s) {sorted(unknown)} for data_parallel_benchmark")
-    defaults = {k: v.default for k, v in inspect.signature(data_parallel_benchmark).parameters.items()}
-    settings = {**defaults, **config}
-    _check_config(*(settings[k] for k in ("in_features", "hidden", "layers", "batch_size", "steps", "warmup")))
+    settings = _checked_config(config)
     skip = settings["skip_layer"]
     if skip is not None and not (
         isinstance(skip, int) and not isinstance(skip, bool) and 0 <= skip <= settings["layers"]
