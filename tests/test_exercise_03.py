@@ -284,6 +284,11 @@ WRONG = [
         "the latency of all 2(N-1) steps",
     ),
     (
+        "fit: relative misses (each row weighed by 1 / t), not plain least squares",
+        FIT.format(line="np.polyfit(sizes, seconds, 1, w=[1 / t for t in seconds])", result=FIT_RIGHT),
+        "plain least squares on the seconds",
+    ),
+    (
         "fit: sizes in MiB",
         FIT.format(line="np.polyfit([n / 2**20 for n in sizes], seconds, 1)", result=FIT_RIGHT),
         "fit on bytes, not MiB",

@@ -356,6 +356,18 @@ def _ref_fit_alpha_beta(sizes, seconds, world_size) -> tuple[float, float]:
     return c0 / steps, steps / world_size / c1
 
 
+def _relative_fit_alpha_beta(sizes, seconds, world_size) -> tuple[float, float]:
+    """The same line fitted to relative misses (each row weighed by 1 / t^2): a plausible other answer."""
+    w = [1 / t**2 for t in seconds]
+    sw, swn, swt = sum(w), sum(wi * n for wi, n in zip(w, sizes)), sum(wi * t for wi, t in zip(w, seconds))
+    swnn = sum(wi * n * n for wi, n in zip(w, sizes))
+    swnt = sum(wi * n * t for wi, n, t in zip(w, sizes, seconds))
+    c1 = (sw * swnt - swn * swt) / (sw * swnn - swn**2)
+    c0 = (swt - c1 * swn) / sw
+    steps = 2 * (world_size - 1)
+    return c0 / steps, steps / world_size / c1
+
+
 def _alpha_beta_rows(world_size, alpha, bandwidth, sizes, noise=()) -> tuple[list[int], list[float], int]:
     seconds = [_ref_ring_allreduce_seconds(n, world_size, alpha, bandwidth) for n in sizes]
     return list(sizes), [t * (1 + e) for t, e in zip(seconds, list(noise) + [0.0] * len(sizes))], world_size
@@ -398,6 +410,9 @@ def _03_fit_alpha_beta() -> dict:
                 {
                     ends: "That is the line through the first and the last row. Least squares uses every row: it "
                     "minimises the sum of the squared misses over all of them, so one noisy row moves it little.",
+                    _relative_fit_alpha_beta(*noisy): "That fits relative misses (each row weighed by 1 / t^2), a good "
+                    "choice where sizes span orders of magnitude, as the notebook's sweep does; this function asks for "
+                    "plain least squares on the seconds themselves, every row weighed alike.",
                 },
             ),
         ],
