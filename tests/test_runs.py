@@ -228,7 +228,7 @@ def test_a_huge_file_is_not_read(tmp_path):
 def test_a_machine_kind_separates_cpu_kernels_bf16_cores_and_accelerator():
     base = runs.kind_of(MACHINE)
     assert runs.kind_of(dict(MACHINE, isa="AVX2", held={"ATEN_CPU_CAPABILITY": "avx2"})) != base
-    assert "AVX2 kernels (held by a setting)" in runs.kind_of(
+    assert "AVX2 kernels (forced, same chip)" in runs.kind_of(
         dict(MACHINE, isa="AVX2", held={"ATEN_CPU_CAPABILITY": "avx2"})
     )
     assert runs.kind_of(dict(MACHINE, accelerator="NVIDIA H100")) != base

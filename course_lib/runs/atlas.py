@@ -280,9 +280,14 @@ class Comparison:
             lines += [
                 f"  {t} = {label}{'  (this kind)' if label == mine_label else ''}" for label, t in letters.items()
             ]
-            held = any("(held by a setting)" in label for label in letters)
+            held = any("(forced, same chip)" in label for label in letters)
             lines.append(
-                ("  (held: PyTorch told to use narrower instructions than the chip has; " if held else "  (")
+                (
+                    "  (forced: the same chip told by a setting to use narrower instructions, standing in for an "
+                    "older CPU; "
+                    if held
+                    else "  ("
+                )
                 + f"±{NOISE:.0%}: the noise allowance beyond your kind's range before a value counts as different)"
             )
             _LEGENDS_SHOWN.add(key)

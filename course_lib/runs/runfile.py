@@ -135,7 +135,7 @@ def kind_of(m: dict) -> str:
     :func:`state_of` says)."""
     if not isinstance(m, dict):
         raise TypeError(f"m must be a run file's machine (a dict), got {type(m).__name__}")
-    isa = f"{m.get('isa') or '?'} kernels" + (" (held by a setting)" if m.get("held") else "")
+    isa = f"{m.get('isa') or '?'} kernels" + (" (forced, same chip)" if m.get("held") else "")
     cores = m.get("cores")
     # the CPU's fixed facts, not the bf16 speed measured at the start (a busy core can change that reading)
     units = m.get("bf16_units")
