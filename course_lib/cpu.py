@@ -308,8 +308,8 @@ def thread_plan(
         )
     elif mode == "emulated":
         notes.append(
-            f"PyTorch's kernels here ({cpu.torch_capability}) have no bf16 arithmetic: bf16 matrix products run "
-            f"through fallback code, {1 / ratio:.0f}x slower than fp32 on a {calibration.size}x{calibration.size} "
+            f"bf16 matrix products: PyTorch's kernels here ({cpu.torch_capability}) have no bf16 arithmetic, so they "
+            f"run through fallback code, {1 / ratio:.0f}x slower than fp32 on a {calibration.size}x{calibration.size} "
             "product and worse on larger ones. bf16 saves memory here but never time, so "
             f"bf16 demos run at {_share(scale)} of their size; on a GPU or a CPU with bf16 units they run full size."
         )

@@ -85,8 +85,9 @@ def adaptations(
             + ("" if dp.runs("memory_cap") else ", which this system cannot do: those demos are skipped"),
         )
     )
-    local = "2-4 local CPU processes talking over gloo (PyTorch's CPU communication library) on 127.0.0.1" + (
-        " (one core: slower, still correct)" if cores < 2 else ""
+    local = "2-4 local CPU processes, one thread each, talking over gloo (PyTorch's CPU communication library) on " + (
+        "127.0.0.1"
+        + (f" (more processes than the {cores} free core(s) take turns: slower, still correct)" if cores < 4 else "")
     )
     rows.append(("Distributed demos", local + (f"; NCCL across {dp.gpu_ranks} GPUs as well" if dp.gpu_ranks else "")))
     if dp.kind != "cpu":  # on a CPU the "GPU demos" row above says it
