@@ -23,6 +23,7 @@ __all__ = [
     "ALLREDUCE_ALGORITHMS",
     "allreduce_benchmark",
     "allreduce_with_controls",
+    "bytes_written",
     "ring_all_reduce",
     "naive_all_reduce",
     "root_all_reduce",
@@ -40,7 +41,7 @@ ALLREDUCE_ALGORITHMS: tuple[str, ...] = ("library", "ring", "naive", "root")
 ALLREDUCE_SIZES: tuple[int, ...] = tuple(4**k * 1024 for k in range(9))
 
 
-def _bytes_written() -> int | None:
+def bytes_written() -> int | None:
     """Bytes this process has written through system calls so far (``wchar`` of /proc/self/io), or None."""
     try:
         with open("/proc/self/io") as f:
@@ -134,7 +135,7 @@ def allreduce_benchmark(
                 reduce(tensors[i])  # untimed: the message's path is warm again after a large one
             dist.barrier()
             synchronize(device)
-            written = _bytes_written()
+            written = bytes_written()
             c, t = time.process_time(), time.perf_counter()
             reduce(tensors[i])
             synchronize(device)
@@ -143,10 +144,10 @@ def allreduce_benchmark(
                 times[i, rnd - warmup] = elapsed
                 cpu[i, rnd - warmup] = used
                 if written is not None:
-                    sent[i, rnd - warmup] = _bytes_written() - written
+                    sent[i, rnd - warmup] = bytes_written() - written
     times = _all_reduce_on(times, device, dist.ReduceOp.MAX)  # the slowest rank's time
     cpu = _all_reduce_on(cpu.median(dim=1).values.contiguous(), device, dist.ReduceOp.SUM)  # all ranks' CPU time
-    counted = _bytes_written() is not None and device.type == "cpu"
+    counted = bytes_written() is not None and device.type == "cpu"
     per_rank = sent.mean(dim=1)  # this rank's bytes per all-reduce, for each size
     sent_max = _all_reduce_on(per_rank.clone(), device, dist.ReduceOp.MAX)  # the busiest rank's
     sent_min = _all_reduce_on(per_rank.clone(), device, dist.ReduceOp.MIN)  # the idlest rank's

@@ -29,6 +29,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from .. import arguments, models, seeds, train
 from ..timing import representative
+from .collectives import bytes_written
 from .launcher import launch, rank_info
 
 __all__ = [
@@ -57,6 +58,7 @@ class _GradientAverager:
         self.wait_s: list[float] = []
         self.copy_s: list[float] = []
         self.comm_s: list[float] = []
+        self.sent: list[int | None] = []  # bytes this rank wrote during each all-reduce (None: not counted here)
         self.entered = self.left = 0.0  # when the last call began and ended (perf_counter)
 
     def __call__(self, model: torch.nn.Module) -> None:
@@ -65,6 +67,7 @@ class _GradientAverager:
             self.left = self.entered
             for times in (self.wait_s, self.copy_s, self.comm_s):
                 times.append(0.0)
+            self.sent.append(0)
             return
         t0 = self.entered
         dist.barrier()  # time spent waiting for the slowest rank is not the link's
@@ -73,9 +76,12 @@ class _GradientAverager:
         if self.buffer is None:
             self.buffer = torch.empty(sum(g.numel() for g in grads), dtype=grads[0].dtype, device=grads[0].device)
         torch.cat([g.reshape(-1) for g in grads], out=self.buffer)
+        written = bytes_written() if self.buffer.device.type == "cpu" else None  # gloo's bytes: the kernel counts them
         t2 = time.perf_counter()
         dist.all_reduce(self.buffer)
         t3 = time.perf_counter()
+        after = bytes_written() if written is not None else None
+        self.sent.append(after - written if after is not None else None)
         if self.divide:
             self.buffer /= self.world
         offset = 0
@@ -119,9 +125,10 @@ def data_parallel_benchmark(
     step alone on a copy of the model while the other ranks wait (the one-rank baseline, measured
     under the same conditions); after each, all ranks time one all-reduce of ``n_params`` float32 values
     alone (``"alone_s"``: the control for the step's own). Returns this rank's ``{"rank", "world_size",
-    "step_s", "comm_s", "alone_s", "wait_s", "copy_s", "solo_s",
+    "step_s", "comm_s", "alone_s", "wait_s", "copy_s", "solo_s", "sent_bytes",
     "compute_s", "grad_bytes", "n_params", "checksum"}``: the step times, their
-    all-reduce parts, the compute inside each step (forward and backward up to the all-reduce hook, plus the
+    all-reduce parts, the bytes this rank wrote during each of them (``sent_bytes``; None where the system does not
+    count them), the compute inside each step (forward and backward up to the all-reduce hook, plus the
     update after it, timed), the time spent waiting for the slowest rank before the all-reduce (a barrier),
     copying the gradients into the flat buffer, dividing and copying back, and (rank 0 only) the
     steps alone (lists, ``warmup`` steps dropped), the bytes all-reduced per
@@ -205,6 +212,7 @@ def data_parallel_benchmark(
         "alone_s": alone_s[warmup:],
         "wait_s": average.wait_s[warmup:],
         "copy_s": average.copy_s[warmup:],
+        "sent_bytes": average.sent[warmup:],
         "solo_s": solo_s[warmup:],
         "compute_s": compute_s[warmup:],
         "grad_bytes": 4 * n_params,
@@ -328,6 +336,8 @@ def measure_data_parallel(world_size: int = 2, **config: Any) -> dict[str, Any]:
          "grad_bytes", "n_params", "world_size",
          "speedup": world_size * compute_s / step_s (examples per second against one rank),
          "comm_share": comm_s / step_s, "same_weights": every rank ended with the same weights,
+         "sent_per_grad_byte": bytes the busiest rank wrote during a step's all-reduce over the gradients' bytes
+         (the median over steps; None where the system does not count them, or off the CPU),
          "max_weight_diff", "one_tensor_divergence": the largest difference between ranks, and its control,
          "diff_from_one_process": the largest difference from one process trained on all the batches
          (mean loss), "sum_not_mean_diff": its control, that one process with gradients summed,
@@ -353,6 +363,13 @@ def measure_data_parallel(world_size: int = 2, **config: Any) -> dict[str, Any]:
     wait_s = max(representative(r["wait_s"]) for r in ranks)
     copy_s = max(representative(r["copy_s"]) for r in ranks)
     in_job = max(representative(r["compute_s"]) for r in ranks)
+    counted = [b for r in ranks for b in r["sent_bytes"]]
+    sent = (
+        statistics.median(max(r["sent_bytes"][i] for r in ranks) for i in range(len(ranks[0]["sent_bytes"])))
+        / ranks[0]["grad_bytes"]
+        if counted and all(b is not None for b in counted)
+        else None
+    )
     slowest = max(ranks, key=lambda r: representative(r["step_s"]))
     total = sum(slowest["step_s"])
     split = {k: step * sum(slowest[f"{k}_s"]) / total for k in ("compute", "wait", "copy", "comm")}
@@ -371,6 +388,7 @@ def measure_data_parallel(world_size: int = 2, **config: Any) -> dict[str, Any]:
         "world_size": world_size,
         "speedup": world_size * compute / step,
         "comm_share": comm_s / step,
+        "sent_per_grad_byte": sent,
         "same_weights": len({r["checksum"] for r in ranks}) == 1,
         "max_weight_diff": max(r["max_weight_diff"] for r in ranks),
         "one_tensor_divergence": max(r["one_tensor_divergence"] for r in ranks),
