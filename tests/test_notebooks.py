@@ -296,7 +296,6 @@ ACCELERATOR_ONLY = {
     "01/accelerator_over_cpu_step": "a CUDA GPU, MPS or TPU step against the CPU's",
     "01/half_over_fp32_accelerator": "the accelerator's 16-bit matmul against its fp32",
     "02/estimator_miss_cuda": "the estimator against the CUDA caching allocator's peak",
-    "03/four_over_two_rank_time_over_model": "4 ranks on 4 free cores (on fewer, turns on the cores set the time)",
     "03/nccl_over_gloo_busbw": "NCCL on two or more CUDA GPUs",
     "03/pinned_over_pageable": "host-to-device copies need a CUDA GPU",
     "06.1/ddp_on_gpus_equals_cpu": "DDP over NCCL on two or more CUDA GPUs",
