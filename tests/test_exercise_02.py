@@ -228,6 +228,27 @@ WRONG = [
     ("estimated: one too many", ESTIMATED.format(result="too_big"), "does not fit"),
     ("estimated: one too few", ESTIMATED.format(result="fits - 1"), "it is not the largest"),
     ("estimated: not a whole number", ESTIMATED.format(result="float(fits)"), "whole number"),
+    (
+        "estimated: the answer typed in, no search",
+        "def largest_estimated_batch(budget):\n    return 1570  # typed in: this torch release's estimate",
+        "asked about 0 number",
+    ),
+    (
+        "estimated: the library called around the counted probe",
+        "def largest_estimated_batch(budget):\n"
+        "    def peak(n):\n"
+        "        x, y = torch.randn(n, 512), torch.randint(0, 10, (n,))\n"
+        "        net = models.MLP(512, [1024] * 3, 10)\n"
+        "        return memory.estimate_training_memory(net, x, optimizer='adam', target=y).total\n"
+        "    fits, too_big = 0, max(1, b)\n"
+        "    while peak(too_big) <= budget:\n"
+        "        fits, too_big = too_big, 2 * too_big\n"
+        "    while too_big - fits > 1:\n"
+        "        mid = (fits + too_big) // 2\n"
+        "        fits, too_big = (mid, too_big) if peak(mid) <= budget else (fits, mid)\n"
+        "    return fits",
+        "ask through the probe",
+    ),
 ]
 
 wrong_runs, test_plausible_wrong_answer_fails_its_check = wrong_answer_tests(SOLUTION, WRONG)

@@ -424,6 +424,46 @@ def test_check_largest():
         checks.check_largest(bisect, big, 0, asked=(1, 2))
     with pytest.raises(ValueError, match="answer"):
         checks.core.search_budget(-1)
+    with pytest.raises(checks.CheckFailed, match="asked about 0"):
+        checks.check_largest(lambda limit: 3000, big, 0, asked=asked)  # the answer typed in: no search
+    with pytest.raises(TypeError, match="behind"):
+        checks.check_largest(bisect, big, 0, behind=print)  # behind needs the probe's list
+
+
+def test_check_largest_counts_a_library_search_around_the_probe():
+    from course_lib import compute
+
+    asked = []
+
+    def probe(n):
+        asked.append(n)
+        return compute.training_step_intensity(n) <= 100  # n / 4: fits up to 400
+
+    def around(limit):  # the same library function, called directly: uncounted asks
+        lo, hi = 0, 1
+        while compute.training_step_intensity(hi) <= limit:
+            lo, hi = hi, 2 * hi
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            lo, hi = (mid, hi) if compute.training_step_intensity(mid) <= limit else (lo, mid)
+        probe(lo), probe(lo + 1)
+        return lo
+
+    def through(limit):
+        lo, hi = 0, 1
+        while probe(hi):
+            lo, hi = hi, 2 * hi
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            lo, hi = (mid, hi) if probe(mid) else (lo, mid)
+        return lo
+
+    fits = lambda n: n / 4 <= 100  # noqa: E731
+    assert (
+        checks.check_largest(through, fits, 100, quiet=True, asked=asked, behind=compute.training_step_intensity) == 400
+    )
+    with pytest.raises(checks.CheckFailed, match="ask through the probe"):
+        checks.check_largest(around, fits, 100, asked=asked, behind=compute.training_step_intensity)
 
 
 def _checkpoint(model, optimizer, step):

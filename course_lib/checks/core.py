@@ -429,6 +429,7 @@ def check_largest(
     hint: str = "",
     quiet: bool = False,
     asked: list | None = None,
+    behind: Callable[..., Any] | None = None,
 ) -> int:
     """Check that ``fn(*args)`` returns the largest whole number for which ``fits`` holds: it fits, one more
     does not. Returns that number.
@@ -436,16 +437,42 @@ def check_largest(
     For answers such as "the largest batch that fits in 64 MiB", where the check tests the property
     without knowing how the learner found the number. ``asked``: a list that the costly function the learner's
     search calls appends each number it is asked about to; the check empties it first, and fails a search that
-    asked far more often than halving the gap needs (``search_budget``).
+    asked far more often than halving the gap needs (``search_budget``), or fewer than twice (one number that fits
+    and one that does not: a number typed in asked nothing). ``behind``: the library function that costly probe
+    calls once per ask (a module-level function, looked up at each call); the check counts its calls while ``fn``
+    runs, and fails a search that called it more often than it asked (around the probe, so uncounted).
     """
     if not callable(fn):
         raise TypeError(f"fn must be the function you wrote, got {type(fn).__name__}")
     if asked is not None and not isinstance(asked, list):
         raise TypeError(f"asked must be the list your probe function appends to, got {type(asked).__name__}")
+    if behind is not None and (not callable(behind) or asked is None):
+        raise TypeError("behind must be a library function, given with asked (the list the probe appends to)")
     name = getattr(fn, "__name__", "your function")
     if asked is not None:
         asked.clear()
-    value = _call(fn, args, name, hint)
+    calls = [0]
+    holders = (  # every course module that names it: a package re-exports what its file defines
+        [
+            m
+            for k, m in list(sys.modules.items())
+            if k.split(".")[0] == "course_lib" and getattr(m, behind.__name__, None) is behind
+        ]
+        if behind is not None
+        else []
+    )
+
+    def counted(*a: Any, **k: Any) -> Any:
+        calls[0] += 1
+        return behind(*a, **k)
+
+    for m in holders:
+        setattr(m, behind.__name__, counted)
+    try:
+        value = _call(fn, args, name, hint)
+    finally:
+        for m in holders:
+            setattr(m, behind.__name__, behind)
     tries = len(asked) if asked is not None else 0
     shown = f"{name}({', '.join(map(repr, args))})"
     more = f"\nHint: {hint}" if hint else ""
@@ -455,6 +482,17 @@ def check_largest(
         raise CheckFailed(f"{shown} = {value} does not fit: aim lower." + more)
     if fits(value + 1):
         raise CheckFailed(f"{shown} = {value} fits, but so does {value + 1}: it is not the largest." + more)
+    if holders and calls[0] > tries:
+        raise CheckFailed(
+            f"{shown} = {value}, but your search called {behind.__name__} {calls[0]} times and asked through the probe "
+            f"only {tries}: ask through the probe the exercise gives, which counts each ask." + more
+        )
+    if asked is not None and tries < 2:
+        raise CheckFailed(
+            f"{shown} = {value}, but your search asked about {tries} number(s): the largest that fits is known only "
+            "once one number fits and the next does not. Search with the probe the exercise gives, which counts "
+            "each ask." + more
+        )
     if asked is not None and tries > search_budget(value):
         raise CheckFailed(
             f"{shown} = {value} is right, but your search asked about {tries} numbers. Keep one that fits and one "
