@@ -376,6 +376,17 @@ def test_check_function_explains_plausible_wrong_answers():
         checks.check_function(weights_only, [((2, 3),)])
 
 
+def _largest_by_halving(fits):
+    """The largest whole number that ``fits``: double until one does not, then halve the gap."""
+    lo, hi = 0, 1
+    while fits(hi):
+        lo, hi = hi, 2 * hi
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if fits(mid) else (lo, mid)
+    return lo
+
+
 def test_check_largest():
     fits = lambda n: n * 3 <= 10  # noqa: E731
     assert checks.check_largest(lambda: 3, fits, quiet=True) == 3
@@ -406,13 +417,7 @@ def test_check_largest():
         return n
 
     def bisect(limit):
-        lo, hi = 0, 1
-        while costly_fits(hi):
-            lo, hi = hi, 2 * hi
-        while hi - lo > 1:
-            mid = (lo + hi) // 2
-            lo, hi = (mid, hi) if costly_fits(mid) else (lo, mid)
-        return lo
+        return _largest_by_halving(costly_fits)
 
     big = lambda n: n <= 3000  # noqa: E731
     fits = big
@@ -440,23 +445,12 @@ def test_check_largest_counts_a_library_search_around_the_probe():
         return compute.training_step_intensity(n) <= 100  # n / 4: fits up to 400
 
     def around(limit):  # the same library function, called directly: uncounted asks
-        lo, hi = 0, 1
-        while compute.training_step_intensity(hi) <= limit:
-            lo, hi = hi, 2 * hi
-        while hi - lo > 1:
-            mid = (lo + hi) // 2
-            lo, hi = (mid, hi) if compute.training_step_intensity(mid) <= limit else (lo, mid)
+        lo = _largest_by_halving(lambda n: compute.training_step_intensity(n) <= limit)
         probe(lo), probe(lo + 1)
         return lo
 
     def through(limit):
-        lo, hi = 0, 1
-        while probe(hi):
-            lo, hi = hi, 2 * hi
-        while hi - lo > 1:
-            mid = (lo + hi) // 2
-            lo, hi = (mid, hi) if probe(mid) else (lo, mid)
-        return lo
+        return _largest_by_halving(probe)
 
     fits = lambda n: n / 4 <= 100  # noqa: E731
     assert (
