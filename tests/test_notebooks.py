@@ -134,6 +134,43 @@ def test_the_learner_predicts_at_least_three_times(path):
         assert "score_guess" not in src, f"{path.name}: {name} is set and scored in the same cell"
 
 
+def _undisplayed_scores(source: str) -> list[int]:
+    """Lines of ``checks.score_guess(...)`` calls whose result the learner never sees: not the cell's last expression,
+    not wrapped in ``display``/``print``, not kept in a name."""
+    import ast
+
+    tree = ast.parse(source)
+    last = tree.body[-1] if tree.body and isinstance(tree.body[-1], ast.Expr) else None
+    parent = {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
+    lines = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "score_guess":
+            up = parent.get(node)
+            shown = (
+                up is last
+                or isinstance(up, (ast.Assign, ast.NamedExpr, ast.Return))
+                or (isinstance(up, ast.Call) and getattr(up.func, "id", "") in ("display", "print"))
+            )
+            if not shown:
+                lines.append(node.lineno)
+    return lines
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS + SOLUTIONS, ids=lambda p: p.name)
+def test_every_score_is_shown(path):
+    """A score inside an ``if`` is no cell's last expression: unless displayed, the learner never sees it."""
+    nb = _read(path)
+    hidden = [
+        (i, n)
+        for i, c in enumerate(nb.cells)
+        if c.cell_type == "code" and "score_guess(" in c.source
+        for n in _undisplayed_scores(c.source)
+    ]
+    assert not hidden, f"{path.name}: score_guess results never shown (cell, line): {hidden}"
+    assert _undisplayed_scores("if x:\n    checks.score_guess(g)\n") == [2]  # the kind of slip this finds
+    assert _undisplayed_scores("if x:\n    display(checks.score_guess(g))\n") == []
+
+
 RUN_TIME = re.compile(r"\*\*Expected run time:\*\*\s*(?:about\s*)?(\d+)(?:\s*[-–]\s*(\d+))?\s*s\b")
 
 

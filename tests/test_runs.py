@@ -255,9 +255,13 @@ def test_compare_places_this_run_per_machine_kind(tmp_path):
     )
     shown = runs.compare(("04/gap", -5.0, " points", "gap"), this_machine=MACHINE)
     text = shown.text()
-    assert "A = " in text and "(this kind)" in text and "busy" in text
-    assert "Others: B -3 points; C -4 points" in text and "(A: " in text  # each other kind once, by its letter
-    assert "inside your kind's 3 runs (A: -8 to -2 points)" in text
+    assert "Yours: " in text and "busy" in text
+    # the other kinds' extremes, each named
+    assert (
+        "Other kinds: -4 points (AMD EPYC, AVX512, 2 cores, busy) to -3 points (AMD EPYC, AVX2, 2 cores, idle)" in text
+    )
+    assert "inside your kind's 3 runs (-8 to -2 points)" in text
+    assert "    AMD EPYC, AVX2, 2 cores, idle: -3 points" in shown.by_kind()  # every kind, one line each
     assert "The atlas holds 5 recorded runs of this lesson" in text
     assert record.entries()[0]["key"] == "04/gap"  # the value is logged for the run file
 
@@ -265,10 +269,13 @@ def test_compare_places_this_run_per_machine_kind(tmp_path):
 def test_a_value_outside_everything_recorded_by_more_than_noise_says_so(tmp_path):
     _atlas(tmp_path, [(-8.0, {}), (-2.0, {}), (-5.0, {})])
     out = runs.compare(("04/gap", 3.0, " points", "gap"), this_machine=MACHINE).text()
-    assert "OUTSIDE your kind's 3 runs (A: -8 to -2 points) even with ±25% (-9.25 to -0.75" in out
+    assert "OUTSIDE your kind's 3 runs (-8 to -2 points) even with ±25% (-9.25 to -0.75" in out
     # within the noise band (a quarter of the median's size) beyond the range: not an outlier, and said so
     near = runs.compare(("04/gap", -1.0, " points", "gap"), this_machine=MACHINE).text()
-    assert "within the ±25% noise allowance of your kind's 3 runs" in near and "OUTSIDE" not in near
+    assert (
+        "just outside your kind's 3 runs (-8 to -2 points), within the ±25% noise allowance" in near
+        and "OUTSIDE" not in near
+    )
     other = runs.compare(("04/gap", 3.0, " points", "gap"), this_machine=dict(MACHINE, isa="AVX2")).text()
     assert "context only (no run of your kind and load)" in other
     assert "OUTSIDE the others" in other and other.endswith(
@@ -279,19 +286,19 @@ def test_a_value_outside_everything_recorded_by_more_than_noise_says_so(tmp_path
 def test_too_few_runs_give_a_ratio_not_a_verdict(tmp_path):
     _atlas(tmp_path, [(2.0, {})])
     text = runs.compare(("04/gap", 3.0, " points", "gap"), this_machine=MACHINE).text()
-    assert "1.5x your kind's run (A: 2 points): beyond ±25%" in text and "OUTSIDE" not in text
+    assert "1.5x your kind's run (2 points): beyond ±25%" in text and "OUTSIDE" not in text
     _atlas(tmp_path, [(0.0, {})])
     zero = runs.compare(("04/gap", 140.0, " points", "gap"), this_machine=MACHINE).text()
     assert "too few runs to know its spread" in zero and "beyond the" not in zero  # a zero (clamped) value: no ratio
     _atlas(tmp_path, [(4.9, {})])
     signed = runs.compare(("04/gap", -7.75, " points", "gap"), this_machine=MACHINE).text()
-    assert "-12.7 points from your kind's run (A: 4.9 points)" in signed and "beyond the" not in signed
+    assert "-12.7 points from your kind's run (4.9 points)" in signed and "beyond the" not in signed
     _atlas(tmp_path, [(2.0, {})])
     near = runs.compare(("04/gap", 2.3, " points", "gap"), this_machine=MACHINE).text()
-    assert "outside your kind's run (A: 2 points), but within the ±25% noise allowance" in near
+    assert "just outside your kind's run (2 points), within the ±25% noise allowance" in near
     _atlas(tmp_path, [(2.0, {}), (2.6, {})])  # inside the runs' own range: said so, not "within the allowance"
     inside = runs.compare(("04/gap", 2.3, " points", "gap"), this_machine=MACHINE).text()
-    assert "inside your kind's 2 runs (A: 2 to 2.6 points)" in inside and "allowance of" not in inside
+    assert "inside your kind's 2 runs (2 to 2.6 points)" in inside and "allowance of" not in inside
 
 
 def test_a_number_the_machine_does_not_change_says_so(tmp_path):
@@ -349,22 +356,22 @@ def test_in_a_kernel_the_lock_shows_a_message_not_a_traceback(tmp_path):
     assert error.ename == "GuessFirst" and len(error.traceback) == 1 and "Guess first" in error.traceback[0]
 
 
-def test_the_kinds_are_listed_once_per_kernel_with_the_same_letters(tmp_path):
+def test_the_atlas_header_is_printed_once_per_kernel(tmp_path):
     _atlas(tmp_path, [(-8.0, {}), (-2.0, {"isa": "AVX2"}), (-5.0, {"busy": True, "free_cores": 1})])
     first = runs.compare(("04/gap", -5.0, " points", "gap"), this_machine=MACHINE).text()
     again = runs.compare(("04/gap", -4.0, " points", "gap"), this_machine=MACHINE).text()
-    assert "  A = " in first and "  C = " in first and "(this kind)" in first
-    assert "  A = " not in again and "(kinds A-C as listed above)" in again  # the legend is not repeated
-    assert first.split("Others: ")[-1] == again.split("Others: ")[-1]  # the same letters for the same kinds
+    assert first.startswith("The atlas holds 3 recorded runs") and "Yours: " in first
+    assert "The atlas holds" not in again and len(again.splitlines()) == 1  # one line: the value and its verdict
+    assert first.split("Other kinds: ")[-1] == again.split("Other kinds: ")[-1]
 
 
 def test_inside_a_range_that_spans_kinds_names_your_kind(tmp_path):
     _atlas(tmp_path, [(0.03, {"isa": "AVX2"}), (2.0, {}), (1.9, {"busy": True, "free_cores": 1})])
     text = runs.compare(("04/gap", 1.8, "x", "gap"), this_machine=MACHINE).text()
-    assert "outside your kind's run (B: 2x), but within the ±25% noise allowance" in text
+    assert "just outside your kind's run (2x), within the ±25% noise allowance" in text
     # the pooled range (0.03 to 2x) would hide an outlier of this kind; judged against its own kind, it shows
     low = runs.compare(("04/gap", 0.5, "x", "gap"), this_machine=MACHINE).text()
-    assert "0.25x your kind's run (B: 2x): beyond ±25%" in low and "cannot show" in low
+    assert "0.25x your kind's run (2x): beyond ±25%" in low and "cannot show" in low
     busy = runs.compare(("04/gap", 1.0, "x", "gap"), this_machine=dict(MACHINE, isa="AVX2", busy=True)).text()
     assert "context only (no run of your kind and load)" in busy and "your kind, other load: 0.03x" in busy
 
@@ -413,10 +420,10 @@ def test_the_atlas_recorder_refuses_a_value_far_outside_its_kinds_recorded_range
 
 def test_a_value_outside_only_beyond_the_digits_shown_is_at_the_edge():
     mine = [78.8, 100.0, 119.3]
-    said = atlas_mod.verdict(119.4, mine, " GFLOP/s", mine=mine, letter="G")  # both print as 119
-    assert said.startswith("at the edge of your kind's 3 runs (G: 78.8 to 119"), said
+    said = atlas_mod.verdict(119.4, mine, " GFLOP/s", mine=mine)  # both print as 119
+    assert said.startswith("at the edge of your kind's 3 runs (78.8 to 119"), said
     assert "inside" in atlas_mod.verdict(100.0, mine, mine=mine)
-    assert "outside the range" in atlas_mod.verdict(125.0, mine, mine=mine)  # 125 prints apart from 119
+    assert "just outside" in atlas_mod.verdict(125.0, mine, mine=mine)  # 125 prints apart from 119
     few = [1.06, 1.1]
     assert atlas_mod.verdict(1.0584, few, "x", mine=few).startswith("at the edge of")
 

@@ -125,13 +125,34 @@ def _unit(unit: str) -> str:
     return f" {unit}"
 
 
-#: The legends (kinds and their letters) already printed in this kernel: each is printed once, later comparisons of
-#: the lesson refer to it.
+#: The lessons whose atlas header (what it holds, what counts as different) this kernel has printed: once each.
 _LEGENDS_SHOWN: set[tuple[str, ...]] = set()
 
 
-def _letter(i: int) -> str:
-    return chr(ord("A") + i) if i < 26 else str(i)
+def short_kind(label: str) -> str:
+    """A kind and load as a reader names it: "Intel Xeon, AVX512, 2 cores, busy"; a setting's narrower kernels are
+    "AVX2 forced"."""
+    kind, _, state = label.rpartition(", ")
+    parts = kind.split(" · ") if kind else [label]
+    isa = parts[1].replace(" kernels", "").replace(" (forced, same chip)", " forced") if len(parts) > 1 else ""
+    rest = [parts[3]] if len(parts) > 3 else []
+    rest += parts[4:]  # an accelerator
+    return ", ".join([parts[0]] + ([isa] if isa else []) + rest + ([state] if kind and state else []))
+
+
+def _extremes(others: list[Group], unit: str) -> str:
+    """The other kinds' lowest and highest recorded values, each with its kind; one kind: its spread."""
+    if not others:
+        return ""
+    if len(others) == 1:
+        return f"{short_kind(others[0].label)} {others[0].spread()}"
+    lo = min(others, key=lambda g: min(g.values))
+    hi = max(others, key=lambda g: max(g.values))
+    n = sum(len(g.values) for g in others)
+    return (
+        f"{_fmt(min(lo.values))}{unit} ({short_kind(lo.label)}) to {_fmt(max(hi.values))}{unit} "
+        f"({short_kind(hi.label)}), {n} runs on {len(others)} kinds"
+    )
 
 
 def _fmt(x: float) -> str:
@@ -186,13 +207,12 @@ def verdict(
     unit: str = "",
     mine: list[float] | None = None,
     kin: list[float] | None = None,
-    letter: str = "",
 ) -> str:
-    """Where ``value`` falls, judged against this run's own machine kind and load only (``mine``; ``letter`` names
-    it in the legend), since kinds differ: within the noise allowance (:data:`NOISE`) of their median where they are
-    fewer than :data:`FEW`, else inside their range widened by it. Without a run of this kind and load, the other runs
-    (``recorded``; ``kin``: this kind under the other load) are context, not a verdict, and said to be. A number the
-    same in every recorded run is said to be one the machine does not change."""
+    """Where ``value`` falls, judged against this run's own machine kind and load only (``mine``), since kinds
+    differ: within the noise allowance (:data:`NOISE`) of their median where they are fewer than :data:`FEW`, else
+    inside their range widened by it. Without a run of this kind and load, the other runs (``recorded``; ``kin``:
+    this kind under the other load) are context, not a verdict, and said to be. A number the same in every recorded
+    run is said to be one the machine does not change."""
     if not recorded:
         return "no run of this measurement (same size and settings) recorded yet: yours would be the first"
     lo, hi = min(recorded), max(recorded)
@@ -206,8 +226,7 @@ def verdict(
     noise = f"±{NOISE:.0%}"  # the noise allowance, named in the legend
     if mine:
         med, m = statistics.median(mine), len(mine)
-        name = f"{letter}: " if letter else ""
-        theirs = f"your kind's {'run' if m == 1 else f'{m} runs'} ({name}{_span(mine)}{unit})"
+        theirs = f"your kind's {'run' if m == 1 else f'{m} runs'} ({_span(mine)}{unit})"
         if m < FEW:
             if not (med > 0 and value > 0) and not _same(value, med):  # a signed value near zero: no ratio
                 return f"{_versus(value, med, unit)} {theirs}; too few runs to know its spread"
@@ -216,7 +235,7 @@ def verdict(
             if _fmt(value) in (_fmt(min(mine)), _fmt(max(mine))):  # outside only beyond the digits shown
                 return f"at the edge of {theirs}"
             if _near(value, med):
-                return f"outside {theirs}, but within the {noise} noise allowance of their median: no clear difference"
+                return f"just outside {theirs}, within the {noise} noise allowance of their median: no clear difference"
             return (
                 f"{_versus(value, med, unit)} {theirs}: beyond {noise}, but {m} run{'s' * (m != 1)} "
                 "cannot show its spread: rerun"
@@ -227,7 +246,7 @@ def verdict(
         if _fmt(value) in (_fmt(min(mine)), _fmt(max(mine))):  # outside only beyond the digits shown
             return f"at the edge of {theirs}"
         if low <= value <= high:
-            return f"outside the range, but within the {noise} noise allowance of {theirs}: not a clear difference"
+            return f"just outside {theirs}, within the {noise} noise allowance: no clear difference"
         return (
             f"OUTSIDE {theirs} even with {noise} ({_fmt(low)} to {_fmt(high)}{unit}): another program busy, or "
             "another power setting? Rerun this section on a quiet machine"
@@ -262,55 +281,49 @@ class Comparison:
         ]
 
     def text(self) -> str:
-        """The machine kinds named once per kernel (A, B, ... in the order the atlas first recorded them, the same
-        letters in every comparison of the lesson), then two lines per value: what it is; this run's value, its
-        verdict against its own kind and the other kinds' recorded values."""
-        order = list(self.legend) + [g.label for row in self.rows for g in row.groups if g.label not in self.legend]
-        letters = {label: _letter(i) for i, label in enumerate(dict.fromkeys(order))}
+        """One line per value: what it is, this run's value and its verdict against its own kind and load; then the
+        other kinds' lowest and highest recorded values, each named. The first comparison of a lesson in a kernel
+        opens with what the atlas holds and what counts as different; ``.by_kind()`` lists every kind's spread."""
         mine_label = f"{self.this_kind}, {self.this_state}"
-        key = tuple(letters)
-        if key in _LEGENDS_SHOWN and self.legend:
-            mine = letters.get(mine_label)
-            lines = [
-                f"This run: {'kind ' + mine if mine else mine_label} (kinds {_letter(0)}-{_letter(len(letters) - 1)} "
-                "as listed above)"
-            ]
-        else:
-            lines = [f"This run: {mine_label}. {self.atlas_size}".rstrip()]
-            lines += [
-                f"  {t} = {label}{'  (this kind)' if label == mine_label else ''}" for label, t in letters.items()
-            ]
-            held = any("(forced, same chip)" in label for label in letters)
+        lines = []
+        if self.legend and tuple(self.legend) not in _LEGENDS_SHOWN:
             lines.append(
-                (
-                    "  (forced: the same chip told by a setting to use narrower instructions, standing in for an "
-                    "older CPU; "
-                    if held
-                    else "  ("
-                )
-                + f"±{NOISE:.0%}: the noise allowance beyond your kind's range before a value counts as different)"
+                f"{self.atlas_size}. Yours: {short_kind(mine_label)}. Beyond your kind's range widened by "
+                f"±{NOISE:.0%} (timings on shared machines swing that much) a value counts as different; "
+                "'forced': the same chip told to use narrower instructions, standing in for an older CPU."
             )
-            _LEGENDS_SHOWN.add(key)
+            _LEGENDS_SHOWN.add(tuple(self.legend))
         for row in self.rows:
             recorded = [v for g in row.groups for v in g.values]
             mine, kin = self._mine(row), self._mine(row, same_state=False)
-            lines.append(row.what or row.key)
-            said = verdict(row.value, recorded, row.unit, mine, kin, letters.get(mine_label, ""))
-            others = [g for g in row.groups if g.label != mine_label]  # your kind's values are in the verdict
-            shown = "; ".join(f"{letters[g.label]} {g.spread()}" for g in (others if mine else row.groups))
+            said = verdict(row.value, recorded, row.unit, mine, kin)
+            others = [g for g in row.groups if g.label != mine_label] if mine else list(row.groups)
+            context = "" if self._constant(recorded, row.value) else _extremes(others, row.unit)
             n = row.other_setups
             left = (  # said only where nothing is compared: then it says why
                 f"; {n} run{'s' * (n != 1)} measured another way (another size, setting or bound), not compared"
                 if n and not recorded
                 else ""
             )
-            context = f". Others: {shown}" if shown and not self._constant(recorded, row.value) else ""
-            lines.append(f"    {_fmt(row.value)}{row.unit} here: {said}{context}{left}")
+            lines.append(
+                f"{row.what or row.key}: {_fmt(row.value)}{row.unit} here, {said}"
+                + (f". Other kinds: {context}" if context else "")
+                + left
+            )
         if any("(no run of your kind and load)" in line for line in lines):
             lines.append(
                 "Values above with no run of your kind and load: save your run (last cell) and hand it in, "
                 "so your kind can join the atlas."
             )
+        return "\n".join(lines)
+
+    def by_kind(self) -> str:
+        """:meth:`text`, then every kind and load's recorded spread, value by value."""
+        lines = [self.text()]
+        for row in self.rows:
+            if len(self.rows) > 1:
+                lines.append(f"{row.what or row.key}, by kind:")
+            lines += [f"    {short_kind(g.label)}: {g.spread()}" for g in row.groups]
         return "\n".join(lines)
 
     @staticmethod
