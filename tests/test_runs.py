@@ -435,6 +435,9 @@ def test_a_tight_close_within_is_what_the_measurement_tells_apart():
     assert checks.score_guess(0.57, measured=0.585, close_within=0.02, name="g").verdict.startswith("spot on")
     assert checks.score_guess(0.55, measured=0.585, close_within=0.02, name="g").verdict == "close (within 2x)"
     assert checks.score_guess(0.55, measured=0.585, name="g").verdict == "spot on"  # without it: 25 %
+    # a model nearer than that is not called equal: its distance is shown, and that it is within the allowance
+    ckpt = checks.score_guess(None, measured=1.25, model=1.34, model_name="step + forward", close_within=0.1, name="g")
+    assert "1.07x above the measurement: within what it can tell apart" in ckpt.text() and "equal" not in ckpt.text()
 
 
 def test_a_claim_reworded_around_the_same_quantity_keeps_its_runs():

@@ -94,17 +94,16 @@ class GuessScore:
         u = f" {self.unit}" if self.unit else ""
         f = self._factor(value, self.measured)
         answer = "the measurement" if self.answer_name == "measured here" else "the answer"
-        if (
-            value == self.measured
-            or (f is not None and f < 1.005)
-            or (self.close_within is not None and abs(value - self.measured) <= self.close_within)
-        ):
+        if value == self.measured or (f is not None and f < 1.005):
             rel = f"equal to {answer}"
         elif f is not None:
             rel = f"{f:.2f}x" if f < 10 else f"{f:.3g}x"
             rel += f" {'above' if value > self.measured else 'below'} {answer}"
         else:
             rel = f"{_fmt(value - self.measured)}{u} from {answer}"
+        if rel != f"equal to {answer}" and self.close_within is not None:
+            if abs(value - self.measured) <= self.close_within:  # nearer than the measurement can tell apart
+                rel += ": within what it can tell apart"
         return f"  {label:<{self._width}}{_fmt(value)}{u}  ({rel})"
 
     def text(self) -> str:
