@@ -348,8 +348,11 @@ class CPUProfile:
     calibration: Calibration | None
     plan: Plan
 
-    def summary(self) -> str:
-        """A few lines for the start of every notebook and ``course doctor``."""
+    def summary(self, rates: bool = True) -> str:
+        """A few lines for the start of every notebook and ``course doctor``; ``rates=False`` leaves out the
+        calibration's matmul rates and what they decide about bf16 (where a notebook asks for a guess first)."""
+        if not isinstance(rates, bool):
+            raise TypeError(f"rates must be True or False, got {type(rates).__name__}")
         c, p = self.cpu, self.plan
         lines = [
             f"CPU      : {c.model} ({c.kind})",
@@ -358,13 +361,13 @@ class CPUProfile:
             f"Threads  : PyTorch runs {torch.get_num_threads()} thread(s); other libraries' thread pools: "
             f"{len(self.pools)}",
         ]
-        if self.calibration is not None:
+        if self.calibration is not None and rates:
             cal = self.calibration
             lines.append(
                 f"Matmul   : fp32 {cal.fp32_flops / 1e9:.0f} GFLOP/s, bf16 {cal.bf16_flops / 1e9:.1f} GFLOP/s "
                 f"({cal.size}x{cal.size}, {cal.threads} thread(s)): bf16 is {p.bf16} here"
             )
-        lines += [f"  - {note}" for note in p.notes]
+        lines += [f"  - {note}" for note in p.notes if rates or not note.startswith("bf16")]
         return "\n".join(lines)
 
 

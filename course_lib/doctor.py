@@ -61,7 +61,7 @@ def adaptations(
                 f"here{ratio}: bf16 demos run full size"
                 + (" and show a speed-up" if (decided.bf16_ratio or 0) > 1.2 else ""),
                 "slow": f"bf16 works but runs slower than fp32 here{ratio}: demos show its memory saving; the speed-up "
-                "needs a GPU or a CPU with bf16 units",
+                "needs a CPU with bf16 units, or a GPU with bf16 tensor cores (NVIDIA since Ampere; a T4: fp16 only)",
                 "emulated": f"bf16 goes through slow fallback (emulated) compute routines here{ratio}: bf16 demos "
                 f"run at {decided.bf16_scale:g}x size and show why bf16 does not pay here",
                 "unknown": "bf16 speed not measured here: bf16 saves memory; cpu.profile() measures whether it is "

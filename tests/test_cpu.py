@@ -177,6 +177,10 @@ def test_profile_is_cached_and_summarised():
     text = p.summary()
     for word in ("CPU", "Cores", "Threads", "Matmul"):
         assert word in text
+    hidden = p.summary(rates=False)  # before a guess on bf16's speed: no rate, no verdict on bf16
+    assert "Matmul" not in hidden and "bf16 matrix products" not in hidden and "Cores" in hidden
+    with pytest.raises(TypeError):
+        p.summary(rates="no")
 
 
 def test_pool_note_counts_only_the_pools_outside_pytorch():

@@ -36,6 +36,12 @@ BOUND = """
 def memory_bound_names(ops, peak_flops, bandwidth):
     return {result}
 """
+FIT = """
+def fit_overhead_and_peak(flops, seconds):
+    import numpy as np
+    (overhead, per_flop), *_ = np.linalg.lstsq(np.array({rows}), np.array({rhs}), rcond=None)
+    return {ret}
+"""
 SMALLEST = """
 def smallest_compute_bound_n(peak_flops, bandwidth, bytes_per_element):
     return {n}
@@ -275,6 +281,50 @@ WRONG = [
         "even a 1 x 1 x 1 product",
     ),
     (
+        "fit: absolute seconds",
+        FIT.format(rows="[[1, f] for f in flops]", rhs="seconds", ret="overhead, 1 / per_flop"),
+        "fits absolute seconds",
+    ),
+    (
+        "fit: weighted by 1 / seconds",
+        FIT.format(
+            rows="[[1 / t**0.5, f / t**0.5] for f, t in zip(flops, seconds)]",
+            rhs="[t**0.5 for t in seconds]",
+            ret="overhead, 1 / per_flop",
+        ),
+        "1 / seconds squared",
+    ),
+    (
+        "fit: two points",
+        "def fit_overhead_and_peak(flops, seconds):\n    return seconds[0], flops[-1] / (seconds[-1] - seconds[0])",
+        "two-point fit",
+    ),
+    (
+        "fit: seconds per FLOP returned",
+        FIT.format(
+            rows="[[1 / t, f / t] for f, t in zip(flops, seconds)]", rhs="[1.0] * len(flops)", ret="overhead, per_flop"
+        ),
+        "seconds per FLOP",
+    ),
+    (
+        "fit: swapped",
+        FIT.format(
+            rows="[[1 / t, f / t] for f, t in zip(flops, seconds)]",
+            rhs="[1.0] * len(flops)",
+            ret="1 / per_flop, overhead",
+        ),
+        "Swapped",
+    ),
+    (
+        "fit: the library's step-time model",
+        FIT.format(
+            rows="[[1 / t, f / t] for f, t in zip(flops, seconds)]",
+            rhs="[1.0] * len(flops)",
+            ret="overhead, flops[-1] / (compute.overhead_model_time(flops[-1], overhead, 1 / per_flop) - overhead)",
+        ),
+        "course library",
+    ),
+    (
         "compute-bound n: the library's intensity",
         "def smallest_compute_bound_n(peak_flops, bandwidth, bytes_per_element):\n"
         "    n = 1\n"
@@ -296,6 +346,7 @@ def test_every_exercise_function_has_wrong_answers():
         "roofline",
         "days_to_train",
         "memory_bound_names",
+        "fit_overhead_and_peak",
         "smallest_compute_bound_n",
     }
 

@@ -311,6 +311,79 @@ def _01_smallest_compute_bound_n() -> dict:
     )
 
 
+def _ref_fit_overhead_and_peak(flops, seconds) -> tuple[float, float]:
+    """Least squares on relative errors: minimise the sum of ((o + f / P - t) / t)^2. Divided by t, each term is
+    linear in o and r = 1 / P (o / t + r f / t - 1): the 2 x 2 normal equations, solved by hand."""
+    rows = [(1 / t, f / t) for f, t in zip(flops, seconds)]
+    a11, a12 = sum(x * x for x, _ in rows), sum(x * y for x, y in rows)
+    a22, b1, b2 = sum(y * y for _, y in rows), sum(x for x, _ in rows), sum(y for _, y in rows)
+    det = a11 * a22 - a12 * a12
+    overhead, per_flop = (b1 * a22 - b2 * a12) / det, (a11 * b2 - a12 * b1) / det
+    return overhead, 1 / per_flop
+
+
+def _weighted_fit(flops, seconds, power: int) -> tuple[float, float]:
+    """The same fit with each squared residual weighted by 1 / t**power (0: absolute seconds): wrong answers."""
+    w = [1 / t**power for t in seconds]
+    s_w, s_f = sum(w), sum(wi * f for wi, f in zip(w, flops))
+    s_ff = sum(wi * f * f for wi, f in zip(w, flops))
+    s_t, s_ft = sum(wi * t for wi, t in zip(w, seconds)), sum(wi * f * t for wi, f, t in zip(w, flops, seconds))
+    det = s_w * s_ff - s_f * s_f
+    overhead, per_flop = (s_t * s_ff - s_f * s_ft) / det, (s_w * s_ft - s_f * s_t) / det
+    return overhead, 1 / per_flop
+
+
+def _01_fit_overhead_and_peak() -> dict:
+    sizes = [8, 16, 32, 64, 128, 256, 512, 1024]
+    flops = [2.0 * n**3 for n in sizes]
+    exact = [2e-6 + f / 1e11 for f in flops]  # 2 us a call, 100 GFLOP/s
+    noisy = [t * e for t, e in zip(exact, (1.08, 0.93, 1.05, 0.97, 1.1, 0.92, 1.03, 0.96))]  # timings swing
+    right = _ref_fit_overhead_and_peak(flops, noisy)
+    per_flop = "The second value is seconds per FLOP: return the peak, FLOPs per second."
+    swapped = "Swapped: return (overhead in seconds, peak in FLOP/s)."
+    two_point = (
+        "That is the two-point fit (the smallest size's time for the overhead, the largest for the peak): the "
+        "smallest product's own FLOPs enter its overhead, and one noisy time sets each value. Use every point."
+    )
+    wrong = {
+        _weighted_fit(flops, noisy, 0): "That fits absolute seconds: the largest products, milliseconds long, set "
+        "the line, and a microsecond's fixed cost drowns in their noise. Fit relative errors: divide each residual by "
+        "its own time.",
+        _weighted_fit(flops, noisy, 1): "That weighs each squared residual by 1 / seconds: the relative error is "
+        "the residual divided by the time, so its square carries 1 / seconds squared.",
+        (noisy[0], flops[-1] / (noisy[-1] - noisy[0])): two_point,
+        (right[0], 1 / right[1]): per_flop,
+        (right[1], right[0]): swapped,
+    }
+
+    def random_inputs(rng):
+        ns = sorted(rng.sample([4, 8, 16, 24, 32, 48, 64, 96, 128, 256, 512, 1024, 2048], rng.randint(3, 9)))
+        overhead, peak = 10 ** rng.uniform(-6.5, -4), 10 ** rng.uniform(9, 13)
+        fl = [2.0 * n**3 for n in ns]
+        return fl, [(overhead + f / peak) * rng.uniform(0.9, 1.1) for f in fl]
+
+    return dict(
+        cases=[
+            (
+                (flops, exact),
+                (2e-6, 1e11),  # on timings that follow the model exactly, its overhead and peak come back
+                {
+                    (exact[0], flops[-1] / (exact[-1] - exact[0])): two_point,
+                    (2e-6, 1e-11): per_flop,
+                    (1e11, 2e-6): swapped,
+                },
+            ),
+            ((flops, noisy), right, wrong),
+        ],
+        reference=_ref_fit_overhead_and_peak,
+        random_inputs=random_inputs,
+        rtol=1e-6,
+        own_code=True,
+        hint="Divide each residual by its own time: which two unknowns is what is left linear in? Then it is a "
+        "least-squares solve of a column of ones against two columns: which?",
+    )
+
+
 #: the checks of this exercise, by key: what ``registry.check`` runs
 SPECS = {
     "01/matmul_intensity": _01_matmul_intensity,
@@ -318,5 +391,6 @@ SPECS = {
     "01/roofline": _01_roofline,
     "01/days_to_train": _01_days_to_train,
     "01/memory_bound_names": _01_memory_bound_names,
+    "01/fit_overhead_and_peak": _01_fit_overhead_and_peak,
     "01/smallest_compute_bound_n": _01_smallest_compute_bound_n,
 }

@@ -37,12 +37,11 @@ def _02_mlp_parameters() -> dict:
                 },
             ),
             (
-                ([64, 1024, 1024, 10],),
-                1_126_410,
+                ([32, 512, 256, 10],),
+                150_794,
                 {
-                    1_126_464: "Biases belong to a layer's outputs, not its inputs.",
-                    1_116_160: "The last layer, 1,024 -> 10, is missing: 4 sizes make 3 layers, one per neighbouring "
-                    "pair.",
+                    150_816: "Biases belong to a layer's outputs, not its inputs.",
+                    148_224: "The last layer, 256 -> 10, is missing: 4 sizes make 3 layers, one per neighbouring pair.",
                 },
             ),
         ],
