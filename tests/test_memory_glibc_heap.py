@@ -77,6 +77,9 @@ def test_held_after_steps_compares_the_kernel_with_live_tensors_plus_glibcs_free
     held = glibc_heap.held_after_steps(value)
     assert (held.resident_growth, held.live, held.free_kept) == (90, 60, 30)
     assert held.over_model == 1.0 and held.over_live == 1.5  # dropping glibc's free count breaks the model
+    assert held.rest == 0 and held.file_backed is None  # the file-backed part: only where the kernel said it
+    split = glibc_heap.held_after_steps({**value, "rss_after": 200, "file_growth": 6})
+    assert split.rest == 10 and split.file_backed == 6
     assert glibc_heap.held_after_steps({**value, "rss_after": None}) is None
     assert glibc_heap.held_after_steps({**value, "before": None}) is None and glibc_heap.held_after_steps(None) is None
     with pytest.raises(TypeError, match="value"):

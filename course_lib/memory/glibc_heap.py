@@ -168,7 +168,7 @@ def mlp_steps_with_heap(
 
     if threads is not None:
         torch.set_num_threads(threads)
-    rss_before = proc_status_bytes("VmRSS")
+    rss_before, file_before = proc_status_bytes("VmRSS"), proc_status_bytes("RssFile")
     before = malloc_counts()  # before the model exists
     model, opt, batch = _mlp_adam(batch_size, in_features, hidden, depth, 10, None)
     after, loss, seconds = [], 0.0, []
@@ -177,7 +177,7 @@ def mlp_steps_with_heap(
         loss = train_step(model, batch, opt).loss
         seconds.append(time.perf_counter() - start)
         after.append(malloc_counts())
-    rss_after = proc_status_bytes("VmRSS")
+    rss_after, file_after = proc_status_bytes("VmRSS"), proc_status_bytes("RssFile")
     state = [s for st in opt.state.values() for s in st.values() if torch.is_tensor(s)]
     live = storage_bytes(list(model.parameters()) + [p.grad for p in model.parameters() if p.grad is not None] + state)
     return {
@@ -187,6 +187,7 @@ def mlp_steps_with_heap(
         "seconds": seconds,
         "rss_before": rss_before,
         "rss_after": rss_after,
+        "file_growth": None if None in (file_before, file_after) else file_after - file_before,
         "live_after": live + storage_bytes(list(batch)),
     }
 
@@ -217,11 +218,18 @@ class HeldAfterSteps:
     """What a process holds after :func:`mlp_steps_with_heap`, by three meters that do not read each other (notebook
     02, section 4): ``resident_growth`` (the kernel: VmRSS after minus before), ``live`` (torch: bytes of the
     tensors still alive) and ``free_kept`` (glibc: growth of the free bytes ``malloc_info`` reports, its bins plus
-    the top of each heap)."""
+    the top of each heap); and ``file_backed``, the part of the resident growth mapped from files (``RssFile``:
+    libraries' code and data pages the steps touched first; None where the kernel does not say)."""
 
     resident_growth: int
     live: int
     free_kept: int
+    file_backed: int | None = None
+
+    @property
+    def rest(self) -> int:
+        """Resident growth that neither live tensors nor glibc's free blocks account for."""
+        return self.resident_growth - self.live - max(0, self.free_kept)
 
     @property
     def over_model(self) -> float:
@@ -245,4 +253,6 @@ def held_after_steps(value: dict | None) -> HeldAfterSteps | None:
     rss = value.get("rss_before"), value.get("rss_after")
     if before is None or after is None or None in rss or not value.get("live_after"):
         return None
-    return HeldAfterSteps(rss[1] - rss[0], value["live_after"], after.free_kept - before.free_kept)
+    return HeldAfterSteps(
+        rss[1] - rss[0], value["live_after"], after.free_kept - before.free_kept, value.get("file_growth")
+    )
