@@ -351,3 +351,16 @@ def test_a_cpu_name_without_a_model_number_is_hidden():
     assert not hardware.peak.model_name_hidden("AMD EPYC 9R14 96-Core Processor")
     with pytest.raises(TypeError, match="model"):
         hardware.peak.model_name_hidden(None)
+
+
+def test_hyperthread_pairs_counts_usable_cpus_that_share_a_core(tmp_path, monkeypatch):
+    import os
+
+    for cpu, siblings in ((0, "0,2"), (1, "1,3"), (2, "0,2"), (3, "1,3")):
+        (tmp_path / f"cpu{cpu}" / "topology").mkdir(parents=True)
+        (tmp_path / f"cpu{cpu}" / "topology" / "thread_siblings_list").write_text(siblings + "\n")
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 2}, raising=False)
+    assert hardware.hyperthread_pairs(str(tmp_path)) == 1  # CPUs 0 and 2: one core's two threads
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
+    assert hardware.hyperthread_pairs(str(tmp_path)) == 0  # two cores
+    assert hardware.hyperthread_pairs(str(tmp_path / "none")) is None  # the OS does not say

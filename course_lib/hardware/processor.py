@@ -273,6 +273,24 @@ def usable_cpus() -> int:
     return max(1, n)
 
 
+def hyperthread_pairs(root: str = "/sys/devices/system/cpu") -> int | None:
+    """How many pairs of the CPUs this process may use are one core's two hyper-threads, by the operating system's
+    topology (Linux: ``<root>/cpuN/topology/thread_siblings_list``); None where it does not say (macOS, Windows).
+    A virtual machine reports what its hypervisor shows: 0 there does not rule out sibling threads on the host.
+    Notebook 03, section 7 (two ranks on two vCPUs)."""
+    try:
+        mine = sorted(os.sched_getaffinity(0))
+    except AttributeError:  # macOS, Windows
+        return None
+    cores = set()
+    for cpu in mine:
+        text = _read(f"{root}/cpu{cpu}/topology/thread_siblings_list").strip()
+        if not text:
+            return None
+        cores.add(text)  # the same text for every thread of one core ("0,4" or "0-1")
+    return len(mine) - len(cores)
+
+
 def _cpu_info() -> CPUInfo:
     import psutil
 
