@@ -119,6 +119,9 @@ class MemoryEstimate:
     def table(self) -> str:
         """The components and phase peaks in MiB, one per line, then what makes up the peak."""
         lines = [
+            "each part's size, and each phase's peak (parts are not all alive at once: the last line adds up the peak)"
+        ]
+        lines += [
             f"{f.name:<16} {getattr(self, f.name) / _MiB:10.2f} MiB"
             for f in fields(self)
             if f.name not in ("total", "peak_phase", "peak_parts", "backward_peak_without_activation_gradients")
