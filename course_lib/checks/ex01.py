@@ -312,18 +312,14 @@ def _01_smallest_compute_bound_n() -> dict:
 
 
 def _ref_fit_overhead_and_peak(flops, seconds) -> tuple[float, float]:
-    """Least squares on relative errors: minimise the sum of ((o + f / P - t) / t)^2. Divided by t, each term is
-    linear in o and r = 1 / P (o / t + r f / t - 1): the 2 x 2 normal equations, solved by hand."""
-    rows = [(1 / t, f / t) for f, t in zip(flops, seconds)]
-    a11, a12 = sum(x * x for x, _ in rows), sum(x * y for x, y in rows)
-    a22, b1, b2 = sum(y * y for _, y in rows), sum(x for x, _ in rows), sum(y for _, y in rows)
-    det = a11 * a22 - a12 * a12
-    overhead, per_flop = (b1 * a22 - b2 * a12) / det, (a11 * b2 - a12 * b1) / det
-    return overhead, 1 / per_flop
+    """Least squares on relative errors: minimise the sum of ((o + f / P - t) / t)^2, each squared residual weighted
+    by 1 / t^2 (linear in o and 1 / P: the 2 x 2 normal equations, solved by hand)."""
+    return _weighted_fit(flops, seconds, 2)
 
 
 def _weighted_fit(flops, seconds, power: int) -> tuple[float, float]:
-    """The same fit with each squared residual weighted by 1 / t**power (0: absolute seconds): wrong answers."""
+    """Least squares of o + f / P on ``seconds``, each squared residual weighted by 1 / t**power: 2 is the reference
+    (relative errors), 0 (absolute seconds) and 1 are wrong answers."""
     w = [1 / t**power for t in seconds]
     s_w, s_f = sum(w), sum(wi * f for wi, f in zip(w, flops))
     s_ff = sum(wi * f * f for wi, f in zip(w, flops))
