@@ -40,6 +40,7 @@ def test_the_two_models_of_an_evicted_epoch_and_when_they_are_judged():
     if streaming.cache_control() is not None:
         assert e.why_not_judged() == ""
         assert "close" in _epochs(0.01, 0.1, [0.1]).why_not_judged()  # compute not sized: the models agree
+        assert "close" in _epochs(0.055, 0.1, [0.1]).why_not_judged()  # 1.55x apart: the band would reach 1.3
         assert "cached" in _epochs(0.09, 0.1, [0.1], evicted_ok=False, fraction=0.9).why_not_judged()
         assert "90%" in _epochs(0.09, 0.1, [0.1], evicted_ok=False, fraction=0.9).why_not_judged()
         assert "no mincore" in _epochs(0.09, 0.1, [0.1], evicted_ok=False, fraction=None).why_not_judged()

@@ -5,7 +5,7 @@ One import for the whole memory toolkit; each part lives in its own file:
 ================  ============================================================================
 ``estimator``     ``estimate_training_memory``: one forward pass, a simulated backward pass and
                   the optimizer, phase by phase, without training (``MemoryEstimate``);
-                  ``plausible_bugs``: what five wrong estimators would report;
+                  ``plausible_bugs``: what six wrong estimators would report;
                   ``conv_scratch_not_modelled``: where a convolution's scratch is left out
 ``meters``        ``measure_peak_memory``, ``measure_training_memory`` (live tensor bytes and the
                   resident peak), ``measure_activation_bytes_per_example`` (what the forward

@@ -422,7 +422,7 @@ def _estimate(
 
 
 def plausible_bugs(est: MemoryEstimate) -> dict[str, int]:
-    """The totals five plausible estimator bugs would report for the step ``est`` describes.
+    """The totals six plausible estimator bugs would report for the step ``est`` describes.
 
     A claim that judges the estimator must reject each of them: "the parts added up, no phases" (parameters, gradients,
     optimizer state, activations, batch and temporaries added up, as if all were alive at once and nothing else
@@ -430,7 +430,8 @@ def plausible_bugs(est: MemoryEstimate) -> dict[str, int]:
     optimizer temporaries and the batch only), "activation gradients forgotten" (the backward pass holding only
     the saved activations and the parameters' gradients, as a sum of parameters, gradients, optimizer state and
     activations assumes), "optimizer state forgotten", and "model states at 2 bytes per value" (weights,
-    gradients and optimizer state counted as bfloat16, a common misreading of mixed precision).
+    gradients and optimizer state counted as bfloat16, a common misreading of mixed precision) and "the batch
+    forgotten" (the inputs and targets, alive through the whole step, left out: the smallest of the six).
     """
     if not isinstance(est, MemoryEstimate):
         raise TypeError(f"est must be a MemoryEstimate (from estimate_training_memory), got {type(est).__name__}")
@@ -450,4 +451,5 @@ def plausible_bugs(est: MemoryEstimate) -> dict[str, int]:
         ),
         "optimizer state forgotten": est.total - est.optimizer_state,
         "model states at 2 bytes per value": est.total - at_peak // 2,
+        "the batch forgotten": est.total - est.batch,
     }
