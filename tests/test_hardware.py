@@ -168,6 +168,12 @@ def test_bf16_counts_as_absent_where_onednn_is_held_below_it(monkeypatch):
         assert hardware.processor._usable_capabilities(flags)["native_bf16"] is False
     monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "AVX512_CORE_AMX")
     assert hardware.onednn_isa_limit() == "AVX512_CORE_AMX"
+    for unlimited in ("ALL", "default", " all "):  # oneDNN's names for no limit: nothing is held
+        monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", unlimited)
+        assert hardware.onednn_isa_limit() == ""
+        assert hardware.processor._usable_capabilities(flags)["native_bf16"] is (
+            platform.machine().lower() in ("x86_64", "amd64")
+        )
 
 
 def test_apple_m_series_neon_peak_counts_four_pipes(monkeypatch):

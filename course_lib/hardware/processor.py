@@ -205,8 +205,10 @@ ONEDNN_BELOW_VNNI = ("SSE41", "AVX", "AVX2", "AVX512_CORE")
 
 def onednn_isa_limit() -> str:
     """The instruction-set level oneDNN, which runs PyTorch's CPU bf16 and int8 products, is held to
-    (``ONEDNN_MAX_CPU_ISA``, or its old name ``DNNL_MAX_CPU_ISA``), upper case; "" when not held."""
-    return (os.environ.get("ONEDNN_MAX_CPU_ISA") or os.environ.get("DNNL_MAX_CPU_ISA") or "").strip().upper()
+    (``ONEDNN_MAX_CPU_ISA``, or its old name ``DNNL_MAX_CPU_ISA``), upper case; "" when not held, including
+    oneDNN's own names for no limit, ``ALL`` and ``DEFAULT``."""
+    level = (os.environ.get("ONEDNN_MAX_CPU_ISA") or os.environ.get("DNNL_MAX_CPU_ISA") or "").strip().upper()
+    return "" if level in ("ALL", "DEFAULT") else level
 
 
 def cpu_capabilities(flags: set[str] | frozenset[str], architecture: str) -> dict:
