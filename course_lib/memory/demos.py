@@ -108,7 +108,7 @@ def state_bytes_per_parameter(
 
 def peaks_against_batch(make, batches, optimizer: str = "adam") -> tuple[list, list[int]]:
     """For each batch size in ``batches``: the estimate and the allocator's peak over two steps of ``make(batch)``'s
-    ``(model, x, y)`` (the live-tensor meter where the profiler reports no allocations). Notebook 02, section 5."""
+    ``(model, x, y)`` (the live-tensor meter where the profiler reports no allocations). Notebook 02, section 4."""
     from .estimator import estimate_training_memory
     from .meters import measure_allocator_peak, measure_training_memory
 

@@ -1,4 +1,4 @@
-"""What glibc's ``malloc`` takes from the OS during a training step (notebook 02, memory, section 4).
+"""What glibc's ``malloc`` takes from the OS during a training step (notebook 02, memory, section 5).
 
 glibc (the GNU C library, whose ``malloc`` PyTorch's CPU allocator calls on most Linux systems)
 keeps its own books: ``malloc_info(3)`` (glibc >= 2.10) writes, as XML, how many bytes its heaps
@@ -68,7 +68,7 @@ class MallocCounts:
 
 
 def glibc_malloc_in_use() -> bool:
-    """Whether this process's ``malloc`` is glibc's own (notebook 02, section 4). ``platform.libc_ver()`` says only
+    """Whether this process's ``malloc`` is glibc's own (notebook 02, section 5). ``platform.libc_ver()`` says only
     which C library is linked: an allocator loaded with ``LD_PRELOAD`` (jemalloc, tcmalloc) replaces ``malloc`` and
     glibc's books then miss what it holds. Compares the ``malloc`` the process resolves with libc.so.6's own."""
     if platform.system() != "Linux" or platform.libc_ver()[0] != "glibc":
@@ -144,7 +144,7 @@ def mlp_steps_with_heap(
 ) -> dict:
     """Run ``steps`` Adam steps of ``MLP(in_features, [hidden] * depth, 10)`` at ``batch_size`` and return glibc's
     counts before the model exists and after each step (notebook 02,
-    section 4; ``heap_max`` after the last: the heap at its largest): ``{"before": MallocCounts | None,
+    section 5; ``heap_max`` after the last: the heap at its largest): ``{"before": MallocCounts | None,
     "after": [MallocCounts | None, ...], "loss": float, "seconds": [float, ...]}`` (each step's wall time),
     plus three independent meters for :func:`held_after_steps`: ``"rss_before"`` / ``"rss_after"`` (the kernel's
     resident bytes, ``VmRSS``; None off Linux) and ``"live_after"`` (bytes of the tensors alive after the last
@@ -216,7 +216,7 @@ def _max_mmapped() -> int | None:
 @dataclass(frozen=True)
 class HeldAfterSteps:
     """What a process holds after :func:`mlp_steps_with_heap`, by three meters that do not read each other (notebook
-    02, section 4): ``resident_growth`` (the kernel: VmRSS after minus before), ``live`` (torch: bytes of the
+    02, section 5): ``resident_growth`` (the kernel: VmRSS after minus before), ``live`` (torch: bytes of the
     tensors still alive) and ``free_kept`` (glibc: growth of the free bytes ``malloc_info`` reports, its bins plus
     the top of each heap); and ``file_backed``, the part of the resident growth mapped from files (``RssFile``:
     libraries' code and data pages the steps touched first; None where the kernel does not say)."""
