@@ -385,6 +385,21 @@ def test_data_parallel_step_keeps_the_copies_equal_and_times_its_parts():
 
 
 @pytest.mark.slow
+def test_partner_idle_ranks_move_the_bytes_but_do_not_compute():
+    config = dict(in_features=32, hidden=64, layers=2, batch_size=8, steps=3, warmup=1)
+    ranks = d.launch(d.data_parallel_benchmark, 2, threads_per_rank=1, partner_idle=True, **config)
+    busy, idle = ranks
+    assert all(c > 0 for c in busy["compute_s"])  # rank 0 computes every step
+    assert max(idle["compute_s"]) < min(busy["compute_s"])  # the other rank only waits, copies, all-reduces
+    assert len(idle["comm_s"]) == len(busy["comm_s"]) == 3 and all(c > 0 for c in idle["comm_s"])
+    if idle["sent_bytes"][0] is not None:  # the same traffic as a computing rank: the gradients' bytes once
+        assert idle["sent_bytes"][0] == pytest.approx(idle["grad_bytes"], rel=0.15)
+    assert idle["max_weight_diff"] > 0  # only rank 0 updates: the weights part, as the docstring says
+    with pytest.raises(TypeError, match="partner_idle"):
+        d.measure_data_parallel(2, partner_idle="yes", **config)
+
+
+@pytest.mark.slow
 def test_one_rank_step_time_is_the_jobs_baseline_in_a_process_alone():
     c = d.scaling.one_rank_step_time(in_features=16, hidden=16, layers=1, batch_size=4, steps=3)
     assert 0 < c < 1  # seconds: a tiny MLP's step

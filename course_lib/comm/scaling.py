@@ -116,6 +116,7 @@ def data_parallel_benchmark(
     seed: int = 0,
     skip_layer: int | None = None,
     sum_not_mean: bool = False,
+    partner_idle: bool = False,
 ) -> dict[str, Any]:
     """Time data-parallel training steps of an MLP on this rank; run it under :func:`launch`.
 
@@ -149,6 +150,11 @@ def data_parallel_benchmark(
     of this run's difference over the control's (1 when the gradients were summed; a skipped layer shows
     in its own tensors even where the head's larger steps dominate the whole-model maximum).
 
+    ``partner_idle=True`` is a control for rank 0's compute: every other rank computes its gradients once, then
+    in each step only waits, copies and all-reduces them (the same traffic, no forward, backward or update), so
+    rank 0 computes beside ranks that move the step's bytes but do not compute. The weights then differ between
+    ranks: only the times mean anything.
+
     ``skip_layer`` (an index among the model's ``Linear`` layers) leaves that layer's weight and bias out of
     the all-reduce, and ``sum_not_mean=True`` forgets the division by the number of ranks (every rank still
     ends with the same weights): the bugs the comparison with one process must catch, which the all-reduce
@@ -157,8 +163,9 @@ def data_parallel_benchmark(
     _check_config(in_features, hidden, layers, batch_size, steps, warmup)
     info = rank_info()
     rank, world = info["rank"], info["world_size"]
-    if not isinstance(sum_not_mean, bool):
-        raise TypeError(f"sum_not_mean must be True or False, got {sum_not_mean!r}")
+    for name, flag in (("sum_not_mean", sum_not_mean), ("partner_idle", partner_idle)):
+        if not isinstance(flag, bool):
+            raise TypeError(f"{name} must be True or False, got {flag!r}")
     torch.manual_seed(seed)  # the same initial weights on every rank
     model = models.MLP(in_features, [hidden] * layers, 10).to(info["device"])
     start_weights = copy.deepcopy(model.state_dict())
@@ -189,7 +196,12 @@ def data_parallel_benchmark(
             solo_s.append(time.perf_counter() - start)
         dist.barrier()  # ... then one data-parallel step on every rank
         start = time.perf_counter()
-        train.train_step(model, batch, opt, before_update=average)
+        if partner_idle and rank != 0:  # the control: this rank's traffic alone, on gradients computed once
+            if all(p.grad is None for p in model.parameters()):
+                torch.nn.functional.cross_entropy(model(batch[0]), batch[1]).backward()
+            average(model)
+        else:
+            train.train_step(model, batch, opt, before_update=average)
         end = time.perf_counter()
         step_s.append(end - start)
         compute_s.append((average.entered - start) + (end - average.left))
@@ -350,8 +362,9 @@ def measure_data_parallel(world_size: int = 2, **config: Any) -> dict[str, Any]:
         isinstance(skip, int) and not isinstance(skip, bool) and 0 <= skip <= settings["layers"]
     ):
         raise ValueError(f"skip_layer must be None or a Linear layer's index, 0 to {settings['layers']}; got {skip!r}")
-    if not isinstance(settings["sum_not_mean"], bool):
-        raise TypeError(f"sum_not_mean must be True or False, got {settings['sum_not_mean']!r}")
+    for name in ("sum_not_mean", "partner_idle"):
+        if not isinstance(settings[name], bool):
+            raise TypeError(f"{name} must be True or False, got {settings[name]!r}")
     ranks = launch(data_parallel_benchmark, world_size, threads_per_rank=1, **config)
     compute = representative(ranks[0]["solo_s"])
     step = max(representative(r["step_s"]) for r in ranks)
