@@ -458,3 +458,29 @@ def fork_join_cost(threads: int, *, rounds: int = 5) -> tuple[float, float, floa
     t = compare_interleaved(fns, rounds=rounds, num_threads={"1": 1, "p": threads}, min_run_time=0.05)
     t1, tp = t["1"].seconds, t["p"].seconds
     return t1, tp, max(0.0, tp - t1 / threads)
+
+
+def fork_join_held_out(threads: int, split_s: float, *, rounds: int = 5) -> dict[int, dict[str, float]]:
+    """The fork-join model tested away from where its ``s`` was measured (notebook 01, section 3): ``add_`` on
+    arrays of one grain (32 Ki elements) and of four grains per thread, which PyTorch splits over every thread, on
+    one thread and on ``threads``, interleaved. Returns ``{elements: {"t1", "tp", "model": t1 / p + s,
+    "split_free": t1 / p}}`` in seconds; ``split_free`` is the model with splitting costing nothing."""
+    import torch
+
+    threads = arguments.positive_int("threads", threads)
+    split_s = arguments.nonnegative("split_s", split_s)
+    if threads < 2:
+        raise ValueError(f"threads must be at least 2 for a split to cost anything, got {threads}")
+    arrays = {n: torch.ones(n) for n in (32768 * threads, 4 * 32768 * threads)}
+    fns = {f"{n} {k}": (lambda x=x: x.add_(1.0)) for n, x in arrays.items() for k in ("1", "p")}
+    t = compare_interleaved(
+        fns,
+        rounds=rounds,
+        num_threads={f"{n} {k}": 1 if k == "1" else threads for n in arrays for k in ("1", "p")},
+        min_run_time=0.05,
+    )
+    out = {}
+    for n in arrays:
+        t1, tp = t[f"{n} 1"].seconds, t[f"{n} p"].seconds
+        out[n] = {"t1": t1, "tp": tp, "model": t1 / threads + split_s, "split_free": t1 / threads}
+    return out

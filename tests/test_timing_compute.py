@@ -326,3 +326,16 @@ def test_fork_join_cost_splits_one_add():
     assert t1 > 0 and tp > 0 and s >= 0
     with pytest.raises(ValueError, match="threads"):
         timing.fork_join_cost(0)
+
+
+def test_fork_join_held_out_times_one_grain_and_four_per_thread():
+    held = timing.fork_join_held_out(2, 5e-6, rounds=1)
+    assert sorted(held) == [2 * 32768, 4 * 2 * 32768]  # sizes PyTorch splits over both threads
+    for h in held.values():
+        assert h["t1"] > 0 and h["tp"] > 0
+        assert h["model"] == pytest.approx(h["t1"] / 2 + 5e-6)
+        assert h["split_free"] == pytest.approx(h["t1"] / 2)
+    with pytest.raises(ValueError, match="threads"):
+        timing.fork_join_held_out(1, 0.0)
+    with pytest.raises(ValueError, match="split_s"):
+        timing.fork_join_held_out(2, -1.0)
