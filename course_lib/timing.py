@@ -259,7 +259,8 @@ def count_flops(fn: Callable[..., object], *args, **kwargs) -> int:
     """Floating-point operations PyTorch performs in ``fn(*args, **kwargs)``.
 
     Uses ``torch.utils.flop_counter.FlopCounterMode``, which counts matmuls, convolutions
-    and attention (2 FLOPs per multiply-add); elementwise ops are not counted.
+    and attention where it has a formula for the attention kernel (2 FLOPs per multiply-add); elementwise ops are
+    not counted, nor is PyTorch's CPU flash-attention kernel, which it has no formula for (torch 2.13).
     Pass a module as ``fn`` to count its forward pass.
     """
     arguments.function("fn", fn)

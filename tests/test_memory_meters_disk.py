@@ -52,6 +52,13 @@ def test_each_plausible_bug_misses_the_meter_by_more_than_the_lesson_bound():
     assert all(abs(b / est.total - 1) > 0.008 for b in bugs.values()), bugs
     with pytest.raises(TypeError, match="MemoryEstimate"):
         memory.plausible_bugs(123)
+    # a claim's no-effect value must lie outside its bound: with a bound, the closest wrong estimate it rejects
+    _, closest, miss, misses = memory.estimator_misses([(est, est.total)])
+    assert closest == "the batch forgotten" and miss < 15  # inside the GPU check's 15 %: no use as its no-effect
+    _, closest15, miss15, _ = memory.estimator_misses([(est, est.total)], 15)
+    assert miss15 > 15 and miss15 == min(m for m in misses.values() if m > 15)
+    with pytest.raises(ValueError, match="bound"):
+        memory.estimator_misses([(est, est.total)], -1)
 
 
 def test_bad_input_names_the_argument():

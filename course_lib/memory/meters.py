@@ -489,10 +489,12 @@ def measure_activation_bytes_per_example(
     return (kept[1] - kept[0]) / (b1 - b0)
 
 
-def estimator_misses(pairs) -> tuple[float, str, float, dict[str, float]]:
+def estimator_misses(pairs, bound: float | None = None) -> tuple[float, str, float, dict[str, float]]:
     """How far estimates land from the allocator's peaks: ``pairs`` is ``[(MemoryEstimate, allocated bytes)]``.
     Returns the worst miss of the estimates in percent, the name of the closest wrong estimate
-    (``estimator.plausible_bugs``), its worst miss in percent, and every wrong estimate's worst miss."""
+    (``estimator.plausible_bugs``), its worst miss in percent, and every wrong estimate's worst miss. With
+    ``bound`` (percent), the closest wrong estimate is the closest that misses by more than the bound: the one a
+    claim with that bound rejects (where none does, the closest of all, which such a claim then refuses)."""
     from .estimator import plausible_bugs
 
     pairs = list(pairs)
@@ -500,10 +502,13 @@ def estimator_misses(pairs) -> tuple[float, str, float, dict[str, float]]:
         raise ValueError("pairs is empty: give at least one (estimate, allocated bytes) pair")
     if any(not isinstance(a, (int, float)) or isinstance(a, bool) or a <= 0 for _, a in pairs):
         raise ValueError("every allocated byte count must be a positive number")
+    if bound is not None:
+        bound = arguments.positive("bound", bound)
     worst = 100 * max(abs(e.total / a - 1) for e, a in pairs)
     names = plausible_bugs(pairs[0][0])
     bugs = {b: 100 * max(abs(plausible_bugs(e)[b] / a - 1) for e, a in pairs) for b in names}
-    closest = min(bugs, key=bugs.get)
+    rejected = [b for b in bugs if bound is None or bugs[b] > bound] or list(bugs)
+    closest = min(rejected, key=bugs.get)
     return worst, closest, bugs[closest], bugs
 
 
