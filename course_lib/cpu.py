@@ -5,10 +5,10 @@ demo's claim holds also depends on things that change: how many cores other prog
 this moment, how many thread pools are loaded into this process and whether they fight over the
 cores, and how fast fp32 and bf16 arithmetic actually run. Where PyTorch's compute routines (kernels) have
 no bf16 instructions to use, a bf16 matrix product goes through fallback code that converts to float32, and
-how much slower than fp32 that is depends on the fallback path, so it is measured, never assumed: about half
+how much slower than fp32 that is depends on the fallback path, so it is measured, never assumed: a fraction of
 fp32's speed where oneDNN converts inside its AVX-512 routines, tens of times slower where only AVX2 code
-runs, and slower still on larger products there (notebook 00 prints the ratio; its atlas shows both paths
-on one Zen 4 chip). Every notebook starts with::
+runs (notebook 00 prints the ratio; its atlas shows both paths on one Zen 4 chip and one Intel chip).
+Every notebook starts with::
 
     machine = course_lib.cpu.profile()     # measures, sets the thread pools, decides
     print(machine.summary())
@@ -310,7 +310,7 @@ def thread_plan(
         notes.append(
             f"bf16 matrix products: PyTorch's kernels here ({cpu.torch_capability}) have no bf16 arithmetic, so they "
             f"run through fallback code, {1 / ratio:.0f}x slower than fp32 on a {calibration.size}x{calibration.size} "
-            "product and worse on larger ones. bf16 saves memory here but never time, so "
+            "product. bf16 saves memory here but never time, so "
             f"bf16 demos run at {_share(scale)} of their size; on a GPU or a CPU with bf16 units they run full size."
         )
     if pools:

@@ -71,7 +71,10 @@ class SmallCNN(nn.Module):
 
 
 class TinyTransformer(nn.Module):
-    """Token embedding + learned positions -> ``nn.TransformerEncoder`` -> mean pool -> linear head."""
+    """Token embedding + learned positions -> ``nn.TransformerEncoder`` -> mean pool -> linear head.
+
+    ``norm_first``: pre-norm blocks (the default here, as in GPT-2 and most recent models); False gives PyTorch's
+    own default, post-norm, whose last LayerNorm reads the block's final sum (notebook 02, checkpointing)."""
 
     def __init__(
         self,
@@ -83,8 +86,11 @@ class TinyTransformer(nn.Module):
         n_classes: int = 2,
         ff_mult: int = 4,
         dropout: float = 0.0,
+        norm_first: bool = True,
     ) -> None:
         super().__init__()
+        if not isinstance(norm_first, bool):
+            raise TypeError(f"norm_first must be True or False, got {norm_first!r}")
         for name, v in (
             ("vocab_size", vocab_size),
             ("seq_len", seq_len),
@@ -101,7 +107,7 @@ class TinyTransformer(nn.Module):
         self.embed = nn.Embedding(vocab_size, d_model)
         self.pos = nn.Parameter(torch.randn(seq_len, d_model) / math.sqrt(d_model))
         layer = nn.TransformerEncoderLayer(
-            d_model, n_heads, ff_mult * d_model, dropout=dropout, batch_first=True, norm_first=True
+            d_model, n_heads, ff_mult * d_model, dropout=dropout, batch_first=True, norm_first=norm_first
         )
         self.encoder = nn.TransformerEncoder(layer, n_layers, enable_nested_tensor=False)
         self.head = nn.Linear(d_model, n_classes)

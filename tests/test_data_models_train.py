@@ -63,6 +63,14 @@ def test_models_bad_input(call):
         call()
 
 
+def test_tiny_transformer_blocks_are_pre_norm_unless_asked():
+    pre, post = models.TinyTransformer(), models.TinyTransformer(norm_first=False)
+    assert all(layer.norm_first for layer in pre.encoder.layers)
+    assert not any(layer.norm_first for layer in post.encoder.layers)
+    with pytest.raises(TypeError, match="norm_first"):
+        models.TinyTransformer(norm_first="yes")
+
+
 @pytest.mark.slow
 def test_fit_learns_digits():
     torch.manual_seed(0)
