@@ -400,6 +400,18 @@ def test_partner_idle_ranks_move_the_bytes_but_do_not_compute():
 
 
 @pytest.mark.slow
+def test_the_same_job_under_ddp_keeps_the_ranks_equal():
+    out = d.measure_ddp(2, in_features=32, hidden=64, layers=2, batch_size=8, steps=3, warmup=1)
+    assert out["same_weights"], "DDP averages the gradients: every rank must end with the same weights"
+    assert out["compute_s"] > 0 and out["step_s"] > 0
+    assert out["speedup"] == pytest.approx(2 * out["compute_s"] / out["step_s"])
+    with pytest.raises(TypeError, match="bogus"):
+        d.measure_ddp(2, bogus=1)
+    with pytest.raises(ValueError, match="world_size"):
+        d.measure_ddp(1)
+
+
+@pytest.mark.slow
 def test_one_rank_step_time_is_the_jobs_baseline_in_a_process_alone():
     c = d.scaling.one_rank_step_time(in_features=16, hidden=16, layers=1, batch_size=4, steps=3)
     assert 0 < c < 1  # seconds: a tiny MLP's step

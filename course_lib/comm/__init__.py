@@ -11,7 +11,8 @@ Module 03 (interconnect) meets most of it; modules 04, 06 and 07 use it too.
                   ``naive_all_reduce`` and ``root_all_reduce``, ``check_ring_against_library``,
                   ``bytes_per_message_byte`` and ``allreduce_table`` (reading the rows)
 ``scaling``       ``data_parallel_benchmark`` (a real data-parallel step, timed in parts) and
-                  ``measure_data_parallel`` (its speed-up over one rank)
+                  ``measure_data_parallel`` (its speed-up over one rank); ``ddp_benchmark`` and ``measure_ddp``
+                  (the same job under PyTorch's DistributedDataParallel)
 ``feeding``       a trainer starved for bytes (``read_starvation``: a file from disk or the page cache,
                   ``drop_from_page_cache``) and for compute (``worker_epochs``: DataLoader workers)
 ``caches``        where the bytes live (notebook 03, section 2): ``working_set_bandwidth`` (one thread
@@ -58,7 +59,7 @@ from .demos import (
     demo_subprocess_then_hang,
     demo_workers_then_hang,
 )
-from .scaling import data_parallel_benchmark, measure_data_parallel
+from .scaling import data_parallel_benchmark, ddp_benchmark, measure_data_parallel, measure_ddp
 from .async_sgd import run_hogwild, run_sync
 from .launcher import (
     BACKENDS,
@@ -105,6 +106,8 @@ __all__ = [
     "demo_workers_then_hang",
     "data_parallel_benchmark",
     "measure_data_parallel",
+    "measure_ddp",
+    "ddp_benchmark",
     "run_hogwild",
     "run_sync",
 ]

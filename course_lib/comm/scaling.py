@@ -238,6 +238,73 @@ def data_parallel_benchmark(
     }
 
 
+def ddp_benchmark(
+    in_features: int = 512,
+    hidden: int = 1024,
+    layers: int = 3,
+    batch_size: int = 32,
+    steps: int = 6,
+    warmup: int = 2,
+    seed: int = 0,
+) -> dict[str, Any]:
+    """The data-parallel job of :func:`data_parallel_benchmark` under PyTorch's ``DistributedDataParallel``: gradients
+    summed in buckets while the backward pass runs, averaged as they are copied in, the buckets' memory shared with the
+    gradients (``gradient_as_bucket_view=True``), no barrier. Run it under :func:`launch`. As there, rank 0 takes
+    two steps alone on a copy of the model before each data-parallel step (the second timed: the one-rank baseline).
+    Returns this rank's ``{"rank", "step_s", "solo_s", "checksum"}`` (``warmup`` steps dropped)."""
+    from torch.nn.parallel import DistributedDataParallel
+
+    _check_config(in_features, hidden, layers, batch_size, steps, warmup)
+    info = rank_info()
+    rank = info["rank"]
+    torch.manual_seed(seed)  # the same initial weights on every rank
+    model = models.MLP(in_features, [hidden] * layers, 10).to(info["device"])
+    solo_model = copy.deepcopy(model)
+    batch = _rank_batch(seed, rank, batch_size, in_features)
+    ddp = DistributedDataParallel(model, gradient_as_bucket_view=True)
+    opt = train.make_optimizer("sgd", ddp.parameters(), lr=0.01)
+    solo_opt = train.make_optimizer("sgd", solo_model.parameters(), lr=0.01)
+    step_s: list[float] = []
+    solo_s: list[float] = []
+    for _ in range(warmup + steps):
+        dist.barrier()  # rank 0 alone, two steps back to back, the second timed, while the others wait
+        if rank == 0:
+            train.train_step(solo_model, batch, solo_opt)
+            start = time.perf_counter()
+            train.train_step(solo_model, batch, solo_opt)
+            solo_s.append(time.perf_counter() - start)
+        dist.barrier()  # then one data-parallel step on every rank, with no barrier of its own
+        start = time.perf_counter()
+        train.train_step(ddp, batch, opt)
+        step_s.append(time.perf_counter() - start)
+    checksum = float(sum(p.detach().double().sum() for p in model.parameters()))
+    return {"rank": rank, "step_s": step_s[warmup:], "solo_s": solo_s[warmup:], "checksum": checksum}
+
+
+def measure_ddp(world_size: int = 2, **config: Any) -> dict[str, Any]:
+    """:func:`ddp_benchmark` on ``world_size`` ranks, one thread each (notebook 03, section 7: the same job as
+    :func:`measure_data_parallel`, under PyTorch's DDP). Returns ``{"compute_s": one rank's step alone, "step_s": a
+    step on every rank (the slowest rank's low quantile), "speedup": world_size x compute_s / step_s, "same_weights":
+    every rank ended with the same weights}``."""
+    world_size = arguments.integer("world_size", world_size, minimum=2)
+    unknown = set(config) - set(inspect.signature(ddp_benchmark).parameters)
+    if unknown:
+        raise TypeError(f"unknown argument(s) {sorted(unknown)} for ddp_benchmark")
+    defaults = {k: v.default for k, v in inspect.signature(ddp_benchmark).parameters.items()}
+    settings = {**defaults, **config}
+    _check_config(*(settings[k] for k in ("in_features", "hidden", "layers", "batch_size", "steps", "warmup")))
+    ranks = launch(ddp_benchmark, world_size, threads_per_rank=1, **config)
+    compute = representative(ranks[0]["solo_s"])
+    step = max(representative(r["step_s"]) for r in ranks)
+    sums = [r["checksum"] for r in ranks]
+    return {
+        "compute_s": compute,
+        "step_s": step,
+        "speedup": world_size * compute / step,
+        "same_weights": max(sums) - min(sums) <= 1e-6 * max(1.0, abs(sums[0])),
+    }
+
+
 def _rank_batch(seed: int, rank: int, batch_size: int, in_features: int) -> tuple[torch.Tensor, torch.Tensor]:
     g = torch.Generator().manual_seed(seeds.derive(seed, "rank", rank))
     return torch.randn(batch_size, in_features, generator=g), torch.randint(0, 10, (batch_size,), generator=g)
