@@ -96,14 +96,3 @@ def test_epoch_models_read_ahead_takes_the_longer_part_read_then_compute_adds():
     assert e.predicted_slowdown == pytest.approx(5.0) and e.over_overlapped == pytest.approx(0.9)
     fast_disk = streaming.EpochTimes(100, 0.5, 0.5, 1000.0, 10000.0, "posix_fadvise", True, 0.0)
     assert fast_disk.predicted_slowdown == pytest.approx(1.0)  # compute hides the whole read
-
-
-def test_a_cached_epoch_is_timed_on_a_data_set_and_refused_elsewhere(tmp_path):
-    from course_lib.memory import streaming
-
-    path = streaming.write_synthetic_dataset(tmp_path / "d", n_samples=2048, n_features=16)
-    assert 0 < streaming.cached_epoch_seconds(path, rounds=2) < 5
-    with pytest.raises(ValueError):
-        streaming.cached_epoch_seconds(tmp_path)
-    with pytest.raises(ValueError):
-        streaming.cached_epoch_seconds(path, rounds=0)

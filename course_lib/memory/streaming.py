@@ -43,7 +43,6 @@ import torch
 from torch.utils.data import Dataset, IterableDataset, get_worker_info
 
 from .. import arguments, names, seeds
-from ..timing import num_threads_set
 from ..hardware import current_rss_bytes, peak_rss_bytes
 from .meters import _resident_peak
 from .page_cache import (  # re-exported: the data sets below are read through the page cache
@@ -71,7 +70,6 @@ __all__ = [
     "cache_control",
     "demo_dataset_bytes",
     "EpochTimes",
-    "cached_epoch_seconds",
     "epochs_cached_vs_evicted",
 ]
 
@@ -539,15 +537,6 @@ def _epoch(path: str | os.PathLike, batch_size: int, evict: bool) -> float:
             _readinto(fx, memoryview(buf.reshape(-1).view(np.uint8))[: rows * info.row_bytes])
             sums.index_add_(0, torch.from_numpy(np.array(y[start : start + rows])), torch.from_numpy(buf[:rows]))
     return time.perf_counter() - t0
-
-
-def cached_epoch_seconds(path: str | os.PathLike, rounds: int = 3, batch_size: int = 1024) -> float:
-    """One epoch's seconds over a :func:`write_synthetic_dataset` data set in the page cache: the fastest of
-    ``rounds``, one thread (notebook 02, section 9; ``ValueError`` for another path)."""
-    rounds, batch_size = _pos_int("rounds", rounds), _pos_int("batch_size", batch_size)
-    disk_read_throughput(dataset_info(path).path / "x.npy", drop_cache=False)  # the whole file into the cache
-    with num_threads_set(1):
-        return min(_epoch(path, batch_size, evict=False) for _ in range(rounds))
 
 
 def epochs_cached_vs_evicted(path: str | os.PathLike, rounds: int = 5, batch_size: int = 1024) -> EpochTimes:
