@@ -106,6 +106,32 @@ def _check_config(in_features: int, hidden: int, layers: int, batch_size: int, s
     arguments.nonnegative_int("warmup", warmup)
 
 
+def _job(in_features: int, hidden: int, layers: int, batch_size: int, seed: int, info: dict):
+    """One rank's side of the data-parallel job: the model (the same initial weights on every rank), a batch of
+    its own, and a copy of the model with its optimizer that rank 0 trains alone for the one-rank baseline."""
+    torch.manual_seed(seed)  # the same initial weights on every rank
+    model = models.MLP(in_features, [hidden] * layers, 10).to(info["device"])
+    batch = _rank_batch(seed, info["rank"], batch_size, in_features)  # but a batch of its own
+    solo_model = copy.deepcopy(model)
+    return model, batch, solo_model, train.make_optimizer("sgd", solo_model.parameters(), lr=0.01)
+
+
+def _solo_step(rank: int, solo_model: torch.nn.Module, batch, solo_opt, solo_s: list[float]) -> None:
+    """Two steps alone on rank 0 while the others wait at the barrier, the second timed: a process training alone
+    steps back to back, its weights warm in the caches, not one step after the job's."""
+    dist.barrier()
+    if rank == 0:
+        train.train_step(solo_model, batch, solo_opt)
+        start = time.perf_counter()
+        train.train_step(solo_model, batch, solo_opt)
+        solo_s.append(time.perf_counter() - start)
+    dist.barrier()  # ... then one data-parallel step on every rank
+
+
+def _checksum(model: torch.nn.Module) -> float:
+    return float(sum(p.detach().double().sum() for p in model.parameters()))
+
+
 def data_parallel_benchmark(
     in_features: int = 512,
     hidden: int = 1024,
@@ -166,13 +192,9 @@ def data_parallel_benchmark(
     for name, flag in (("sum_not_mean", sum_not_mean), ("partner_idle", partner_idle)):
         if not isinstance(flag, bool):
             raise TypeError(f"{name} must be True or False, got {flag!r}")
-    torch.manual_seed(seed)  # the same initial weights on every rank
-    model = models.MLP(in_features, [hidden] * layers, 10).to(info["device"])
+    model, batch, solo_model, solo_opt = _job(in_features, hidden, layers, batch_size, seed, info)
     start_weights = copy.deepcopy(model.state_dict())
-    batch = _rank_batch(seed, rank, batch_size, in_features)  # but a batch of its own
-    solo_model = copy.deepcopy(model)  # rank 0 also trains alone, on a copy, for the baseline
     opt = train.make_optimizer("sgd", model.parameters(), lr=0.01)
-    solo_opt = train.make_optimizer("sgd", solo_model.parameters(), lr=0.01)
     linear = [m for m in model.modules() if isinstance(m, torch.nn.Linear)]
     if skip_layer is not None and not (isinstance(skip_layer, int) and 0 <= skip_layer < len(linear)):
         raise ValueError(
@@ -188,13 +210,7 @@ def data_parallel_benchmark(
     alone = torch.zeros(models.count_parameters(model), device=info["device"])  # float32: 4 bytes a parameter
     compute_s: list[float] = []  # forward + backward before the hook, update after it: timed, not inferred
     for _ in range(warmup + steps):
-        dist.barrier()  # two steps alone on rank 0 while the others wait, the second timed: a process training
-        if rank == 0:  # alone steps back to back, its weights warm in the caches, not one step after the job's
-            train.train_step(solo_model, batch, solo_opt)
-            start = time.perf_counter()
-            train.train_step(solo_model, batch, solo_opt)
-            solo_s.append(time.perf_counter() - start)
-        dist.barrier()  # ... then one data-parallel step on every rank
+        _solo_step(rank, solo_model, batch, solo_opt, solo_s)
         start = time.perf_counter()
         if partner_idle and rank != 0:  # the control: this rank's traffic alone, on gradients computed once
             if all(p.grad is None for p in model.parameters()):
@@ -215,7 +231,7 @@ def data_parallel_benchmark(
     from_one, sum_diff, over_sum = _against_one_process(
         model, start_weights, seed, batch_size, in_features, warmup + steps
     )
-    checksum = float(sum(p.detach().double().sum() for p in model.parameters()))
+    checksum = _checksum(model)
     return {
         "rank": rank,
         "world_size": world,
@@ -256,29 +272,17 @@ def ddp_benchmark(
 
     _check_config(in_features, hidden, layers, batch_size, steps, warmup)
     info = rank_info()
-    rank = info["rank"]
-    torch.manual_seed(seed)  # the same initial weights on every rank
-    model = models.MLP(in_features, [hidden] * layers, 10).to(info["device"])
-    solo_model = copy.deepcopy(model)
-    batch = _rank_batch(seed, rank, batch_size, in_features)
+    model, batch, solo_model, solo_opt = _job(in_features, hidden, layers, batch_size, seed, info)
     ddp = DistributedDataParallel(model, gradient_as_bucket_view=True)
     opt = train.make_optimizer("sgd", ddp.parameters(), lr=0.01)
-    solo_opt = train.make_optimizer("sgd", solo_model.parameters(), lr=0.01)
     step_s: list[float] = []
     solo_s: list[float] = []
     for _ in range(warmup + steps):
-        dist.barrier()  # rank 0 alone, two steps back to back, the second timed, while the others wait
-        if rank == 0:
-            train.train_step(solo_model, batch, solo_opt)
-            start = time.perf_counter()
-            train.train_step(solo_model, batch, solo_opt)
-            solo_s.append(time.perf_counter() - start)
-        dist.barrier()  # then one data-parallel step on every rank, with no barrier of its own
+        _solo_step(info["rank"], solo_model, batch, solo_opt, solo_s)  # then a step with no barrier of its own
         start = time.perf_counter()
         train.train_step(ddp, batch, opt)
         step_s.append(time.perf_counter() - start)
-    checksum = float(sum(p.detach().double().sum() for p in model.parameters()))
-    return {"rank": rank, "step_s": step_s[warmup:], "solo_s": solo_s[warmup:], "checksum": checksum}
+    return {"rank": info["rank"], "step_s": step_s[warmup:], "solo_s": solo_s[warmup:], "checksum": _checksum(model)}
 
 
 def measure_ddp(world_size: int = 2, **config: Any) -> dict[str, Any]:
@@ -287,21 +291,15 @@ def measure_ddp(world_size: int = 2, **config: Any) -> dict[str, Any]:
     step on every rank (the slowest rank's low quantile), "speedup": world_size x compute_s / step_s, "same_weights":
     every rank ended with the same weights}``."""
     world_size = arguments.integer("world_size", world_size, minimum=2)
-    unknown = set(config) - set(inspect.signature(ddp_benchmark).parameters)
-    if unknown:
-        raise TypeError(f"unknown argument(s) {sorted(unknown)} for ddp_benchmark")
-    defaults = {k: v.default for k, v in inspect.signature(ddp_benchmark).parameters.items()}
-    settings = {**defaults, **config}
-    _check_config(*(settings[k] for k in ("in_features", "hidden", "layers", "batch_size", "steps", "warmup")))
+    _checked_config(config, ddp_benchmark)
     ranks = launch(ddp_benchmark, world_size, threads_per_rank=1, **config)
     compute = representative(ranks[0]["solo_s"])
     step = max(representative(r["step_s"]) for r in ranks)
-    sums = [r["checksum"] for r in ranks]
     return {
         "compute_s": compute,
         "step_s": step,
         "speedup": world_size * compute / step,
-        "same_weights": max(sums) - min(sums) <= 1e-6 * max(1.0, abs(sums[0])),
+        "same_weights": len({r["checksum"] for r in ranks}) == 1,
     }
 
 
@@ -370,11 +368,14 @@ def _weights_apart(model: torch.nn.Module, batch: tuple, lr: float) -> tuple[flo
     return float(both[0]), float(both[1])
 
 
-def _checked_config(config: dict) -> dict:
-    unknown = set(config) - set(inspect.signature(data_parallel_benchmark).parameters)
+def _checked_config(config: dict, benchmark=None) -> dict:
+    """``config`` checked against ``benchmark``'s arguments (:func:`data_parallel_benchmark` by default), with
+    its defaults filled in."""
+    benchmark = benchmark or data_parallel_benchmark
+    unknown = set(config) - set(inspect.signature(benchmark).parameters)
     if unknown:
-        raise TypeError(f"unknown argument(s) {sorted(unknown)} for data_parallel_benchmark")
-    defaults = {k: v.default for k, v in inspect.signature(data_parallel_benchmark).parameters.items()}
+        raise TypeError(f"unknown argument(s) {sorted(unknown)} for {benchmark.__name__}")
+    defaults = {k: v.default for k, v in inspect.signature(benchmark).parameters.items()}
     settings = {**defaults, **config}
     _check_config(*(settings[k] for k in ("in_features", "hidden", "layers", "batch_size", "steps", "warmup")))
     return settings
