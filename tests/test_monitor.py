@@ -228,6 +228,14 @@ def test_sample_training_sees_the_model_and_adam_state():
     assert n == models.count_parameters(models.MLP(1024, [512, 512], 10))
     assert s["rss_growth_bytes"] >= 0.9 * 16 * n, (s["rss_growth_bytes"], 16 * n)  # weights, grads, Adam's 2 moments
     assert s["samples"] >= 2 and s["other_programs_cores"] >= 0
+    # held after the run: weights (SGD), + 2 moments (Adam); a second Adam run, past the first run's one-time buffers
+    sgd = monitor.sample_training(1, width=512, steps=2, interval=0.02, optimizer="sgd")[0].summary()
+    adam = monitor.sample_training(1, width=512, steps=2, interval=0.02)[0].summary()
+    if adam["allocator_trimmed"] and sgd["allocator_trimmed"]:
+        assert abs(sgd["rss_held_bytes"] / (4 * n) - 1) < 0.1, sgd["rss_held_bytes"] / n
+        assert abs((adam["rss_held_bytes"] - sgd["rss_held_bytes"]) / (8 * n) - 1) < 0.1, adam["rss_held_bytes"] / n
+    with pytest.raises(ValueError, match="after the run"):
+        monitor.ResourceSampler().measure_held()
     with pytest.raises(ValueError, match="threads"):
         monitor.sample_training(0)
     with pytest.raises(ValueError, match="optimizer"):

@@ -105,6 +105,7 @@ class ResourceSampler:
         self._proc = psutil.Process()
         self._start: tuple = ()
         self._end: tuple | None = None
+        self.held: tuple[int, bool] | None = None  # measure_held's (bytes, allocator trimmed)
 
     def _gpu_why(self) -> str | None:
         """None when GPU utilisation can be read; otherwise why not (and ``self._util`` is unset)."""
@@ -185,6 +186,18 @@ class ResourceSampler:
         if self._thread is not None:
             self._thread.join()
 
+    def measure_held(self) -> int:
+        """After the run: this process's RSS now, once the C allocator has handed back the memory it caches
+        (``release_free_memory``), minus the RSS at the start. What the objects still alive hold (a model and
+        its optimizer state, say), without the temporaries the peak also counts. Recorded in ``summary()`` as
+        ``rss_held_bytes``, with ``allocator_trimmed``: False where the allocator cannot be asked (not Linux
+        with glibc), and then the figure also holds whatever it keeps cached."""
+        if len(self.samples) < 2 or self._end is None:
+            raise ValueError("measure_held comes after the run: use it after `with ResourceSampler() as rs: ...`")
+        trimmed = release_free_memory()
+        self.held = (self._proc.memory_info().rss - self.samples[0].rss_bytes, trimmed)
+        return self.held[0]
+
     def series(self, field_name: str) -> list:
         """One field of every sample, e.g. ``series("rss_bytes")``."""
         names = [f for f in Sample.__dataclass_fields__]
@@ -194,7 +207,8 @@ class ResourceSampler:
     def summary(self) -> dict[str, Any]:
         """Duration, mean and peak CPU use of this process (% of one core), the machine's mean CPU use
         (% of all its cores) and the cores other programs kept busy, RSS at start, peak and end (and its
-        growth), system memory; GPU memory and utilisation, or ``gpu`` saying why they are absent."""
+        growth), what ``measure_held`` found held after the run (None until it is called), system memory;
+        GPU memory and utilisation, or ``gpu`` saying why they are absent."""
         if len(self.samples) < 2 or self._end is None:
             raise ValueError("no samples yet: use the sampler as `with ResourceSampler() as rs: ...` around a run")
         s = self.samples[1:]  # the first reading is the baseline, with no CPU interval behind it
@@ -212,6 +226,8 @@ class ResourceSampler:
             "rss_peak_bytes": max(rss),
             "rss_end_bytes": rss[-1],
             "rss_growth_bytes": max(rss) - rss[0],
+            "rss_held_bytes": self.held[0] if self.held else None,
+            "allocator_trimmed": self.held[1] if self.held else None,
             "system_used_peak_bytes": max(x.system_used_bytes for x in self.samples),
             "cores": len(self._start[2]),
             "gpu": self.gpu_why or "GPU memory from torch.cuda, utilisation from NVML (nvidia-smi's counter)",
@@ -263,7 +279,10 @@ def sample_training(
     The model and its optimizer are created inside the sampled block, after ``release_free_memory``,
     so the resident memory's growth holds the weights, gradients, Adam's two moments and whatever
     the steps need on top. A tiny model is trained once first, so one-time set-up (kernels, thread
-    pools) is not counted. Returns the sampler and the model's parameter count.
+    pools) is not counted. After the run, with the model and optimizer still alive, ``measure_held``
+    records what they hold (``summary()["rss_held_bytes"]``): the gradients are released after each
+    step, so that is the weights and, with Adam, its two moments. Returns the sampler and the model's
+    parameter count.
     """
     threads = arguments.positive_int("threads", threads)
     width = arguments.positive_int("width", width)
@@ -289,6 +308,7 @@ def sample_training(
             for _ in range(steps):
                 train.train_step(model, (x, y), opt)
             synchronize(device)
+        rs.measure_held()  # the model and its optimizer still alive: weights and state, no temporaries
     n = models.count_parameters(model)
     del model, opt
     release_free_memory()
