@@ -163,7 +163,7 @@ def test_a_guess_edited_after_the_answer_is_shown_is_not_scored(monkeypatch):
 def test_the_one_setting_reveals_and_says_so(monkeypatch, capsys):
     monkeypatch.setenv("COURSE_REVEAL", "1")
     checks.guess_first(guess_x=None, guess_y=2.0)
-    assert "COURSE_REVEAL=1" in capsys.readouterr().out
+    assert "run with its answers shown" in capsys.readouterr().out
 
 
 def test_the_lock_refuses_a_guess_that_is_not_a_number(monkeypatch):
@@ -233,6 +233,13 @@ def test_a_machine_kind_separates_cpu_kernels_bf16_cores_and_accelerator():
     )
     assert runs.kind_of(dict(MACHINE, accelerator="NVIDIA H100")) != base
     assert runs.kind_of(dict(MACHINE, busy=True, free_cores=1)) == base  # load is a state, not a kind
+    # as a reader sees it: the narrower kernels a setting asked for, or the bf16 units it hid, named as a setting's
+    from course_lib.runs.atlas import short_kind
+
+    avx2 = runs.kind_of(dict(MACHINE, isa="AVX2", held={"ATEN_CPU_CAPABILITY": "avx2"}))
+    assert "held to AVX2 by a setting" in short_kind(avx2 + ", idle")
+    hidden = "Intel Xeon · AVX512 kernels (forced, same chip) · no native bf16 · 2 cores, idle"
+    assert short_kind(hidden) == "Intel Xeon, AVX512, bf16 hidden by a setting, 2 cores, idle"
     assert runs.state_of(dict(MACHINE, busy=True, free_cores=1)).startswith("busy")
 
 

@@ -267,7 +267,9 @@ def _largest_model_cases() -> list:
             {
                 10 * 10**9: halved,
                 gb80 // 12: no_master,
-                gb80 // 14: no_master,
+                gb80 // 14: "Two bytes a parameter short: a 2-byte value is missing (the bf16 weight or its bf16 "
+                "gradient), or a 4-byte one was counted as 2. List every value the mixed recipe keeps per parameter, "
+                "with its bytes.",
                 gb80 // 18: "The gradients are bf16 in this recipe (2 bytes): only the master weights and the "
                 "optimizer's values are float32.",
                 gb80 // 20: "That keeps float32 weights and gradients plus bf16 copies of both. (torch.autocast "

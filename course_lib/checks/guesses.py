@@ -203,10 +203,7 @@ def guess_first(**guesses: Any) -> None:
         return
     names = ", ".join(f"`{n}`" for n in missing)
     if revealing():
-        print(
-            f"(No guess in {names}: this copy shows its answers without one ({REVEAL_SETTING}=1); "
-            "make yours before reading on.)"
-        )
+        print(f"(No guess in {names}: this copy was run with its answers shown; make your guess before reading on.)")
         return
     raise GuessFirst(
         f"Guess first: set {names} in the prediction cell above to a number, run that cell, then run this one again."

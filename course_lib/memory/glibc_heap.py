@@ -146,7 +146,9 @@ def mlp_steps_with_heap(
     counts before the model exists and after each step (notebook 02,
     section 5; ``heap_max`` after the last: the heap at its largest): ``{"before": MallocCounts | None,
     "after": [MallocCounts | None, ...], "loss": float, "seconds": [float, ...]}`` (each step's wall time),
-    plus three independent meters for :func:`held_after_steps`: ``"rss_before"`` / ``"rss_after"`` (the kernel's
+    ``"faults"``: each step's minor page faults (pages the kernel mapped, zeroed, for the first time; None
+    without ``resource.getrusage``), plus three independent meters for :func:`held_after_steps`:
+    ``"rss_before"`` / ``"rss_after"`` (the kernel's
     resident bytes, ``VmRSS``; None off Linux) and ``"live_after"`` (bytes of the tensors alive after the last
     step: weights, Adam's state, the batch; counted from torch's tensors, not from glibc).
     Importable, so it runs in a capped child process (``limit.run_with_memory_limit``)."""
@@ -171,11 +173,13 @@ def mlp_steps_with_heap(
     rss_before, file_before = proc_status_bytes("VmRSS"), proc_status_bytes("RssFile")
     before = malloc_counts()  # before the model exists
     model, opt, batch = _mlp_adam(batch_size, in_features, hidden, depth, 10, None)
-    after, loss, seconds = [], 0.0, []
+    after, loss, seconds, faults = [], 0.0, [], []
     for _ in range(steps):
+        faults_before = _minor_faults()
         start = time.perf_counter()
         loss = train_step(model, batch, opt).loss
         seconds.append(time.perf_counter() - start)
+        faults.append(None if faults_before is None else _minor_faults() - faults_before)
         after.append(malloc_counts())
     rss_after, file_after = proc_status_bytes("VmRSS"), proc_status_bytes("RssFile")
     state = [s for st in opt.state.values() for s in st.values() if torch.is_tensor(s)]
@@ -185,11 +189,21 @@ def mlp_steps_with_heap(
         "after": after,
         "loss": float(loss),
         "seconds": seconds,
+        "faults": faults,
         "rss_before": rss_before,
         "rss_after": rss_after,
         "file_growth": None if None in (file_before, file_after) else file_after - file_before,
         "live_after": live + storage_bytes(list(batch)),
     }
+
+
+def _minor_faults() -> int | None:
+    """This process's minor page faults so far (``getrusage``; None where the ``resource`` module is missing)."""
+    try:
+        import resource
+    except ImportError:  # Windows
+        return None
+    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
 
 
 def _max_mmapped() -> int | None:

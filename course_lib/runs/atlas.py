@@ -131,10 +131,14 @@ _LEGENDS_SHOWN: set[tuple[str, ...]] = set()
 
 def short_kind(label: str) -> str:
     """A kind and load as a reader names it: "Intel Xeon, AVX512, 2 cores, busy"; a setting's narrower kernels are
-    "AVX2 forced"."""
+    "held to AVX2 by a setting", or, on an AVX-512 chip whose bf16 instructions a setting hid, "AVX512, bf16 hidden
+    by a setting"."""
     kind, _, state = label.rpartition(", ")
     parts = kind.split(" · ") if kind else [label]
-    isa = parts[1].replace(" kernels", "").replace(" (forced, same chip)", " forced") if len(parts) > 1 else ""
+    isa = parts[1].replace(" kernels", "").replace(" (forced, same chip)", "") if len(parts) > 1 else ""
+    if len(parts) > 2 and "(forced, same chip)" in parts[1]:
+        bf16_hidden = isa.startswith("AVX512") and parts[2] == "no native bf16"
+        isa = f"{isa}, bf16 hidden by a setting" if bf16_hidden else f"held to {isa} by a setting"
     rest = [parts[3]] if len(parts) > 3 else []
     rest += parts[4:]  # an accelerator
     return ", ".join([parts[0]] + ([isa] if isa else []) + rest + ([state] if kind and state else []))
@@ -248,8 +252,8 @@ def verdict(
         if low <= value <= high:
             return f"just outside {theirs}, within the {noise} noise allowance: no clear difference"
         return (
-            f"OUTSIDE {theirs} even with {noise} ({_fmt(low)} to {_fmt(high)}{unit}): another program busy, or "
-            "another power setting? Rerun this section on a quiet machine"
+            f"OUTSIDE {theirs} even with {noise} ({_fmt(low)} to {_fmt(high)}{unit}): rerun this section; a value "
+            "that repeats is this machine's own (its caches, its clock), one that moves came from a busy moment"
         )
     low, high = _widened(lo, hi, statistics.median(recorded))
     if lo <= value <= hi:
@@ -290,7 +294,8 @@ class Comparison:
             lines.append(
                 f"{self.atlas_size}. Yours: {short_kind(mine_label)}. Beyond your kind's range widened by "
                 f"±{NOISE:.0%} (timings on shared machines swing that much) a value counts as different; "
-                "'forced': the same chip told to use narrower instructions, standing in for an older CPU."
+                "'by a setting': the same chip told by an environment setting to use narrower instructions, "
+                "standing in for an older CPU (oneDNN's setting leaves MKL's float32 products free)."
             )
             _LEGENDS_SHOWN.add(tuple(self.legend))
         for row in self.rows:
