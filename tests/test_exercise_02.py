@@ -173,7 +173,7 @@ WRONG = [
     ),
     # largest_model
     ("model: the weights alone", MODEL.format(**{**MODEL_RIGHT, "fp32": "4"}), "counts the weights alone"),
-    ("model: fp32 without the optimizer", MODEL.format(**{**MODEL_RIGHT, "fp32": "4 + 4"}), "two values per"),
+    ("model: fp32 without the optimizer", MODEL.format(**{**MODEL_RIGHT, "fp32": "4 + 4"}), "what else does Adam keep"),
     ("model: mixed halves fp32", MODEL.format(**{**MODEL_RIGHT, "mixed": "2 + 2 + 2 * values"}), "That halves every"),
     (
         "model: mixed without the master copy",

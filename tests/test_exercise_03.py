@@ -138,7 +138,7 @@ WRONG = [
     (
         "needed: a tenth of the compute for the all-reduce",
         NEEDED.format(**{**NEEDED_RIGHT, "allowed": "compute_s * (1 - efficiency)"}),
-        "a ninth of it",
+        "what is left of it for the all-reduce",
     ),
     (
         "needed: the all-reduce given 90 % of the compute",
@@ -148,7 +148,7 @@ WRONG = [
     (
         "needed: the factor 2(N - 1)/N forgotten",
         NEEDED.format(**{**NEEDED_RIGHT, "factor": "1"}),
-        "The factor 2(N - 1)/N is missing",
+        "The ring's factor is missing",
     ),
     (
         "needed: every rank sends the whole gradient per step (times N)",

@@ -256,7 +256,8 @@ def _largest_model_cases() -> list:
             {
                 20 * 10**9: "That counts the weights alone: each parameter also has a gradient and Adam's two "
                 "values (section 2).",
-                10 * 10**9: "Adam's two values per parameter are missing: 4 + 4 + 4 + 4 bytes in float32.",
+                10 * 10**9: "That counts the weight and its gradient: what else does Adam keep for each parameter, "
+                "and in how many bytes?",
                 5: "That is in billions: return the number of parameters.",
                 80 * 10**9: "That is the memory in bytes: divide by what one parameter costs.",
             },

@@ -62,14 +62,16 @@ def _03_bus_bandwidth() -> dict:
                 (1e9, 1.0, 4),
                 1.5e9,
                 {
-                    1e9: "That is the algorithm bandwidth, nbytes / seconds: multiply it by 2(N - 1)/N, what one "
-                    "rank sends as a share of nbytes.",
-                    0.75e9: "(N - 1)/N is one phase: a rank sends that share in the reduce-scatter and again in the "
-                    "all-gather.",
-                    2e9: "2 is the limit for many ranks: with N ranks a rank sends 2(N - 1)/N of the message.",
-                    1e9 / 1.5: "Upside down: multiply the algorithm bandwidth by 2(N - 1)/N, do not divide.",
+                    1e9: "That is the algorithm bandwidth, nbytes / seconds. Bus bandwidth counts what one rank "
+                    "really sends: in a ring all-reduce, what share of nbytes is that?",
+                    0.75e9: "(N - 1)/N is one phase, the reduce-scatter: what must a rank still send after it?",
+                    2e9: "2 is the limit for many ranks. With 4 ranks, how many chunks does a rank send, and how "
+                    "large is each?",
+                    1e9 / 1.5: "Upside down: a rank sends more than nbytes in all, so the bus bandwidth is above the "
+                    "algorithm bandwidth, not below it.",
                     1.2e10: "That is in bits per second: return bytes per second.",
-                    6e9: "N times too much: in each of its 2(N - 1) steps a rank sends one chunk, 1/N of the message.",
+                    6e9: "N times too much: in each step a rank sends one chunk, not the whole message. How large is a "
+                    "chunk?",
                 },
             ),
             ((1e9, 2.0, 1), 0.0, "One rank sends nothing: its bus bandwidth is 0."),
@@ -150,17 +152,14 @@ def _03_bandwidth_needed() -> dict:
                 right,
                 {
                     1.5 * 4e8 / (0.1 * 0.1): "That lets the all-reduce take 10 % of the compute time. At 90 % "
-                    "efficiency the step may last compute / 0.9, so the all-reduce gets compute x (1/0.9 - 1), a "
-                    "ninth of it.",
-                    right / 1.5: "The factor 2(N - 1)/N is missing: in a ring all-reduce each rank sends 2(N - 1)/N "
-                    "of the gradient bytes, not the gradient once.",
-                    right / 2: "(N - 1)/N is one phase: a rank sends that share of the gradients in the "
-                    "reduce-scatter and again in the all-gather.",
-                    right * 4: "N times too much: in each of its 2(N - 1) steps a rank sends one chunk, 1/N of the "
-                    "gradient bytes, not all of them.",
+                    "efficiency, how long may the whole step last, and what is left of it for the all-reduce?",
+                    right / 1.5: "The ring's factor is missing: in a ring all-reduce, how much of the gradient bytes "
+                    "does each rank send, counting both phases?",
+                    right / 2: "(N - 1)/N is one phase, the reduce-scatter: what must a rank still send after it?",
+                    right * 4: "N times too much: in each step a rank sends one chunk of the gradient bytes, not all "
+                    "of them. How large is a chunk?",
                     1.5 * 4e8 / (0.1 * 0.9): "That lets the all-reduce take 90 % of the compute time. At 90 % "
-                    "efficiency the step may last compute / 0.9, so the all-reduce gets compute x (1/0.9 - 1), a "
-                    "ninth of it.",
+                    "efficiency, how long may the whole step last, and what is left of it for the all-reduce?",
                     right / 1e9: "That is in GB/s: return bytes per second.",
                     right * 8: "That is in bits per second: return bytes.",
                 },
