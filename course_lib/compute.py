@@ -518,16 +518,16 @@ def minor_faults_per_call(fn, calls: int = 20) -> float | None:
     """Minor page faults per call of ``fn`` (``resource.getrusage``), after one warm-up call; None where the
     operating system does not count them (Windows). ``step_roofline`` counts them for one step: a fresh gradient
     first touched in fresh pages would fault once per 4 KiB page."""
-    try:
-        import resource
-    except ImportError:
-        return None
+    from .hardware.process_memory import minor_faults
+
     calls = arguments.positive_int("calls", calls)
+    if minor_faults() is None:
+        return None
     fn()
-    before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    before = minor_faults()
     for _ in range(calls):
         fn()
-    return (resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before) / calls
+    return (minor_faults() - before) / calls
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,16 @@ def proc_status_bytes(key: str) -> int | None:
     return None
 
 
+def minor_faults() -> int | None:
+    """This process's minor page faults so far (``resource.getrusage``): pages the OS mapped on first touch,
+    zeroed. None where the operating system does not count them (Windows)."""
+    try:
+        import resource
+    except ImportError:
+        return None
+    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+
+
 def reset_peak_rss() -> bool:
     """Reset the resident high-water mark (VmHWM) to the current RSS: Linux >= 4.0 only.
 

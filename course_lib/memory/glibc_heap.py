@@ -163,7 +163,7 @@ def mlp_steps_with_heap(
     arguments.optional(arguments.positive_int, "threads", threads)
     import torch
 
-    from ..hardware.process_memory import proc_status_bytes
+    from ..hardware.process_memory import minor_faults, proc_status_bytes
     from ..train import train_step
     from .limit import _mlp_adam
     from .meters import storage_bytes
@@ -175,11 +175,11 @@ def mlp_steps_with_heap(
     model, opt, batch = _mlp_adam(batch_size, in_features, hidden, depth, 10, None)
     after, loss, seconds, faults = [], 0.0, [], []
     for _ in range(steps):
-        faults_before = _minor_faults()
+        faults_before = minor_faults()
         start = time.perf_counter()
         loss = train_step(model, batch, opt).loss
         seconds.append(time.perf_counter() - start)
-        faults.append(None if faults_before is None else _minor_faults() - faults_before)
+        faults.append(None if faults_before is None else minor_faults() - faults_before)
         after.append(malloc_counts())
     rss_after, file_after = proc_status_bytes("VmRSS"), proc_status_bytes("RssFile")
     state = [s for st in opt.state.values() for s in st.values() if torch.is_tensor(s)]
@@ -195,15 +195,6 @@ def mlp_steps_with_heap(
         "file_growth": None if None in (file_before, file_after) else file_after - file_before,
         "live_after": live + storage_bytes(list(batch)),
     }
-
-
-def _minor_faults() -> int | None:
-    """This process's minor page faults so far (``getrusage``; None where the ``resource`` module is missing)."""
-    try:
-        import resource
-    except ImportError:  # Windows
-        return None
-    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
 
 
 def _max_mmapped() -> int | None:
